@@ -1,0 +1,205 @@
+"""Run profiles: ``params/<name>.yaml``, loaded and validated into typed records.
+
+A profile has a few top-level keys and one section per notebook stage (``corpus`` for
+``01_corpus``, ``screening`` for ``02_screening``, ...). Every section is a pydantic model that
+forbids unknown keys, so a typo is an error naming the profile, the key and what was expected
+instead of a silently ignored setting. ``run_all`` injects a section's values into the
+matching notebook's ``parameters`` cell; the notebook's own defaults equal the model defaults
+(tests/test_notebooks_params.py keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hbpsych_utils import paths
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the profile file and the key."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CorpusParams(Section):
+    """01_corpus: which corpus file, how strict to be about it, and how much of it to use."""
+
+    allow_partial: bool = False
+    """Accept a corpus that holds only some of the 5,000 HealthBench ids and report coverage."""
+    invalid_records: Literal["error", "skip"] = "error"
+    """``error`` stops at the first bad line; ``skip`` logs it, counts it and goes on."""
+    max_conversations: int | None = Field(default=None, ge=1)
+    """Use only the first N records in file order (tiny runs); ``None`` uses all."""
+    corpus_file: str | None = None
+    """A local HealthBench-layout JSONL to use instead of the registry's corpus (another corpus,
+    a synthetic one in tests). Relative paths are taken from the project root."""
+    detect_language: bool = True
+    """Flag non-English conversations with the language detector."""
+
+
+class Profile(BaseModel):
+    """A validated run profile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    seed: int = 20250507
+    notebooks: list[str] | None = None
+    """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
+    corpus: CorpusParams = CorpusParams()
+
+    def section_for(self, notebook: str) -> Section | None:
+        """The parameter section of a notebook stem such as ``01_corpus`` (None if it has none)."""
+        field = section_name(notebook)
+        return getattr(self, field, None) if field in type(self).model_fields else None
+
+
+_STEM = re.compile(r"^(\d+)_(.+)$")
+
+
+def section_name(notebook: str) -> str:
+    """``01_corpus`` -> ``corpus``; ``11_harness_validation`` -> ``harness_validation``."""
+    m = _STEM.match(Path(notebook).stem)
+    if not m:
+        raise ValueError(f"notebook name {notebook!r} does not start with a number and '_'")
+    return m.group(2)
+
+
+NOT_PROFILES = frozenset({"models"})
+"""YAML files in ``params/`` that are not run profiles (``models.yaml`` is the model registry)."""
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in paths.params_dir().glob("*.yaml") if p.stem not in NOT_PROFILES)
+
+
+def profile_path(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        return p if p.is_absolute() else (Path.cwd() / p)
+    return paths.params_dir() / f"{name_or_path}.yaml"
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """Load and validate a profile by name (``smoke``) or by path to a YAML file."""
+    path = profile_path(name_or_path)
+    if not path.is_file():
+        raise ProfileError(
+            f"profile {str(name_or_path)!r}: file {path} does not exist "
+            f"(available profiles: {', '.join(available_profiles()) or 'none'})"
+        )
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile {path.stem!r} ({path}): not valid YAML: {exc}") from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ProfileError(
+            f"profile {path.stem!r} ({path}): expected a mapping of keys at the top level, "
+            f"got {type(raw).__name__}"
+        )
+    if "name" in raw and raw["name"] != path.stem:
+        raise ProfileError(
+            f"profile {path.stem!r} ({path}): key 'name' is {raw['name']!r} but must equal the "
+            f"file name {path.stem!r}"
+        )
+    raw = {**raw, "name": path.stem}
+    try:
+        profile = Profile.model_validate(raw)
+    except ValidationError as exc:
+        raise ProfileError(_describe(path, exc)) from None
+    _check_files(profile, path)
+    _check_notebooks(profile, path)
+    return profile
+
+
+def _describe(path: Path, exc: ValidationError) -> str:
+    lines = [f"profile {path.stem!r} ({path}) is invalid:"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            model = _model_at(err["loc"][:-1])
+            allowed = ", ".join(model.model_fields) if model else "?"
+            lines.append(f"  - {key}: unknown key (expected one of: {allowed})")
+        else:
+            expected = _expected_type(err["loc"])
+            lines.append(
+                f"  - {key}: {err['msg']} (got {err.get('input')!r}"
+                + (f"; expected {expected})" if expected else ")")
+            )
+    return "\n".join(lines)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = Profile
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        ann = getattr(field, "annotation", None)
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return None
+        model = ann
+    return model
+
+
+def _expected_type(loc: tuple[Any, ...]) -> str | None:
+    model = _model_at(loc[:-1])
+    if model is None or str(loc[-1]) not in model.model_fields:
+        return None
+    ann = model.model_fields[str(loc[-1])].annotation
+    return re.sub(r"typing\.|<class '([^']+)'>", r"\1", str(ann))
+
+
+def _check_files(profile: Profile, path: Path) -> None:
+    """Every ``*_file`` setting must name an existing file."""
+    for section_key in type(profile).model_fields:
+        section = getattr(profile, section_key)
+        if not isinstance(section, Section):
+            continue
+        for key, value in section.model_dump().items():
+            if key.endswith("_file") and value is not None:
+                p = resolve_path(value)
+                if not p.is_file():
+                    raise ProfileError(
+                        f"profile {path.stem!r} ({path}): {section_key}.{key}: file {p} does not "
+                        "exist (expected a path to an existing file, relative to the project root)"
+                    )
+
+
+def _check_notebooks(profile: Profile, path: Path) -> None:
+    if profile.notebooks is None:
+        return
+    present = {p.stem for p in paths.notebooks_dir().glob("[0-9]*.ipynb")}
+    for nb in profile.notebooks:
+        if nb not in present:
+            raise ProfileError(
+                f"profile {path.stem!r} ({path}): notebooks: {nb!r} is not a notebook in "
+                f"{paths.notebooks_dir()} (expected one of: {', '.join(sorted(present))})"
+            )
+
+
+def resolve_path(value: str | Path) -> Path:
+    """A profile path: absolute as given, otherwise relative to the project root."""
+    p = Path(value)
+    return p if p.is_absolute() else paths.project_root() / p
+
+
+def notebook_parameters(profile: Profile, notebook: str, outputs_root: Path) -> dict[str, Any]:
+    """The values run_all injects into a notebook's ``parameters`` cell."""
+    values: dict[str, Any] = {
+        "profile": profile.name,
+        "outputs_root": str(outputs_root),
+        "seed": profile.seed,
+    }
+    section = profile.section_for(notebook)
+    if section is not None:
+        values.update(section.model_dump(mode="json"))
+    return values

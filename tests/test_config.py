@@ -1,0 +1,92 @@
+"""Profiles: the shipped ones load; bad keys, types and files give errors naming them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hbpsych_utils import config
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("name", config.available_profiles())
+def test_shipped_profiles_load(name: str) -> None:
+    profile = config.load_profile(name)
+    assert profile.name == name
+    assert profile.description
+
+
+def test_default_and_smoke_exist() -> None:
+    assert {"default", "smoke"} <= set(config.available_profiles())
+    assert "models" not in config.available_profiles()
+
+
+def test_unknown_key_names_profile_key_and_expected(tmp_path: Path) -> None:
+    p = write(tmp_path, "typo", "corpus:\n  allow_partal: true\n")
+    with pytest.raises(config.ProfileError) as exc:
+        config.load_profile(p)
+    msg = str(exc.value)
+    assert "'typo'" in msg and str(p) in msg
+    assert "corpus.allow_partal: unknown key" in msg
+    assert "allow_partial" in msg  # what was expected instead
+
+
+def test_unknown_top_level_key(tmp_path: Path) -> None:
+    p = write(tmp_path, "top", "sede: 3\n")
+    with pytest.raises(config.ProfileError, match=r"sede: unknown key \(expected one of: .*seed"):
+        config.load_profile(p)
+
+
+def test_wrong_type_names_key_value_and_expected_type(tmp_path: Path) -> None:
+    p = write(tmp_path, "badtype", "corpus:\n  allow_partial: maybe\n")
+    with pytest.raises(config.ProfileError) as exc:
+        config.load_profile(p)
+    msg = str(exc.value)
+    assert "corpus.allow_partial" in msg and "'maybe'" in msg and "bool" in msg
+
+
+def test_wrong_choice(tmp_path: Path) -> None:
+    p = write(tmp_path, "choice", "corpus:\n  invalid_records: ignore\n")
+    with pytest.raises(config.ProfileError, match=r"corpus.invalid_records.*'error'.*'skip'"):
+        config.load_profile(p)
+
+
+def test_missing_profile_lists_available() -> None:
+    with pytest.raises(config.ProfileError) as exc:
+        config.load_profile("no_such_profile")
+    assert "no_such_profile" in str(exc.value) and "does not exist" in str(exc.value)
+    assert "default" in str(exc.value)
+
+
+def test_missing_file_setting(tmp_path: Path) -> None:
+    p = write(tmp_path, "nofile", "corpus:\n  corpus_file: data/nowhere.jsonl\n")
+    with pytest.raises(config.ProfileError, match=r"corpus.corpus_file: file .*nowhere.jsonl"):
+        config.load_profile(p)
+
+
+def test_unknown_notebook(tmp_path: Path) -> None:
+    p = write(tmp_path, "nb", "notebooks: [01_corpus, 99_nothing]\n")
+    with pytest.raises(config.ProfileError, match="99_nothing"):
+        config.load_profile(p)
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    p = write(tmp_path, "list", "- a\n- b\n")
+    with pytest.raises(config.ProfileError, match="expected a mapping"):
+        config.load_profile(p)
+
+
+def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> None:
+    profile = config.load_profile("smoke")
+    values = config.notebook_parameters(profile, "01_corpus", tmp_path)
+    assert values["profile"] == "smoke"
+    assert values["outputs_root"] == str(tmp_path)
+    assert values["seed"] == profile.seed
+    assert values["max_conversations"] == profile.corpus.max_conversations
+    assert config.section_name("11_harness_validation") == "harness_validation"
