@@ -1,0 +1,44 @@
+"""Command line: ``python -m hbpsych_utils <command>``.
+
+Commands: ``run [PROFILE]`` executes a profile's notebooks; ``fetch [NAME ...]`` fetches and
+verifies external artifacts (all when no name is given); ``profiles`` lists the profiles.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command == "run":
+        from hbpsych_utils import runner
+
+        return runner.main(rest)
+    if command == "fetch":
+        from hbpsych_utils import sources
+
+        names = rest or sorted(sources.registry())
+        try:
+            for name in names:
+                print(f"{name}: {sources.fetch(name)}")
+        except sources.ArtifactError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if command == "profiles":
+        from hbpsych_utils import config
+
+        for name in config.available_profiles():
+            print(f"{name}: {config.load_profile(name).description}")
+        return 0
+    print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

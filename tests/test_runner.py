@@ -1,0 +1,61 @@
+"""run_all's engine: notebooks in order, parameters injected, first failure stops the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from hbpsych_utils import runner
+
+
+def notebook(path: Path, *cells: str, params: str = 'profile = "x"\noutputs_root = "."\nseed = 0'):
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    p = new_code_cell(params)
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, *(new_code_cell(c) for c in cells)]
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "params").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.setenv("HBPSYCH_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_runs_in_order_and_stops_at_first_failure(project: Path) -> None:
+    (project / "params" / "p.yaml").write_text("description: test\nseed: 42\n")
+    write = "open(f'{outputs_root}/{profile}/seen.txt', 'a').write(f'{NAME} {seed}\\n')"
+    notebook(project / "notebooks" / "01_first.ipynb", f"NAME = 'first'\n{write}")
+    notebook(project / "notebooks" / "02_broken.ipynb", "x = 1", "raise ValueError('boom here')")
+    notebook(project / "notebooks" / "03_never.ipynb", f"NAME = 'never'\n{write}")
+    lines: list[str] = []
+    result = runner.run_profile("p", outputs_root=project / "out", echo=lines.append)
+    assert not result.ok and result.failed == "02_broken"
+    assert (project / "out" / "p" / "seen.txt").read_text() == "first 42\n"  # 03 never ran
+    failure = next(line for line in lines if line.startswith("FAILED"))
+    assert "02_broken" in failure and "cell 3 (raise ValueError" in failure
+    assert "boom here" in failure
+    manifest = json.loads((project / "out" / "p" / "manifest.json").read_text())
+    assert [n["status"] for n in manifest["notebooks"]] == ["ok", "failed"]
+    assert manifest["notebooks"][1]["error"] == {
+        "cell": 3, "ename": "ValueError", "evalue": "boom here"}
+    assert (project / "out" / "p" / "notebooks" / "02_broken.ipynb").is_file()
+
+
+def test_cli_exit_codes(project: Path, capsys) -> None:
+    (project / "params" / "good.yaml").write_text("description: ok\n")
+    notebook(project / "notebooks" / "01_ok.ipynb", "y = 2")
+    assert runner.main(["good", "--outputs", str(project / "out")]) == 0
+    assert runner.main(["missing", "--outputs", str(project / "out")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    bad = "notebooks: [01_ok]\ncorpus: {max_conversations: -1}\n"
+    (project / "params" / "bad.yaml").write_text(bad)
+    assert runner.main(["bad"]) == 2
