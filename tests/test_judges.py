@@ -1,0 +1,135 @@
+"""Judge statistics: Kendall's tau, severity, self-preference, bootstrap intervals, paper mode."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hbpsych_utils import judges, scoring
+
+needs_mirror = pytest.mark.skipif(
+    not os.environ.get("HBPSYCH_MIRROR"),
+    reason="HBPSYCH_MIRROR is not set: this test reads released artifacts from the offline mirror",
+)
+
+J = ["J1", "J2", "J3"]
+OWN = {"J1": "J1", "J2": "J2", "J3": "J3"}
+# candidate x judge; the candidates J1..J3 are the judges' own models
+TABLE = pd.DataFrame(
+    {"J1": [0.6, 0.3, 0.5, 0.2], "J2": [0.4, 0.5, 0.5, 0.2], "J3": [0.5, 0.4, 0.8, 0.3]},
+    index=["J1", "J2", "J3", "X"],
+)
+
+
+def test_grand_mean_and_severity_by_hand():
+    # column sums 1.6, 1.6, 2.0 over 4 candidates; grand mean 5.2 / 12
+    assert judges.grand_mean(TABLE, J) == pytest.approx(5.2 / 12)
+    sev = judges.severity(TABLE, J)
+    assert sev == {
+        "J1": pytest.approx(0.4 - 5.2 / 12),
+        "J2": pytest.approx(0.4 - 5.2 / 12),
+        "J3": pytest.approx(0.5 - 5.2 / 12),
+    }
+    assert sum(sev.values()) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_self_preference_raw_and_corrected_by_hand():
+    raw = judges.self_preference(TABLE, J, own=OWN)
+    # J1: 0.6 - (0.4 + 0.5)/2; J2: 0.5 - (0.3 + 0.4)/2; J3: 0.8 - (0.5 + 0.5)/2
+    assert raw == {"J1": pytest.approx(0.15), "J2": pytest.approx(0.15), "J3": pytest.approx(0.3)}
+    cor = judges.self_preference(TABLE, J, own=OWN, corrected=True)
+    # raw - own severity + mean of the others' severities: 0.15 + 1/30 + 1/60 = 0.2, etc.
+    assert cor == {"J1": pytest.approx(0.2), "J2": pytest.approx(0.2), "J3": pytest.approx(0.2)}
+
+
+def test_kendall_tau_b_by_hand():
+    taus = judges.kendall_taus(TABLE, J)
+    assert list(taus) == ["J1|J2", "J1|J3", "J2|J3"]
+    # J1 vs J3: 5 concordant, 1 discordant pair, no ties -> 4/6
+    assert taus["J1|J3"] == pytest.approx(4 / 6)
+    # J1 vs J2: 3 concordant, 2 discordant, one pair tied in J2 only -> 1 / sqrt(6 * 5)
+    assert taus["J1|J2"] == pytest.approx(1 / math.sqrt(30))
+
+
+def test_incomplete_candidates_are_left_out():
+    t = TABLE.copy()
+    t.loc["Y"] = [0.9, np.nan, 0.9]
+    assert judges.grand_mean(t, J) == pytest.approx(5.2 / 12)
+    assert judges.judge_metrics(t, J, own=OWN)["n_candidates"] == 4
+
+
+def test_own_model_must_be_a_candidate():
+    with pytest.raises(scoring.ScoringError, match="own model"):
+        judges.self_preference(TABLE, J, own={"J1": "nobody"})
+
+
+def _per_conversation(table, n_conv, noise=0.0, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for cand in table.index:
+        for judge in table.columns:
+            for k in range(n_conv):
+                rows.append((judge, cand, f"p{k}", table.at[cand, judge] + noise * rng.normal()))
+    return pd.DataFrame(rows, columns=["judge", "candidate", "prompt_id", "score"])
+
+
+def test_bootstrap_constant_cells_give_degenerate_intervals():
+    s = _per_conversation(TABLE, 5)
+    out = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=100, seed=0)
+    got = out.set_index(["stat", "judge"])
+    assert got.loc[("self_preference_raw", "J3"), "estimate"] == pytest.approx(0.3)
+    assert got.loc[("self_preference_corrected", "J1"), "estimate"] == pytest.approx(0.2)
+    assert got.loc[("severity", "J3"), "estimate"] == pytest.approx(0.5 - 5.2 / 12)
+    assert np.allclose(got["low"], got["estimate"]) and np.allclose(got["high"], got["estimate"])
+    assert len(out) == 9
+
+
+def test_bootstrap_estimates_match_point_statistics():
+    s = _per_conversation(TABLE, 60, noise=0.2, seed=3)
+    s.loc[5, "score"] = np.nan  # one unscored conversation: left out of that cell only
+    out = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=300, seed=1)
+    point = judges.judge_metrics(scoring.per_judge_means(s), J, own=OWN)
+    got = out.set_index(["stat", "judge"])["estimate"]
+    for j in J:
+        assert got[("severity", j)] == pytest.approx(point["severity"][j])
+        assert got[("self_preference_raw", j)] == pytest.approx(point["self_preference_raw"][j])
+        assert got[("self_preference_corrected", j)] == pytest.approx(
+            point["self_preference_corrected"][j]
+        )
+    assert (out["low"] <= out["estimate"]).all() and (out["estimate"] <= out["high"]).all()
+    assert (out["high"] > out["low"]).all()
+    again = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=300, seed=1)
+    pd.testing.assert_frame_equal(out, again)
+
+
+@needs_mirror
+def test_paper_mode_v1_by_hand():
+    from hbpsych_utils import sources
+
+    m = scoring.read_matrix(sources.fetch("matrix_v1"))
+    for judge in scoring.PANEL_JUDGES:  # every judge model is also a candidate
+        assert judge in set(m["candidate"])
+    met = judges.paper_judge_metrics(m, source="matrix_v1")
+    assert met["n_candidates"] == 20
+    raw = met["self_preference_raw"]
+    # gpt-4.1 judging itself 0.483064; haiku and gemini gave it 0.462072 and 0.591803
+    assert raw["gpt-4.1-2025-04-14"] == pytest.approx(0.483064 - (0.462072 + 0.591803) / 2)
+    # haiku on itself 0.401298; others 0.404613 (gpt-4.1), 0.516337 (gemini)
+    assert raw["claude-haiku-4-5-20251001"] == pytest.approx(0.401298 - (0.404613 + 0.516337) / 2)
+    # gemini on itself 0.537928; others 0.413346 (haiku), 0.419243 (gpt-4.1)
+    assert raw["gemini-2.5-flash"] == pytest.approx(0.537928 - (0.413346 + 0.419243) / 2)
+    assert sum(met["severity"].values()) == pytest.approx(0.0, abs=1e-12)
+    assert set(met["kendall_tau"]) == {
+        "gpt-4.1-2025-04-14|claude-haiku-4-5-20251001",
+        "gpt-4.1-2025-04-14|gemini-2.5-flash",
+        "claude-haiku-4-5-20251001|gemini-2.5-flash",
+    }
+    assert all(-1 <= t <= 1 for t in met["kendall_tau"].values())
+    # the three later candidates are not part of the judge statistics
+    pj = scoring.paper_per_judge(m)
+    assert judges.grand_mean(pj) == pytest.approx(met["grand_mean"])
+    assert not set(scoring.LATER_CANDIDATES) & set(pj.index)
