@@ -1,0 +1,114 @@
+"""Harness validation replay from the released GPT-4.1 HealthBench-Hard scores."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+
+import pytest
+
+from hbpsych_utils import harness
+from hbpsych_utils.corpus import Conversation, Message, RubricItem
+
+needs_mirror = pytest.mark.skipif(
+    not os.environ.get("HBPSYCH_MIRROR"),
+    reason="HBPSYCH_MIRROR is not set: this test reads released artifacts from the offline mirror",
+)
+
+
+def _write(tmp_path, rows):
+    p = tmp_path / "scores.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return p
+
+
+def test_replay_by_hand(tmp_path):
+    p = _write(tmp_path, [
+        {"prompt_id": "a", "score": 0.2, "grades": [True, False]},
+        {"prompt_id": "b", "score": -0.4, "grades": [False, True]},
+        {"prompt_id": "c", "score": 0.5, "grades": [True]},
+        {"prompt_id": "d", "score": None, "grades": []},
+    ])
+    r = harness.replay(harness.read_harness_scores(p), published=0.15)
+    assert (r.n_lines, r.n_scored) == (4, 3)
+    assert r.clipped_mean == pytest.approx(0.1)  # (0.2 - 0.4 + 0.5) / 3
+    assert r.delta == pytest.approx(-0.05)
+    m = r.metrics()
+    assert set(m) == {"n_scored", "clipped_mean", "bootstrap_std", "published", "delta"}
+    assert m["published"] == 0.15
+    assert r.bootstrap_std > 0
+
+
+def test_replay_constant_scores_and_clip(tmp_path):
+    p = _write(tmp_path, [{"prompt_id": str(i), "score": 1.2, "grades": [True]} for i in range(5)])
+    r = harness.replay(harness.read_harness_scores(p), published=1.0)
+    assert r.clipped_mean == 1.0
+    assert r.bootstrap_std == pytest.approx(0.0, abs=1e-12)
+    assert r.delta == 0.0
+
+
+def test_published_must_be_a_fraction(tmp_path):
+    p = _write(tmp_path, [{"prompt_id": "a", "score": 0.2, "grades": [True]}])
+    with pytest.raises(harness.HarnessError, match="fraction"):
+        harness.replay(harness.read_harness_scores(p), published=13.2)
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ('{"prompt_id": "a", "score": "0.3", "grades": [true]}', "score"),
+        ('{"prompt_id": "a", "score": 0.3, "grades": [1, 0]}', "grades"),
+        ('{"score": 0.3, "grades": []}', "prompt_id"),
+    ],
+)
+def test_bad_lines_name_the_field(tmp_path, line, field):
+    p = tmp_path / "s.jsonl"
+    p.write_text(line + "\n", encoding="utf-8")
+    with pytest.raises(harness.HarnessError, match=rf"s\.jsonl:1: field '{field}'"):
+        harness.read_harness_scores(p)
+
+
+def test_duplicate_prompt_id(tmp_path):
+    p = _write(tmp_path, [{"prompt_id": "a", "score": 0.1, "grades": []}] * 2)
+    with pytest.raises(harness.HarnessError, match="repeats line 1"):
+        harness.read_harness_scores(p)
+
+
+def test_rubric_check_finds_mismatches(tmp_path):
+    conv = Conversation("a", (Message("user", "q"),), (RubricItem("x", 4), RubricItem("y", -2)))
+    conv_b = Conversation("b", (Message("user", "q"),), (RubricItem("x", 4),))
+    p = _write(tmp_path, [
+        {"prompt_id": "a", "score": 0.5, "grades": [True, True]},  # (4 - 2) / 4 = 0.5
+        {"prompt_id": "b", "score": 0.9, "grades": [True]},  # should be 1.0
+        {"prompt_id": "c", "score": 0.3, "grades": [True]},  # rubric unknown: not checked
+    ])
+    chk = harness.check_against_rubrics(harness.read_harness_scores(p), [conv, conv_b])
+    assert (chk.n_checked, chk.n_exact) == (2, 1)
+    assert [(m.prompt_id, m.recomputed) for m in chk.mismatches] == [("b", 1.0)]
+    p2 = _write(tmp_path, [{"prompt_id": "a", "score": 0.5, "grades": [True]}])
+    chk2 = harness.check_against_rubrics(harness.read_harness_scores(p2), [conv])
+    assert "1 grades for 2 rubric criteria" in chk2.mismatches[0].problem
+
+
+@needs_mirror
+def test_replay_of_released_harness_scores():
+    from hbpsych_utils import corpus, sources
+
+    path = sources.fetch("harness_scores")
+    lines = harness.read_harness_scores(path)
+    r = harness.replay(lines, published=0.0, seed=0)
+    assert r.n_scored == 1000
+    scores = [json.loads(x)["score"] for x in path.read_text(encoding="utf-8").splitlines()]
+    assert r.clipped_mean == pytest.approx(min(1.0, max(0.0, math.fsum(scores) / 1000)), abs=1e-12)
+    assert r.delta == r.clipped_mean
+    # the bootstrap std of a mean of 1,000 values is about sd / sqrt(1000)
+    expected = statistics.pstdev(scores) / math.sqrt(1000)
+    assert r.bootstrap_std == pytest.approx(expected, rel=0.15)
+    # acceptance: every released score whose rubric is in the partial corpus is reproduced
+    convs = corpus.load_corpus(sources.fetch("healthbench_oss")).conversations
+    chk = harness.check_against_rubrics(lines, convs)
+    assert chk.n_checked == 193
+    assert chk.mismatches == []
+    assert chk.n_exact == 193  # exact float equality, no tolerance needed
