@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 
 import pandas as pd
 import pytest
@@ -11,10 +10,7 @@ import pytest
 from hbpsych_utils import grading
 from hbpsych_utils.corpus import Conversation, Message, RubricItem
 
-needs_mirror = pytest.mark.skipif(
-    not os.environ.get("HBPSYCH_MIRROR"),
-    reason="HBPSYCH_MIRROR is not set: this test reads released artifacts from the offline mirror",
-)
+needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
 
 def _conv(points, pid="p1"):

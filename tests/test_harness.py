@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 
 import pytest
@@ -12,10 +11,7 @@ import pytest
 from hbpsych_utils import harness
 from hbpsych_utils.corpus import Conversation, Message, RubricItem
 
-needs_mirror = pytest.mark.skipif(
-    not os.environ.get("HBPSYCH_MIRROR"),
-    reason="HBPSYCH_MIRROR is not set: this test reads released artifacts from the offline mirror",
-)
+needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
 
 def _write(tmp_path, rows):

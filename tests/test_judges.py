@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pandas as pd
@@ -11,10 +10,7 @@ import pytest
 
 from hbpsych_utils import judges, scoring
 
-needs_mirror = pytest.mark.skipif(
-    not os.environ.get("HBPSYCH_MIRROR"),
-    reason="HBPSYCH_MIRROR is not set: this test reads released artifacts from the offline mirror",
-)
+needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
 J = ["J1", "J2", "J3"]
 OWN = {"J1": "J1", "J2": "J2", "J3": "J3"}

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pandas as pd
 import pytest
 
 from hbpsych_utils import refusals
 
-needs_mirror = pytest.mark.skipif(
-    not os.environ.get("HBPSYCH_MIRROR"),
-    reason="HBPSYCH_MIRROR is not set: this test reads released artifacts from the offline mirror",
-)
+needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
 
 @pytest.mark.parametrize(

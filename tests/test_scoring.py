@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pandas as pd
@@ -11,10 +10,7 @@ import pytest
 
 from hbpsych_utils import scoring
 
-needs_mirror = pytest.mark.skipif(
-    not os.environ.get("HBPSYCH_MIRROR"),
-    reason="HBPSYCH_MIRROR is not set: this test reads released artifacts from the offline mirror",
-)
+needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
 
 def test_clipped_mean_clips_the_mean_not_the_scores():
