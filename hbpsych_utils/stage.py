@@ -47,6 +47,7 @@ def write_text(path: Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes files private; outputs are for reading
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
