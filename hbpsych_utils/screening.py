@@ -77,13 +77,25 @@ class ScreenSpec:
 
 
 def vocabulary_from_rubric(rubric: str) -> tuple[str, ...]:
-    """The controlled category vocabulary the rubric declares (its backticked terms)."""
-    m = re.search(r"controlled vocabulary:\**\s*(.+)", rubric, flags=re.IGNORECASE)
-    if not m:
-        raise ScreenError("the rubric declares no 'controlled vocabulary:' line")
-    terms = tuple(re.findall(r"`([^`]+)`", m.group(1)))
-    if not terms:
-        raise ScreenError("the rubric's controlled vocabulary line lists no `terms`")
+    """The category vocabulary a rubric declares: the backticked terms on its vocabulary line.
+
+    Read from the rubric rather than written into code, so another specialty's rubric brings
+    its own vocabulary. Of the lines mentioning a "controlled vocabulary", the one with the most
+    backticked terms is the list (a table row that merely mentions it has one or two).
+    """
+    candidates = [
+        tuple(re.findall(r"`([^`]+)`", line))
+        for line in rubric.splitlines()
+        if "controlled vocabulary" in line.lower()
+    ]
+    terms = max(candidates, key=len, default=())
+    if len(terms) < 3:
+        raise ScreenError(
+            "the rubric has no line naming a 'controlled vocabulary' with backticked terms; "
+            "pass the vocabulary explicitly"
+        )
+    if len(set(terms)) != len(terms):
+        raise ScreenError(f"the rubric's category vocabulary repeats a term: {terms}")
     return terms
 
 
@@ -348,3 +360,12 @@ def agreement_with_release(live: pd.DataFrame, released: pd.DataFrame) -> dict[s
     return {"n_common": len(merged), "confusion": confusion, "cohen_kappa": kappa,
             "percent_agreement": float((merged["label_released"] == merged["label_live"]).mean())
             if len(merged) else float("nan")}
+
+
+def rubric_text(rubric_artifact: str, rubric_file: str | None, fetch: Callable[[str], Path]) -> str:
+    """The rubric a profile names: a local file when given, else the registry artifact."""
+    if rubric_file is not None:
+        from hbpsych_utils.config import resolve_path
+
+        return resolve_path(rubric_file).read_text(encoding="utf-8")
+    return fetch(rubric_artifact).read_text(encoding="utf-8")

@@ -26,6 +26,16 @@ def test_vocabulary_from_the_real_rubric_has_18_terms(mirror: Path) -> None:
     assert len(vocab) == 18 and vocab[0] == "mood_depression_bipolar" and vocab[-1] == "none"
 
 
+def test_vocabulary_is_the_longest_backticked_list_on_a_vocabulary_line() -> None:
+    rubric = ("| `category` | topic (controlled vocabulary below); `none` if excluded |\n"
+              "**Category controlled vocabulary:** `cardio`, `renal`, `none`.\n")
+    assert screening.vocabulary_from_rubric(rubric) == ("cardio", "renal", "none")
+    with pytest.raises(screening.ScreenError, match="controlled vocabulary"):
+        screening.vocabulary_from_rubric("no list here\n")
+    with pytest.raises(screening.ScreenError, match="repeats"):
+        screening.vocabulary_from_rubric("controlled vocabulary: `a`, `b`, `a`")
+
+
 def test_replay_counts_match_an_independent_count(mirror: Path) -> None:
     path = sources.fetch("screening_labels")
     vocab = screening.vocabulary_from_rubric(sources.fetch("screening_rubric").read_text())
