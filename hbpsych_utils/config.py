@@ -44,6 +44,57 @@ class CorpusParams(Section):
     """Flag non-English conversations with the language detector."""
 
 
+class ScreeningParams(Section):
+    """02_screening: replay the released screen (live screening arrives with the LLM engine)."""
+
+    mode: Literal["replay"] = "replay"
+    rubric_artifact: str = "screening_rubric"
+    """Registry name of the screening rubric (used verbatim in live mode; its vocabulary always)."""
+    rubric_file: str | None = None
+    """A local rubric instead of the registry's (another specialty)."""
+    vocabulary: list[str] | None = None
+    """Category vocabulary; ``None`` reads it from the rubric's 'controlled vocabulary' line."""
+    batch_size: int = Field(default=50, ge=1)
+    max_reasks: int = Field(default=2, ge=0)
+    model: str | None = None
+    """Live mode: the screening model (a name in params/models.yaml)."""
+
+
+class ReviewParams(Section):
+    """03_review_round1: the blinded review set, the reviewers' ratings and their tally."""
+
+    mode: Literal["replay", "live"] = "replay"
+    """``replay`` uses the released set and ratings; ``live`` designs a set from this run's
+    screen and tallies the ratings files named in ``ratings_files`` (if any yet)."""
+    n_controls: int = Field(default=150, ge=0)
+    threshold: float = Field(default=0.05, ge=0, le=1)
+    """A control-inclusion rate above this triggers a recall round."""
+    ratings_files: list[str] | None = None
+    """Live mode: the reviewers' exported ratings files (relative to the project root)."""
+
+
+class RecallParams(Section):
+    """04_recall: the recall screen of the remaining excludes and the round-2 review."""
+
+    mode: Literal["replay"] = "replay"
+    rubric_artifact: str = "recovery_rubric"
+    rubric_file: str | None = None
+    batch_size: int = Field(default=50, ge=1)
+    max_reasks: int = Field(default=2, ge=0)
+    model: str | None = None
+    n_controls: int = Field(default=25, ge=0)
+    threshold: float = Field(default=0.05, ge=0, le=1)
+    ratings_files: list[str] | None = None
+
+
+class SubsetParams(Section):
+    """05_subset: assembling the subset under each control policy and checking the release."""
+
+    name: str = "healthbench-psych"
+    compare_with_release: bool = True
+    """Compare each derived subset with the released file (only meaningful in replay)."""
+
+
 class Profile(BaseModel):
     """A validated run profile."""
 
@@ -55,6 +106,10 @@ class Profile(BaseModel):
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
     corpus: CorpusParams = CorpusParams()
+    screening: ScreeningParams = ScreeningParams()
+    review_round1: ReviewParams = ReviewParams()
+    recall: RecallParams = RecallParams()
+    subset: SubsetParams = SubsetParams()
 
     def section_for(self, notebook: str) -> Section | None:
         """The parameter section of a notebook stem such as ``01_corpus`` (None if it has none)."""
@@ -159,14 +214,16 @@ def _expected_type(loc: tuple[Any, ...]) -> str | None:
 
 
 def _check_files(profile: Profile, path: Path) -> None:
-    """Every ``*_file`` setting must name an existing file."""
+    """Every ``*_file`` / ``*_files`` setting must name existing files."""
     for section_key in type(profile).model_fields:
         section = getattr(profile, section_key)
         if not isinstance(section, Section):
             continue
         for key, value in section.model_dump().items():
-            if key.endswith("_file") and value is not None:
-                p = resolve_path(value)
+            if not key.endswith(("_file", "_files")) or value is None:
+                continue
+            for item in value if isinstance(value, list) else [value]:
+                p = resolve_path(item)
                 if not p.is_file():
                     raise ProfileError(
                         f"profile {path.stem!r} ({path}): {section_key}.{key}: file {p} does not "

@@ -399,3 +399,38 @@ def turn_distribution(conversations: Iterable[Conversation]) -> dict[int, int]:
     from collections import Counter
 
     return dict(sorted(Counter(c.n_turns for c in conversations).items()))
+
+
+SOURCE_RECORD = "corpus_source.json"
+
+
+def source_record(loaded: ProfileCorpus, options: dict[str, Any]) -> dict[str, Any]:
+    """What later stages need to reload exactly this corpus: file, its hash, load options."""
+    from hbpsych_utils import sources
+
+    return {
+        "path": str(loaded.report.path),
+        "sha256": sources.sha256_file(loaded.report.path),
+        "source": loaded.source,
+        "options": options,
+        "n_conversations": len(loaded.conversations),
+        "ids_sha256": ids_hash(loaded.report.ids),
+    }
+
+
+def load_recorded(record_path: Path | str) -> list[Conversation]:
+    """Reload the corpus 01_corpus recorded, checking it is still the same file and ids."""
+    from hbpsych_utils import sources
+
+    rec = json.loads(Path(record_path).read_text(encoding="utf-8"))
+    path = Path(rec["path"])
+    if not path.is_file() or sources.sha256_file(path) != rec["sha256"]:
+        raise CorpusError(record_path, 0, "sha256",
+                          f"the corpus file {path} changed or vanished since 01_corpus ran; "
+                          "run the profile again from 01_corpus")
+    opts = rec["options"]
+    report = load_corpus(path, invalid_records=opts.get("invalid_records", "error"),
+                         max_records=opts.get("max_conversations"))
+    if ids_hash(report.ids) != rec["ids_sha256"]:
+        raise CorpusError(record_path, 0, "ids_sha256", "reloaded corpus holds different ids")
+    return report.conversations
