@@ -154,9 +154,10 @@ class HarnessReplay:
     n_scored: int
     clipped_mean: float
     bootstrap_std: float
-    published: float
-    delta: float
-    """clipped_mean - published."""
+    published: float | None
+    """The published figure compared against; ``None`` when none was given."""
+    delta: float | None
+    """clipped_mean - published (``None`` without a published figure)."""
 
     def metrics(self) -> dict[str, Any]:
         """``metrics.json`` fields of 11_harness_validation."""
@@ -172,14 +173,16 @@ class HarnessReplay:
 def replay(
     lines: Iterable[HarnessLine],
     *,
-    published: float,
+    published: float | None,
     seed: int = 0,
     n_resamples: int = scoring.N_RESAMPLES,
 ) -> HarnessReplay:
     """Summary of the released harness run, as simple-evals would report it, vs the published
-    figure (a fraction in [0, 1]). Lines without a score are not counted as scored."""
-    if isinstance(published, bool) or not isinstance(published, int | float) or not (
-        0.0 <= published <= 1.0
+    figure (a fraction in [0, 1], or ``None`` to report no difference). Lines without a score
+    are not counted as scored."""
+    if published is not None and (
+        isinstance(published, bool) or not isinstance(published, int | float)
+        or not 0.0 <= published <= 1.0
     ):
         raise HarnessError(
             f"published HealthBench-Hard figure must be a fraction in [0, 1], got {published!r}"
@@ -188,5 +191,6 @@ def replay(
     s = np.array([ln.score for ln in lines if ln.score is not None], dtype=float)
     mean = scoring.clipped_mean(s)
     std = scoring.reference_bootstrap_std(s, n_resamples=n_resamples, seed=seed)
-    return HarnessReplay(len(lines), int(s.size), mean, std, float(published),
-                         mean - float(published))
+    pub = None if published is None else float(published)
+    return HarnessReplay(len(lines), int(s.size), mean, std, pub,
+                         None if pub is None else mean - pub)

@@ -108,3 +108,12 @@ def test_replay_of_released_harness_scores():
     assert chk.n_checked == 193
     assert chk.mismatches == []
     assert chk.n_exact == 193  # exact float equality, no tolerance needed
+
+
+def test_no_published_figure_reports_no_difference(tmp_path):
+    p = tmp_path / "s.jsonl"
+    p.write_text('{"prompt_id": "a", "score": 0.5, "grades": [true]}\n'
+                 '{"prompt_id": "b", "score": -0.5, "grades": [false]}\n')
+    r = harness.replay(harness.read_harness_scores(p), published=None)
+    # mean of 0.5 and -0.5 is 0.0, clipped stays 0.0
+    assert r.clipped_mean == 0.0 and r.published is None and r.delta is None
