@@ -95,6 +95,52 @@ class SubsetParams(Section):
     """Compare each derived subset with the released file (only meaningful in replay)."""
 
 
+class GenerationParams(Section):
+    """06_generation: candidate responses (paper mode summarises the released run's logs)."""
+
+    mode: Literal["paper"] = "paper"
+
+
+class GradingParams(Section):
+    """07_grading: the judge panel's verdicts (paper mode summarises the released logs)."""
+
+    mode: Literal["paper"] = "paper"
+
+
+class ScoresParams(Section):
+    """08_scores: per-judge and panel scores, intervals, paired differences."""
+
+    mode: Literal["paper"] = "paper"
+    subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
+    include_later: bool = False
+    """Also show the three candidates added after the study (flagged ``in_study: false``)."""
+
+
+class JudgesParams(Section):
+    """09_judges: rank agreement, severity and self-preference of the judge panel."""
+
+    mode: Literal["paper"] = "paper"
+    subset: Literal["v1", "v2", "hard"] = "v1"
+
+
+class RefusalsParams(Section):
+    """10_refusals: refused conversations per model and the sensitivity analysis."""
+
+    mode: Literal["paper"] = "paper"
+    subset: Literal["v1", "v2", "hard"] = "v1"
+
+
+class HarnessValidationParams(Section):
+    """11_harness_validation: the GPT-4.1 HealthBench-Hard run against the published figure."""
+
+    mode: Literal["replay"] = "replay"
+    published: float | None = Field(default=None, ge=0, le=1)
+    """OpenAI's published HealthBench-Hard score for GPT-4.1 (a fraction); ``None`` when not
+    given, and then no difference is reported."""
+    published_source: str = ""
+    """Where ``published`` comes from (citation), recorded beside it."""
+
+
 class Profile(BaseModel):
     """A validated run profile."""
 
@@ -110,6 +156,12 @@ class Profile(BaseModel):
     review_round1: ReviewParams = ReviewParams()
     recall: RecallParams = RecallParams()
     subset: SubsetParams = SubsetParams()
+    generation: GenerationParams = GenerationParams()
+    grading: GradingParams = GradingParams()
+    scores: ScoresParams = ScoresParams()
+    judges: JudgesParams = JudgesParams()
+    refusals: RefusalsParams = RefusalsParams()
+    harness_validation: HarnessValidationParams = HarnessValidationParams()
 
     def section_for(self, notebook: str) -> Section | None:
         """The parameter section of a notebook stem such as ``01_corpus`` (None if it has none)."""

@@ -1,0 +1,90 @@
+"""Notebooks 06-11 on the default profile (paper/replay mode): metrics from the released files.
+
+The expected values are recomputed here from the raw released files with plain json/csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from hbpsych_utils import runner, sources
+
+pytestmark = pytest.mark.notebook
+STAGES = ["01_corpus", "02_screening", "03_review_round1", "04_recall", "05_subset",
+          "06_generation", "07_grading", "08_scores", "09_judges", "10_refusals",
+          "11_harness_validation"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+    import os
+
+    os.environ["HBPSYCH_MIRROR"] = str(mirror)
+    out = tmp_path_factory.mktemp("outputs")
+    result = runner.run_profile("default", outputs_root=out, only=STAGES, echo=print)
+    assert result.ok, result.notebooks
+    return out / "default"
+
+
+def metrics(run: Path, stage: str) -> dict:
+    return json.loads((run / stage / "metrics.json").read_text())
+
+
+def jsonl(name: str) -> list[dict]:
+    return [json.loads(x) for x in sources.fetch(name).read_text().splitlines() if x.strip()]
+
+
+def test_generation_and_grading_spend(run: Path) -> None:
+    spend = jsonl("run_spend")
+    gen, grade = metrics(run, "06_generation"), metrics(run, "07_grading")
+    assert gen["spend_generate_usd"] == pytest.approx(
+        sum(s["cost"] for s in spend if s["phase"] == "generate"), abs=1e-4)
+    assert grade["spend_grade_usd"] == pytest.approx(
+        sum(s["cost"] for s in spend if s["phase"] == "grade"), abs=1e-4)
+    errors = jsonl("run_errors")
+    assert gen["anomalies"]["empty_response"] == sum(
+        e["kind"] == "empty_response" for e in errors)
+    assert grade["grader_template_sha256"] == sources.artifact("grader_template").sha256
+
+
+def test_scores_from_the_matrix(run: Path) -> None:
+    rows = list(csv.DictReader(sources.fetch("matrix_v1").open()))
+    by_cand: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        by_cand[r["candidate"]].append(float(r["clipped_mean_score"]))
+    m = metrics(run, "08_scores")
+    assert len(m["panel_mean"]) == 20  # the study's candidates; later ones excluded
+    for cand, value in m["panel_mean"].items():
+        assert value == pytest.approx(sum(by_cand[cand]) / 3, abs=1e-12)
+    assert m["ranking"] == sorted(m["panel_mean"], key=lambda c: (-m["panel_mean"][c], c))
+    assert "ci_low" not in m and m["point_estimates_only"] is True
+    assert set(m["by_subset"]) == {"v1", "hard"}
+
+
+def test_judges_self_preference_by_hand(run: Path) -> None:
+    rows = {(r["candidate"], r["judge"]): float(r["clipped_mean_score"])
+            for r in csv.DictReader(sources.fetch("matrix_v1").open())}
+    judges = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001", "gemini-2.5-flash"]
+    m = metrics(run, "09_judges")
+    g = "gemini-2.5-flash"
+    raw = rows[(g, g)] - (rows[(g, judges[0])] + rows[(g, judges[1])]) / 2
+    assert m["self_preference_raw"][g] == pytest.approx(raw, abs=1e-12)
+    assert set(m["kendall_tau"]) == {f"{a}|{b}" for i, a in enumerate(judges)
+                                     for b in judges[i + 1:]}
+    assert sum(m["severity"].values()) == pytest.approx(0, abs=1e-12)
+
+
+def test_refusals_and_harness(run: Path) -> None:
+    ref = metrics(run, "10_refusals")
+    assert sum(ref["refusals"].values()) == sum(
+        len(v) for v in ref["refused_conversations"].values())
+    harness = metrics(run, "11_harness_validation")
+    scores = [x["score"] for x in jsonl("harness_scores")]
+    assert harness["n_scored"] == len(scores) == 1000
+    assert harness["clipped_mean"] == pytest.approx(min(1, max(0, sum(scores) / len(scores))))
+    assert harness["published"] is None and harness["delta"] is None
