@@ -1,7 +1,11 @@
 """Command line: ``python -m hbpsych_utils <command>``.
 
 Commands: ``run [PROFILE]`` executes a profile's notebooks; ``fetch [NAME ...]`` fetches and
-verifies external artifacts (all when no name is given); ``profiles`` lists the profiles.
+verifies external artifacts (all when no name is given); ``profiles`` lists the profiles;
+``filter-results INPUT ... [--format auto|simple-evals|inspect|hbpsych] [--subset v1|v2|hard|PATH]
+[--seed N] [--resamples N] [--json]`` reports HealthBench-Psych and Psych-Hard from
+per-conversation HealthBench results you already have (simple-evals, Inspect logs, or this
+compendium's score export), with no new generation or grading (``filter-results --help``).
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         return 0
+    if command == "filter-results":
+        from hbpsych_utils import interop
+
+        return interop.main(rest)
     if command == "profiles":
         from hbpsych_utils import config
 
