@@ -1,0 +1,266 @@
+"""Figures: ranking, heatmap and judge bias render from both score modes, sorted, labelled and
+marked as the data allow, and save to byte-identical files for the same inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from hbpsych_utils import figures, judges, scoring, sources
+
+needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
+
+J = ["J1", "J2", "J3"]
+OWN = {"J1": "J1", "J2": "J2", "J3": "J3"}
+# candidate x judge clipped means; J1..J3 are also the judges' own models, L is added later.
+PER_JUDGE = pd.DataFrame(
+    {"J1": [0.6, 0.3, 0.5, 0.2, 0.7], "J2": [0.4, 0.5, 0.5, 0.2, 0.6],
+     "J3": [0.5, 0.4, 0.8, 0.3, 0.8]},
+    index=pd.Index(["J1", "J2", "J3", "X", "L"], name="candidate"),
+)
+PER_JUDGE["in_study"] = [True, True, True, True, False]
+# panel means (row means): J1 0.5, J2 0.4, J3 0.6, X 0.7/3, L 0.7 -> L, J3, J1, J2, X
+EXPECTED_ORDER = ["L", "J3", "J1", "J2", "X"]
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _texts(fig: Figure) -> list[str]:
+    out = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        out += [t.get_text() for t in ax.texts]
+        out += [ax.get_title(loc) for loc in ("left", "center", "right")]
+    if fig._suptitle is not None:
+        out.append(fig._suptitle.get_text())
+    return out
+
+
+def _ytick_labels(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_yticklabels()]
+
+
+def _synthetic_scores(n: int = 40, seed: int = 3) -> pd.DataFrame:
+    """Per-conversation scores for the five candidates under three judges."""
+    rng = np.random.default_rng(seed)
+    base = {"J1": 0.5, "J2": 0.4, "J3": 0.6, "X": 0.25, "L": 0.7}
+    rows = []
+    for c, b in base.items():
+        for k, j in enumerate(J):
+            for p in range(n):
+                rows.append({"judge": j, "candidate": c, "prompt_id": f"p{p:03d}",
+                             "score": float(b + 0.05 * k + rng.normal(0, 0.2))})
+    return pd.DataFrame(rows)
+
+
+def _check_saved(fig: Figure, stem: Path) -> None:
+    paths = figures.save(fig, stem)
+    assert [p.suffix for p in paths] == [".png", ".svg"]
+    first = [p.read_bytes() for p in paths]
+    assert first[0][:8] == b"\x89PNG\r\n\x1a\n"
+    assert first[1].lstrip().startswith(b"<?xml")
+    assert b"<dc:date>" not in first[1] and b"Software" not in first[0]  # no run-specific metadata
+    assert len(first[0]) > 10_000 and len(first[1]) > 10_000  # a drawing, not an empty canvas
+    again = figures.save(fig, stem.parent / f"{stem.name}_again")
+    assert [p.read_bytes() for p in again] == first  # byte-identical for the same figure
+
+
+# --------------------------------------------------------------------------------------------
+# Category distribution (the subset's composition)
+
+
+def test_category_distribution_labels_and_saves(tmp_path: Path):
+    counts = {"depression": 30, "anxiety": 15, "no category majority": 5}
+    fig = figures.category_distribution(counts, title="toy subset")
+    ax = fig.axes[0]
+    assert _ytick_labels(ax) == ["depression", "anxiety", "no category majority"]
+    assert ax.get_title("left") == "toy subset (n = 50)"
+    assert [t.get_text() for t in ax.texts] == [" 30 (60%)", " 15 (30%)", " 5 (10%)"]
+    assert ax.patches[2].get_facecolor()[:3] == pytest.approx((0.6, 0.6, 0.6))  # muted grey
+    _check_saved(fig, tmp_path / "categories")
+
+
+# --------------------------------------------------------------------------------------------
+# Panel ranking
+
+
+def test_ranking_paper_mode_is_sorted_marked_and_labelled(tmp_path: Path):
+    table = scoring.paper_table(PER_JUDGE, J)
+    fig = figures.panel_ranking(table, subset="toy subset", judge_models=J, later=())
+    ax = fig.axes[0]
+    assert _ytick_labels(ax) == EXPECTED_ORDER
+    title = ax.get_title("left")
+    assert "toy subset" in title
+    assert figures.POINT_NOTE in title
+    texts = _texts(fig)
+    assert "0.700" in texts and "0.233" in texts  # L's and X's panel means, by hand
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert sorted(legend) == sorted(
+        ["study candidate", "judge model (also a candidate)", figures.LATER_LABEL]
+    )
+    # the later candidate is flagged through in_study even though ``later`` is empty
+    assert ax.get_yticklabels()[0].get_fontstyle() == "italic"
+    assert ax.get_yticklabels()[1].get_fontstyle() == "normal"
+    _check_saved(fig, tmp_path / "ranking")
+
+
+def test_ranking_with_intervals_draws_error_bars(tmp_path: Path):
+    t1 = scoring.table1(_synthetic_scores(), judges=J, n_resamples=200, seed=1)
+    fig = figures.panel_ranking(t1, subset="toy subset", judge_models=J, later=("L",))
+    ax = fig.axes[0]
+    title = ax.get_title("left")
+    assert "95% bootstrap intervals, n = 40 conversations" in title
+    assert figures.POINT_NOTE not in title
+    assert _ytick_labels(ax) == scoring.ranking(t1["panel_mean"])
+    # one horizontal error bar per candidate, spanning exactly [ci_low, ci_high]
+    segments = [seg for coll in ax.collections for seg in coll.get_segments()]
+    spans = sorted((round(s[0][0], 9), round(s[1][0], 9)) for s in segments)
+    expected = sorted((round(lo, 9), round(hi, 9)) for lo, hi in zip(t1["ci_low"],
+                                                                    t1["ci_high"], strict=True))
+    assert spans == expected
+    _check_saved(fig, tmp_path / "ranking_ci")
+
+
+def test_ranking_needs_panel_mean():
+    with pytest.raises(ValueError, match="panel_mean"):
+        figures.panel_ranking(PER_JUDGE, subset="toy")
+
+
+# --------------------------------------------------------------------------------------------
+# Heatmap
+
+
+def test_heatmap_sorted_annotated_and_own_cells_outlined(tmp_path: Path):
+    fig = figures.judge_heatmap(PER_JUDGE, subset="toy subset", judges=J, own=OWN, later=())
+    ax = fig.axes[0]
+    assert _ytick_labels(ax) == EXPECTED_ORDER
+    assert [t.get_text() for t in ax.get_xticklabels()] == J
+    im = ax.images[0]
+    assert im.get_cmap().name == "cividis"
+    np.testing.assert_allclose(im.get_array(), PER_JUDGE.loc[EXPECTED_ORDER, J].to_numpy())
+    cell_text = [t.get_text() for t in ax.texts]
+    assert len(cell_text) == 15
+    assert cell_text[:3] == ["0.700", "0.600", "0.800"]  # row L
+    # outlines on (J1, J1), (J2, J2), (J3, J3): rows 2, 3, 1 of the sorted table
+    boxes = sorted((p.get_x(), p.get_y()) for p in ax.patches if isinstance(p, Rectangle)
+                   and not p.get_fill())
+    assert boxes == sorted([(-0.5, 1.5), (0.5, 2.5), (1.5, 0.5)])
+    assert "Clipped mean score by candidate and judge: toy subset" in ax.get_title("left")
+    assert "added after the study" in ax.get_xlabel()
+    _check_saved(fig, tmp_path / "heatmap")
+
+
+def test_heatmap_follows_panel_mean_column_and_marks_missing_cells():
+    t = PER_JUDGE.copy()
+    t.loc["X", "J2"] = np.nan
+    t["panel_mean"] = [0.1, 0.2, 0.3, 0.4, 0.5]  # reverses the order
+    fig = figures.judge_heatmap(t, subset="toy", judges=J, own={})
+    ax = fig.axes[0]
+    assert _ytick_labels(ax) == ["L", "X", "J3", "J2", "J1"]
+    assert [t.get_text() for t in ax.texts][3:6] == ["0.200", "–", "0.300"]  # row X
+    assert not [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+
+
+def test_heatmap_names_missing_judge_column():
+    with pytest.raises(ValueError, match=r"J4"):
+        figures.judge_heatmap(PER_JUDGE, subset="toy", judges=[*J, "J4"])
+
+
+# --------------------------------------------------------------------------------------------
+# Judge severity and self-preference
+
+
+def test_judge_bias_point_estimates(tmp_path: Path):
+    metrics = judges.judge_metrics(PER_JUDGE.loc[["J1", "J2", "J3", "X"], J], J, own=OWN)
+    fig = figures.judge_bias(metrics, subset="toy subset")
+    ax_s, ax_p = fig.axes
+    assert _ytick_labels(ax_s) == J
+    title = fig._suptitle.get_text()
+    assert "toy subset" in title and figures.POINT_NOTE in title
+    assert "over 4 candidates" in title
+    # severity: 0.4 - 5.2/12 = -0.0333 (J1, J2) and 0.5 - 5.2/12 = +0.0667 (J3)
+    assert [t.get_text() for t in ax_s.texts] == ["-0.033", "-0.033", "+0.067"]
+    # self-preference raw 0.15, 0.15, 0.30; corrected 0.2 for each (tests/test_judges.py)
+    pref = [t.get_text() for t in ax_p.texts]
+    assert pref == ["+0.150", "+0.150", "+0.300", "+0.200", "+0.200", "+0.200"]
+    assert not any(c.get_segments() for c in ax_p.collections)  # no error bars
+    _check_saved(fig, tmp_path / "bias")
+
+
+def test_judge_bias_with_bootstrap_intervals(tmp_path: Path):
+    stats = judges.bootstrap_judge_stats(_synthetic_scores(), judges=J,
+                                         candidates=["J1", "J2", "J3", "X"], own=OWN,
+                                         n_resamples=200, seed=2)
+    fig = figures.judge_bias(stats, subset="toy subset")
+    assert "95% bootstrap intervals" in fig._suptitle.get_text()
+    ax_s, ax_p = fig.axes
+    sev = stats[stats["stat"] == "severity"].set_index("judge")
+    segs = sorted((round(s[0][0], 9), round(s[1][0], 9))
+                  for c in ax_s.collections for s in c.get_segments())
+    assert segs == sorted((round(sev.at[j, "low"], 9), round(sev.at[j, "high"], 9)) for j in J)
+    assert sum(len(c.get_segments()) for c in ax_p.collections) == 6
+    _check_saved(fig, tmp_path / "bias_ci")
+
+
+def test_judge_bias_judge_without_own_model():
+    metrics = {"severity": {"J1": -0.1, "J2": 0.1}, "self_preference_raw": {"J1": 0.05},
+               "self_preference_corrected": {"J1": 0.15}}
+    fig = figures.judge_bias(metrics, subset="toy")
+    assert "own model not a candidate" in _texts(fig)
+
+
+def test_judge_stats_frame_needs_every_field():
+    with pytest.raises(ValueError, match="self_preference_raw"):
+        figures.judge_stats_frame({"severity": {"J1": 0.0}})
+
+
+# --------------------------------------------------------------------------------------------
+# The released matrices
+
+
+@needs_mirror
+@pytest.mark.parametrize("name, n", [("matrix_v1", 610), ("matrix_hard_v1", 119)])
+def test_figures_on_released_matrices(tmp_path: Path, name: str, n: int):
+    m = scoring.read_matrix(sources.fetch(name))
+    pj = scoring.paper_per_judge(m, include_later=True)
+    table = scoring.paper_table(pj)
+    subset = f"{name} (n = {n})"
+
+    fig = figures.panel_ranking(table, subset=subset)
+    labels = _ytick_labels(fig.axes[0])
+    assert len(labels) == 23 and set(labels) == set(table.index)
+    later = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_fontstyle() == "italic"]
+    assert sorted(later) == sorted(scoring.LATER_CANDIDATES)
+    _check_saved(fig, tmp_path / "ranking")
+
+    fig = figures.judge_heatmap(pj, subset=subset)
+    assert _ytick_labels(fig.axes[0]) == labels  # same order as the ranking
+    boxes = [p for p in fig.axes[0].patches if isinstance(p, Rectangle) and not p.get_fill()]
+    assert len(boxes) == 3
+    _check_saved(fig, tmp_path / "heatmap")
+
+    fig = figures.judge_bias(judges.paper_judge_metrics(m), subset=subset)
+    assert "over 20 candidates" in fig._suptitle.get_text()
+    _check_saved(fig, tmp_path / "bias")
+
+
+@needs_mirror
+def test_released_v1_ranking_hand_checked():
+    m = scoring.read_matrix(sources.fetch("matrix_v1"))
+    table = scoring.paper_table(scoring.paper_per_judge(m))
+    fig = figures.panel_ranking(table, subset="HealthBench-Psych v1")
+    labels = _ytick_labels(fig.axes[0])
+    # from the CSV: kimi-k2.6 (0.599671 + 0.586262 + 0.694921) / 3 = 0.626951 leads,
+    # gpt-5.5 (0.597851 + 0.584990 + 0.688751) / 3 = 0.623864 second, gpt-3.5-turbo last
+    assert labels[:2] == ["kimi-k2.6", "gpt-5.5"] and labels[-1] == "gpt-3.5-turbo"
+    assert len(labels) == 20
+    assert "0.627" in _texts(fig)
