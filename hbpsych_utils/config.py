@@ -141,6 +141,16 @@ class HarnessValidationParams(Section):
     """Where ``published`` comes from (citation), recorded beside it."""
 
 
+class FiguresTablesParams(Section):
+    """12_figures_tables: the paper's figures and Table 1."""
+
+    mode: Literal["paper"] = "paper"
+    subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
+    publish: bool = True
+    """Also copy the figures and tables to the top-level ``figures/`` folder (the default
+    profile's job; test profiles keep theirs under ``outputs/<profile>/``)."""
+
+
 class Profile(BaseModel):
     """A validated run profile."""
 
@@ -162,6 +172,7 @@ class Profile(BaseModel):
     judges: JudgesParams = JudgesParams()
     refusals: RefusalsParams = RefusalsParams()
     harness_validation: HarnessValidationParams = HarnessValidationParams()
+    figures_tables: FiguresTablesParams = FiguresTablesParams()
 
     def section_for(self, notebook: str) -> Section | None:
         """The parameter section of a notebook stem such as ``01_corpus`` (None if it has none)."""

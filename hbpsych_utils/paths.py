@@ -41,4 +41,6 @@ def outputs_root() -> Path:
 
 
 def figures_dir() -> Path:
-    return project_root() / "figures"
+    """Where the default profile publishes the paper's figures; ``$HBPSYCH_FIGURES`` overrides."""
+    env = os.environ.get("HBPSYCH_FIGURES")
+    return Path(env).resolve() if env else project_root() / "figures"

@@ -17,7 +17,7 @@ from hbpsych_utils import runner, sources
 pytestmark = pytest.mark.notebook
 STAGES = ["01_corpus", "02_screening", "03_review_round1", "04_recall", "05_subset",
           "06_generation", "07_grading", "08_scores", "09_judges", "10_refusals",
-          "11_harness_validation"]
+          "11_harness_validation", "12_figures_tables"]
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
 
     os.environ["HBPSYCH_MIRROR"] = str(mirror)
     out = tmp_path_factory.mktemp("outputs")
+    os.environ["HBPSYCH_FIGURES"] = str(out / "published")
     result = runner.run_profile("default", outputs_root=out, only=STAGES, echo=print)
     assert result.ok, result.notebooks
     return out / "default"
@@ -88,3 +89,22 @@ def test_refusals_and_harness(run: Path) -> None:
     assert harness["n_scored"] == len(scores) == 1000
     assert harness["clipped_mean"] == pytest.approx(min(1, max(0, sum(scores) / len(scores))))
     assert harness["published"] is None and harness["delta"] is None
+
+
+def test_figures_and_tables_written_and_published(run: Path) -> None:
+    m = metrics(run, "12_figures_tables")
+    stage = run / "12_figures_tables"
+    published = run.parent / "published"
+    for stem in ("fig_categories_v1", "fig_ranking_v1", "fig_heatmap_v1", "fig_judges_v1",
+                 "fig_ranking_hard", "fig_heatmap_hard"):
+        for ext in ("png", "svg"):
+            name = f"{stem}.{ext}"
+            assert (stage / name).stat().st_size > 10_000
+            assert (published / name).read_bytes() == (stage / name).read_bytes()
+    table = list(csv.DictReader((stage / "table1_v1.csv").open()))
+    panel = metrics(run, "08_scores")["panel_mean"]
+    assert len(table) == 20
+    assert [r["candidate"] for r in table] == metrics(run, "08_scores")["ranking"]
+    assert float(table[0]["panel_mean"]) == pytest.approx(panel[table[0]["candidate"]], abs=1e-6)
+    assert "\\toprule" in (stage / "table1_v1.tex").read_text()
+    assert m["published_to_figures"] is True and m["n_files"] == len(m["files"])
