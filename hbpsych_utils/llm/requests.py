@@ -1,0 +1,130 @@
+"""Typed request and result records, and the canonical request key.
+
+A request's key is the sha256 of the canonical JSON of everything that determines the model's
+answer: provider, endpoint class (the provider's own URL, a loopback server, or another host),
+API, and the wire body (snapshot id, messages, the decoding parameters actually sent, response
+schema). Tags and metadata are for the caller and do not enter the key, so
+the same question asked by two stages is answered (and paid for) once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+KEY_VERSION = 1
+
+Status = Literal["ok", "refused", "failed", "not_run"]
+COMPLETED = ("ok", "refused")
+
+
+class ChatMessage(NamedTuple):
+    role: str
+    content: str
+
+
+_ROLES = {"system", "developer", "user", "assistant"}
+
+
+def _normalise_messages(messages: Iterable[Any]) -> tuple[ChatMessage, ...]:
+    out = []
+    for i, m in enumerate(messages):
+        if isinstance(m, Mapping):
+            role, content = m.get("role"), m.get("content")
+        else:  # corpus.Message, ChatMessage, or any object with role/content
+            role, content = getattr(m, "role", None), getattr(m, "content", None)
+        if role not in _ROLES:
+            raise ValueError(f"message {i}: role {role!r} is not one of {sorted(_ROLES)}")
+        if not isinstance(content, str):
+            raise ValueError(f"message {i}: content must be a string, got {type(content).__name__}")
+        out.append(ChatMessage(role, content))
+    if not out:
+        raise ValueError("a request needs at least one message")
+    return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class Request:
+    """One model call as a stage wants it; decoding quirks are applied by the engine.
+
+    ``messages`` accepts dicts or objects with ``role``/``content`` (e.g. corpus messages).
+    ``tag`` and ``metadata`` travel to the result and never enter the key.
+    """
+
+    model: str
+    messages: tuple[ChatMessage, ...]
+    temperature: float | None = None
+    max_tokens: int | None = None
+    response_schema: Mapping[str, Any] | None = None
+    tag: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", _normalise_messages(self.messages))
+        if self.max_tokens is not None and int(self.max_tokens) < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+    def prompt_chars(self) -> int:
+        return sum(len(m.content) for m in self.messages)
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def request_key(*, provider: str, endpoint: str, api: str, body: Mapping[str, Any]) -> str:
+    """sha256 of the canonical request: provider, endpoint class, API and the wire body.
+
+    The wire body holds the snapshot id, the messages, the decoding parameters actually sent
+    (after the registry's quirks) and the response schema.
+    """
+    blob = {"v": KEY_VERSION, "provider": provider, "endpoint": endpoint, "api": api,
+            "body": body}
+    return hashlib.sha256(canonical_json(blob).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Result:
+    """The outcome of one request. ``text`` is the model's answer only when status is ok.
+
+    status: ``ok`` (answer stored), ``refused`` (the provider's own refusal stop reason; stored,
+    never re-sampled), ``failed`` (retries exhausted or a permanent error; retried on the next
+    run), ``not_run`` (stopped by ``max_cost`` or a fatal provider error before it was sent).
+    """
+
+    key: str
+    model: str
+    provider: str
+    status: Status
+    text: str | None = None
+    stop_reason: str | None = None
+    refusal: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    latency: float = 0.0
+    attempts: int = 0
+    error: str | None = None
+    mode: str = "sync"
+    cached: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+    tag: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> bool:
+        return self.status in COMPLETED
+
+    def json(self) -> Any:
+        """The answer parsed as JSON (structured output); ValueError naming the key otherwise."""
+        if self.text is None:
+            raise ValueError(f"result {self.key[:12]} ({self.model}) has no text: {self.status}")
+        try:
+            return json.loads(self.text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"result {self.key[:12]} ({self.model}) is not JSON: {exc}"
+            ) from None
