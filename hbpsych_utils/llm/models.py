@@ -1,0 +1,186 @@
+"""The model registry (``params/models.yaml``): providers, snapshot ids, decoding quirks, prices.
+
+Stages name a model; the registry says how to reach it and which decoding parameters its API
+accepts. :func:`resolve_decoding` turns a request's wishes (temperature, token cap) into the
+parameters actually sent, so that quirks (temperature rejected or fixed, another name for the
+token cap, a smaller cap, thinking settings) live in data, and the config sent is recorded
+with every result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hbpsych_utils import paths
+
+ProviderKind = Literal["openai", "openai_compatible", "anthropic", "google"]
+
+DEFAULT_MAX_TOKENS = 8192
+
+
+class ConfigError(ValueError):
+    """A registry, model name or engine setting that cannot be used (raised before any call)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Price(_Strict):
+    """USD per million tokens; ``batch_discount`` is the share of the sync price batches cost."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    batch_discount: float = Field(default=1.0, gt=0, le=1)
+    estimate: bool = True
+
+
+class ProviderSpec(_Strict):
+    name: str = ""
+    kind: ProviderKind
+    api_key_env: str | None
+    base_url: str | None = None
+    batch: bool = False
+    concurrency: int = Field(default=8, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
+
+
+class ModelSpec(_Strict):
+    name: str = ""
+    provider: str
+    api_model: str
+    roles: tuple[str, ...] = ()
+    temperature: Literal["free", "rejected"] | float = "free"
+    max_tokens_param: str | None = None
+    max_tokens_cap: int | None = Field(default=None, ge=1)
+    default_max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    schema_mode: Literal["json_schema", "json_object", "none"] = "json_schema"
+    price: Price
+
+    @field_validator("roles")
+    @classmethod
+    def _roles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [r for r in v if r not in {"candidate", "judge", "added"}]
+        if bad:
+            raise ValueError(f"unknown role(s) {bad}; use candidate, judge or added")
+        return v
+
+
+_DEFAULT_CAP_PARAM = {
+    "openai": "max_tokens",
+    "openai_compatible": "max_tokens",
+    "anthropic": "max_tokens",
+    "google": "max_output_tokens",
+}
+
+
+class Registry:
+    """Providers and models by name, validated as a whole when loaded."""
+
+    def __init__(self, providers: Mapping[str, ProviderSpec], models: Mapping[str, ModelSpec],
+                 source: str = "<memory>") -> None:
+        self.providers = dict(providers)
+        self.models = dict(models)
+        self.source = source
+        for m in self.models.values():
+            if m.provider not in self.providers:
+                raise ConfigError(
+                    f"{source}: model {m.name!r}: provider {m.provider!r} is not defined "
+                    f"(known: {sorted(self.providers)})"
+                )
+
+    def model(self, name: str) -> ModelSpec:
+        try:
+            return self.models[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown model {name!r}: not in the registry {self.source} "
+                f"(known: {', '.join(sorted(self.models))})"
+            ) from None
+
+    def provider_of(self, model: str) -> ProviderSpec:
+        return self.providers[self.model(model).provider]
+
+    def with_role(self, role: str) -> list[str]:
+        return [n for n, m in self.models.items() if role in m.roles]
+
+
+def default_registry_path() -> Path:
+    return paths.params_dir() / "models.yaml"
+
+
+def load_registry(path: str | Path | None = None) -> Registry:
+    """Read and validate a registry file; errors name the file, the entry and the field."""
+    p = Path(path) if path is not None else default_registry_path()
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"model registry {p} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"model registry {p} is not valid YAML: {exc}") from None
+    return registry_from_dict(raw, source=str(p))
+
+
+def registry_from_dict(raw: Mapping[str, Any], source: str = "<memory>") -> Registry:
+    unknown = set(raw) - {"providers", "models"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown top-level key(s) {sorted(unknown)}")
+    providers: dict[str, ProviderSpec] = {}
+    for name, body in (raw.get("providers") or {}).items():
+        providers[name] = _validate(ProviderSpec, {**(body or {}), "name": name}, source,
+                                    f"providers.{name}")
+    models: dict[str, ModelSpec] = {}
+    for name, body in (raw.get("models") or {}).items():
+        models[name] = _validate(ModelSpec, {**(body or {}), "name": name}, source,
+                                 f"models.{name}")
+    return Registry(providers, models, source)
+
+
+def _validate(cls: type[BaseModel], body: dict[str, Any], source: str, where: str) -> Any:
+    try:
+        return cls.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{where}.{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(f"{source}: {problems}") from None
+
+
+def resolve_decoding(spec: ModelSpec, kind: ProviderKind, temperature: float | None,
+                     max_tokens: int | None) -> dict[str, Any]:
+    """The decoding parameters actually sent for one request to one model.
+
+    Temperature: ``rejected`` models never get one (provider default), fixed ones always get
+    their own value, others get the request's (omitted when the request gives none). The cap
+    is lowered to the model's ``max_tokens_cap``; APIs that require a cap get
+    ``default_max_tokens`` when the request gives none.
+    """
+    out: dict[str, Any] = {}
+    if isinstance(spec.temperature, float | int) and not isinstance(spec.temperature, bool):
+        out["temperature"] = float(spec.temperature)
+    elif spec.temperature == "free" and temperature is not None:
+        out["temperature"] = float(temperature)
+    cap = max_tokens
+    if cap is None and kind == "anthropic":
+        cap = spec.default_max_tokens
+    if cap is not None and spec.max_tokens_cap is not None:
+        cap = min(cap, spec.max_tokens_cap)
+    if cap is not None:
+        out[spec.max_tokens_param or _DEFAULT_CAP_PARAM[kind]] = int(cap)
+    for k, v in spec.params.items():
+        out[k] = v
+    thinking = out.get("thinking")
+    if kind == "anthropic" and isinstance(thinking, dict) and thinking.get("budget_tokens"):
+        # Anthropic requires max_tokens > thinking budget; keep the answer's room intact.
+        budget = int(thinking["budget_tokens"])
+        if out.get("max_tokens", 0) <= budget:
+            out["max_tokens"] = budget + int(out.get("max_tokens") or spec.default_max_tokens)
+    return out
