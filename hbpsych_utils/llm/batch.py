@@ -1,0 +1,192 @@
+"""The batch path: OpenAI Batch, Anthropic Message Batches, Gemini batch mode.
+
+For each provider with a batch API: adopt the open batches recorded in the store that hold
+keys of this run (a restarted run polls them instead of resubmitting), chunk the rest per model
+to the provider's limits (items and bytes), submit each chunk and record its id and keys in the
+same transaction, poll until every batch ends, map results back by custom id (the request key:
+64 hex characters fits every provider's custom-id rule), store them, and send errored, missing
+or empty items through the synchronous path. Requests for providers without a batch API run
+synchronously alongside. The same request gives the same stored answer on both paths; only the
+price differs (``batch_discount``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from hbpsych_utils.llm.cost import call_cost
+from hbpsych_utils.llm.providers import Reply
+
+if TYPE_CHECKING:
+    from hbpsych_utils.llm.engine import Item, _RunContext
+    from hbpsych_utils.llm.requests import Result
+
+MAX_POLL_ERRORS = 20
+SUBMIT_ATTEMPTS = 4
+
+
+def chunk_items(items: list[Item], max_items: int, max_bytes: int) -> list[list[Item]]:
+    """Consecutive chunks within a provider's per-batch item and byte limits."""
+    chunks: list[list[Item]] = []
+    cur: list[Item] = []
+    size = 0
+    for it in items:
+        n = len(json.dumps(it.body, ensure_ascii=False).encode("utf-8")) + 200
+        if cur and (len(cur) >= max_items or size + n > max_bytes):
+            chunks.append(cur)
+            cur, size = [], 0
+        cur.append(it)
+        size += n
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+async def run_batch(ctx: _RunContext, items: list[Item]) -> dict[str, Result]:
+    sync_items: list[Item] = []
+    by_provider: dict[str, list[Item]] = {}
+    for it in items:
+        if it.provider.batch and ctx.adapter(it.provider).supports_batch:
+            by_provider.setdefault(it.provider.name, []).append(it)
+        else:
+            sync_items.append(it)
+    results: dict[str, Result] = {}
+    jobs = [_provider_batches(ctx, name, its, results) for name, its in by_provider.items()]
+    if sync_items:
+        jobs.append(_sync_into(ctx, sync_items, results))
+    await asyncio.gather(*jobs)
+    return results
+
+
+async def _sync_into(ctx: _RunContext, items: list[Item], results: dict[str, Result]) -> None:
+    results.update(await ctx.run_sync(items))
+
+
+async def _provider_batches(ctx: _RunContext, provider: str, items: list[Item],
+                            results: dict[str, Result]) -> None:
+    store = ctx.engine.store
+    adapter = ctx.adapter(items[0].provider)
+    by_key = {it.key: it for it in items}
+    tracked: list[dict[str, Any]] = []
+    covered: set[str] = set()
+    for b in store.open_batches(provider):
+        keys = [k for k in store.batch_keys(b["batch_id"]) if k in by_key and k not in covered]
+        if keys:
+            covered.update(keys)
+            tracked.append({**b, "keys": keys, "reserved": 0.0,
+                            "submitted": time.time()})
+            ctx.report.batches.append(b["batch_id"])
+    fallback: list[Item] = []
+    by_model: dict[str, list[Item]] = {}
+    for it in items:
+        if it.key not in covered:
+            by_model.setdefault(it.body["model"], []).append(it)
+    for model, its in by_model.items():
+        for chunk in chunk_items(its, adapter.max_batch_items, adapter.max_batch_bytes):
+            if ctx.fatal is not None:
+                _not_run(ctx, chunk, results, f"not run: {ctx.fatal}")
+                continue
+            est = sum(it.est_cost(batch=True) for it in chunk)
+            if not ctx.budget.try_reserve(est):
+                _not_run(ctx, chunk, results, ctx.budget.message())
+                continue
+            submitted = await _submit(ctx, adapter, model, chunk)
+            if submitted is None:
+                ctx.budget.finish(est, 0.0)
+                fallback.extend(chunk)
+                continue
+            bid, info = submitted
+            keys = [it.key for it in chunk]
+            store.add_batch(bid, provider, model, keys, info)
+            ctx.report.batches.append(bid)
+            tracked.append({"batch_id": bid, "info": info, "keys": keys, "reserved": est,
+                            "submitted": time.time()})
+    outs = await asyncio.gather(*[_finish(ctx, adapter, b, by_key, results) for b in tracked])
+    for out in outs:
+        fallback.extend(out)
+    if fallback and ctx.fatal is None:
+        ctx.report.fallback += len(fallback)
+        results.update(await ctx.run_sync(fallback))
+    elif fallback:
+        _not_run(ctx, fallback, results, f"not run: {ctx.fatal}")
+
+
+def _not_run(ctx: _RunContext, items: list[Item], results: dict[str, Result], why: str) -> None:
+    rs = [ctx.failed(it, "not_run", why, 0, "batch") for it in items]
+    ctx.record(rs)
+    results.update({r.key: r for r in rs})
+
+
+async def _submit(ctx: _RunContext, adapter: Any, model: str, chunk: list[Item]
+                  ) -> tuple[str, dict[str, Any]] | None:
+    from hbpsych_utils.llm.engine import ProviderFatalError
+
+    for attempt in range(1, SUBMIT_ATTEMPTS + 1):
+        try:
+            return await adapter.batch_submit(model, [(it.key, it.body) for it in chunk])
+        except Exception as exc:
+            err = adapter.classify(exc)
+            if err.kind == "fatal":
+                ctx.fatal = ProviderFatalError(
+                    f"provider {chunk[0].provider.name}: batch submission: {err}")
+                return None
+            if err.kind == "permanent" or attempt == SUBMIT_ATTEMPTS:
+                return None  # the chunk goes through the synchronous path
+            await asyncio.sleep(ctx.backoff(attempt, err.retry_after))
+    return None
+
+
+async def _finish(ctx: _RunContext, adapter: Any, b: dict[str, Any], by_key: dict[str, Item],
+                  results: dict[str, Result]) -> list[Item]:
+    """Poll one batch to its end, store its answers; return the items that need sync calls."""
+    store = ctx.engine.store
+    bid, info = b["batch_id"], dict(b.get("info") or {})
+    errors = 0
+    while True:
+        try:
+            done, info = await adapter.batch_poll(bid, info)
+        except Exception as exc:
+            err = adapter.classify(exc)
+            errors += 1
+            if err.kind != "transient" or errors >= MAX_POLL_ERRORS:
+                store.set_batch_status(bid, "abandoned", info)
+                ctx.budget.finish(b["reserved"], 0.0)
+                return [by_key[k] for k in b["keys"]]
+            done = False
+        if done:
+            break
+        await asyncio.sleep(ctx.engine.poll_interval)
+    try:
+        replies = await adapter.batch_collect(bid, info)
+    except Exception:  # unreadable results: every item goes through the sync path
+        replies = {}
+    turnaround = time.time() - b["submitted"]
+    stored: list[Result] = []
+    fallback: list[Item] = []
+    actual = 0.0
+    for k in b["keys"]:
+        it = by_key[k]
+        rep = replies.get(k)
+        if isinstance(rep, Reply) and (rep.text or rep.refusal):
+            r = ctx.make_result(it, rep, 1, turnaround, "batch")
+            actual += r.cost
+            stored.append(r)
+            continue
+        if isinstance(rep, Reply):  # empty without refusal: paid for, retried synchronously
+            spent = call_cost(it.spec.price, rep.input_tokens, rep.output_tokens, True)
+            actual += spent
+            if spent:
+                store.record_spend(run_id=ctx.run_id, provider=it.provider.name,
+                                   model=it.spec.name, key=k, mode="batch",
+                                   input_tokens=rep.input_tokens,
+                                   output_tokens=rep.output_tokens, cost=spent)
+        # errored (CallError), missing (None) or empty: the synchronous path answers it
+        fallback.append(it)
+    ctx.record(stored)
+    results.update({r.key: r for r in stored})
+    ctx.budget.finish(b["reserved"], actual)
+    store.set_batch_status(bid, "collected", info)
+    return fallback

@@ -1,0 +1,112 @@
+"""Anthropic Messages and Message Batches through the ``anthropic`` SDK.
+
+System/developer messages become the ``system`` parameter; structured output uses
+``output_config.format``. Thinking blocks are not part of the answer. Refusal: ``stop_reason:
+refusal``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+
+from hbpsych_utils.llm.models import ModelSpec
+from hbpsych_utils.llm.providers.base import (
+    Adapter,
+    CallError,
+    MalformedReply,
+    Reply,
+    classify_status,
+    parse_retry_after,
+    split_system,
+)
+from hbpsych_utils.llm.requests import Request
+
+
+class AnthropicAdapter(Adapter):
+    kind = "anthropic"
+    api = "messages"
+    max_batch_items = 100_000
+    max_batch_bytes = 240 * 1024 * 1024
+
+    def __init__(self, provider: Any, api_key: str, base_url: str | None, timeout: float) -> None:
+        super().__init__(provider, api_key, base_url, timeout)
+        self.supports_batch = bool(provider.batch)
+        self.client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0,
+                                               timeout=timeout)
+
+    @staticmethod
+    def body(spec: ModelSpec, req: Request, decoding: dict[str, Any]) -> dict[str, Any]:
+        system, messages = split_system(req)
+        body: dict[str, Any] = {"model": spec.api_model, "messages": messages, **decoding}
+        if system is not None:
+            body["system"] = system
+        if req.response_schema is not None and spec.schema_mode != "none":
+            body["output_config"] = {"format": {"type": "json_schema",
+                                                "schema": dict(req.response_schema)}}
+        return body
+
+    async def call(self, body: dict[str, Any]) -> Reply:
+        rest = {k: v for k, v in body.items() if k not in ("model", "messages", "max_tokens")}
+        raw = await self.client.messages.with_raw_response.create(
+            model=body["model"], messages=body["messages"], max_tokens=body["max_tokens"],
+            extra_body=rest)
+        try:
+            data = json.loads(raw.http_response.content)
+        except ValueError as exc:
+            raise MalformedReply(f"response body is not JSON: {exc}") from None
+        return parse_message(data)
+
+    def classify(self, exc: BaseException) -> CallError:
+        if isinstance(exc, CallError):
+            return exc
+        if isinstance(exc, anthropic.APIStatusError):
+            body = exc.body if exc.body is not None else exc.message
+            msg = f"HTTP {exc.status_code}: {json.dumps(body)[:500]}"
+            return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers))
+        return CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    # ---- batch
+    async def batch_submit(self, model: str, items: list[tuple[str, dict[str, Any]]]
+                           ) -> tuple[str, dict[str, Any]]:
+        b = await self.client.messages.batches.create(
+            requests=[{"custom_id": key, "params": body} for key, body in items])  # type: ignore[misc]
+        return b.id, {"status": b.processing_status}
+
+    async def batch_poll(self, batch_id: str, info: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        b = await self.client.messages.batches.retrieve(batch_id)
+        return b.processing_status == "ended", {**info, "status": b.processing_status}
+
+    async def batch_collect(self, batch_id: str, info: dict[str, Any]
+                            ) -> dict[str, Reply | CallError]:
+        out: dict[str, Reply | CallError] = {}
+        async for r in await self.client.messages.batches.results(batch_id):
+            res = r.result
+            if res.type == "succeeded":
+                try:
+                    out[r.custom_id] = parse_message(res.message.model_dump())
+                except MalformedReply as exc:
+                    out[r.custom_id] = CallError("transient", str(exc))
+            elif res.type == "errored":
+                err = res.error.model_dump() if hasattr(res.error, "model_dump") else res.error
+                out[r.custom_id] = classify_status(500, f"batch item errored: {err}"[:400], None)
+            else:
+                out[r.custom_id] = CallError("transient", f"batch item {res.type}")
+        return out
+
+
+def parse_message(data: dict[str, Any]) -> Reply:
+    content = data.get("content")
+    if not isinstance(content, list) or "stop_reason" not in data:
+        raise MalformedReply(f"not a message: {json.dumps(data)[:200]}")
+    text = "".join(b.get("text") or "" for b in content if b.get("type") == "text")
+    stop = data.get("stop_reason")
+    usage = data.get("usage") or {}
+    return Reply(text=text, stop_reason=stop, refusal=stop == "refusal",
+                 input_tokens=int(usage.get("input_tokens") or 0),
+                 output_tokens=int(usage.get("output_tokens") or 0))

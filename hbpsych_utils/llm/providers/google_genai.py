@@ -1,0 +1,141 @@
+"""Gemini ``generateContent`` and batch mode through the ``google-genai`` SDK.
+
+Assistant turns become role ``model``; system/developer messages become
+``system_instruction``; structured output uses ``response_json_schema``. The SDK's own retries
+are switched off (one attempt). Thought parts are not part of the answer. Refusal: a finish
+reason among the safety ones, or a prompt blocked before any candidate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types as gtypes
+
+from hbpsych_utils.llm.models import ModelSpec
+from hbpsych_utils.llm.providers.base import (
+    Adapter,
+    CallError,
+    MalformedReply,
+    Reply,
+    classify_status,
+    parse_retry_after,
+    split_system,
+)
+from hbpsych_utils.llm.requests import Request
+
+REFUSAL_REASONS = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
+_DONE = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
+
+
+class GoogleAdapter(Adapter):
+    kind = "google"
+    api = "generate_content"
+    max_batch_items = 10_000
+    max_batch_bytes = 18 * 1024 * 1024  # inline batch requests are capped at 20 MB
+
+    def __init__(self, provider: Any, api_key: str, base_url: str | None, timeout: float) -> None:
+        super().__init__(provider, api_key, base_url, timeout)
+        self.supports_batch = bool(provider.batch)
+        opts: dict[str, Any] = {"timeout": int(timeout * 1000),
+                                "retry_options": gtypes.HttpRetryOptions(attempts=1)}
+        if base_url:
+            opts.update(base_url=base_url, api_version="v1beta")
+        self.client = genai.Client(api_key=api_key, http_options=gtypes.HttpOptions(**opts))
+
+    @staticmethod
+    def body(spec: ModelSpec, req: Request, decoding: dict[str, Any]) -> dict[str, Any]:
+        system, messages = split_system(req)
+        contents = [{"role": "model" if m["role"] == "assistant" else "user",
+                     "parts": [{"text": m["content"]}]} for m in messages]
+        config: dict[str, Any] = dict(decoding)
+        if system is not None:
+            config["system_instruction"] = system
+        if req.response_schema is not None and spec.schema_mode != "none":
+            config["response_mime_type"] = "application/json"
+            if spec.schema_mode == "json_schema":
+                config["response_json_schema"] = dict(req.response_schema)
+        return {"model": spec.api_model, "contents": contents, "config": config}
+
+    async def call(self, body: dict[str, Any]) -> Reply:
+        resp = await self.client.aio.models.generate_content(
+            model=body["model"], contents=body["contents"], config=body["config"])
+        return parse_response(resp)
+
+    def classify(self, exc: BaseException) -> CallError:
+        if isinstance(exc, CallError):
+            return exc
+        if isinstance(exc, genai_errors.APIError):
+            headers = getattr(getattr(exc, "response", None), "headers", None)
+            msg = f"HTTP {exc.code}: {exc.status} {json.dumps(exc.details, default=str)[:500]}"
+            return classify_status(exc.code, msg, parse_retry_after(headers))
+        return CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
+
+    async def aclose(self) -> None:
+        await self.client.aio.aclose()
+
+    # ---- batch
+    async def batch_submit(self, model: str, items: list[tuple[str, dict[str, Any]]]
+                           ) -> tuple[str, dict[str, Any]]:
+        src = [{"contents": body["contents"], "config": body["config"], "metadata": {"key": key}}
+               for key, body in items]
+        job = await self.client.aio.batches.create(
+            model=items[0][1]["model"], src=src,  # type: ignore[arg-type]
+            config={"display_name": f"hbpsych-{items[0][0][:12]}"})
+        return str(job.name), {"status": _state(job)}
+
+    async def batch_poll(self, batch_id: str, info: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        job = await self.client.aio.batches.get(name=batch_id)
+        return _state(job) in _DONE, {**info, "status": _state(job)}
+
+    async def batch_collect(self, batch_id: str, info: dict[str, Any]
+                            ) -> dict[str, Reply | CallError]:
+        job = await self.client.aio.batches.get(name=batch_id)
+        out: dict[str, Reply | CallError] = {}
+        dest = job.dest
+        for r in (dest.inlined_responses if dest and dest.inlined_responses else []):
+            key = (r.metadata or {}).get("key")
+            if key is None:
+                continue
+            if r.error is not None or r.response is None:
+                out[key] = CallError("transient", f"batch item error: {r.error}"[:400])
+                continue
+            try:
+                out[key] = parse_response(r.response)
+            except MalformedReply as exc:
+                out[key] = CallError("transient", str(exc))
+        return out
+
+
+def _state(job: Any) -> str:
+    s = job.state
+    return str(getattr(s, "value", s))
+
+
+def _enum(v: Any) -> str | None:
+    if v is None:
+        return None
+    return str(getattr(v, "value", v))
+
+
+def parse_response(resp: Any) -> Reply:
+    usage = resp.usage_metadata
+    tin = int(getattr(usage, "prompt_token_count", 0) or 0) if usage else 0
+    tout = 0
+    if usage:
+        tout = int(usage.candidates_token_count or 0) + int(usage.thoughts_token_count or 0)
+    cands = resp.candidates or []
+    if not cands:
+        fb = resp.prompt_feedback
+        reason = _enum(getattr(fb, "block_reason", None)) if fb else None
+        if reason:
+            return Reply("", f"BLOCKED_{reason}", True, tin, tout)
+        raise MalformedReply("response has neither candidates nor a block reason")
+    cand = cands[0]
+    finish = _enum(cand.finish_reason)
+    parts = (cand.content.parts if cand.content and cand.content.parts else [])
+    text = "".join(p.text or "" for p in parts if not getattr(p, "thought", False))
+    return Reply(text, finish, finish in REFUSAL_REASONS, tin, tout)

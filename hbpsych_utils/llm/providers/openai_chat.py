@@ -1,0 +1,141 @@
+"""OpenAI Chat Completions (and any OpenAI-compatible server) through the ``openai`` SDK.
+
+Decoding parameters travel in ``extra_body`` so that the body sent is exactly the registry's
+resolved config (``max_completion_tokens``, ``enable_thinking``, ...) whatever the SDK version
+types. Responses are read as raw JSON, the same shape the Batch API writes to its output file,
+so one parser serves both paths. Refusal: a ``refusal`` field or ``finish_reason:
+content_filter``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from hbpsych_utils.llm.models import ModelSpec
+from hbpsych_utils.llm.providers.base import (
+    Adapter,
+    CallError,
+    MalformedReply,
+    Reply,
+    classify_status,
+    parse_retry_after,
+)
+from hbpsych_utils.llm.requests import Request
+
+_DONE = ("completed", "failed", "expired", "cancelled")
+
+
+class OpenAIAdapter(Adapter):
+    kind = "openai"
+    api = "chat.completions"
+    max_batch_items = 50_000
+    max_batch_bytes = 190 * 1024 * 1024
+
+    def __init__(self, provider: Any, api_key: str, base_url: str | None, timeout: float) -> None:
+        super().__init__(provider, api_key, base_url, timeout)
+        self.supports_batch = bool(provider.batch)
+        self.client = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0,
+                                         timeout=timeout)
+
+    @staticmethod
+    def body(spec: ModelSpec, req: Request, decoding: dict[str, Any]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": spec.api_model,
+            "messages": [{"role": m.role, "content": m.content} for m in req.messages],
+            **decoding,
+            **spec.extra_body,
+        }
+        if req.response_schema is not None:
+            if spec.schema_mode == "json_schema":
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": str(req.response_schema.get("title", "response"))[:64],
+                    "schema": dict(req.response_schema)}}
+            elif spec.schema_mode == "json_object":
+                body["response_format"] = {"type": "json_object"}
+        return body
+
+    async def call(self, body: dict[str, Any]) -> Reply:
+        rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
+        raw = await self.client.chat.completions.with_raw_response.create(
+            model=body["model"], messages=body["messages"], extra_body=rest)
+        try:
+            data = json.loads(raw.http_response.content)
+        except ValueError as exc:
+            raise MalformedReply(f"response body is not JSON: {exc}") from None
+        return parse_chat(data)
+
+    def classify(self, exc: BaseException) -> CallError:
+        if isinstance(exc, CallError):
+            return exc
+        if isinstance(exc, openai.APIStatusError):
+            body = exc.body if exc.body is not None else exc.message
+            code = getattr(exc, "code", None) or ""
+            msg = f"HTTP {exc.status_code}: {code} {json.dumps(body)[:500]}"
+            return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers))
+        return CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+    # ---- batch
+    async def batch_submit(self, model: str, items: list[tuple[str, dict[str, Any]]]
+                           ) -> tuple[str, dict[str, Any]]:
+        data = "".join(
+            json.dumps({"custom_id": key, "method": "POST", "url": "/v1/chat/completions",
+                        "body": body}, ensure_ascii=False) + "\n"
+            for key, body in items).encode("utf-8")
+        f = await self.client.files.create(file=("batch.jsonl", data), purpose="batch")
+        b = await self.client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+                                             completion_window="24h")
+        return b.id, {"input_file_id": f.id, "status": b.status}
+
+    async def batch_poll(self, batch_id: str, info: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        b = await self.client.batches.retrieve(batch_id)
+        info = {**info, "status": b.status, "output_file_id": b.output_file_id,
+                "error_file_id": b.error_file_id}
+        return b.status in _DONE, info
+
+    async def batch_collect(self, batch_id: str, info: dict[str, Any]
+                            ) -> dict[str, Reply | CallError]:
+        out: dict[str, Reply | CallError] = {}
+        for fid in (info.get("output_file_id"), info.get("error_file_id")):
+            if not fid:
+                continue
+            content = await self.client.files.content(fid)
+            for line in content.text.splitlines():
+                if not line.strip():
+                    continue
+                rec = json.loads(line)
+                key = rec.get("custom_id")
+                resp = rec.get("response") or {}
+                if resp.get("status_code") == 200 and not rec.get("error"):
+                    try:
+                        out[key] = parse_chat(resp.get("body") or {})
+                    except MalformedReply as exc:
+                        out[key] = CallError("transient", str(exc))
+                else:
+                    err = rec.get("error") or (resp.get("body") or {}).get("error") or {}
+                    out[key] = classify_status(resp.get("status_code") or 500,
+                                               f"batch item error: {json.dumps(err)[:300]}", None)
+        return out
+
+
+def parse_chat(data: dict[str, Any]) -> Reply:
+    try:
+        choice = data["choices"][0]
+        msg = choice.get("message") or {}
+    except (KeyError, IndexError, TypeError):
+        raise MalformedReply(f"no choices in response: {json.dumps(data)[:200]}") from None
+    finish = choice.get("finish_reason")
+    refusal_text = msg.get("refusal")
+    text = msg.get("content") or ""
+    refusal = bool(refusal_text) or finish == "content_filter"
+    if refusal and not text:
+        text = refusal_text or ""
+    usage = data.get("usage") or {}
+    return Reply(text=text, stop_reason=finish, refusal=refusal,
+                 input_tokens=int(usage.get("prompt_tokens") or 0),
+                 output_tokens=int(usage.get("completion_tokens") or 0))

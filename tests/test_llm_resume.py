@@ -1,0 +1,137 @@
+"""kill -9 of a run mid-way, then a re-run: nothing completed is lost or requested twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hbpsych_utils.llm import Engine, Request, Simulator, load_registry
+
+REG = load_registry()
+MODELS = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001", "gemini-2.5-flash"]
+N = 40  # per model
+
+CHILD = """
+import sys
+from hbpsych_utils.llm import Engine, Request, load_registry
+from hbpsych_utils.llm.simulator import base_urls_for
+url, store, mode = sys.argv[1:4]
+reg = load_registry()
+models = {models!r}
+reqs = [Request(m, [{{"role": "user", "content": f"kill {{m}} {{i}}"}}], temperature=0,
+                max_tokens=512) for m in models for i in range({n})]
+Engine(store, reg, base_urls=base_urls_for(url, reg), progress=False, env={{}},
+       limits={{p: {{"concurrency": 1, "rpm": None, "tpm": None}} for p in reg.providers}},
+       poll_interval=0.05).run(reqs, mode=mode)
+"""
+
+
+FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}  # no client-side rate limit
+
+
+def requests() -> list[Request]:
+    return [Request(m, [{"role": "user", "content": f"kill {m} {i}"}], temperature=0,
+                    max_tokens=512) for m in MODELS for i in range(N)]
+
+
+def completed(store: Path) -> dict[str, str]:
+    if not store.exists():
+        return {}
+    try:
+        with sqlite3.connect(store) as db:
+            return dict(db.execute("SELECT key, text FROM results WHERE status = 'ok'"))
+    except sqlite3.OperationalError:  # the child has not created the tables yet
+        return {}
+
+
+def open_batches(store: Path) -> int:
+    if not store.exists():
+        return 0
+    try:
+        with sqlite3.connect(store) as db:
+            return db.execute("SELECT COUNT(*) FROM batches WHERE status='open'").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def start_child(url: str, store: Path, mode: str) -> subprocess.Popen:
+    code = CHILD.format(models=MODELS, n=N)
+    return subprocess.Popen([sys.executable, "-c", code, url, str(store), mode],
+                            cwd=Path(__file__).resolve().parent.parent)
+
+
+def wait_for(cond, proc: subprocess.Popen, limit: float = 60.0) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        assert proc.poll() is None, "the child run ended before it could be killed"
+        assert time.monotonic() - t0 < limit, "the child run made no progress"
+        time.sleep(0.02)
+
+
+def test_kill_9_during_a_sync_run_then_resume(tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    with Simulator(latency=0.05) as sim:
+        child = start_child(sim.url, store, "sync")
+        wait_for(lambda: len(completed(store)) >= 30, child)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        before = completed(store)
+        assert 30 <= len(before) < len(MODELS) * N
+        n_log = len(sim.log)
+        e = Engine(store, REG, base_urls=sim.base_urls_for(REG), progress=False, env={},
+                   limits=FREE)
+        keys = {e.resolve(r).key: r.messages[0].content for r in requests()}
+        out = e.run(requests())
+        after_kill = sim.log[n_log:]
+        # no completed key requested again
+        asked_again = {x["user"] for x in after_kill}
+        assert not asked_again & {keys[k] for k in before}
+        # nothing completed lost, nothing changed
+        assert all(out_r.status == "ok" for out_r in out)
+        final = {r.key: r.text for r in out}
+        assert all(final[k] == t for k, t in before.items())
+        # identical to an uninterrupted run on a fresh store
+        fresh = Engine(tmp_path / "fresh.db", REG, base_urls=sim.base_urls_for(REG),
+                       progress=False, env={}, limits=FREE).run(requests())
+        assert [r.text for r in fresh] == [r.text for r in out]
+
+
+def test_kill_9_while_batches_are_open_then_resume_polls_them(tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    with Simulator(batch_latency=3600) as sim:
+        child = start_child(sim.url, store, "batch")
+        wait_for(lambda: open_batches(store) == len(MODELS), child)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        submitted = dict(sim.state.batches)
+        assert len(submitted) == len(MODELS)
+        sim.state.batch_latency = 0.0  # the provider finishes the batches meanwhile
+        e = Engine(store, REG, base_urls=sim.base_urls_for(REG), progress=False, env={},
+                   poll_interval=0.02, limits=FREE)
+        out = e.run(requests(), mode="batch")
+        assert set(sim.state.batches) == set(submitted)  # polled, not resubmitted
+        assert all(r.status == "ok" and r.mode == "batch" for r in out)
+        items = [x for x in sim.log if x["kind"] == "batch"]
+        assert len(items) == len(MODELS) * N and not [x for x in sim.log if x["kind"] == "sync"]
+        assert e.store.open_batches() == []
+        sync = Engine(tmp_path / "sync.db", REG, base_urls=sim.base_urls_for(REG),
+                      progress=False, env={}, limits=FREE).run(requests())
+        assert [r.text for r in sync] == [r.text for r in out]
+
+
+@pytest.mark.parametrize("mode", ["sync", "batch"])
+def test_second_run_of_a_finished_job_makes_no_request(tmp_path: Path, mode: str) -> None:
+    with Simulator() as sim:
+        e = Engine(tmp_path / "s.db", REG, base_urls=sim.base_urls_for(REG), progress=False,
+                   env={}, poll_interval=0.02, limits=FREE)
+        e.run(requests(), mode=mode)  # type: ignore[arg-type]
+        n = len(sim.log)
+        e.run(requests(), mode=mode)  # type: ignore[arg-type]
+        assert len(sim.log) == n
