@@ -180,3 +180,25 @@ def test_keys_never_reach_files_or_logs(tmp_path, sim, monkeypatch, caplog) -> N
     for v in secret.values():
         assert all(v.encode() not in b for b in blobs)
         assert v not in text
+
+
+def test_sample_index_makes_a_reask_a_new_call(tmp_path, sim) -> None:
+    """An unparseable verdict is re-asked with sample=1: a new key, a new call, a fresh answer."""
+    from hbpsych_utils.llm import Fault
+
+    sim.clear()
+    text = "criteria_met please decide: sample test"
+    sim.add_fault(Fault("no_verdict", match=text, times=1))
+    first = Request(JUDGES[0], [{"role": "user", "content": text}], temperature=0, max_tokens=64)
+    again = Request(JUDGES[0], [{"role": "user", "content": text}], temperature=0, max_tokens=64,
+                    sample=1)
+    e = make_engine(tmp_path / "s.db", sim)
+    a = e.run([first])[0]
+    assert "criteria_met" not in a.text  # the fault dropped the verdict
+    assert e.run([first])[0].cached  # asking the same thing again is a cache hit ...
+    b = e.run([again])[0]
+    assert not b.cached and b.key != a.key  # ... a re-ask with sample=1 is a new call
+    assert b.text != a.text
+    assert len([x for x in sim.log if x["user"].startswith("criteria_met please")]) == 2
+    with pytest.raises(ValueError, match="sample"):
+        Request(JUDGES[0], [{"role": "user", "content": "x"}], sample=-1)

@@ -275,7 +275,7 @@ class Engine:
         cls = _ADAPTER_CLASSES[provider.kind]
         body = cls.body(spec, req, decoding)
         key = request_key(provider=provider.name, endpoint=_endpoint_class(self.base_url(provider)),
-                          api=cls.api, body=body)
+                          api=cls.api, body=body, sample=req.sample)
         cap = decoding.get(spec.max_tokens_param or "max_tokens") or decoding.get(
             "max_output_tokens") or decoding.get("max_completion_tokens")
         return Item(key, req, spec, provider, body, decoding,

@@ -51,7 +51,9 @@ class Request:
     """One model call as a stage wants it; decoding quirks are applied by the engine.
 
     ``messages`` accepts dicts or objects with ``role``/``content`` (e.g. corpus messages).
-    ``tag`` and ``metadata`` travel to the result and never enter the key.
+    ``tag`` and ``metadata`` travel to the result and never enter the key. ``sample`` is a
+    replicate index: it is never sent, but a non-zero value enters the key, so a deliberate
+    re-ask of the same question (an unparseable judge verdict) is a new call, not a cache hit.
     """
 
     model: str
@@ -61,9 +63,12 @@ class Request:
     response_schema: Mapping[str, Any] | None = None
     tag: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    sample: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", _normalise_messages(self.messages))
+        if self.sample < 0:
+            raise ValueError(f"sample must be >= 0, got {self.sample}")
         if self.max_tokens is not None and int(self.max_tokens) < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
 
@@ -75,14 +80,19 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def request_key(*, provider: str, endpoint: str, api: str, body: Mapping[str, Any]) -> str:
+def request_key(
+    *, provider: str, endpoint: str, api: str, body: Mapping[str, Any], sample: int = 0
+) -> str:
     """sha256 of the canonical request: provider, endpoint class, API and the wire body.
 
     The wire body holds the snapshot id, the messages, the decoding parameters actually sent
-    (after the registry's quirks) and the response schema.
+    (after the registry's quirks) and the response schema. A non-zero ``sample`` (replicate
+    index) is added; sample 0 leaves the key as it always was.
     """
     blob = {"v": KEY_VERSION, "provider": provider, "endpoint": endpoint, "api": api,
             "body": body}
+    if sample:
+        blob["sample"] = sample
     return hashlib.sha256(canonical_json(blob).encode("utf-8")).hexdigest()
 
 

@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 FaultKind = Literal[
     "http_500", "http_503", "reset", "timeout", "malformed", "truncated", "refusal", "empty",
-    "rate_limit", "quota", "garbled", "batch_item_error", "batch_item_missing",
+    "rate_limit", "quota", "garbled", "no_verdict", "batch_item_error", "batch_item_missing",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
 
@@ -567,8 +567,7 @@ class Simulator:
             reply = _Reply(200, b'{"id": "x", "choices": [<<not json>>', {})
         else:
             text = answer_text(model, msgs, schema, h)
-            if kind == "garbled":
-                text = text.replace("}", "").replace("```", "") + ' "criteria_met": tru'
+            text = _fault_text(kind, text)
             body_obj = _BUILD[api](model, msgs, h, text, kind, cap, body)
             reply = _json_reply(body_obj)
             if kind == "truncated":
@@ -749,9 +748,18 @@ class Simulator:
                     "malformed", "truncated", "rate_limit", "quota"):
             return f"simulated batch item failure ({kind})"
         text = answer_text(model, msgs, schema, h)
-        if kind == "garbled":
-            text = text.replace("}", "").replace("```", "") + ' "criteria_met": tru'
+        text = _fault_text(kind, text)
         return _BUILD[api](model, msgs, h, text, kind, cap, body)
+
+
+def _fault_text(kind: str | None, text: str) -> str:
+    """Answer text damaged as a fault asks: ``garbled`` breaks the JSON but keeps the emitted
+    boolean (recoverable); ``no_verdict`` drops the verdict altogether (needs a re-ask)."""
+    if kind == "garbled":
+        return text.replace("}", "").replace("```", "") + ' "criteria_met": tru'
+    if kind == "no_verdict":
+        return "I am not able to decide whether this criterion is met."
+    return text
 
 
 def base_urls_for(url: str, registry: Any) -> dict[str, str]:
