@@ -28,6 +28,37 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class FaultSpec(Section):
+    """A simulator fault (tests and the smoke profile): see ``hbpsych_utils.llm.Fault``."""
+
+    kind: str
+    match: str | None = None
+    """Inject into calls whose messages contain this text."""
+    prompt_id: str | None = None
+    """Inject into calls about this conversation (its first user turn is the match text)."""
+    model: str | None = None
+    api: str | None = None
+    times: int | None = Field(default=None, ge=1)
+
+
+class LLMSettings(Section):
+    """How the live stages reach models: one engine, shared by every notebook of a run."""
+
+    simulator: bool = False
+    """Start the loopback provider simulator and point every provider at it (smoke, tests)."""
+    faults: list[FaultSpec] = []
+    base_urls: dict[str, str] = {}
+    """Provider name or kind -> base URL (a local OpenAI-compatible server, vLLM, Ollama)."""
+    limits: dict[str, dict[str, float | int | None]] = {}
+    """Provider -> ``{concurrency, rpm, tpm}`` overrides."""
+    mode: Literal["sync", "batch"] = "batch"
+    """Judge calls go through the providers' batch APIs (with synchronous fallback) or sync."""
+    max_cost: float | None = Field(default=None, ge=0)
+    """USD cap on new spend per stage; work beyond it is left for a later run."""
+    registry_file: str | None = None
+    """Model registry; ``None`` is params/models.yaml."""
+
+
 class CorpusParams(Section):
     """01_corpus: which corpus file, how strict to be about it, and how much of it to use."""
 
@@ -45,9 +76,9 @@ class CorpusParams(Section):
 
 
 class ScreeningParams(Section):
-    """02_screening: replay the released screen (live screening arrives with the LLM engine)."""
+    """02_screening: replay the released screen, or screen the corpus live through the engine."""
 
-    mode: Literal["replay"] = "replay"
+    mode: Literal["replay", "live"] = "replay"
     rubric_artifact: str = "screening_rubric"
     """Registry name of the screening rubric (used verbatim in live mode; its vocabulary always)."""
     rubric_file: str | None = None
@@ -58,6 +89,12 @@ class ScreeningParams(Section):
     max_reasks: int = Field(default=2, ge=0)
     model: str | None = None
     """Live mode: the screening model (a name in params/models.yaml)."""
+    translation_model: str | None = None
+    """Live mode: the model that translates non-English review items (``None``: no
+    translations)."""
+    translation_artifact: str = "translation_prompt"
+    compare_with_release: bool = True
+    """Live mode: report agreement with the released screen on the ids both cover."""
 
 
 class ReviewParams(Section):
@@ -76,7 +113,7 @@ class ReviewParams(Section):
 class RecallParams(Section):
     """04_recall: the recall screen of the remaining excludes and the round-2 review."""
 
-    mode: Literal["replay"] = "replay"
+    mode: Literal["replay", "live"] = "replay"
     rubric_artifact: str = "recovery_rubric"
     rubric_file: str | None = None
     batch_size: int = Field(default=50, ge=1)
@@ -161,6 +198,7 @@ class Profile(BaseModel):
     seed: int = 20250507
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
+    llm: LLMSettings = LLMSettings()
     corpus: CorpusParams = CorpusParams()
     screening: ScreeningParams = ScreeningParams()
     review_round1: ReviewParams = ReviewParams()
@@ -318,6 +356,7 @@ def notebook_parameters(profile: Profile, notebook: str, outputs_root: Path) -> 
         "profile": profile.name,
         "outputs_root": str(outputs_root),
         "seed": profile.seed,
+        "llm": profile.llm.model_dump(mode="json"),
     }
     section = profile.section_for(notebook)
     if section is not None:

@@ -1,0 +1,70 @@
+"""Opening the engine a profile asks for, from a notebook: store, registry, simulator, URLs.
+
+A profile's ``llm`` settings say whether to start the loopback simulator (the smoke profile
+and tests), which base URLs to use (a local OpenAI-compatible server), rate-limit overrides,
+the execution mode and the spend cap. ``open_engine`` turns them into an :class:`Engine` whose
+store lives in the run's output folder, so every stage of a run shares one content-addressed
+store and an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from hbpsych_utils.corpus import Conversation
+from hbpsych_utils.llm.engine import Engine
+from hbpsych_utils.llm.models import load_registry
+from hbpsych_utils.llm.simulator import Fault, Simulator
+
+STORE_NAME = "llm_store.sqlite"
+
+
+def _faults(specs: Sequence[Mapping[str, Any]], conversations: Sequence[Conversation]) -> list:
+    by_id = {c.prompt_id: c for c in conversations}
+    out = []
+    for spec in specs:
+        match = spec.get("match")
+        pid = spec.get("prompt_id")
+        if pid is not None:
+            conv = by_id.get(pid)
+            if conv is None:
+                raise ValueError(f"llm.faults: prompt_id {pid} is not in this run's corpus")
+            match = next(m.content for m in conv.prompt if m.role == "user")[:200]
+        out.append(Fault(spec["kind"], match=match, api=spec.get("api"), model=spec.get("model"),
+                         times=spec.get("times")))
+    return out
+
+
+@contextmanager
+def open_engine(
+    settings: Mapping[str, Any],
+    run_dir: Path | str,
+    *,
+    conversations: Sequence[Conversation] = (),
+    progress: bool = True,
+) -> Iterator[Engine]:
+    """The run's engine (and simulator, when the settings ask for one) for a ``with`` block."""
+    from hbpsych_utils.config import resolve_path
+
+    registry_file = settings.get("registry_file")
+    registry = load_registry(resolve_path(registry_file) if registry_file else None)
+    base_urls = dict(settings.get("base_urls") or {})
+    limits = dict(settings.get("limits") or {})
+    with ExitStack() as stack:
+        if settings.get("simulator"):
+            sim = stack.enter_context(Simulator(faults=_faults(settings.get("faults") or [],
+                                                               conversations)))
+            base_urls = {**sim.base_urls_for(registry), **base_urls}
+            # the simulator has no real rate limits; pacing calls for them would only slow tests
+            limits = {p: {"rpm": None, "tpm": None} for p in registry.providers} | limits
+        engine = Engine(Path(run_dir) / STORE_NAME, registry, base_urls=base_urls,
+                        limits=limits or None, max_cost=settings.get("max_cost"),
+                        progress=progress)
+        yield engine
+
+
+def run_mode(settings: Mapping[str, Any]) -> str:
+    return str(settings.get("mode", "batch"))
