@@ -130,11 +130,11 @@ def parse_chat(data: dict[str, Any]) -> Reply:
     except (KeyError, IndexError, TypeError):
         raise MalformedReply(f"no choices in response: {json.dumps(data)[:200]}") from None
     finish = choice.get("finish_reason")
-    refusal_text = msg.get("refusal")
+    # The reply is the message content; a refusal's explanation (``message.refusal``) is the
+    # provider's metadata, not the model's answer, so a refused reply is stored empty and is
+    # graded as returned (METHODS section 6).
     text = msg.get("content") or ""
-    refusal = bool(refusal_text) or finish == "content_filter"
-    if refusal and not text:
-        text = refusal_text or ""
+    refusal = bool(msg.get("refusal")) or finish == "content_filter"
     usage = data.get("usage") or {}
     return Reply(text=text, stop_reason=finish, refusal=refusal,
                  input_tokens=int(usage.get("prompt_tokens") or 0),
