@@ -236,3 +236,12 @@ def bootstrap_judge_stats(
         rows.append({"stat": stat, "judge": judge, "estimate": float(value),
                      "low": float(lo), "high": float(hi), "n_resamples": int(good.sum())})
     return pd.DataFrame(rows)
+
+
+def own_models_present(
+    candidates: Sequence[str], own: Mapping[str, str] = JUDGE_OWN_CANDIDATE
+) -> dict[str, str]:
+    """The judge -> own-model pairs whose model is among ``candidates`` (self-preference is
+    defined only for those; a run that did not generate with a judge's model has none for it)."""
+    present = set(candidates)
+    return {j: c for j, c in own.items() if c in present}

@@ -470,3 +470,47 @@ def paper_metrics(per_judge: pd.DataFrame, judges: Sequence[str] = PANEL_JUDGES)
         },
         "point_estimates_only": True,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Live mode: from per-conversation scores
+
+
+def panel_scores_long(scores: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
+    """Per-(candidate, conversation) panel scores, long format: candidate, prompt_id, score."""
+    _check_scores_table(scores)
+    frames = []
+    for cand in sorted(scores["candidate"].unique()):
+        s = panel_conversation_scores(scores, cand, judges)
+        frames.append(pd.DataFrame({"candidate": cand, "prompt_id": s.index, "score": s.values}))
+    if not frames:
+        return pd.DataFrame(columns=["candidate", "prompt_id", "score"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def with_reference_std(
+    table: pd.DataFrame, scores: pd.DataFrame, judges: Sequence[str], *,
+    n_resamples: int = N_RESAMPLES, seed: int = 0,
+) -> pd.DataFrame:
+    """Table 1 plus the reference harness's ``bootstrap_std`` of each panel score."""
+    out = table.copy()
+    out["bootstrap_std"] = [
+        reference_bootstrap_std(panel_conversation_scores(scores, c, judges),
+                                n_resamples=n_resamples, seed=seed)
+        for c in out.index
+    ]
+    return out
+
+
+def live_metrics(table: pd.DataFrame, judges: Sequence[str]) -> dict[str, Any]:
+    """``metrics.json`` fields of 08_scores from a Table 1 frame (``table1``)."""
+    return {
+        "panel_mean": {c: float(v) for c, v in table["panel_mean"].items()},
+        "ranking": table.sort_values("rank").index.tolist(),
+        "per_judge": {j: {c: float(v) for c, v in table[j].items() if pd.notna(v)}
+                      for j in judges},
+        "ci_low": {c: float(v) for c, v in table["ci_low"].items()},
+        "ci_high": {c: float(v) for c, v in table["ci_high"].items()},
+        "n_panel": {c: int(v) for c, v in table["n_panel"].items()},
+        "point_estimates_only": False,
+    }
