@@ -75,6 +75,40 @@ def collect_artifacts(profile_dir: Path) -> dict[str, Any]:
     return merged
 
 
+def _metrics(profile_dir: Path, stage: str) -> dict[str, Any]:
+    path = profile_dir / stage / "metrics.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
+    """What a manifest must say about a run's model calls and subsets, from the stages' files:
+    subset hashes, models and decoding parameters sent, grader-template hash, error counts and
+    the spend recorded in the run's LLM store (none of which can hold a key)."""
+    facts: dict[str, Any] = {}
+    subset = _metrics(profile_dir, "05_subset")
+    if subset:
+        facts["subset_sha256"] = {k[len("sha256_"):]: v for k, v in subset.items()
+                                  if k.startswith("sha256_")}
+    gen = _metrics(profile_dir, "06_generation")
+    if gen.get("mode") == "live":
+        facts["generation"] = {k: gen.get(k) for k in (
+            "candidates", "n_conversations", "decoding_sent", "n_refused", "n_failed")}
+    grade = _metrics(profile_dir, "07_grading")
+    if grade.get("mode") == "live":
+        facts["grading"] = {k: grade.get(k) for k in (
+            "judges", "temperature", "grader_template_sha256", "n_recovered", "n_reasked",
+            "n_excluded", "census")}
+    elif grade:
+        facts["grader_template_sha256"] = grade.get("grader_template_sha256")
+    store = profile_dir / "llm_store.sqlite"
+    if store.is_file():
+        from hbpsych_utils.llm.store import Store
+
+        with Store(store) as db:
+            facts["spend"] = db.spend()
+    return facts
+
+
 def write_manifest(
     profile_dir: Path, profile: str, notebooks: list[dict[str, Any]], extra: dict | None = None
 ) -> Path:
@@ -87,6 +121,7 @@ def write_manifest(
         "mirror": bool(os.environ.get("HBPSYCH_MIRROR")),
         "notebooks": notebooks,
         "artifacts": collect_artifacts(profile_dir),
+        **collect_run_facts(profile_dir),
         **(extra or {}),
     }
     path = profile_dir / "manifest.json"
