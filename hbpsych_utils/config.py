@@ -132,38 +132,58 @@ class SubsetParams(Section):
     """Compare each derived subset with the released file (only meaningful in replay)."""
 
 
+PANEL = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001", "gemini-2.5-flash"]
+
+
 class GenerationParams(Section):
     """06_generation: candidate responses (paper mode summarises the released run's logs)."""
 
-    mode: Literal["paper"] = "paper"
+    mode: Literal["paper", "live"] = "paper"
+    candidates: list[str] = []
+    """Live mode: models to generate with (names in params/models.yaml)."""
+    subset: Literal["v1", "v2", "hard"] = "v1"
+    """Live mode: which subset 05_subset wrote to generate on (restricted to the corpus)."""
+    n_conversations: int | None = Field(default=None, ge=1)
+    """Live mode: only the first N subset conversations (sorted ids); ``None`` for all."""
+    temperature: float | None = 0.0
+    max_tokens: int = Field(default=8192, ge=1)
 
 
 class GradingParams(Section):
     """07_grading: the judge panel's verdicts (paper mode summarises the released logs)."""
 
-    mode: Literal["paper"] = "paper"
+    mode: Literal["paper", "live"] = "paper"
+    judges: list[str] = PANEL
+    temperature: float = 0.0
+    """0 in the study; the HealthBench reference uses 0.5."""
+    max_tokens: int = Field(default=2048, ge=1)
+    max_reasks: int = Field(default=3, ge=0)
 
 
 class ScoresParams(Section):
     """08_scores: per-judge and panel scores, intervals, paired differences."""
 
-    mode: Literal["paper"] = "paper"
+    mode: Literal["paper", "live"] = "paper"
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     include_later: bool = False
     """Also show the three candidates added after the study (flagged ``in_study: false``)."""
+    n_resamples: int = Field(default=1000, ge=10)
+    top_k: int = Field(default=5, ge=2)
+    """Live mode: paired differences among the top-k candidates, Holm-adjusted."""
 
 
 class JudgesParams(Section):
     """09_judges: rank agreement, severity and self-preference of the judge panel."""
 
-    mode: Literal["paper"] = "paper"
+    mode: Literal["paper", "live"] = "paper"
     subset: Literal["v1", "v2", "hard"] = "v1"
+    n_resamples: int = Field(default=1000, ge=10)
 
 
 class RefusalsParams(Section):
     """10_refusals: refused conversations per model and the sensitivity analysis."""
 
-    mode: Literal["paper"] = "paper"
+    mode: Literal["paper", "live"] = "paper"
     subset: Literal["v1", "v2", "hard"] = "v1"
 
 
@@ -181,7 +201,7 @@ class HarnessValidationParams(Section):
 class FiguresTablesParams(Section):
     """12_figures_tables: the paper's figures and Table 1."""
 
-    mode: Literal["paper"] = "paper"
+    mode: Literal["paper", "live"] = "paper"
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     publish: bool = True
     """Also copy the figures and tables to the top-level ``figures/`` folder (the default

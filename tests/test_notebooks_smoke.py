@@ -1,0 +1,153 @@
+"""The smoke profile end to end: 01-12 with 06-10 live against the provider simulator.
+
+The acceptance test of the evaluation chain: at least 3 candidates and a 3-judge panel on at
+least 10 conversations, an injected refusal and malformed judge JSON, and scores that equal an
+independent recomputation from the stored verdicts (plain csv/json here, no package code).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from hbpsych_utils import config, runner, sources
+
+pytestmark = pytest.mark.notebook
+FAKE_KEY = "sk-proj-SMOKEFAKEKEY0123456789abcdefghijkl"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+    out = tmp_path_factory.mktemp("outputs")
+    saved = {k: os.environ.get(k) for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    os.environ.update(HBPSYCH_MIRROR=str(mirror), OPENAI_API_KEY=FAKE_KEY,
+                      ANTHROPIC_API_KEY=FAKE_KEY.replace("proj", "ant"))
+    try:
+        result = runner.run_profile("smoke", outputs_root=out, echo=print)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert result.ok, result.notebooks
+    return out / "smoke"
+
+
+def metrics(run: Path, stage: str) -> dict:
+    return json.loads((run / stage / "metrics.json").read_text())
+
+
+def rubric_points() -> dict[str, list]:
+    out = {}
+    for line in sources.fetch("healthbench_oss").read_text().splitlines():
+        rec = json.loads(line)
+        out[rec["prompt_id"]] = [r["points"] for r in rec["rubrics"]]
+    return out
+
+
+def recompute_scores(run: Path) -> dict[tuple[str, str, str], float | None]:
+    points = rubric_points()
+    met: dict[tuple[str, str, str], dict[int, str]] = defaultdict(dict)
+    with open(run / "07_grading" / "verdicts.csv") as fh:
+        for row in csv.DictReader(fh):
+            key = (row["judge"], row["candidate"], row["prompt_id"])
+            met[key][int(row["criterion_index"])] = row["criteria_met"]
+    scores = {}
+    for key, verdicts in met.items():
+        pts = points[key[2]]
+        assert sorted(verdicts) == list(range(len(pts)))  # one verdict per criterion
+        if any(v == "" for v in verdicts.values()):
+            scores[key] = None  # a missing verdict leaves the conversation unscored
+            continue
+        achieved = sum(p for i, p in enumerate(pts) if verdicts[i] == "True")
+        scores[key] = achieved / sum(p for p in pts if p > 0)
+    return scores
+
+
+def test_chain_shape_and_injected_faults(run: Path) -> None:
+    gen, grade = metrics(run, "06_generation"), metrics(run, "07_grading")
+    assert gen["mode"] == "live" and len(gen["candidates"]) >= 3
+    assert gen["n_conversations"] >= 10
+    assert gen["n_responses"] == len(gen["candidates"]) * gen["n_conversations"]
+    assert gen["n_refused"] == 1  # the injected refusal, kept as the model's answer
+    profile = config.load_profile("smoke")
+    fault = next(f for f in profile.llm.faults if f.kind == "refusal")
+    rows = [json.loads(x) for x in (run / "06_generation" / "responses.jsonl").open()]
+    (row,) = [r for r in rows if r["refusal"]]
+    assert (row["model"], row["prompt_id"]) == (fault.model, fault.prompt_id)
+    assert row["text"] == "" and row["stop_reason"] == "content_filter"
+    assert len(grade["judges"]) == 3
+    assert grade["n_recovered"] >= 1  # malformed judge JSON, boolean recovered
+    assert grade["n_reasked"] >= 1 and grade["n_excluded"] >= 1
+    assert metrics(run, "10_refusals")["refusals"]["deepseek-v4-flash"] == 1
+    assert profile.llm.simulator
+
+
+def test_scores_equal_independent_recomputation(run: Path) -> None:
+    expected = recompute_scores(run)
+    with open(run / "07_grading" / "scores.csv") as fh:
+        got = {(r["judge"], r["candidate"], r["prompt_id"]): r["score"] for r in csv.DictReader(fh)}
+    assert set(got) == set(expected)
+    for key, value in expected.items():
+        if value is None:
+            assert got[key] == ""
+        else:
+            assert float(got[key]) == pytest.approx(value, abs=1e-12)
+    # panel: mean over judges per conversation (only conversations all judges scored), then the
+    # mean over conversations, clipped to [0, 1]
+    v1 = set(json.loads((run / "05_subset" / "healthbench-psych-v1.json").read_text())
+             ["prompt_ids"])
+    judges = metrics(run, "07_grading")["judges"]
+    m = metrics(run, "08_scores")
+    by_conv: dict[tuple[str, str], dict[str, float | None]] = defaultdict(dict)
+    for (judge, cand, pid), value in expected.items():
+        if pid in v1:
+            by_conv[(cand, pid)][judge] = value
+    for cand, panel_mean in m["panel_mean"].items():
+        per_conv = [sum(d[j] for j in judges) / len(judges)
+                    for (c, _), d in by_conv.items()
+                    if c == cand and all(d.get(j) is not None for j in judges)]
+        assert panel_mean == pytest.approx(min(1, max(0, sum(per_conv) / len(per_conv))), abs=1e-12)
+        assert m["n_panel"][cand] == len(per_conv)
+        assert m["ci_low"][cand] <= panel_mean <= m["ci_high"][cand]
+        for judge in judges:
+            own = [d[judge] for (c, _), d in by_conv.items()
+                   if c == cand and d.get(judge) is not None]
+            assert m["per_judge"][judge][cand] == pytest.approx(
+                min(1, max(0, sum(own) / len(own))), abs=1e-12)
+
+
+def test_judges_refusals_figures_manifest(run: Path) -> None:
+    j = metrics(run, "09_judges")
+    assert sum(j["severity"].values()) == pytest.approx(0, abs=1e-12)
+    assert len(j["kendall_tau"]) == 3 and j["intervals"]
+    assert (run / "12_figures_tables" / "fig_ranking_v1.png").stat().st_size > 10_000
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["grading"]["grader_template_sha256"] == sources.artifact(
+        "grader_template").sha256
+    assert manifest["generation"]["decoding_sent"]["gemini-2.5-flash"]["temperature"] == 0.0
+    assert manifest["spend"]["calls"] > 0 and "v1" in manifest["subset_sha256"]
+
+
+def test_no_file_written_contains_a_key(run: Path) -> None:
+    for path in run.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert b"SMOKEFAKEKEY" not in data, path
+
+
+def test_rerun_is_free_and_identical(run: Path) -> None:
+    before = (run / "07_grading" / "verdicts.csv").read_bytes()
+    scores_before = (run / "07_grading" / "scores.csv").read_bytes()
+    result = runner.run_profile("smoke", outputs_root=run.parent,
+                                only=["06_generation", "07_grading"], echo=print)
+    assert result.ok
+    assert metrics(run, "06_generation")["spend_usd"] == 0  # every call came from the store
+    assert (run / "07_grading" / "verdicts.csv").read_bytes() == before
+    assert (run / "07_grading" / "scores.csv").read_bytes() == scores_before
