@@ -151,3 +151,13 @@ def test_rerun_is_free_and_identical(run: Path) -> None:
     assert metrics(run, "06_generation")["spend_usd"] == 0  # every call came from the store
     assert (run / "07_grading" / "verdicts.csv").read_bytes() == before
     assert (run / "07_grading" / "scores.csv").read_bytes() == scores_before
+
+
+def test_explorer_notebook_renders_the_run(run: Path) -> None:
+    nb = json.loads((run / "notebooks" / "13_explorer.ipynb").read_text())
+    html = [
+        "".join(o["data"]["text/html"]) for c in nb["cells"] for o in c.get("outputs", [])
+        if "text/html" in o.get("data", {})
+    ]
+    assert html and "hbx-disagree" in html[-1]  # a disputed conversation, highlighted
+    assert "<script>" not in html[-1]
