@@ -90,3 +90,16 @@ def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> No
     assert values["seed"] == profile.seed
     assert values["max_conversations"] == profile.corpus.max_conversations
     assert config.section_name("11_harness_validation") == "harness_validation"
+
+
+@pytest.mark.parametrize("name", config.available_profiles())
+def test_profile_models_are_in_the_registry(name: str) -> None:
+    from hbpsych_utils.llm import load_registry
+
+    profile = config.load_profile(name)
+    registry = load_registry(config.resolve_path(profile.llm.registry_file)
+                             if profile.llm.registry_file else None)
+    for model in profile.generation.candidates:
+        assert "candidate" in registry.model(model).roles, model
+    for model in profile.grading.judges:
+        assert "judge" in registry.model(model).roles, model

@@ -161,3 +161,16 @@ def test_explorer_notebook_renders_the_run(run: Path) -> None:
     ]
     assert html and "hbx-disagree" in html[-1]  # a disputed conversation, highlighted
     assert "<script>" not in html[-1]
+
+
+def test_filter_results_on_the_runs_own_scores_matches_08(run: Path) -> None:
+    """A lab's view of the same run: filter-results on 07's scores gives 08's panel means."""
+    from hbpsych_utils import interop
+
+    results = interop.load_results([run / "07_grading" / "scores.csv"], "hbpsych")
+    reports = interop.filter_results(results, [interop.load_subset("v1")], seed=7)
+    m = metrics(run, "08_scores")
+    assert {r.model for r in reports} == set(m["panel_mean"])
+    for r in reports:
+        assert r.clipped_mean == pytest.approx(m["panel_mean"][r.model], abs=1e-12)
+        assert r.n == m["n_panel"][r.model]
