@@ -90,8 +90,8 @@ class ScreeningParams(Section):
     model: str | None = None
     """Live mode: the screening model (a name in params/models.yaml)."""
     translation_model: str | None = None
-    """Live mode: the model that translates non-English review items (``None``: no
-    translations)."""
+    """The model that machine-translates the non-English conversations for reviewers, in either
+    mode (``None``: no translations)."""
     translation_artifact: str = "translation_prompt"
     compare_with_release: bool = True
     """Live mode: report agreement with the released screen on the ids both cover."""

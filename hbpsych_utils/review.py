@@ -824,6 +824,57 @@ def recall_pool(screen: pd.DataFrame, round1_set: pd.DataFrame) -> list[str]:
     return sorted(excluded - used)
 
 
+def round_seed(seed: int, round_number: int) -> int:
+    """The seed of review round ``round_number``, derived from the profile's seed.
+
+    Round 1 uses the profile seed itself (so its released design is unchanged); later rounds
+    get their own stream, so a round's control draw and order do not repeat round 1's.
+    """
+    if round_number == 1:
+        return seed
+    digest = hashlib.sha256(f"{seed}:review-round-{round_number}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+CONTROL_TIER = "NO (control)"
+"""What the released recovery key puts in ``recovery_tier`` for a round-2 control."""
+
+
+def design_round2(
+    recall: pd.DataFrame,
+    n_controls: int,
+    seed: int,
+    *,
+    candidate_tiers: Sequence[str] = ("CLEAR", "POSSIBLE"),
+    no_tier: str = "NO",
+) -> pd.DataFrame:
+    """Round 2 from a recall screen: its candidates plus fresh controls from its ``NO`` pool.
+
+    ``recall`` has ``prompt_id, tier, bucket, reason`` (``screening.run_screen`` with the
+    recall spec). The set gets a new seeded order (``round_seed(seed, 2)``) and the released
+    recovery key's columns: ``review_id, prompt_id, kind, recovery_tier, recovery_bucket,
+    recovery_reason`` (controls: tier ``NO (control)``, no bucket or reason).
+    """
+    missing = {"prompt_id", "tier", "bucket", "reason"} - set(recall.columns)
+    if missing:
+        raise ReviewSetError(f"recall screen table lacks column(s) {sorted(missing)}")
+    unknown = sorted(set(recall["tier"]) - {*candidate_tiers, no_tier})
+    if unknown:
+        raise ReviewSetError(f"recall screen has tier(s) {unknown}; expected "
+                             f"{[*candidate_tiers, no_tier]}")
+    candidates = recall.loc[recall["tier"].isin(list(candidate_tiers)), "prompt_id"]
+    no_pool = recall.loc[recall["tier"] == no_tier, "prompt_id"]
+    out = design_round(candidates, no_pool, n_controls, round_seed(seed, 2), kinds=ROUND2_KINDS)
+    info = recall.set_index("prompt_id")
+    is_cand = out["kind"] == CANDIDATE
+    out["recovery_tier"] = [info.at[p, "tier"] if c else CONTROL_TIER
+                            for p, c in zip(out["prompt_id"], is_cand, strict=True)]
+    for col, src in (("recovery_bucket", "bucket"), ("recovery_reason", "reason")):
+        out[col] = [info.at[p, src] if c else ""
+                    for p, c in zip(out["prompt_id"], is_cand, strict=True)]
+    return out
+
+
 def check_round2_design(review_set: pd.DataFrame, pool: Iterable[str], *, n_controls: int) -> None:
     """Round 2's candidates and fresh controls must all come from the recall pool."""
     _check_set(review_set)

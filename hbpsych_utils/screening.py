@@ -54,23 +54,44 @@ class ScreenSpec:
     refusal_record: dict[str, str]
     """The record a refused item gets (routed to human review)."""
 
-    def schema(self) -> dict[str, Any]:
-        """JSON schema of a batch reply: ``{"records": [{prompt_id, <fields>...}]}``."""
-        props: dict[str, Any] = {"prompt_id": {"type": "string"}}
+    def record_schema(self, *, with_prompt_id: bool = True) -> dict[str, Any]:
+        """JSON schema of one record: the enumerated fields and the short reason."""
+        props: dict[str, Any] = {"prompt_id": {"type": "string"}} if with_prompt_id else {}
         props.update({k: {"type": "string", "enum": list(v)} for k, v in self.choices.items()})
         props[self.reason_field] = {
             "type": "string",
             "description": f"at most {MAX_REASON_WORDS} words",
         }
-        item = {
+        return {
             "type": "object",
             "properties": props,
             "required": list(props),
             "additionalProperties": False,
         }
+
+    def schema(self, prompt_ids: Sequence[str] | None = None) -> dict[str, Any]:
+        """JSON schema of a batch reply.
+
+        With the batch's ``prompt_ids`` (what the live screen sends), ``records`` is an object
+        with exactly one required property per prompt id, each holding that conversation's
+        record: the schema itself then forbids a missing, duplicated or invented id, which a
+        list of records cannot. Without ids, ``records`` is a list of records that carry their
+        ``prompt_id`` (the layout of the released screen).
+        """
+        if prompt_ids is None:
+            records: dict[str, Any] = {"type": "array", "items": self.record_schema()}
+        else:
+            item = self.record_schema(with_prompt_id=False)
+            records = {
+                "type": "object",
+                "properties": {pid: item for pid in prompt_ids},
+                "required": list(prompt_ids),
+                "additionalProperties": False,
+            }
         return {
+            "title": f"{self.name}_batch",
             "type": "object",
-            "properties": {"records": {"type": "array", "items": item}},
+            "properties": {"records": records},
             "required": ["records"],
             "additionalProperties": False,
         }
@@ -112,7 +133,30 @@ def screening_spec(rubric: str, vocabulary: Sequence[str] | None = None) -> Scre
     )
 
 
-def recall_spec(rubric: str, buckets: Sequence[str] = RECALL_BUCKETS) -> ScreenSpec:
+def buckets_from_rubric(rubric: str, field_name: str = "bucket") -> tuple[str, ...]:
+    """The values a rubric's output table allows for ``field_name`` (its backticked terms).
+
+    The recall rubric lists its buckets in the row of its output table whose first cell is
+    `` `bucket` ``; reading them from there lets another specialty's recall rubric bring its
+    own miss types.
+    """
+    for line in rubric.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0] == f"`{field_name}`":
+            terms = tuple(re.findall(r"`([^`]+)`", "|".join(cells[1:])))
+            if len(terms) >= 2 and len(set(terms)) == len(terms):
+                return terms
+    raise ScreenError(
+        f"the rubric has no output-table row for `{field_name}` listing its backticked values; "
+        "pass the buckets explicitly"
+    )
+
+
+def recall_spec(rubric: str, buckets: Sequence[str] | None = None) -> ScreenSpec:
+    """The recall-round screen: tiers CLEAR/POSSIBLE/NO, the rubric's buckets (read from it
+    when not given), confidence and a reason; a refusal makes the item a POSSIBLE candidate."""
+    if buckets is None:
+        buckets = buckets_from_rubric(rubric)
     return ScreenSpec(
         name="recall",
         rubric=rubric,
@@ -205,8 +249,12 @@ class ScreenPrompt:
 
 @dataclass(frozen=True)
 class ScreenReply:
+    """A model's answer to one batch prompt. ``error`` says why a call gave no answer (the
+    reply then fails validation like an unreadable one, so the batch is re-asked)."""
+
     text: str
     refused: bool = False
+    error: str | None = None
 
 
 Ask = Callable[[list[ScreenPrompt]], list[ScreenReply]]
@@ -220,12 +268,13 @@ def user_turns(conv: Conversation) -> list[str]:
 def batch_messages(spec: ScreenSpec, conversations: Sequence[Conversation]) -> tuple[dict, ...]:
     """The verbatim rubric, then the batch as JSON; no examples, no shared context."""
     items = [{"prompt_id": c.prompt_id, "user_turns": user_turns(c)} for c in conversations]
-    fields = ", ".join(["prompt_id", *spec.choices, spec.reason_field])
+    fields = ", ".join([*spec.choices, spec.reason_field])
     instruction = (
         f"{spec.rubric}\n\n---\n\nApply the rubric above to each of the {len(items)} "
-        f"conversations below (user turns only). Return exactly one record per conversation "
-        f"with the fields {fields}; the {spec.reason_field} has at most {MAX_REASON_WORDS} "
-        f"words.\n\n{json.dumps(items, ensure_ascii=False)}"
+        f"conversations below (user turns only). Return an object whose `records` maps each "
+        f"conversation's prompt_id to exactly one record with the fields {fields}; the "
+        f"{spec.reason_field} has at most {MAX_REASON_WORDS} words."
+        f"\n\n{json.dumps(items, ensure_ascii=False)}"
     )
     return ({"role": "user", "content": instruction},)
 
@@ -240,8 +289,13 @@ def parse_batch_reply(
     except json.JSONDecodeError as exc:
         return {}, [f"reply is not valid JSON ({exc.msg})"]
     records = data.get("records") if isinstance(data, dict) else data
+    if isinstance(records, dict):  # the keyed layout the live schema asks for
+        records = [
+            {**rec, "prompt_id": pid} if isinstance(rec, dict) else rec
+            for pid, rec in records.items()
+        ]
     if not isinstance(records, list):
-        return {}, ["reply has no 'records' list"]
+        return {}, ["reply has no 'records' object or list"]
     wanted = set(expected_ids)
     valid: dict[str, dict[str, str]] = {}
     for i, rec in enumerate(records):
@@ -310,7 +364,7 @@ def run_screen(
             break
         prompts = [
             ScreenPrompt(b, attempt, tuple(pids), batch_messages(spec, [by_id[p] for p in pids]),
-                         spec.schema())
+                         spec.schema(pids))
             for b, pids in pending.items()
         ]
         replies = ask(prompts)
@@ -323,7 +377,10 @@ def run_screen(
                 problems.append({"batch": prompt.batch, "attempt": attempt, "prompt_id": None,
                                  "problem": "model refused the batch"})
                 continue
-            valid, issues = parse_batch_reply(spec, reply.text, prompt.prompt_ids)
+            if reply.error is not None:
+                valid, issues = {}, [f"no answer: {reply.error}"]
+            else:
+                valid, issues = parse_batch_reply(spec, reply.text, prompt.prompt_ids)
             for pid, rec in valid.items():
                 records[pid] = rec
                 provenance[pid] = "model"
@@ -343,6 +400,55 @@ def run_screen(
                         max_reasks)
     rows = [{"prompt_id": pid, **records[pid], "provenance": provenance[pid]} for pid in ids]
     return LiveScreen(pd.DataFrame(rows), problems)
+
+
+SCREEN_MAX_TOKENS = 8192
+"""Output cap of a screening call: 50 records of a few dozen tokens each fit well inside."""
+
+
+def engine_ask(
+    engine: Any,
+    model: str,
+    *,
+    mode: str = "batch",
+    tag: str = "screen",
+    max_tokens: int = SCREEN_MAX_TOKENS,
+) -> Ask:
+    """An ``Ask`` that sends screen prompts through the LLM engine.
+
+    Default sampling (no temperature), as the study screened. A re-ask is a new call, not a
+    cache hit: the attempt number is the request's ``sample``. First attempts use ``mode``
+    (batch APIs where the provider has one); re-asks, few and small, go synchronously. A
+    provider refusal becomes ``refused``; a call that failed (retries exhausted, budget cap)
+    becomes a reply with an ``error``, which ``run_screen`` re-asks and finally routes to
+    human review.
+    """
+    from hbpsych_utils.llm import Request
+
+    def ask(prompts: list[ScreenPrompt]) -> list[ScreenReply]:
+        if not prompts:
+            return []
+        requests = [
+            Request(model=model, messages=p.messages, temperature=None, max_tokens=max_tokens,
+                    response_schema=p.schema, tag=tag, sample=p.attempt,
+                    metadata={"batch": p.batch, "attempt": p.attempt,
+                              "n_conversations": len(p.prompt_ids)})
+            for p in prompts
+        ]
+        first = all(p.attempt == 0 for p in prompts)
+        results = engine.run(requests, mode=mode if first else "sync")
+        return [reply_from_result(r) for r in results]
+
+    return ask
+
+
+def reply_from_result(result: Any) -> ScreenReply:
+    """Map an engine ``Result`` onto a ``ScreenReply`` (see ``engine_ask``)."""
+    if result.status == "refused" or result.refusal:
+        return ScreenReply("", refused=True)
+    if result.status == "ok" and result.text is not None:
+        return ScreenReply(result.text)
+    return ScreenReply("", error=f"call {result.status}: {result.error or 'no text'}")
 
 
 def agreement_with_release(live: pd.DataFrame, released: pd.DataFrame) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -89,7 +90,10 @@ def test_batches_of_50_user_turns_only() -> None:
     assert content.startswith(RUBRIC) and "user says 0" in content and "user again" in content
     assert "assistant secret" not in content
     assert len(result.table) == 120 and set(result.table.provenance) == {"model"}
-    assert seen[0].schema["properties"]["records"]["items"]["properties"]["category"]["enum"] == [
+    records = seen[2].schema["properties"]["records"]
+    assert records["required"] == [f"p{i:03d}" for i in range(100, 120)]
+    assert records["additionalProperties"] is False
+    assert records["properties"]["p100"]["properties"]["category"]["enum"] == [
         "mood", "anxiety", "none"]
 
 
@@ -158,3 +162,174 @@ def test_agreement_with_release() -> None:
     assert out["confusion"].loc["RELEVANT", "NOT_RELEVANT"] == 1
     # po = 3/4; pe = (2/4)(1/4) + (2/4)(3/4) = 1/2 -> kappa = (3/4 - 1/2)/(1/2) = 1/2
     assert out["cohen_kappa"] == pytest.approx(0.5)
+
+
+# --- schema layouts, recall buckets ---------------------------------------------------------
+
+
+def test_keyed_replies_are_read_like_record_lists() -> None:
+    spec = screening.screening_spec(RUBRIC)
+    rec = {"label": "BORDERLINE", "category": "anxiety", "confidence": "low", "rationale": "x"}
+    keyed = json.dumps({"records": {"a": rec, "zz": rec}})
+    valid, problems = screening.parse_batch_reply(spec, keyed, ["a", "b"])
+    assert valid == {"a": rec}
+    assert problems == ["record 1: prompt_id 'zz' is not in this batch", "b: no record"]
+    listed = spec.schema()["properties"]["records"]
+    assert listed["type"] == "array" and "prompt_id" in listed["items"]["required"]
+
+
+def test_recall_buckets_come_from_the_rubric(mirror: Path) -> None:
+    real = sources.fetch("recovery_rubric").read_text()
+    assert screening.buckets_from_rubric(real) == screening.RECALL_BUCKETS
+    toy = (Path(__file__).parent / "data" / "toy_specialty" / "recall_rubric.md").read_text()
+    spec = screening.recall_spec(toy)
+    assert spec.choices["bucket"] == ("A_cosmetic", "B_systemic_with_skin", "standard", "none")
+    assert spec.choices["tier"] == ("CLEAR", "POSSIBLE", "NO")
+    with pytest.raises(screening.ScreenError, match="bucket"):
+        screening.buckets_from_rubric("| `tier` | `CLEAR` · `NO` |\n")
+
+
+# --- through the LLM engine and the provider simulator --------------------------------------
+
+MODEL = "claude-haiku-4-5-20251001"
+
+
+@pytest.fixture
+def sim_engine(tmp_path: Path):
+    """An engine pointed at a fresh simulator; yields (engine, simulator)."""
+    from hbpsych_utils.llm import Engine, Simulator, load_registry
+
+    registry = load_registry()
+    with Simulator() as sim:
+        engine = Engine(tmp_path / "store.sqlite", registry, base_urls=sim.base_urls_for(registry),
+                        progress=False, max_attempts=1, backoff_base=0.0)
+        yield engine, sim
+
+
+def test_engine_ask_refusal_routes_the_batch_to_humans(sim_engine) -> None:
+    from hbpsych_utils.llm import Fault
+
+    engine, sim = sim_engine
+    spec = screening.screening_spec(RUBRIC)
+    convs = [conv("a", "I cannot sleep and feel hopeless"), conv("b", "rash on my arm"),
+             conv("c", "knee pain"), conv("d", "low mood for weeks")]
+    sim.add_fault(Fault("refusal", match="I cannot sleep and feel hopeless"))
+    ask = screening.engine_ask(engine, MODEL, mode="sync")
+    result = screening.run_screen(spec, convs, ask, batch_size=2)
+    table = result.table.set_index("prompt_id")
+    assert list(table.loc[["a", "b"], "label"]) == ["BORDERLINE", "BORDERLINE"]
+    assert set(table.loc[["a", "b"], "provenance"]) == {"model_refused"}
+    assert set(table.loc[["c", "d"], "provenance"]) == {"model"}
+    assert set(table.loc[["c", "d"], "label"]) <= set(screening.LABELS)
+    assert set(table.loc[["c", "d"], "category"]) <= {"mood", "anxiety", "none"}
+    # two batches, one call each: the refusal is kept, never re-asked
+    assert len(sim.log) == 2
+    assert screening.screen_metrics(result.table)["n_model_refused"] == 2
+
+
+def test_engine_ask_reasks_an_unreadable_reply_as_a_new_call(sim_engine) -> None:
+    from hbpsych_utils.llm import Fault
+
+    engine, sim = sim_engine
+    spec = screening.screening_spec(RUBRIC)
+    convs = [conv("a", "panic attacks at work"), conv("b", "bad sunburn")]
+    sim.add_fault(Fault("no_verdict", match="panic attacks at work", times=1))
+    seen: list[list[screening.ScreenPrompt]] = []
+    inner = screening.engine_ask(engine, MODEL, mode="batch")
+
+    def ask(prompts):
+        seen.append(prompts)
+        return inner(prompts)
+
+    result = screening.run_screen(spec, convs, ask, batch_size=2, max_reasks=2)
+    assert [[p.attempt for p in ps] for ps in seen] == [[0], [1]]
+    assert set(result.table.provenance) == {"model"}
+    assert result.log[0]["attempt"] == 0 and "not valid JSON" in result.log[0]["problem"]
+    # the same prompt twice reached the provider: the re-ask was not served from the store
+    assert len(sim.log) == 2
+    assert seen[0][0].messages == seen[1][0].messages
+
+
+def test_engine_ask_failed_calls_end_as_screen_failed(sim_engine) -> None:
+    from hbpsych_utils.llm import Fault
+
+    engine, sim = sim_engine
+    spec = screening.screening_spec(RUBRIC)
+    sim.add_fault(Fault("http_500", match="always broken"))
+    result = screening.run_screen(spec, [conv("a", "always broken")],
+                                  screening.engine_ask(engine, MODEL, mode="sync"), max_reasks=1)
+    row = result.table.iloc[0]
+    assert (row["label"], row["provenance"]) == ("BORDERLINE", "screen_failed")
+    assert [p["attempt"] for p in result.log] == [0, 1]
+    assert all(p["problem"].startswith("no answer: call failed") for p in result.log)
+
+
+def test_reply_from_result_maps_statuses() -> None:
+    from hbpsych_utils.llm import Result
+
+    def res(status, text=None, refusal=False):
+        return Result(key="k", model="m", provider="p", status=status, text=text,
+                      refusal=refusal, error="boom" if status == "failed" else None)
+
+    assert screening.reply_from_result(res("ok", "{}")) == screening.ScreenReply("{}")
+    assert screening.reply_from_result(res("refused", "", True)).refused
+    failed = screening.reply_from_result(res("failed"))
+    assert not failed.refused and failed.error == "call failed: boom"
+    assert screening.reply_from_result(res("not_run")).error.startswith("call not_run")
+
+
+# --- 02_screening live, through the notebook ------------------------------------------------
+
+
+def cohen_kappa_by_hand(a: list[str], b: list[str]) -> float:
+    n = len(a)
+    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    pe = sum((a.count(c) / n) * (b.count(c) / n) for c in set(a) | set(b))
+    return (po - pe) / (1 - pe) if pe < 1 else float("nan")
+
+
+@pytest.mark.notebook
+def test_notebook_02_live_on_the_partial_corpus(tmp_path: Path, mirror: Path) -> None:
+    import csv
+
+    import yaml
+
+    from hbpsych_utils import runner
+
+    first = [json.loads(line)["prompt_id"] for line in
+             sources.fetch("healthbench_oss").read_text().splitlines()[:8]]
+    profile = tmp_path / "live02.yaml"
+    profile.write_text(yaml.safe_dump({
+        "seed": 5, "notebooks": ["01_corpus", "02_screening"],
+        "llm": {"simulator": True, "mode": "batch",
+                "faults": [{"kind": "refusal", "prompt_id": first[5]}]},
+        "corpus": {"allow_partial": True, "max_conversations": 8, "detect_language": False},
+        "screening": {"mode": "live", "model": MODEL, "batch_size": 4},
+    }))
+    result = runner.run_profile(str(profile), outputs_root=tmp_path, echo=lambda _: None)
+    assert result.ok, result.notebooks[-1]
+    out = tmp_path / "live02" / "02_screening"
+    m = json.loads((out / "metrics.json").read_text())
+    rows = list(csv.DictReader((out / "screen.csv").open()))
+    assert [r["prompt_id"] for r in rows] == first
+    # the refusal hit the second batch of four: all four routed to review
+    assert [r["provenance"] for r in rows] == ["model"] * 4 + ["model_refused"] * 4
+    assert m["n_screened"] == 8 and m["n_model_refused"] == 4
+    assert m["n_borderline"] == sum(r["label"] == "BORDERLINE" for r in rows) >= 4
+    released = {json.loads(x)["prompt_id"]: json.loads(x)["label"]
+                for x in sources.fetch("screening_labels").read_text().splitlines()}
+    live = [r["label"] for r in rows]
+    rel = [released[p] for p in first]
+    a = m["agreement_with_release"]
+    assert a["n_common"] == 8
+    assert a["percent_agreement"] == sum(x == y for x, y in zip(live, rel, strict=True)) / 8
+    kappa = cohen_kappa_by_hand(live, rel)
+    if math.isnan(kappa):  # one label everywhere: kappa undefined, written as null
+        assert a["cohen_kappa"] is None
+    else:
+        assert a["cohen_kappa"] == pytest.approx(kappa)
+    confusion = list(csv.DictReader((out / "agreement_with_release.csv").open()))
+    assert sum(int(r[c]) for r in confusion for c in screening.LABELS) == 8
+    problems = list(csv.DictReader((out / "screen_problems.csv").open()))
+    assert [p["problem"] for p in problems] == ["model refused the batch"]
+    assert not (out / "translations.json").exists()
