@@ -181,7 +181,11 @@ def test_rate_reload_export_and_import(page_factory, tmp_path: Path) -> None:
     page.keyboard.press("l")
     assert page.text_content("#progress-text") == "2 of 4 rated"
 
+    # Chromium commits localStorage to its storage service asynchronously; a human never reloads
+    # within milliseconds of a click, so give the commit a moment (a loaded CI machine needs it)
+    page.wait_for_timeout(1000)
     page.reload()
+    page.wait_for_selector("#reviewer-name:text('R7')", timeout=5000)
     # progress survives the reload: reviewer, counts, position and the saved answers
     assert page.text_content("#reviewer-name") == "R7"
     assert page.text_content("#progress-text") == "2 of 4 rated"
