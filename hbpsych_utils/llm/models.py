@@ -62,15 +62,17 @@ class ModelSpec(_Strict):
     default_max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1)
     params: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    schema_mode: Literal["json_schema", "json_object", "none"] = "json_schema"
+    schema_mode: Literal["json_schema", "json_object", "json_object_schema", "none"] = (
+        "json_schema"
+    )
     price: Price
 
     @field_validator("roles")
     @classmethod
     def _roles(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [r for r in v if r not in {"candidate", "judge", "added"}]
+        bad = [r for r in v if r not in {"candidate", "judge", "added", "local"}]
         if bad:
-            raise ValueError(f"unknown role(s) {bad}; use candidate, judge or added")
+            raise ValueError(f"unknown role(s) {bad}; use candidate, judge, added or local")
         return v
 
 

@@ -55,6 +55,9 @@ class OpenAIAdapter(Adapter):
                     "schema": dict(req.response_schema)}}
             elif spec.schema_mode == "json_object":
                 body["response_format"] = {"type": "json_object"}
+            elif spec.schema_mode == "json_object_schema":  # llama.cpp's server takes this form
+                body["response_format"] = {"type": "json_object",
+                                           "schema": dict(req.response_schema)}
         return body
 
     async def call(self, body: dict[str, Any]) -> Reply:
