@@ -158,6 +158,9 @@ class GradingParams(Section):
     """0 in the study; the HealthBench reference uses 0.5."""
     max_tokens: int = Field(default=2048, ge=1)
     max_reasks: int = Field(default=3, ge=0)
+    response_schema: bool = False
+    """Constrain judge output to the verdict JSON schema where the server supports it. A
+    deviation from the reference (which sends none), for small local models; off in the study."""
 
 
 class ScoresParams(Section):

@@ -45,6 +45,14 @@ CONVERSATION_SLOT = "<<conversation>>"
 RUBRIC_SLOT = "<<rubric_item>>"
 SYSTEM_MESSAGE = "You are a helpful assistant."
 MAX_TOKENS = 2048
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {"explanation": {"type": "string"}, "criteria_met": {"type": "boolean"}},
+    "required": ["explanation", "criteria_met"],
+}
+"""The verdict the template asks for, as a JSON schema. Not sent by the reference grader: a
+profile may constrain a judge's output with it (``grading.response_schema``), a documented
+deviation meant for small local models that cannot otherwise keep to the JSON."""
 STUDY_TEMPERATURE = 0.0
 REFERENCE_TEMPERATURE = 0.5
 DEFAULT_MAX_REASKS = 3

@@ -89,13 +89,13 @@ def _items(
     return items, pd.DataFrame(skipped, columns=["candidate", "prompt_id", "status"])
 
 
-def _request(item: _Item, attempt: int) -> Any:
+def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None) -> Any:
     from hbpsych_utils.llm import Request
 
     r = item.request
     return Request(
         model=item.judge, messages=r.messages(), temperature=r.temperature,
-        max_tokens=r.max_tokens, tag="grade", sample=attempt,
+        max_tokens=r.max_tokens, tag="grade", sample=attempt, response_schema=schema,
         metadata={"judge": item.judge, "candidate": item.candidate,
                   "prompt_id": item.prompt_id, "criterion_index": item.criterion_index},
     )
@@ -112,8 +112,13 @@ def grade(
     max_tokens: int = grading.MAX_TOKENS,
     max_reasks: int = grading.DEFAULT_MAX_REASKS,
     mode: str = "batch",
+    response_schema: Mapping[str, Any] | None = None,
 ) -> PanelRun:
-    """Grade every gradable reply with every judge; return the verdict table."""
+    """Grade every gradable reply with every judge; return the verdict table.
+
+    ``response_schema`` (e.g. ``grading.VERDICT_SCHEMA``) constrains the judges' output where
+    the provider supports it; the reference sends none, so the study leaves it ``None``.
+    """
     items, not_graded = _items(responses, conversations, judges, template, temperature,
                                max_tokens)
     verdicts: dict[int, grading.Verdict] = {}
@@ -123,7 +128,7 @@ def grade(
     for attempt in range(max_reasks + 1):
         if not pending:
             break
-        results = engine.run([_request(items[i], attempt) for i in pending],
+        results = engine.run([_request(items[i], attempt, response_schema) for i in pending],
                              mode=mode if attempt == 0 else "sync")
         calls[attempt + 1] += len(pending)
         again = []
