@@ -218,3 +218,27 @@ def local_server(model_path: Path | None = None, *, port: int | None = None,
         if own_logs:
             shutil.rmtree(log_root, ignore_errors=True)
         return
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hbpsych_utils.local_server [--port 8000]``: serve until interrupted."""
+    import argparse
+    import time
+
+    ap = argparse.ArgumentParser(description="Serve SmolLM2-135M-Instruct for the local profile.")
+    ap.add_argument("--port", type=int, default=8000)
+    args = ap.parse_args(argv)
+    try:
+        with local_server(port=args.port) as server:
+            print(f"serving {server.model} at {server.base_url} (Ctrl-C stops it)", flush=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    except LocalServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The `local` profile end to end on a real model: llama.cpp's server with SmolLM2-135M,
+generation and grading of partial-corpus conversations through the same engine and notebooks.
+
+Quality is irrelevant here; what is tested is that the live path works against a real
+OpenAI-compatible server offline, with schema-constrained verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hbpsych_utils import config, local_server, runner
+
+pytestmark = [pytest.mark.local_model, pytest.mark.notebook]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+    missing = local_server.missing_requirements()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("local model server not installed in CI: " + "; ".join(missing))
+        pytest.skip("local model server not installed (bash scripts/install_local_model.sh): "
+                    + "; ".join(missing))
+    os.environ["HBPSYCH_MIRROR"] = str(mirror)
+    tmp = tmp_path_factory.mktemp("local")
+    with local_server.local_server() as server:
+        profile = yaml.safe_load(config.profile_path("local").read_text())
+        profile["llm"]["base_urls"] = {"local": server.base_url}
+        path = tmp / "local.yaml"  # the profile's name is its file name
+        path.write_text(yaml.safe_dump(profile))
+        result = runner.run_profile(str(path), outputs_root=tmp / "outputs", echo=print)
+    assert result.ok, result.notebooks
+    return tmp / "outputs" / "local"
+
+
+def test_generation_on_the_real_model(run: Path) -> None:
+    m = json.loads((run / "06_generation" / "metrics.json").read_text())
+    assert m["n_conversations"] == 3 and m["n_responses"] == 3
+    rows = [json.loads(x) for x in (run / "06_generation" / "responses.jsonl").open()]
+    assert all(r["status"] == "ok" and r["text"].strip() for r in rows)
+    assert all(json.loads(r["config"])["max_tokens"] == 128 for r in rows)
+    assert m["decoding_sent"]["smollm2-135m-instruct"]["temperature"] == 0.0
+
+
+def test_schema_constrained_grading_and_scores(run: Path) -> None:
+    m = json.loads((run / "07_grading" / "metrics.json").read_text())
+    assert m["response_schema"] is True and m["judges"] == ["smollm2-135m-instruct"]
+    assert m["n_criteria_graded"] > 0
+    # the schema makes every verdict parseable JSON (no recovery needed, at most a few excluded)
+    assert m["n_recovered"] == 0
+    assert m["n_excluded"] <= m["n_criteria_graded"] // 10
+    scores = json.loads((run / "08_scores" / "metrics.json").read_text())
+    assert set(scores["panel_mean"]) == {"smollm2-135m-instruct"}
+    assert 0.0 <= scores["panel_mean"]["smollm2-135m-instruct"] <= 1.0
