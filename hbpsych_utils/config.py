@@ -193,12 +193,20 @@ class RefusalsParams(Section):
 class HarnessValidationParams(Section):
     """11_harness_validation: the GPT-4.1 HealthBench-Hard run against the published figure."""
 
-    mode: Literal["replay"] = "replay"
+    mode: Literal["replay", "live"] = "replay"
+    """``replay`` summarises the released run; ``live`` re-runs it through the engine."""
     published: float | None = Field(default=None, ge=0, le=1)
     """OpenAI's published HealthBench-Hard score for GPT-4.1 (a fraction); ``None`` when not
     given, and then no difference is reported."""
     published_source: str = ""
     """Where ``published`` comes from (citation), recorded beside it."""
+    candidate: str = "gpt-4.1-2025-04-14"
+    judge: str = "gpt-4.1-2025-04-14"
+    temperature: float = 0.5
+    """The reference setting, for candidate and judge alike."""
+    max_tokens: int = Field(default=2048, ge=1)
+    n_conversations: int | None = Field(default=None, ge=1)
+    """Live mode: only the first N Hard conversations of the corpus (sorted ids)."""
 
 
 class FiguresTablesParams(Section):

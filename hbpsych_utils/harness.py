@@ -9,10 +9,13 @@ reference ``bootstrap_std``, and the difference from the published HealthBench-H
 Where a conversation's rubric is available (the partial corpus offline), its score is also
 recomputed from the grades with the grader's own formula and checked against the released one.
 
-The published figure is a required parameter: we could not find OpenAI's GPT-4.1
+*Live* runs GPT-4.1 on the Hard conversations at those settings through the engine (notebook
+11) and summarises its per-conversation scores the same way (``summarize``).
+
+The published figure is a profile parameter: we could not find OpenAI's GPT-4.1
 HealthBench-Hard number in any source reachable from this project's machines (the simple-evals
-README has no HealthBench column), so the profile must supply it with its citation, as a
-fraction in [0, 1] like the scores.
+README has no HealthBench column), so a profile supplies it with its citation, as a fraction in
+[0, 1] like the scores, or leaves it unset and no difference is reported.
 """
 
 from __future__ import annotations
@@ -170,16 +173,16 @@ class HarnessReplay:
         }
 
 
-def replay(
-    lines: Iterable[HarnessLine],
+def summarize(
+    scores: Iterable[float | None],
     *,
     published: float | None,
     seed: int = 0,
     n_resamples: int = scoring.N_RESAMPLES,
 ) -> HarnessReplay:
-    """Summary of the released harness run, as simple-evals would report it, vs the published
-    figure (a fraction in [0, 1], or ``None`` to report no difference). Lines without a score
-    are not counted as scored."""
+    """A run summarised as simple-evals reports it: n scored, clipped mean, ``bootstrap_std``,
+    and the difference from the published figure (a fraction in [0, 1], or ``None`` to report
+    no difference). ``None`` scores (unscored conversations) are not counted."""
     if published is not None and (
         isinstance(published, bool) or not isinstance(published, int | float)
         or not 0.0 <= published <= 1.0
@@ -187,10 +190,22 @@ def replay(
         raise HarnessError(
             f"published HealthBench-Hard figure must be a fraction in [0, 1], got {published!r}"
         )
-    lines = list(lines)
-    s = np.array([ln.score for ln in lines if ln.score is not None], dtype=float)
+    values = list(scores)
+    s = np.array([v for v in values if v is not None and not math.isnan(v)], dtype=float)
     mean = scoring.clipped_mean(s)
     std = scoring.reference_bootstrap_std(s, n_resamples=n_resamples, seed=seed)
     pub = None if published is None else float(published)
-    return HarnessReplay(len(lines), int(s.size), mean, std, pub,
+    return HarnessReplay(len(values), int(s.size), mean, std, pub,
                          None if pub is None else mean - pub)
+
+
+def replay(
+    lines: Iterable[HarnessLine],
+    *,
+    published: float | None,
+    seed: int = 0,
+    n_resamples: int = scoring.N_RESAMPLES,
+) -> HarnessReplay:
+    """Summary of the released harness run (``summarize`` of its per-conversation scores)."""
+    return summarize((ln.score for ln in lines), published=published, seed=seed,
+                     n_resamples=n_resamples)

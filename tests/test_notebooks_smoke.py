@@ -174,3 +174,14 @@ def test_filter_results_on_the_runs_own_scores_matches_08(run: Path) -> None:
     for r in reports:
         assert r.clipped_mean == pytest.approx(m["panel_mean"][r.model], abs=1e-12)
         assert r.n == m["n_panel"][r.model]
+
+
+def test_live_harness_check_at_reference_settings(run: Path) -> None:
+    m = metrics(run, "11_harness_validation")
+    assert m["mode"] == "live" and m["settings"]["temperature"] == 0.5
+    with open(run / "11_harness_validation" / "scores.csv") as fh:
+        scores = [float(r["score"]) for r in csv.DictReader(fh) if r["score"] != ""]
+    n = config.load_profile("smoke").harness_validation.n_conversations
+    assert m["n_scored"] == len(scores) == n
+    assert m["clipped_mean"] == pytest.approx(min(1, max(0, sum(scores) / len(scores))), abs=1e-12)
+    assert m["n_common_with_released"] == m["n_scored"]  # every Hard id has a released score
