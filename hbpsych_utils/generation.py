@@ -81,7 +81,9 @@ def write_responses(df: pd.DataFrame, path: Any) -> None:
 
 
 def read_responses(path: Any) -> pd.DataFrame:
-    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    from hbpsych_utils import jsonl
+
+    rows = [rec for _, rec in jsonl.records(path)]
     return pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS))
 
 

@@ -12,7 +12,6 @@ The sensitivity analysis recomputes scores with those conversations excluded.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from hbpsych_utils import scoring
+from hbpsych_utils import jsonl, scoring
 
 log = logging.getLogger(__name__)
 
@@ -215,32 +214,15 @@ def read_error_log(path: Path | str) -> list[ErrorEvent]:
     """The released errors.jsonl, one event per line; malformed lines raise with file:line."""
     path = Path(path)
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RefusalError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
-            if not isinstance(rec, dict):
-                raise RefusalError(f"{path}:{lineno}: expected a JSON object")
-            for key in ("phase", "kind"):
-                if not isinstance(rec.get(key), str) or not rec[key]:
-                    raise RefusalError(f"{path}:{lineno}: field {key!r}: missing or not a string")
-            out.append(
-                ErrorEvent(
-                    line=lineno,
-                    phase=rec["phase"],
-                    kind=rec["kind"],
-                    candidate=rec.get("candidate"),
-                    prompt_id=rec.get("prompt_id"),
-                    detail=str(rec.get("detail") or ""),
-                    judge=rec.get("judge"),
-                    ts=rec.get("ts"),
-                    raw=rec,
-                )
-            )
+    for lineno, rec in jsonl.records(path, error=RefusalError):
+        for key in ("phase", "kind"):
+            if not isinstance(rec.get(key), str) or not rec[key]:
+                raise RefusalError(f"{path}:{lineno}: field {key!r}: missing or not a string")
+        out.append(ErrorEvent(
+            line=lineno, phase=rec["phase"], kind=rec["kind"], candidate=rec.get("candidate"),
+            prompt_id=rec.get("prompt_id"), detail=str(rec.get("detail") or ""),
+            judge=rec.get("judge"), ts=rec.get("ts"), raw=rec,
+        ))
     return out
 
 

@@ -8,34 +8,27 @@ notebooks reports these, since the responses and verdicts themselves are not rel
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
+from hbpsych_utils import jsonl
 from hbpsych_utils.refusals import ErrorEvent
 
 
 def read_spend(path: Path | str) -> pd.DataFrame:
     """The spend ledger, validated line by line (errors name file, line and field)."""
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
-            for key in ("phase", "who", "cost"):
-                if key not in rec:
-                    raise ValueError(f"{path}:{lineno}: field {key!r}: missing")
-            cost = rec["cost"]
-            if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
-                raise ValueError(f"{path}:{lineno}: field 'cost': {cost!r} is not a charge")
-            rows.append({"ts": rec.get("ts"), "phase": rec["phase"], "who": rec["who"],
-                         "cost": float(cost)})
+    for lineno, rec in jsonl.records(path):
+        for key in ("phase", "who", "cost"):
+            if key not in rec:
+                raise ValueError(f"{path}:{lineno}: field {key!r}: missing")
+        cost = rec["cost"]
+        if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
+            raise ValueError(f"{path}:{lineno}: field 'cost': {cost!r} is not a charge")
+        rows.append({"ts": rec.get("ts"), "phase": rec["phase"], "who": rec["who"],
+                     "cost": float(cost)})
     return pd.DataFrame(rows, columns=["ts", "phase", "who", "cost"])
 
 

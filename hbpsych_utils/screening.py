@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from hbpsych_utils import jsonl
 from hbpsych_utils.corpus import Conversation
 
 log = logging.getLogger(__name__)
@@ -176,29 +177,22 @@ def load_released_screen(path: Path | str, vocabulary: Sequence[str]) -> pd.Data
     path = Path(path)
     rows = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ScreenError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
-            for key, allowed in (("label", LABELS), ("category", tuple(vocabulary)),
-                                 ("confidence", CONFIDENCES)):
-                if rec.get(key) not in allowed:
-                    raise ScreenError(
-                        f"{path}:{lineno}: field {key!r}: {rec.get(key)!r} is not one of {allowed}"
-                    )
-            pid = rec.get("prompt_id")
-            if not isinstance(pid, str) or pid in seen:
-                raise ScreenError(f"{path}:{lineno}: field 'prompt_id': missing or duplicate")
-            seen.add(pid)
-            rows.append({
-                "prompt_id": pid, "label": rec["label"], "category": rec["category"],
-                "confidence": rec["confidence"], "rationale": rec.get("rationale", ""),
-                "provenance": rec.get("provenance", "model"),
-            })
+    for lineno, rec in jsonl.records(path, error=ScreenError):
+        for key, allowed in (("label", LABELS), ("category", tuple(vocabulary)),
+                             ("confidence", CONFIDENCES)):
+            if rec.get(key) not in allowed:
+                raise ScreenError(
+                    f"{path}:{lineno}: field {key!r}: {rec.get(key)!r} is not one of {allowed}"
+                )
+        pid = rec.get("prompt_id")
+        if not isinstance(pid, str) or pid in seen:
+            raise ScreenError(f"{path}:{lineno}: field 'prompt_id': missing or duplicate")
+        seen.add(pid)
+        rows.append({
+            "prompt_id": pid, "label": rec["label"], "category": rec["category"],
+            "confidence": rec["confidence"], "rationale": rec.get("rationale", ""),
+            "provenance": rec.get("provenance", "model"),
+        })
     return pd.DataFrame(rows)
 
 
