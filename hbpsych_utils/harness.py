@@ -20,7 +20,6 @@ README has no HealthBench column), so a profile supplies it with its citation, a
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from hbpsych_utils import grading, scoring
+from hbpsych_utils import grading, jsonl, scoring
 from hbpsych_utils.corpus import Conversation
 
 REFERENCE_SETTINGS: dict[str, Any] = {
@@ -61,37 +60,28 @@ def read_harness_scores(path: Path | str) -> list[HarnessLine]:
     path = Path(path)
     out: list[HarnessLine] = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise HarnessError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
-            if not isinstance(rec, dict):
-                raise HarnessError(f"{path}:{lineno}: expected a JSON object")
-            pid = rec.get("prompt_id")
-            if not isinstance(pid, str) or not pid:
-                raise HarnessError(f"{path}:{lineno}: field 'prompt_id': missing or not a string")
-            if pid in seen:
-                raise HarnessError(
-                    f"{path}:{lineno}: field 'prompt_id': {pid} repeats line {seen[pid]}"
-                )
-            seen[pid] = lineno
-            score = rec.get("score")
-            if score is not None and (
-                isinstance(score, bool) or not isinstance(score, int | float)
-                or not math.isfinite(score)
-            ):
-                raise HarnessError(f"{path}:{lineno}: field 'score': not a number: {score!r}")
-            grades = rec.get("grades")
-            if not isinstance(grades, list) or not all(isinstance(g, bool) for g in grades):
-                raise HarnessError(
-                    f"{path}:{lineno}: field 'grades': expected a list of booleans"
-                )
-            out.append(HarnessLine(lineno, pid, None if score is None else float(score),
-                                   tuple(grades)))
+    for lineno, rec in jsonl.records(path, error=HarnessError):
+        pid = rec.get("prompt_id")
+        if not isinstance(pid, str) or not pid:
+            raise HarnessError(f"{path}:{lineno}: field 'prompt_id': missing or not a string")
+        if pid in seen:
+            raise HarnessError(
+                f"{path}:{lineno}: field 'prompt_id': {pid} repeats line {seen[pid]}"
+            )
+        seen[pid] = lineno
+        score = rec.get("score")
+        if score is not None and (
+            isinstance(score, bool) or not isinstance(score, int | float)
+            or not math.isfinite(score)
+        ):
+            raise HarnessError(f"{path}:{lineno}: field 'score': not a number: {score!r}")
+        grades = rec.get("grades")
+        if not isinstance(grades, list) or not all(isinstance(g, bool) for g in grades):
+            raise HarnessError(
+                f"{path}:{lineno}: field 'grades': expected a list of booleans"
+            )
+        out.append(HarnessLine(lineno, pid, None if score is None else float(score),
+                               tuple(grades)))
     return out
 
 

@@ -435,18 +435,9 @@ def _hbpsych_rows(path: Path) -> list[tuple[dict[str, Any], str]]:
                 ) from None
             rows.append(({**rec, "score": score}, f"{path}:{lineno}"))
         return rows
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InteropError(f"{where}: not valid JSON: {exc}") from None
-        if not isinstance(rec, dict):
-            raise InteropError(f"{where}: expected a JSON object")
-        rows.append((rec, where))
-    return rows
+    from hbpsych_utils import jsonl
+
+    return [(rec, f"{path}:{lineno}") for lineno, rec in jsonl.records(path, error=InteropError)]
 
 
 def read_hbpsych(path: Path | str) -> pd.DataFrame:
