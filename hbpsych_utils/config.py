@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hbpsych_utils import paths
+from hbpsych_utils.scoring import PANEL_JUDGES
 
 
 class ProfileError(ValueError):
@@ -132,9 +133,6 @@ class SubsetParams(Section):
     """Compare each derived subset with the released file (only meaningful in replay)."""
 
 
-PANEL = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001", "gemini-2.5-flash"]
-
-
 class GenerationParams(Section):
     """06_generation: candidate responses (paper mode summarises the released run's logs)."""
 
@@ -153,7 +151,7 @@ class GradingParams(Section):
     """07_grading: the judge panel's verdicts (paper mode summarises the released logs)."""
 
     mode: Literal["paper", "live"] = "paper"
-    judges: list[str] = PANEL
+    judges: list[str] = list(PANEL_JUDGES)
     temperature: float = 0.0
     """0 in the study; the HealthBench reference uses 0.5."""
     max_tokens: int = Field(default=2048, ge=1)

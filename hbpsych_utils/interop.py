@@ -69,9 +69,10 @@ from typing import Any
 import pandas as pd
 
 from hbpsych_utils import corpus, scoring, sources
+from hbpsych_utils import subset as subset_mod
 
 FORMATS = ("simple-evals", "inspect", "hbpsych")
-SUBSET_ARTIFACTS = {"v1": "subset_v1", "v2": "subset_v2", "hard": "subset_hard_v1"}
+SUBSET_ARTIFACTS = subset_mod.RELEASED_ARTIFACTS
 DEFAULT_SUBSETS = ("v1", "hard")
 """HealthBench-Psych v1 and HealthBench-Psych-Hard, the two the study reports."""
 
@@ -612,8 +613,6 @@ def healthbench_ids() -> list[str]:
 def load_subset(spec: str) -> Subset:
     """``v1``, ``v2`` or ``hard`` (the released subsets, fetched and hash-checked), or a local
     subset JSON with ``prompt_ids`` (its ``prompt_id_sha256`` is checked when present)."""
-    from hbpsych_utils import subset as subset_mod
-
     if spec in SUBSET_ARTIFACTS:
         path = sources.fetch(SUBSET_ARTIFACTS[spec])
     else:

@@ -355,6 +355,8 @@ def top_k(table: pd.DataFrame, k: int) -> list[str]:
 # Paper mode: the released matrices
 
 MATRIX_COLUMNS = ("candidate", "judge", "clipped_mean_score", "n_prompts")
+MATRIX_ARTIFACTS = {"v1": "matrix_v1", "v2": "matrix_v2", "hard": "matrix_hard_v1"}
+"""Registry names of the released score matrices, by subset key."""
 
 
 def read_matrix(path: Path | str) -> pd.DataFrame:

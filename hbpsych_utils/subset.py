@@ -148,3 +148,29 @@ def compare_with_release(
         sha256_derived=ids_hash(derived),
         sha256_released=str(released.get("prompt_id_sha256", ids_hash(rel))),
     )
+
+
+RELEASED_ARTIFACTS = {"v1": "subset_v1", "v2": "subset_v2", "hard": "subset_hard_v1"}
+"""Registry names of the released subset files, by key."""
+INDEX = "subsets.json"
+"""05_subset's index: subset key (v1, v2, hard) -> the file it wrote."""
+
+
+def write_all(stage: Any, records: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Write each subset as ``<name>.json`` in the stage folder, plus the index later stages
+    read (so they need not know the subset's name)."""
+    index = {}
+    for key, rec in records.items():
+        filename = f"{rec['name']}.json"
+        write_subset(stage.path(filename), rec)
+        index[key] = filename
+    stage.write_json(INDEX, index)
+    return index
+
+
+def stage_ids(stage: Any, key: str) -> list[str]:
+    """The ids of subset ``key`` as this run's 05_subset wrote it (hash-checked)."""
+    index = json.loads(stage.upstream("05_subset", INDEX).read_text(encoding="utf-8"))
+    if key not in index:
+        raise KeyError(f"05_subset wrote no subset {key!r} (it has {sorted(index)})")
+    return load_subset(stage.upstream("05_subset", index[key]))["prompt_ids"]

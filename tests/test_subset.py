@@ -124,3 +124,16 @@ def test_one_changed_vote_changes_the_subset(mirror: Path, tmp_path: Path) -> No
     assert pid not in ids["v2"] and len(ids["v2"]) == 610
     if pid in hard:
         assert len(ids["hard"]) == 118
+
+
+def test_write_all_and_stage_ids(tmp_path: Path) -> None:
+    from hbpsych_utils.stage import Stage
+
+    stage = Stage("p", "05_subset", tmp_path)
+    index = subset.write_all(stage, {"v1": subset.subset_record("toy-v1", ["b", "a"]),
+                                     "hard": subset.subset_record("toy-hard-v1", ["a"])})
+    assert index == {"v1": "toy-v1.json", "hard": "toy-hard-v1.json"}
+    later = Stage("p", "06_generation", tmp_path)
+    assert subset.stage_ids(later, "v1") == ["a", "b"]
+    with pytest.raises(KeyError, match="no subset 'v2'"):
+        subset.stage_ids(later, "v2")
