@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,50 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     cache = tmp_path / "external"
     monkeypatch.setenv("HBPSYCH_DATA_DIR", str(cache))
     return cache
+
+
+@contextmanager
+def _environ(**values: str):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# Fake keys shaped like real ones, assembled at run time so no key-shaped string is committed.
+FAKE_KEYS = {
+    "OPENAI_API_KEY": "-".join(["sk", "proj", "SMOKEFAKEKEY0123456789abcdefghijkl"]),
+    "ANTHROPIC_API_KEY": "-".join(["sk", "ant", "SMOKEFAKEKEY0123456789abcdefghijkl"]),
+}
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+    """The default profile, every notebook, run once for all the notebook tests that read it.
+
+    Figures it publishes go to a temp folder, not the checkout's figures/."""
+    from hbpsych_utils import runner
+
+    out = tmp_path_factory.mktemp("default")
+    with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
+        result = runner.run_profile("default", outputs_root=out, echo=print)
+    assert result.ok, result.notebooks
+    return out / "default"
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+    """The smoke profile, every notebook, run once with fake API keys in the environment."""
+    from hbpsych_utils import runner
+
+    out = tmp_path_factory.mktemp("smoke")
+    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
+        result = runner.run_profile("smoke", outputs_root=out, echo=print)
+    assert result.ok, result.notebooks
+    return out / "smoke"

@@ -1,4 +1,4 @@
-"""01_corpus on the smoke profile: executes, and its metrics are the corpus's true counts."""
+"""01_corpus on the shared smoke run: its metrics are the corpus's true counts."""
 
 from __future__ import annotations
 
@@ -7,29 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils import config, corpus, runner, sources
+from hbpsych_utils import config, corpus, sources
 
 pytestmark = pytest.mark.notebook
-
-
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    import os
-
-    out = tmp_path_factory.mktemp("outputs")
-    fake_key = "sk-test-FAKEKEY0123456789abcdefghijklmnop"
-    old = os.environ.get("OPENAI_API_KEY")
-    os.environ["HBPSYCH_MIRROR"] = str(mirror)
-    os.environ["OPENAI_API_KEY"] = fake_key
-    try:
-        result = runner.run_profile("smoke", outputs_root=out, only=["01_corpus"], echo=print)
-    finally:
-        if old is None:
-            os.environ.pop("OPENAI_API_KEY")
-        else:
-            os.environ["OPENAI_API_KEY"] = old
-    assert result.ok, result.notebooks
-    return out / "smoke"
 
 
 def test_metrics_are_true_counts(smoke_run: Path) -> None:
@@ -61,9 +41,3 @@ def test_tables_executed_notebook_and_manifest(smoke_run: Path) -> None:
     assert manifest["artifacts"]["healthbench_oss"]["used_by"] == ["01_corpus"]
     assert manifest["artifacts"]["screening_labels"]["sha256"] == sources.artifact(
         "screening_labels").sha256
-
-
-def test_no_file_written_contains_the_key(smoke_run: Path) -> None:
-    for path in smoke_run.rglob("*"):
-        if path.is_file():
-            assert b"FAKEKEY0123456789" not in path.read_bytes(), path

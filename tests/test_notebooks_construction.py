@@ -12,21 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils import runner, sources
+from hbpsych_utils import sources
 
 pytestmark = pytest.mark.notebook
-STAGES = ["01_corpus", "02_screening", "03_review_round1", "04_recall", "05_subset"]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    import os
-
-    os.environ["HBPSYCH_MIRROR"] = str(mirror)
-    out = tmp_path_factory.mktemp("outputs")
-    result = runner.run_profile("default", outputs_root=out, only=STAGES, echo=print)
-    assert result.ok, result.notebooks
-    return out / "default"
+@pytest.fixture
+def run(default_run: Path) -> Path:
+    return default_run
 
 
 def metrics(run: Path, stage: str) -> dict:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,26 +17,12 @@ import pytest
 from hbpsych_utils import config, runner, sources
 
 pytestmark = pytest.mark.notebook
-# A fake key shaped like a real one, assembled at run time so no key-shaped string is committed
-FAKE_KEY = "-".join(["sk", "proj", "SMOKEFAKEKEY0123456789abcdefghijkl"])
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    out = tmp_path_factory.mktemp("outputs")
-    saved = {k: os.environ.get(k) for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    os.environ.update(HBPSYCH_MIRROR=str(mirror), OPENAI_API_KEY=FAKE_KEY,
-                      ANTHROPIC_API_KEY=FAKE_KEY.replace("proj", "ant"))
-    try:
-        result = runner.run_profile("smoke", outputs_root=out, echo=print)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    assert result.ok, result.notebooks
-    return out / "smoke"
+@pytest.fixture
+def run(smoke_run: Path) -> Path:
+    """The shared smoke run (tests/conftest.py), with fake API keys set while it ran."""
+    return smoke_run
 
 
 def metrics(run: Path, stage: str) -> dict:
