@@ -434,3 +434,17 @@ def load_recorded(record_path: Path | str) -> list[Conversation]:
     if ids_hash(report.ids) != rec["ids_sha256"]:
         raise CorpusError(record_path, 0, "ids_sha256", "reloaded corpus holds different ids")
     return report.conversations
+
+
+def non_english_flags(
+    languages_csv: Path | str, conversations: Iterable[Conversation]
+) -> dict[str, bool]:
+    """prompt_id -> flagged non-English: 01_corpus's ``languages.csv`` when it exists (the same
+    flags the corpus report showed), else detected now."""
+    path = Path(languages_csv)
+    if not path.is_file():
+        return {pid: lang.non_english for pid, lang in language_flags(conversations).items()}
+    import pandas as pd
+
+    table = pd.read_csv(path, dtype={"prompt_id": str})
+    return dict(zip(table["prompt_id"], table["non_english"].astype(str) == "True", strict=True))

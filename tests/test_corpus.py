@@ -144,3 +144,15 @@ def test_describe_corpus_counts() -> None:
     assert stats["n_negative_items"] == 1
     assert stats["positive_points_total"] == 10
     assert stats["points_all_integer"] is False
+
+
+def test_non_english_flags_from_01s_table_or_detected(tmp_path: Path) -> None:
+    spanish = "Hola, desde hace dos semanas no puedo dormir y me siento triste"
+    es = corpus.parse_record(record("es", prompt=[{"role": "user", "content": spanish}]))
+    en = corpus.parse_record(record("en"))
+    missing = tmp_path / "languages.csv"
+    assert corpus.non_english_flags(missing, [es, en]) == {"es": True, "en": False}
+    missing.write_text("prompt_id,language,probability,non_english\nes,es,0.99,False\n"
+                       "en,en,0.99,True\n")
+    # the recorded flags win over a fresh detection (reviewers get what the report showed)
+    assert corpus.non_english_flags(missing, [es, en]) == {"es": False, "en": True}
