@@ -30,7 +30,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hbpsych_utils.llm import Engine, Request, load_registry
-from hbpsych_utils.llm.simulator import SimulatorProcess
+from hbpsych_utils.llm.testing.simulator import SimulatorProcess
 
 REG = load_registry()
 MODEL = "gpt-4.1-2025-04-14"

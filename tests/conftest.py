@@ -1,7 +1,9 @@
-"""Shared fixtures: the offline mirror, a scratch outputs root, isolated artifact caches."""
+"""Shared fixtures: the offline mirror, isolated artifact caches, and the default and smoke runs
+the notebook tests read (run once per session), with the helpers that read what they wrote."""
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -70,7 +72,7 @@ def default_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     """The default profile, every notebook, run once for all the notebook tests that read it.
 
     Figures it publishes go to a temp folder, not the checkout's figures/."""
-    from hbpsych_utils import runner
+    from hbpsych_utils.core import runner
 
     out = tmp_path_factory.mktemp("default")
     with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
@@ -82,10 +84,22 @@ def default_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     """The smoke profile, every notebook, run once with fake API keys in the environment."""
-    from hbpsych_utils import runner
+    from hbpsych_utils.core import runner
 
     out = tmp_path_factory.mktemp("smoke")
     with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
         result = runner.run_profile("smoke", outputs_root=out, echo=print)
     assert result.ok, result.notebooks
     return out / "smoke"
+
+
+def stage_metrics(run: Path, stage: str) -> dict:
+    """``metrics.json`` of one stage of a run folder (what notebook tests assert on)."""
+    return json.loads((run / stage / "metrics.json").read_text(encoding="utf-8"))
+
+
+def released_jsonl(name: str) -> list[dict]:
+    """A released JSON Lines artifact read with plain json (independent of the package)."""
+    from hbpsych_utils.core import sources
+
+    return [json.loads(x) for x in sources.fetch(name).read_text().splitlines() if x.strip()]

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from hbpsych_utils import agreement as ag
+from hbpsych_utils.construction import agreement as ag
 
 # ---------------------------------------------------------------------------------------------
 # Hand-computed two-rater cases
@@ -315,7 +315,7 @@ def test_ben_gerry_two_raters_with_a_missing_rating() -> None:
 
 
 def test_released_round1_ratings(mirror: object) -> None:
-    from hbpsych_utils import sources
+    from hbpsych_utils.core import sources
 
     votes: dict[str, dict[str, str]] = {}
     for rater in ("R1", "R2", "R3"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils import config
+from hbpsych_utils.core import config
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

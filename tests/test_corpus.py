@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils import corpus, sources
+from hbpsych_utils.construction import corpus
+from hbpsych_utils.core import sources
 
 
 def record(pid: str = "p1", **over) -> dict:

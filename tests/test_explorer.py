@@ -23,8 +23,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hbpsych_utils import corpus, explorer, generation, grading, sources, subset
-from hbpsych_utils.explorer import NO_CATEGORY, ExplorerData, ExplorerError
+from hbpsych_utils.construction import corpus, subset
+from hbpsych_utils.core import sources
+from hbpsych_utils.evaluation import generation, grading
+from hbpsych_utils.reporting import explorer
+from hbpsych_utils.reporting.explorer import NO_CATEGORY, ExplorerData, ExplorerError
 
 SCRIPT = "<script>alert(1)</script>"
 IMG_CRITERION = "Mentions <img src=x onerror=alert(2)> safety plan"

@@ -12,7 +12,10 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from hbpsych_utils import figures, judges, scoring, sources
+from hbpsych_utils import study
+from hbpsych_utils.core import sources
+from hbpsych_utils.evaluation import judges, scoring
+from hbpsych_utils.reporting import figures
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -239,7 +242,7 @@ def test_figures_on_released_matrices(tmp_path: Path, name: str, n: int):
     labels = _ytick_labels(fig.axes[0])
     assert len(labels) == 23 and set(labels) == set(table.index)
     later = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_fontstyle() == "italic"]
-    assert sorted(later) == sorted(scoring.LATER_CANDIDATES)
+    assert sorted(later) == sorted(study.LATER_CANDIDATES)
     _check_saved(fig, tmp_path / "ranking")
 
     fig = figures.judge_heatmap(pj, subset=subset)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hbpsych_utils import generation, grading, panel
-from hbpsych_utils.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.evaluation import generation, grading, panel
 from hbpsych_utils.llm import Engine, Fault, Simulator, load_registry
 
 REG = load_registry()

@@ -7,8 +7,8 @@ import hashlib
 import pandas as pd
 import pytest
 
-from hbpsych_utils import grading
-from hbpsych_utils.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.evaluation import grading
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -289,7 +289,8 @@ def test_recorded_verdicts_reproduce_released_scores_exactly():
     """
     import json
 
-    from hbpsych_utils import corpus, sources
+    from hbpsych_utils.construction import corpus
+    from hbpsych_utils.core import sources
 
     report = corpus.load_corpus(sources.fetch("healthbench_oss"))
     convs = {c.prompt_id: c for c in report.conversations}

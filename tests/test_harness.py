@@ -8,8 +8,8 @@ import statistics
 
 import pytest
 
-from hbpsych_utils import harness
-from hbpsych_utils.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.evaluation import harness
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -90,7 +90,8 @@ def test_rubric_check_finds_mismatches(tmp_path):
 
 @needs_mirror
 def test_replay_of_released_harness_scores():
-    from hbpsych_utils import corpus, sources
+    from hbpsych_utils.construction import corpus
+    from hbpsych_utils.core import sources
 
     path = sources.fetch("harness_scores")
     lines = harness.read_harness_scores(path)

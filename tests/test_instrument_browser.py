@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hbpsych_utils import instrument as ins
-from hbpsych_utils import review as rv
-from hbpsych_utils.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.construction import instrument as ins
+from hbpsych_utils.construction import review as rv
+from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from hbpsych_utils import interop
-from hbpsych_utils.corpus import ids_hash
+from hbpsych_utils.construction.corpus import ids_hash
+from hbpsych_utils.reporting import interop
 
 # Synthetic HealthBench-like ids (the library functions take the known-id list as a parameter).
 A = "0a1f3c2e-4b5d-4e6f-8a7b-9c0d1e2f3a4b"
@@ -595,7 +595,7 @@ def test_cli_errors(tmp_path: Path, mirror: Path) -> None:
 
 def test_main_dispatches_and_in_process_help(capsys: pytest.CaptureFixture[str]) -> None:
     import hbpsych_utils.__main__ as cli
-    from hbpsych_utils import config
+    from hbpsych_utils.core import config
 
     assert cli.main(["filter-results", "--help"]) == 0
     assert "--subset" in capsys.readouterr().out

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils import jsonl
+from hbpsych_utils.core import jsonl
 
 
 def test_records_with_line_numbers(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hbpsych_utils import judges, scoring
+from hbpsych_utils import study
+from hbpsych_utils.evaluation import judges, scoring
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -104,10 +105,10 @@ def test_bootstrap_estimates_match_point_statistics():
 
 @needs_mirror
 def test_paper_mode_v1_by_hand():
-    from hbpsych_utils import sources
+    from hbpsych_utils.core import sources
 
     m = scoring.read_matrix(sources.fetch("matrix_v1"))
-    for judge in scoring.PANEL_JUDGES:  # every judge model is also a candidate
+    for judge in study.JUDGE_PANEL:  # every judge model is also a candidate
         assert judge in set(m["candidate"])
     met = judges.paper_judge_metrics(m, source="matrix_v1")
     assert met["n_candidates"] == 20
@@ -128,4 +129,4 @@ def test_paper_mode_v1_by_hand():
     # the three later candidates are not part of the judge statistics
     pj = scoring.paper_per_judge(m)
     assert judges.grand_mean(pj) == pytest.approx(met["grand_mean"])
-    assert not set(scoring.LATER_CANDIDATES) & set(pj.index)
+    assert not set(study.LATER_CANDIDATES) & set(pj.index)

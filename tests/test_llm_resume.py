@@ -21,7 +21,7 @@ N = 40  # per model
 CHILD = """
 import sys
 from hbpsych_utils.llm import Engine, Request, load_registry
-from hbpsych_utils.llm.simulator import base_urls_for
+from hbpsych_utils.llm.testing.simulator import base_urls_for
 url, store, mode = sys.argv[1:4]
 reg = load_registry()
 models = {models!r}

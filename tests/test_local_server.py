@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hbpsych_utils import local_server as ls
+from hbpsych_utils.llm import local_server as ls
 
 # ---------------------------------------------------------------------------------------------
 # Finding the model file from a package's installed file list

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils import config, corpus, sources
+from hbpsych_utils.construction import corpus
+from hbpsych_utils.core import config, sources
 
 pytestmark = pytest.mark.notebook
 

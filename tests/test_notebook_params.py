@@ -7,7 +7,7 @@ from pathlib import Path
 import papermill
 import pytest
 
-from hbpsych_utils import config, paths
+from hbpsych_utils.core import config, paths
 
 NOTEBOOKS = sorted(paths.notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
 RUN_KEYS = {"profile", "outputs_root", "seed"}

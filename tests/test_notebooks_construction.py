@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import stage_metrics as metrics
 
-from hbpsych_utils import sources
+from hbpsych_utils.core import sources
 
 pytestmark = pytest.mark.notebook
 
@@ -22,8 +23,6 @@ def run(default_run: Path) -> Path:
     return default_run
 
 
-def metrics(run: Path, stage: str) -> dict:
-    return json.loads((run / stage / "metrics.json").read_text())
 
 
 def raw_votes(round_: int) -> dict[str, list[str]]:

@@ -6,13 +6,14 @@ The expected values are recomputed here from the raw released files with plain j
 from __future__ import annotations
 
 import csv
-import json
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import released_jsonl as jsonl
+from conftest import stage_metrics as metrics
 
-from hbpsych_utils import sources
+from hbpsych_utils.core import sources
 
 pytestmark = pytest.mark.notebook
 
@@ -22,12 +23,7 @@ def run(default_run: Path) -> Path:
     return default_run
 
 
-def metrics(run: Path, stage: str) -> dict:
-    return json.loads((run / stage / "metrics.json").read_text())
 
-
-def jsonl(name: str) -> list[dict]:
-    return [json.loads(x) for x in sources.fetch(name).read_text().splitlines() if x.strip()]
 
 
 def test_generation_and_grading_spend(run: Path) -> None:

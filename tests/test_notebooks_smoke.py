@@ -13,20 +13,18 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import stage_metrics as metrics
 
-from hbpsych_utils import config, runner, sources
+from hbpsych_utils.core import config, runner, sources
 
 pytestmark = pytest.mark.notebook
 
 
 @pytest.fixture
 def run(smoke_run: Path) -> Path:
-    """The shared smoke run (tests/conftest.py), with fake API keys set while it ran."""
     return smoke_run
 
 
-def metrics(run: Path, stage: str) -> dict:
-    return json.loads((run / stage / "metrics.json").read_text())
 
 
 def rubric_points() -> dict[str, list]:
@@ -151,7 +149,7 @@ def test_explorer_notebook_renders_the_run(run: Path) -> None:
 
 def test_filter_results_on_the_runs_own_scores_matches_08(run: Path) -> None:
     """A lab's view of the same run: filter-results on 07's scores gives 08's panel means."""
-    from hbpsych_utils import interop
+    from hbpsych_utils.reporting import interop
 
     results = interop.load_results([run / "07_grading" / "scores.csv"], "hbpsych")
     reports = interop.filter_results(results, [interop.load_subset("v1")], seed=7)

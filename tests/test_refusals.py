@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from hbpsych_utils import refusals
+from hbpsych_utils.evaluation import refusals
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -138,7 +138,7 @@ def test_error_log_errors_name_the_line(tmp_path):
 
 @needs_mirror
 def test_paper_census_from_released_log():
-    from hbpsych_utils import sources
+    from hbpsych_utils.core import sources
 
     events = refusals.read_error_log(sources.fetch("run_errors"))
     assert {e.kind for e in events} <= set(refusals.KIND_CLASSES)

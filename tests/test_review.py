@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hbpsych_utils import review as rv
-from hbpsych_utils import sources
-from hbpsych_utils.corpus import Conversation, Message, RubricItem, hard_ids, ids_hash
-from hbpsych_utils.screening import vocabulary_from_rubric
+from hbpsych_utils.construction import review as rv
+from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem, hard_ids, ids_hash
+from hbpsych_utils.construction.screening import vocabulary_from_rubric
+from hbpsych_utils.core import sources
 
 VOCAB = ("anxiety", "sleep", "substance_use", "none")
 
@@ -530,7 +530,7 @@ def test_replay_detects_ratings_that_disagree_with_the_key(released: dict,
 
 
 def test_votes_feed_the_agreement_module(released: dict) -> None:
-    agreement = pytest.importorskip("hbpsych_utils.agreement")
+    agreement = pytest.importorskip("hbpsych_utils.construction.agreement")
     summary = agreement.summarize(rv.relevance_ratings(released["v1"]), categories=rv.VOTES)
     assert set(summary.ac1_pairs) == {"R1-R2", "R1-R3", "R2-R3"}
     assert all(-1 <= v <= 1 for v in summary.ac1_pairs.values())

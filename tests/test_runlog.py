@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils import refusals, runlog
+from hbpsych_utils.evaluation import refusals, runlog
 
 
 def write(tmp_path: Path, name: str, rows: list) -> Path:

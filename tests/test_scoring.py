@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hbpsych_utils import scoring
+from hbpsych_utils import study
+from hbpsych_utils.evaluation import scoring
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -212,7 +213,7 @@ def test_paper_mode_synthetic():
 
 @needs_mirror
 def test_paper_mode_from_released_v1_matrix():
-    from hbpsych_utils import sources
+    from hbpsych_utils.core import sources
 
     m = scoring.read_matrix(sources.fetch("matrix_v1"))
     assert len(m) == 69
@@ -231,7 +232,7 @@ def test_paper_mode_from_released_v1_matrix():
     assert table.loc["gpt-3.5-turbo", "panel_mean"] == pytest.approx(0.175891, abs=1e-9)
     later = scoring.paper_per_judge(m, include_later=True)
     assert len(later) == 23
-    assert sorted(later.index[~later["in_study"]]) == sorted(scoring.LATER_CANDIDATES)
+    assert sorted(later.index[~later["in_study"]]) == sorted(study.LATER_CANDIDATES)
     met = scoring.paper_metrics(pj)
     assert set(met) >= {"panel_mean", "ranking", "per_judge"}
     assert len(met["ranking"]) == 20
@@ -240,7 +241,7 @@ def test_paper_mode_from_released_v1_matrix():
 
 @needs_mirror
 def test_paper_mode_hard_matrix_has_119_prompts():
-    from hbpsych_utils import sources
+    from hbpsych_utils.core import sources
 
     m = scoring.read_matrix(sources.fetch("matrix_hard_v1"))
     assert set(m["n_prompts"]) == {119}

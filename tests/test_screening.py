@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hbpsych_utils import screening, sources
-from hbpsych_utils.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.construction import screening
+from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.core import sources
 
 RUBRIC = "Screen it.\n\n**Category controlled vocabulary:** `mood`, `anxiety`, `none`.\n"
 
@@ -294,7 +295,7 @@ def test_notebook_02_live_on_the_partial_corpus(tmp_path: Path, mirror: Path) ->
 
     import yaml
 
-    from hbpsych_utils import runner
+    from hbpsych_utils.core import runner
 
     first = [json.loads(line)["prompt_id"] for line in
              sources.fetch("healthbench_oss").read_text().splitlines()[:8]]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils import sources
+from hbpsych_utils.core import sources
 
 
 def test_registry_covers_every_mirror_file_with_same_hash(mirror: Path) -> None:

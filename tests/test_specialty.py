@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hbpsych_utils import paths, runner
+from hbpsych_utils.core import paths, runner
 
 pytestmark = pytest.mark.notebook
 DATA = Path(__file__).parent / "data" / "toy_specialty"
@@ -193,7 +193,7 @@ def test_toy_dermatology_carve_end_to_end(tmp_path: Path, mirror: Path) -> None:
 def test_design_round2_from_a_recall_screen() -> None:
     import pandas as pd
 
-    from hbpsych_utils import review
+    from hbpsych_utils.construction import review
 
     recall = pd.DataFrame({
         "prompt_id": ["a", "b", "c", "d", "e", "f"],

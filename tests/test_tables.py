@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hbpsych_utils import scoring, sources, tables
+from hbpsych_utils import study
+from hbpsych_utils.core import sources
+from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.reporting import tables
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -198,7 +201,7 @@ def test_table1_on_released_v1(tmp_path: Path):
     rows = _read_csv(paths[0])
     assert len(rows) == 20
     assert list(rows[0]) == ["rank", "candidate", "panel_mean", "ci_low", "ci_high", "n",
-                             *scoring.PANEL_JUDGES, "in_study"]
+                             *study.JUDGE_PANEL, "in_study"]
     top = rows[0]
     # matrix_v1.csv: kimi-k2.6 = 0.599671 (GPT-4.1), 0.586262 (Haiku), 0.694921 (Gemini);
     # (0.599671 + 0.586262 + 0.694921) / 3 = 0.626951
@@ -223,6 +226,6 @@ def test_table1_on_released_hard_with_later(tmp_path: Path):
     rows = _read_csv(paths[0])
     assert len(rows) == 23 and {r["n"] for r in rows} == {"119"}
     assert sorted(r["candidate"] for r in rows if r["in_study"] == "False") == sorted(
-        scoring.LATER_CANDIDATES)
+        study.LATER_CANDIDATES)
     tex = paths[2].read_text(encoding="utf-8")
     assert tex.count(r"\textdagger{}") == 4  # three rows and the note

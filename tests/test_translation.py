@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hbpsych_utils import review, sources, translation
-from hbpsych_utils.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.construction import review, translation
+from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
+from hbpsych_utils.core import sources
 from hbpsych_utils.llm import Result
 
 PROMPT_DOC = """# Notes for readers
@@ -174,7 +175,7 @@ def test_translations_reach_the_reviewer_packet(tmp_path: Path) -> None:
 
 
 def test_non_english_ids_reads_flags() -> None:
-    from hbpsych_utils.corpus import Language
+    from hbpsych_utils.construction.corpus import Language
 
     flags = {"a": Language("es", 0.99, True), "b": Language("en", 0.99, False), "c": True}
     assert translation.non_english_ids(flags) == ["a", "c"]

@@ -44,8 +44,8 @@ from hbpsych_utils.llm.cost import Plan, call_cost
 from hbpsych_utils.llm.engine import Engine, ProviderFatalError, RunReport
 from hbpsych_utils.llm.models import ConfigError, ModelSpec, Registry, load_registry
 from hbpsych_utils.llm.requests import ChatMessage, Request, Result, request_key
-from hbpsych_utils.llm.simulator import Fault, Simulator, SimulatorProcess
 from hbpsych_utils.llm.store import Store
+from hbpsych_utils.llm.testing.simulator import Fault, Simulator, SimulatorProcess
 
 __all__ = [
     "ChatMessage",

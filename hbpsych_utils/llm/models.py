@@ -16,7 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hbpsych_utils import paths
+from hbpsych_utils.core import paths
 
 ProviderKind = Literal["openai", "openai_compatible", "anthropic", "google"]
 

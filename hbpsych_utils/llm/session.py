@@ -14,10 +14,10 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from hbpsych_utils.corpus import Conversation
+from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.llm.engine import Engine
 from hbpsych_utils.llm.models import load_registry
-from hbpsych_utils.llm.simulator import Fault, Simulator
+from hbpsych_utils.llm.testing.simulator import Fault, Simulator
 
 STORE_NAME = "llm_store.sqlite"
 
@@ -47,7 +47,7 @@ def open_engine(
     progress: bool = True,
 ) -> Iterator[Engine]:
     """The run's engine (and simulator, when the settings ask for one) for a ``with`` block."""
-    from hbpsych_utils.config import resolve_path
+    from hbpsych_utils.core.config import resolve_path
 
     registry_file = settings.get("registry_file")
     registry = load_registry(resolve_path(registry_file) if registry_file else None)

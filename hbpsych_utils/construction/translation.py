@@ -1,0 +1,249 @@
+"""Machine translations of non-English conversations, as a reference for the reviewers.
+
+The study gave reviewers an English translation of every non-English conversation in review:
+one LLM call per conversation, with the released translation prompt, returning structured
+output ``{prompt_id, source_language, is_english, turns_en: [{role, text}]}``. A translation is
+only useful if it lines up with the conversation turn by turn, so a reply is accepted only with
+the same number of turns in the same roles; anything else is re-asked a bounded number of
+times and then logged, and the reviewer sees the original text alone. A translation never
+replaces the original: the packet carries both.
+
+The prompt is data (``translation_prompt`` in the registry). Its per-item variation was an
+input file path; here the same input object (``{"prompt_id", "turns": [[role, content], ...]}``)
+is given inline, at the end of the message, in place of that path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from hbpsych_utils.construction.corpus import Conversation
+
+log = logging.getLogger(__name__)
+
+TRANSLATION_MAX_TOKENS = 8192
+_PLACEHOLDER = re.compile(r"<per-item input file:[^>]*>")
+LOG_COLUMNS = ("prompt_id", "attempt", "status", "problem")
+STATUSES = ("translated", "is_english", "refused", "failed")
+
+
+class TranslationError(ValueError):
+    """A translation prompt that cannot be used."""
+
+
+def prompt_instructions(prompt_doc: str) -> str:
+    """The prompt given to the model: the released file's text after its first ``---`` line.
+
+    The file opens with provenance notes for readers, separated from the verbatim prompt by a
+    horizontal rule. A file without a rule is taken whole.
+    """
+    lines = prompt_doc.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == "---":
+            body = "\n".join(lines[i + 1 :]).strip()
+            if not body:
+                raise TranslationError("the translation prompt is empty after its '---' line")
+            return body
+    return prompt_doc.strip()
+
+
+def translation_input(conv: Conversation) -> dict[str, Any]:
+    """The object the prompt describes: prompt id and ``[role, content]`` turns."""
+    return {"prompt_id": conv.prompt_id, "turns": [[m.role, m.content] for m in conv.prompt]}
+
+
+def translation_schema(conv: Conversation) -> dict[str, Any]:
+    """The structured output for one conversation.
+
+    ``prompt_id`` may only be this conversation's id and a turn's ``role`` only a role that
+    occurs in it; the turn count and the order of roles are checked after the call (a JSON
+    schema cannot pin an array's items position by position portably).
+    """
+    roles = sorted({m.role for m in conv.prompt})
+    turn = {
+        "type": "object",
+        "properties": {"role": {"type": "string", "enum": roles}, "text": {"type": "string"}},
+        "required": ["role", "text"],
+        "additionalProperties": False,
+    }
+    return {
+        "title": "translation",
+        "type": "object",
+        "properties": {
+            "prompt_id": {"type": "string", "enum": [conv.prompt_id]},
+            "source_language": {"type": "string"},
+            "is_english": {"type": "boolean"},
+            "turns_en": {"type": "array", "items": turn},
+        },
+        "required": ["prompt_id", "source_language", "is_english", "turns_en"],
+        "additionalProperties": False,
+    }
+
+
+def translation_messages(instructions: str, conv: Conversation) -> tuple[dict[str, str], ...]:
+    """The prompt with the conversation given inline where the study gave a file path."""
+    where = "the JSON object at the end of this message"
+    text = _PLACEHOLDER.sub(where, instructions)
+    n = len(conv.prompt)
+    text += (
+        f"\n\nThe conversation has {n} turns: if it is not in English, turns_en holds {n} "
+        f"entries.\n\n{json.dumps(translation_input(conv), ensure_ascii=False)}"
+    )
+    return ({"role": "user", "content": text},)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One reply, checked: ``status`` is ``translated``, ``is_english`` or ``invalid``."""
+
+    status: str
+    turns: list[dict[str, str]] | None = None
+    source_language: str | None = None
+    problem: str | None = None
+
+
+def parse_translation(text: str | None, conv: Conversation) -> Parsed:
+    """Check a reply against the conversation: its id, and same turn count and roles."""
+    if not text:
+        return Parsed("invalid", problem="empty reply")
+    try:
+        data = json.loads(re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip()))
+    except json.JSONDecodeError as exc:
+        return Parsed("invalid", problem=f"reply is not valid JSON ({exc.msg})")
+    if not isinstance(data, dict):
+        return Parsed("invalid", problem="reply is not a JSON object")
+    if data.get("prompt_id") != conv.prompt_id:
+        return Parsed("invalid", problem=f"field 'prompt_id': {data.get('prompt_id')!r} is not "
+                                         f"{conv.prompt_id!r}")
+    lang = data.get("source_language")
+    if not isinstance(lang, str) or not lang.strip():
+        return Parsed("invalid", problem="field 'source_language' missing or empty")
+    is_english = data.get("is_english")
+    if not isinstance(is_english, bool):
+        return Parsed("invalid", problem=f"field 'is_english': {is_english!r} is not a boolean")
+    if is_english:
+        return Parsed("is_english", source_language=lang)
+    turns = data.get("turns_en")
+    if not isinstance(turns, list):
+        return Parsed("invalid", problem="field 'turns_en' missing or not a list")
+    if len(turns) != len(conv.prompt):
+        return Parsed("invalid", problem=f"field 'turns_en': {len(turns)} turn(s), the "
+                                         f"conversation has {len(conv.prompt)}")
+    out = []
+    for i, (t, m) in enumerate(zip(turns, conv.prompt, strict=True)):
+        if not isinstance(t, dict) or t.get("role") != m.role:
+            role = t.get("role") if isinstance(t, dict) else None
+            return Parsed("invalid", problem=f"field 'turns_en[{i}].role': {role!r}, the "
+                                             f"conversation's turn {i} is {m.role!r}")
+        if not isinstance(t.get("text"), str) or not t["text"].strip():
+            return Parsed("invalid", problem=f"field 'turns_en[{i}].text' missing or empty")
+        out.append({"role": m.role, "content": t["text"]})
+    return Parsed("translated", turns=out, source_language=lang)
+
+
+@dataclass
+class TranslationRun:
+    translations: dict[str, list[dict[str, str]]]
+    """prompt_id -> turn-by-turn English ``{role, content}``: what ``review.build_packet`` takes."""
+    table: pd.DataFrame
+    """One row per conversation asked: prompt_id, status, source_language, attempts."""
+    log: list[dict[str, Any]] = field(default_factory=list)
+    """Every problem met: prompt_id, attempt, status, problem."""
+
+    def metrics(self) -> dict[str, int]:
+        counts = self.table["status"].value_counts() if len(self.table) else {}
+        return {"n_translation_requested": len(self.table),
+                **{f"n_translation_{s}": int(counts.get(s, 0)) for s in STATUSES}}
+
+
+def translate(
+    engine: Any,
+    model: str,
+    conversations: Sequence[Conversation],
+    instructions: str,
+    *,
+    mode: str = "batch",
+    max_reasks: int = 2,
+    max_tokens: int = TRANSLATION_MAX_TOKENS,
+) -> TranslationRun:
+    """Translate each conversation with one call; re-ask invalid replies, then log and give up.
+
+    Default sampling (no temperature). A re-ask is a new call (``sample`` = attempt); a
+    refusal is kept and not re-asked, as for every other refusal in the study. A reply saying
+    the conversation is already English is accepted as such (no translation, not a failure).
+    """
+    from hbpsych_utils.llm import Request
+
+    by_id = {c.prompt_id: c for c in conversations}
+    outcome: dict[str, Parsed] = {}
+    attempts: dict[str, int] = {}
+    problems: list[dict[str, Any]] = []
+    pending = list(by_id)
+    for attempt in range(max_reasks + 1):
+        if not pending:
+            break
+        requests = [
+            Request(model=model, messages=translation_messages(instructions, by_id[pid]),
+                    temperature=None, max_tokens=max_tokens,
+                    response_schema=translation_schema(by_id[pid]), tag="translate",
+                    sample=attempt, metadata={"prompt_id": pid, "attempt": attempt})
+            for pid in pending
+        ]
+        results = engine.run(requests, mode=mode if attempt == 0 else "sync")
+        again = []
+        for pid, res in zip(pending, results, strict=True):
+            attempts[pid] = attempt + 1
+            if res.status == "refused" or res.refusal:
+                outcome[pid] = Parsed("refused", problem="model refused to translate")
+                problems.append({"prompt_id": pid, "attempt": attempt, "status": "refused",
+                                 "problem": "model refused to translate"})
+                continue
+            if res.status != "ok":
+                parsed = Parsed("invalid", problem=f"call {res.status}: {res.error or 'no text'}")
+            else:
+                parsed = parse_translation(res.text, by_id[pid])
+            if parsed.status == "invalid":
+                problems.append({"prompt_id": pid, "attempt": attempt, "status": "invalid",
+                                 "problem": parsed.problem})
+                again.append(pid)
+            outcome[pid] = parsed
+        pending = again
+    for pid in pending:
+        outcome[pid] = Parsed("failed", problem=outcome[pid].problem)
+        log.warning("translation of %s: no valid reply after %d re-asks; reviewers get the "
+                    "original only", pid, max_reasks)
+    rows = [{"prompt_id": pid, "status": outcome[pid].status,
+             "source_language": outcome[pid].source_language or "", "attempts": attempts[pid]}
+            for pid in by_id]
+    table = pd.DataFrame(rows, columns=["prompt_id", "status", "source_language", "attempts"])
+    translations = {pid: p.turns for pid, p in outcome.items() if p.turns is not None}
+    return TranslationRun(translations, table, problems)
+
+
+def non_english_ids(flags: Mapping[str, Any]) -> list[str]:
+    """Prompt ids flagged non-English (values: ``corpus.Language`` or plain booleans)."""
+    return sorted(pid for pid, f in flags.items() if bool(getattr(f, "non_english", f)))
+
+
+def read_translations(path: Any) -> dict[str, list[dict[str, str]]]:
+    """``translations.json`` as 02 writes it: prompt_id -> ``[{role, content}, ...]``."""
+    from pathlib import Path
+
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise TranslationError(f"{path}: expected an object mapping prompt_id to turns")
+    for pid, turns in data.items():
+        if not isinstance(turns, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("role"), str)
+            and isinstance(t.get("content"), str) for t in turns
+        ):
+            raise TranslationError(f"{path}: translation of {pid}: expected a list of "
+                                   "{role, content} turns")
+    return data

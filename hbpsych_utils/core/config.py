@@ -1,0 +1,393 @@
+"""Run profiles: ``params/<name>.yaml``, loaded and validated into typed records.
+
+A profile has a few top-level keys and one section per notebook stage (``corpus`` for
+``01_corpus``, ``screening`` for ``02_screening``, ...). Every section is a pydantic model that
+forbids unknown keys, so a typo is an error naming the profile, the key and what was expected
+instead of a silently ignored setting. ``run_all`` injects a section's values into the
+matching notebook's ``parameters`` cell; the notebook's own defaults equal the model defaults
+(tests/test_notebooks_params.py keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from hbpsych_utils import study
+from hbpsych_utils.core import paths
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used; the message names the profile file and the key."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FaultSpec(Section):
+    """A simulator fault (tests and the smoke profile): see ``hbpsych_utils.llm.Fault``."""
+
+    kind: str
+    match: str | None = None
+    """Inject into calls whose messages contain this text."""
+    prompt_id: str | None = None
+    """Inject into calls about this conversation (its first user turn is the match text)."""
+    model: str | None = None
+    api: str | None = None
+    times: int | None = Field(default=None, ge=1)
+
+
+class LLMSettings(Section):
+    """How the live stages reach models: one engine, shared by every notebook of a run."""
+
+    simulator: bool = False
+    """Start the loopback provider simulator and point every provider at it (smoke, tests)."""
+    faults: list[FaultSpec] = []
+    base_urls: dict[str, str] = {}
+    """Provider name or kind -> base URL (a local OpenAI-compatible server, vLLM, Ollama)."""
+    limits: dict[str, dict[str, float | int | None]] = {}
+    """Provider -> ``{concurrency, rpm, tpm}`` overrides."""
+    mode: Literal["sync", "batch"] = "batch"
+    """Judge calls go through the providers' batch APIs (with synchronous fallback) or sync."""
+    max_cost: float | None = Field(default=None, ge=0)
+    """USD cap on new spend per stage; work beyond it is left for a later run."""
+    registry_file: str | None = None
+    """Model registry; ``None`` is params/models.yaml."""
+
+
+class CorpusParams(Section):
+    """01_corpus: which corpus file, how strict to be about it, and how much of it to use."""
+
+    allow_partial: bool = False
+    """Accept a corpus that holds only some of the 5,000 HealthBench ids and report coverage."""
+    invalid_records: Literal["error", "skip"] = "error"
+    """``error`` stops at the first bad line; ``skip`` logs it, counts it and goes on."""
+    max_conversations: int | None = Field(default=None, ge=1)
+    """Use only the first N records in file order (tiny runs); ``None`` uses all."""
+    corpus_file: str | None = None
+    """A local HealthBench-layout JSONL to use instead of the registry's corpus (another corpus,
+    a synthetic one in tests). Relative paths are taken from the project root."""
+    detect_language: bool = True
+    """Flag non-English conversations with the language detector."""
+
+
+class ScreeningParams(Section):
+    """02_screening: replay the released screen, or screen the corpus live through the engine."""
+
+    mode: Literal["replay", "live"] = "replay"
+    rubric_artifact: str = "screening_rubric"
+    """Registry name of the screening rubric (used verbatim in live mode; its vocabulary always)."""
+    rubric_file: str | None = None
+    """A local rubric instead of the registry's (another specialty)."""
+    vocabulary: list[str] | None = None
+    """Category vocabulary; ``None`` reads it from the rubric's 'controlled vocabulary' line."""
+    batch_size: int = Field(default=50, ge=1)
+    max_reasks: int = Field(default=2, ge=0)
+    model: str | None = None
+    """Live mode: the screening model (a name in params/models.yaml)."""
+    translation_model: str | None = None
+    """The model that machine-translates the non-English conversations for reviewers, in either
+    mode (``None``: no translations)."""
+    translation_artifact: str = "translation_prompt"
+    compare_with_release: bool = True
+    """Live mode: report agreement with the released screen on the ids both cover."""
+
+
+class ReviewParams(Section):
+    """03_review_round1: the blinded review set, the reviewers' ratings and their tally."""
+
+    mode: Literal["replay", "live"] = "replay"
+    """``replay`` uses the released set and ratings; ``live`` designs a set from this run's
+    screen and tallies the ratings files named in ``ratings_files`` (if any yet)."""
+    n_controls: int = Field(default=study.ROUND1_CONTROLS, ge=0)
+    threshold: float = Field(default=study.CONTROL_THRESHOLD, ge=0, le=1)
+    """A control-inclusion rate above this triggers a recall round."""
+    ratings_files: list[str] | None = None
+    """Live mode: the reviewers' exported ratings files (relative to the project root)."""
+
+
+class RecallParams(Section):
+    """04_recall: the recall screen of the remaining excludes and the round-2 review."""
+
+    mode: Literal["replay", "live"] = "replay"
+    rubric_artifact: str = "recovery_rubric"
+    rubric_file: str | None = None
+    batch_size: int = Field(default=50, ge=1)
+    max_reasks: int = Field(default=2, ge=0)
+    model: str | None = None
+    n_controls: int = Field(default=study.ROUND2_CONTROLS, ge=0)
+    threshold: float = Field(default=study.CONTROL_THRESHOLD, ge=0, le=1)
+    ratings_files: list[str] | None = None
+
+
+class SubsetParams(Section):
+    """05_subset: assembling the subset under each control policy and checking the release."""
+
+    name: str = study.SUBSET_NAME
+    compare_with_release: bool = True
+    """Compare each derived subset with the released file (only meaningful in replay)."""
+
+
+class GenerationParams(Section):
+    """06_generation: candidate responses (paper mode summarises the released run's logs)."""
+
+    mode: Literal["paper", "live"] = "paper"
+    candidates: list[str] = []
+    """Live mode: models to generate with (names in params/models.yaml)."""
+    subset: Literal["v1", "v2", "hard"] = "v1"
+    """Live mode: which subset 05_subset wrote to generate on (restricted to the corpus)."""
+    n_conversations: int | None = Field(default=None, ge=1)
+    """Live mode: only the first N subset conversations (sorted ids); ``None`` for all."""
+    temperature: float | None = 0.0
+    max_tokens: int = Field(default=study.GENERATION_MAX_TOKENS, ge=1)
+
+
+class GradingParams(Section):
+    """07_grading: the judge panel's verdicts (paper mode summarises the released logs)."""
+
+    mode: Literal["paper", "live"] = "paper"
+    judges: list[str] = list(study.JUDGE_PANEL)
+    temperature: float = 0.0
+    """0 in the study; the HealthBench reference uses 0.5."""
+    max_tokens: int = Field(default=study.GRADER_MAX_TOKENS, ge=1)
+    max_reasks: int = Field(default=3, ge=0)
+    response_schema: bool = False
+    """Constrain judge output to the verdict JSON schema where the server supports it. A
+    deviation from the reference (which sends none), for small local models; off in the study."""
+
+
+class ScoresParams(Section):
+    """08_scores: per-judge and panel scores, intervals, paired differences."""
+
+    mode: Literal["paper", "live"] = "paper"
+    subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
+    include_later: bool = False
+    """Also show the three candidates added after the study (flagged ``in_study: false``)."""
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
+    top_k: int = Field(default=5, ge=2)
+    """Live mode: paired differences among the top-k candidates, Holm-adjusted."""
+
+
+class JudgesParams(Section):
+    """09_judges: rank agreement, severity and self-preference of the judge panel."""
+
+    mode: Literal["paper", "live"] = "paper"
+    subset: Literal["v1", "v2", "hard"] = "v1"
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
+
+
+class RefusalsParams(Section):
+    """10_refusals: refused conversations per model and the sensitivity analysis."""
+
+    mode: Literal["paper", "live"] = "paper"
+    subset: Literal["v1", "v2", "hard"] = "v1"
+
+
+class HarnessValidationParams(Section):
+    """11_harness_validation: the GPT-4.1 HealthBench-Hard run against the published figure."""
+
+    mode: Literal["replay", "live"] = "replay"
+    """``replay`` summarises the released run; ``live`` re-runs it through the engine."""
+    published: float | None = Field(default=None, ge=0, le=1)
+    """OpenAI's published HealthBench-Hard score for GPT-4.1 (a fraction); ``None`` when not
+    given, and then no difference is reported."""
+    published_source: str = ""
+    """Where ``published`` comes from (citation), recorded beside it."""
+    candidate: str = study.HARNESS_MODEL
+    judge: str = study.HARNESS_MODEL
+    temperature: float = study.REFERENCE_TEMPERATURE
+    """The reference setting, for candidate and judge alike."""
+    max_tokens: int = Field(default=study.GRADER_MAX_TOKENS, ge=1)
+    n_conversations: int | None = Field(default=None, ge=1)
+    """Live mode: only the first N Hard conversations of the corpus (sorted ids)."""
+
+
+class FiguresTablesParams(Section):
+    """12_figures_tables: the paper's figures and Table 1."""
+
+    mode: Literal["paper", "live"] = "paper"
+    subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
+    publish: bool = True
+    """Also copy the figures and tables to the top-level ``figures/`` folder (the default
+    profile's job; test profiles keep theirs under ``outputs/<profile>/``)."""
+
+
+class Profile(BaseModel):
+    """A validated run profile."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    description: str = ""
+    seed: int = study.SEED
+    notebooks: list[str] | None = None
+    """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
+    llm: LLMSettings = LLMSettings()
+    corpus: CorpusParams = CorpusParams()
+    screening: ScreeningParams = ScreeningParams()
+    review_round1: ReviewParams = ReviewParams()
+    recall: RecallParams = RecallParams()
+    subset: SubsetParams = SubsetParams()
+    generation: GenerationParams = GenerationParams()
+    grading: GradingParams = GradingParams()
+    scores: ScoresParams = ScoresParams()
+    judges: JudgesParams = JudgesParams()
+    refusals: RefusalsParams = RefusalsParams()
+    harness_validation: HarnessValidationParams = HarnessValidationParams()
+    figures_tables: FiguresTablesParams = FiguresTablesParams()
+
+    def section_for(self, notebook: str) -> Section | None:
+        """The parameter section of a notebook stem such as ``01_corpus`` (None if it has none)."""
+        field = section_name(notebook)
+        return getattr(self, field, None) if field in type(self).model_fields else None
+
+
+_STEM = re.compile(r"^(\d+)_(.+)$")
+
+
+def section_name(notebook: str) -> str:
+    """``01_corpus`` -> ``corpus``; ``11_harness_validation`` -> ``harness_validation``."""
+    m = _STEM.match(Path(notebook).stem)
+    if not m:
+        raise ValueError(f"notebook name {notebook!r} does not start with a number and '_'")
+    return m.group(2)
+
+
+NOT_PROFILES = frozenset({"models"})
+"""YAML files in ``params/`` that are not run profiles (``models.yaml`` is the model registry)."""
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.stem for p in paths.params_dir().glob("*.yaml") if p.stem not in NOT_PROFILES)
+
+
+def profile_path(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        return p if p.is_absolute() else (Path.cwd() / p)
+    return paths.params_dir() / f"{name_or_path}.yaml"
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """Load and validate a profile by name (``smoke``) or by path to a YAML file."""
+    path = profile_path(name_or_path)
+    if not path.is_file():
+        raise ProfileError(
+            f"profile {str(name_or_path)!r}: file {path} does not exist "
+            f"(available profiles: {', '.join(available_profiles()) or 'none'})"
+        )
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile {path.stem!r} ({path}): not valid YAML: {exc}") from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ProfileError(
+            f"profile {path.stem!r} ({path}): expected a mapping of keys at the top level, "
+            f"got {type(raw).__name__}"
+        )
+    if "name" in raw and raw["name"] != path.stem:
+        raise ProfileError(
+            f"profile {path.stem!r} ({path}): key 'name' is {raw['name']!r} but must equal the "
+            f"file name {path.stem!r}"
+        )
+    raw = {**raw, "name": path.stem}
+    try:
+        profile = Profile.model_validate(raw)
+    except ValidationError as exc:
+        raise ProfileError(_describe(path, exc)) from None
+    _check_files(profile, path)
+    _check_notebooks(profile, path)
+    return profile
+
+
+def _describe(path: Path, exc: ValidationError) -> str:
+    lines = [f"profile {path.stem!r} ({path}) is invalid:"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            model = _model_at(err["loc"][:-1])
+            allowed = ", ".join(model.model_fields) if model else "?"
+            lines.append(f"  - {key}: unknown key (expected one of: {allowed})")
+        else:
+            expected = _expected_type(err["loc"])
+            lines.append(
+                f"  - {key}: {err['msg']} (got {err.get('input')!r}"
+                + (f"; expected {expected})" if expected else ")")
+            )
+    return "\n".join(lines)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] = Profile
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        ann = getattr(field, "annotation", None)
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return None
+        model = ann
+    return model
+
+
+def _expected_type(loc: tuple[Any, ...]) -> str | None:
+    model = _model_at(loc[:-1])
+    if model is None or str(loc[-1]) not in model.model_fields:
+        return None
+    ann = model.model_fields[str(loc[-1])].annotation
+    return re.sub(r"typing\.|<class '([^']+)'>", r"\1", str(ann))
+
+
+def _check_files(profile: Profile, path: Path) -> None:
+    """Every ``*_file`` / ``*_files`` setting must name existing files."""
+    for section_key in type(profile).model_fields:
+        section = getattr(profile, section_key)
+        if not isinstance(section, Section):
+            continue
+        for key, value in section.model_dump().items():
+            if not key.endswith(("_file", "_files")) or value is None:
+                continue
+            for item in value if isinstance(value, list) else [value]:
+                p = resolve_path(item)
+                if not p.is_file():
+                    raise ProfileError(
+                        f"profile {path.stem!r} ({path}): {section_key}.{key}: file {p} does not "
+                        "exist (expected a path to an existing file, relative to the project root)"
+                    )
+
+
+def _check_notebooks(profile: Profile, path: Path) -> None:
+    if profile.notebooks is None:
+        return
+    present = {p.stem for p in paths.notebooks_dir().glob("[0-9]*.ipynb")}
+    for nb in profile.notebooks:
+        if nb not in present:
+            raise ProfileError(
+                f"profile {path.stem!r} ({path}): notebooks: {nb!r} is not a notebook in "
+                f"{paths.notebooks_dir()} (expected one of: {', '.join(sorted(present))})"
+            )
+
+
+def resolve_path(value: str | Path) -> Path:
+    """A profile path: absolute as given, otherwise relative to the project root."""
+    p = Path(value)
+    return p if p.is_absolute() else paths.project_root() / p
+
+
+def notebook_parameters(profile: Profile, notebook: str, outputs_root: Path) -> dict[str, Any]:
+    """The values run_all injects into a notebook's ``parameters`` cell."""
+    values: dict[str, Any] = {
+        "profile": profile.name,
+        "outputs_root": str(outputs_root),
+        "seed": profile.seed,
+        "llm": profile.llm.model_dump(mode="json"),
+    }
+    section = profile.section_for(notebook)
+    if section is not None:
+        values.update(section.model_dump(mode="json"))
+    return values

@@ -1,0 +1,130 @@
+"""The run manifest: what a profile run used and produced, and never a secret.
+
+``outputs/<profile>/manifest.json`` records the profile, package version, git commit, the
+notebooks run (status, seconds) and every artifact any stage used with its sha256. It is
+rewritten after each notebook, so an interrupted run still says how far it got.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hbpsych_utils import __version__
+from hbpsych_utils.core import paths
+from hbpsych_utils.core.stage import write_json
+
+SECRET_ENV_VARS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+    "MOONSHOT_API_KEY",
+    "MISTRAL_API_KEY",
+    "DASHSCOPE_API_KEY",
+    "HBPSYCH_API_KEY",
+)
+
+
+class SecretLeakError(RuntimeError):
+    """Raised instead of writing a file that would contain an API key."""
+
+
+def secret_values() -> list[str]:
+    """Values of the API-key variables set in this environment (long enough to be keys)."""
+    return [v for k in SECRET_ENV_VARS if len(v := os.environ.get(k, "")) >= 8]
+
+
+def assert_no_secrets(text: str, where: str) -> None:
+    for value in secret_values():
+        if value in text:
+            raise SecretLeakError(f"refusing to write {where}: it would contain an API key")
+
+
+def git_commit(root: Path | None = None) -> dict[str, Any]:
+    root = root or paths.project_root()
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=root, capture_output=True, text=True, check=True,
+            ).stdout.strip()
+        )
+        return {"commit": sha, "dirty": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": None, "dirty": None}
+
+
+def collect_artifacts(profile_dir: Path) -> dict[str, Any]:
+    """Merge the ``stage.json`` records of every stage folder."""
+    merged: dict[str, Any] = {}
+    for rec in sorted(profile_dir.glob("*/stage.json")):
+        data = json.loads(rec.read_text(encoding="utf-8"))
+        for name, info in data.get("artifacts", {}).items():
+            entry = merged.setdefault(name, {**info, "used_by": []})
+            entry["used_by"].append(data.get("stage", rec.parent.name))
+    return merged
+
+
+def _metrics(profile_dir: Path, stage: str) -> dict[str, Any]:
+    path = profile_dir / stage / "metrics.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
+    """What a manifest must say about a run's model calls and subsets, from the stages' files:
+    subset hashes, models and decoding parameters sent, grader-template hash, error counts and
+    the spend recorded in the run's LLM store (none of which can hold a key)."""
+    facts: dict[str, Any] = {}
+    subset = _metrics(profile_dir, "05_subset")
+    if subset:
+        facts["subset_sha256"] = {k[len("sha256_"):]: v for k, v in subset.items()
+                                  if k.startswith("sha256_")}
+    gen = _metrics(profile_dir, "06_generation")
+    if gen.get("mode") == "live":
+        facts["generation"] = {k: gen.get(k) for k in (
+            "candidates", "n_conversations", "decoding_sent", "n_refused", "n_failed")}
+    grade = _metrics(profile_dir, "07_grading")
+    if grade.get("mode") == "live":
+        facts["grading"] = {k: grade.get(k) for k in (
+            "judges", "temperature", "grader_template_sha256", "n_recovered", "n_reasked",
+            "n_excluded", "census")}
+    elif grade:
+        facts["grader_template_sha256"] = grade.get("grader_template_sha256")
+    store = profile_dir / "llm_store.sqlite"
+    if store.is_file():
+        from hbpsych_utils.llm.store import Store
+
+        with Store(store) as db:
+            facts["spend"] = db.spend()
+    return facts
+
+
+def write_manifest(
+    profile_dir: Path, profile: str, notebooks: list[dict[str, Any]], extra: dict | None = None
+) -> Path:
+    manifest = {
+        "profile": profile,
+        "package_version": __version__,
+        "git": git_commit(),
+        "python": platform.python_version(),
+        "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "mirror": bool(os.environ.get("HBPSYCH_MIRROR")),
+        "notebooks": notebooks,
+        "artifacts": collect_artifacts(profile_dir),
+        **collect_run_facts(profile_dir),
+        **(extra or {}),
+    }
+    path = profile_dir / "manifest.json"
+    assert_no_secrets(json.dumps(manifest), str(path))
+    return write_json(path, manifest)

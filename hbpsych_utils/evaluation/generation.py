@@ -1,0 +1,109 @@
+"""Candidate responses: one per (model, conversation), through the LLM engine.
+
+The HealthBench messages go out verbatim — no system message, no prompt changes — at
+temperature 0 with an 8,192-token cap; the model registry (``params/models.yaml``) applies each
+model's quirks (temperature fixed or rejected, a smaller cap, the token parameter's name) and
+the engine records the configuration actually sent. An explicit refusal (the provider's own
+stop reason) is kept as the model's answer; a transport failure is retried by the engine and
+never stored as output, so it appears here as ``status == "failed"`` with no text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from hbpsych_utils import study
+from hbpsych_utils.construction.corpus import Conversation
+
+TEMPERATURE = study.STUDY_TEMPERATURE
+MAX_TOKENS = study.GENERATION_MAX_TOKENS
+RESPONSE_COLUMNS = (
+    "model", "prompt_id", "status", "text", "stop_reason", "refusal", "input_tokens",
+    "output_tokens", "cost", "cached", "config",
+)
+
+
+def generation_requests(
+    conversations: Iterable[Conversation],
+    candidates: Sequence[str],
+    *,
+    temperature: float | None = TEMPERATURE,
+    max_tokens: int | None = MAX_TOKENS,
+) -> list[Any]:
+    """One engine request per (candidate, conversation), conversation-major within a model."""
+    from hbpsych_utils.llm import Request
+
+    convs = list(conversations)
+    return [
+        Request(
+            model=model,
+            messages=conv.prompt,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            tag="generate",
+            metadata={"candidate": model, "prompt_id": conv.prompt_id},
+        )
+        for model in candidates
+        for conv in convs
+    ]
+
+
+def responses_table(results: Iterable[Any]) -> pd.DataFrame:
+    """The engine's results as the responses table later stages read (one row per request)."""
+    rows = []
+    for r in results:
+        rows.append({
+            "model": r.metadata.get("candidate", r.model),
+            "prompt_id": r.metadata["prompt_id"],
+            "status": r.status,
+            "text": r.text if r.completed else None,
+            "stop_reason": r.stop_reason,
+            "refusal": bool(r.refusal),
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "cost": r.cost,
+            "cached": r.cached,
+            "config": json.dumps(r.config, sort_keys=True),
+        })
+    return pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS))
+
+
+def write_responses(df: pd.DataFrame, path: Any) -> None:
+    """JSON Lines, one response per line: text and stop reasons survive exactly (CSV would not)."""
+    from hbpsych_utils.core.stage import write_text
+
+    lines = [json.dumps({k: _plain(v) for k, v in row.items()}, ensure_ascii=False)
+             for row in df.to_dict(orient="records")]
+    write_text(path, "".join(line + "\n" for line in lines))
+
+
+def read_responses(path: Any) -> pd.DataFrame:
+    from hbpsych_utils.core import jsonl
+
+    rows = [rec for _, rec in jsonl.records(path)]
+    return pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS))
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    return value
+
+
+def summary(responses: pd.DataFrame) -> pd.DataFrame:
+    """Per model: responses, refusals, failures, tokens and cost."""
+    g = responses.groupby("model")
+    return pd.DataFrame({
+        "n": g.size(),
+        "ok": g["status"].apply(lambda s: int((s == "ok").sum())),
+        "refused": g["refusal"].sum().astype(int),
+        "failed": g["status"].apply(lambda s: int((s == "failed").sum())),
+        "output_tokens": g["output_tokens"].sum(),
+        "cost": g["cost"].sum(),
+    })

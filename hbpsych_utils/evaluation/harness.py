@@ -1,0 +1,203 @@
+"""Harness validation: does our grading harness reproduce OpenAI's published GPT-4.1 score?
+
+The study re-ran GPT-4.1 on the 1,000 HealthBench-Hard conversations at the reference settings
+(``REFERENCE_SETTINGS``) and released one line per conversation: ``prompt_id, score, grades``
+(the ``criteria_met`` booleans in rubric order; artifact ``harness_scores``).
+
+*Replay* recomputes from that file, with no model call: n scored, the clipped mean and the
+reference ``bootstrap_std``, and the difference from the published HealthBench-Hard figure.
+Where a conversation's rubric is available (the partial corpus offline), its score is also
+recomputed from the grades with the grader's own formula and checked against the released one.
+
+*Live* runs GPT-4.1 on the Hard conversations at those settings through the engine (notebook
+11) and summarises its per-conversation scores the same way (``summarize``).
+
+The published figure is a profile parameter: we could not find OpenAI's GPT-4.1
+HealthBench-Hard number in any source reachable from this project's machines (the simple-evals
+README has no HealthBench column), so a profile supplies it with its citation, as a fraction in
+[0, 1] like the scores, or leaves it unset and no difference is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hbpsych_utils import study
+from hbpsych_utils.construction.corpus import Conversation
+from hbpsych_utils.core import jsonl
+from hbpsych_utils.evaluation import grading, scoring
+
+REFERENCE_SETTINGS: dict[str, Any] = {
+    "candidate": study.HARNESS_MODEL,
+    "judge": study.HARNESS_MODEL,
+    "candidate_temperature": study.REFERENCE_TEMPERATURE,
+    "judge_temperature": study.REFERENCE_TEMPERATURE,
+    "candidate_max_tokens": 2048,
+    "judge_max_tokens": grading.MAX_TOKENS,
+    "judge_system_message": grading.SYSTEM_MESSAGE,
+}
+"""Settings of the live harness check (METHODS.md section 7)."""
+
+
+class HarnessError(ValueError):
+    """A malformed harness-scores line; the message names file, line and field."""
+
+
+@dataclass(frozen=True)
+class HarnessLine:
+    line: int
+    prompt_id: str
+    score: float | None
+    grades: tuple[bool, ...]
+
+
+def read_harness_scores(path: Path | str) -> list[HarnessLine]:
+    """The released per-conversation harness scores, validated line by line."""
+    path = Path(path)
+    out: list[HarnessLine] = []
+    seen: dict[str, int] = {}
+    for lineno, rec in jsonl.records(path, error=HarnessError):
+        pid = rec.get("prompt_id")
+        if not isinstance(pid, str) or not pid:
+            raise HarnessError(f"{path}:{lineno}: field 'prompt_id': missing or not a string")
+        if pid in seen:
+            raise HarnessError(
+                f"{path}:{lineno}: field 'prompt_id': {pid} repeats line {seen[pid]}"
+            )
+        seen[pid] = lineno
+        score = rec.get("score")
+        if score is not None and (
+            isinstance(score, bool) or not isinstance(score, int | float)
+            or not math.isfinite(score)
+        ):
+            raise HarnessError(f"{path}:{lineno}: field 'score': not a number: {score!r}")
+        grades = rec.get("grades")
+        if not isinstance(grades, list) or not all(isinstance(g, bool) for g in grades):
+            raise HarnessError(
+                f"{path}:{lineno}: field 'grades': expected a list of booleans"
+            )
+        out.append(HarnessLine(lineno, pid, None if score is None else float(score),
+                               tuple(grades)))
+    return out
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    prompt_id: str
+    line: int
+    released: float | None
+    recomputed: float | None
+    problem: str
+
+
+@dataclass
+class RubricCheck:
+    n_checked: int
+    n_exact: int
+    n_within_tolerance: int
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+
+def check_against_rubrics(
+    lines: Iterable[HarnessLine],
+    conversations: Mapping[str, Conversation] | Iterable[Conversation],
+    *,
+    tolerance: float = 1e-12,
+) -> RubricCheck:
+    """Recompute each released score from its grades and rubric, where the rubric is known.
+
+    A conversation counts as exact when the floats are equal, within tolerance when they differ
+    by at most ``tolerance``; anything else (including a grade count that does not match the
+    rubric) is a mismatch.
+    """
+    convs = conversations if isinstance(conversations, Mapping) else {
+        c.prompt_id: c for c in conversations
+    }
+    check = RubricCheck(0, 0, 0)
+    for ln in lines:
+        conv = convs.get(ln.prompt_id)
+        if conv is None:
+            continue
+        check.n_checked += 1
+        if len(ln.grades) != len(conv.rubrics):
+            check.mismatches.append(Mismatch(
+                ln.prompt_id, ln.line, ln.score, None,
+                f"{len(ln.grades)} grades for {len(conv.rubrics)} rubric criteria",
+            ))
+            continue
+        got = grading.conversation_score([r.points for r in conv.rubrics], list(ln.grades))
+        if got is not None and ln.score is not None and got == ln.score:
+            check.n_exact += 1
+        elif got is not None and ln.score is not None and abs(got - ln.score) <= tolerance:
+            check.n_within_tolerance += 1
+        else:
+            check.mismatches.append(
+                Mismatch(ln.prompt_id, ln.line, ln.score, got, "score differs")
+            )
+    return check
+
+
+@dataclass(frozen=True)
+class HarnessReplay:
+    n_lines: int
+    n_scored: int
+    clipped_mean: float
+    bootstrap_std: float
+    published: float | None
+    """The published figure compared against; ``None`` when none was given."""
+    delta: float | None
+    """clipped_mean - published (``None`` without a published figure)."""
+
+    def metrics(self) -> dict[str, Any]:
+        """``metrics.json`` fields of 11_harness_validation."""
+        return {
+            "n_scored": self.n_scored,
+            "clipped_mean": self.clipped_mean,
+            "bootstrap_std": self.bootstrap_std,
+            "published": self.published,
+            "delta": self.delta,
+        }
+
+
+def summarize(
+    scores: Iterable[float | None],
+    *,
+    published: float | None,
+    seed: int = 0,
+    n_resamples: int = study.N_RESAMPLES,
+) -> HarnessReplay:
+    """A run summarised as simple-evals reports it: n scored, clipped mean, ``bootstrap_std``,
+    and the difference from the published figure (a fraction in [0, 1], or ``None`` to report
+    no difference). ``None`` scores (unscored conversations) are not counted."""
+    if published is not None and (
+        isinstance(published, bool) or not isinstance(published, int | float)
+        or not 0.0 <= published <= 1.0
+    ):
+        raise HarnessError(
+            f"published HealthBench-Hard figure must be a fraction in [0, 1], got {published!r}"
+        )
+    values = list(scores)
+    s = np.array([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    mean = scoring.clipped_mean(s)
+    std = scoring.reference_bootstrap_std(s, n_resamples=n_resamples, seed=seed)
+    pub = None if published is None else float(published)
+    return HarnessReplay(len(values), int(s.size), mean, std, pub,
+                         None if pub is None else mean - pub)
+
+
+def replay(
+    lines: Iterable[HarnessLine],
+    *,
+    published: float | None,
+    seed: int = 0,
+    n_resamples: int = study.N_RESAMPLES,
+) -> HarnessReplay:
+    """Summary of the released harness run (``summarize`` of its per-conversation scores)."""
+    return summarize((ln.score for ln in lines), published=published, seed=seed,
+                     n_resamples=n_resamples)

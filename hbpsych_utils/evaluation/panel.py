@@ -1,0 +1,175 @@
+"""Running the judge panel through the LLM engine: every (judge, reply, criterion) once.
+
+Each criterion is one grader call (``grading.build_requests``). Replies are parsed with the
+reference parser, then by pattern recovery of an emitted boolean (``recovered``); a criterion
+with neither is asked again — a new call (``Request.sample`` = the attempt number) rather than a
+cache hit — at most ``max_reasks`` times, then excluded and logged. An excluded verdict leaves
+that conversation unscored for that judge; it is never counted as false. Judge calls go through
+the configured mode (the providers' batch APIs in the study); re-asks go synchronously.
+
+Candidate replies that are explicit refusals are graded as returned (an empty reply); replies
+whose generation failed are not graded and are reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from hbpsych_utils import study
+from hbpsych_utils.construction.corpus import Conversation
+from hbpsych_utils.evaluation import grading
+
+log = logging.getLogger(__name__)
+
+VERDICT_TABLE_COLUMNS = (*grading.VERDICT_COLUMNS, "attempts", "reason")
+
+
+@dataclass(frozen=True)
+class _Item:
+    judge: str
+    candidate: str
+    prompt_id: str
+    criterion_index: int
+    request: grading.GraderRequest
+
+
+@dataclass
+class PanelRun:
+    verdicts: pd.DataFrame
+    """One row per (judge, candidate, prompt_id, criterion): ``VERDICT_TABLE_COLUMNS``."""
+    not_graded: pd.DataFrame
+    """Replies that could not be graded (generation failed): candidate, prompt_id, status."""
+    calls: Counter = field(default_factory=Counter)
+    """Engine requests by attempt (1 = first ask, 2 = first re-ask, ...)."""
+
+    def census(self) -> pd.DataFrame:
+        """Per judge: criteria graded, verdicts parsed, recovered, re-asked, excluded."""
+        v = self.verdicts
+        if v.empty:
+            return pd.DataFrame()
+        g = v.groupby("judge")
+        return pd.DataFrame({
+            "criteria": g.size(),
+            "verdicts": g["excluded"].apply(lambda s: int((~s).sum())),
+            "recovered": g["recovered"].sum().astype(int),
+            "reasked": g["attempts"].apply(lambda s: int((s > 1).sum())),
+            "excluded": g["excluded"].sum().astype(int),
+            "call_failed": g["reason"].apply(lambda s: int((s == "call_failed").sum())),
+        })
+
+
+def _items(
+    responses: pd.DataFrame,
+    conversations: Mapping[str, Conversation],
+    judges: Sequence[str],
+    template: str,
+    temperature: float,
+    max_tokens: int,
+) -> tuple[list[_Item], pd.DataFrame]:
+    items: list[_Item] = []
+    skipped = []
+    for row in responses.itertuples(index=False):
+        if row.status not in ("ok", "refused"):
+            skipped.append({"candidate": row.model, "prompt_id": row.prompt_id,
+                            "status": row.status})
+            continue
+        conv = conversations.get(row.prompt_id)
+        if conv is None:
+            raise grading.GradingError(f"response for {row.prompt_id} has no conversation")
+        reply = row.text if isinstance(row.text, str) else ""  # a refusal is graded as returned
+        reqs = grading.build_requests(conv, reply, template, temperature=temperature,
+                                      max_tokens=max_tokens)
+        for judge in judges:
+            items += [_Item(judge, row.model, row.prompt_id, r.criterion_index, r) for r in reqs]
+    return items, pd.DataFrame(skipped, columns=["candidate", "prompt_id", "status"])
+
+
+def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None) -> Any:
+    from hbpsych_utils.llm import Request
+
+    r = item.request
+    return Request(
+        model=item.judge, messages=r.messages(), temperature=r.temperature,
+        max_tokens=r.max_tokens, tag="grade", sample=attempt, response_schema=schema,
+        metadata={"judge": item.judge, "candidate": item.candidate,
+                  "prompt_id": item.prompt_id, "criterion_index": item.criterion_index},
+    )
+
+
+def grade(
+    engine: Any,
+    responses: pd.DataFrame,
+    conversations: Mapping[str, Conversation],
+    judges: Sequence[str],
+    template: str,
+    *,
+    temperature: float = study.STUDY_TEMPERATURE,
+    max_tokens: int = grading.MAX_TOKENS,
+    max_reasks: int = grading.DEFAULT_MAX_REASKS,
+    mode: str = "batch",
+    response_schema: Mapping[str, Any] | None = None,
+) -> PanelRun:
+    """Grade every gradable reply with every judge; return the verdict table.
+
+    ``response_schema`` (e.g. ``grading.VERDICT_SCHEMA``) constrains the judges' output where
+    the provider supports it; the reference sends none, so the study leaves it ``None``.
+    """
+    items, not_graded = _items(responses, conversations, judges, template, temperature,
+                               max_tokens)
+    verdicts: dict[int, grading.Verdict] = {}
+    reasons: dict[int, str] = {}
+    calls: Counter = Counter()
+    pending = list(range(len(items)))
+    for attempt in range(max_reasks + 1):
+        if not pending:
+            break
+        results = engine.run([_request(items[i], attempt, response_schema) for i in pending],
+                             mode=mode if attempt == 0 else "sync")
+        calls[attempt + 1] += len(pending)
+        again = []
+        for i, res in zip(pending, results, strict=True):
+            if res.status in ("failed", "not_run"):
+                # the engine already retried transport failures; a later run retries the call
+                verdicts[i] = grading.Verdict(None, False, attempt + 1)
+                reasons[i] = "call_failed" if res.status == "failed" else "not_run"
+                continue
+            verdict = grading.parse_verdict(res.text if res.completed else None,
+                                            attempt=attempt + 1)
+            verdicts[i] = verdict
+            if verdict.ok:
+                reasons[i] = "recovered" if verdict.recovered else "parsed"
+            else:
+                again.append(i)
+        pending = again
+    for i in pending:
+        it = items[i]
+        reasons[i] = "no_verdict"
+        log.warning("judge %s, candidate %s, %s, criterion %d: no verdict after %d re-asks; "
+                    "excluded", it.judge, it.candidate, it.prompt_id, it.criterion_index,
+                    max_reasks)
+    rows = []
+    for i, it in enumerate(items):
+        v = verdicts[i]
+        rows.append({"judge": it.judge, "candidate": it.candidate, "prompt_id": it.prompt_id,
+                     "criterion_index": it.criterion_index, "criteria_met": v.criteria_met,
+                     "recovered": v.recovered, "excluded": v.criteria_met is None,
+                     "attempts": v.attempts, "reason": reasons[i]})
+    table = pd.DataFrame(rows, columns=list(VERDICT_TABLE_COLUMNS))
+    return PanelRun(table, not_graded, calls)
+
+
+def read_verdicts(path: Any) -> pd.DataFrame:
+    """A verdict table as ``07_grading`` wrote it (booleans and empty verdicts restored)."""
+    df = pd.read_csv(path, dtype={"prompt_id": str, "judge": str, "candidate": str})
+    df["criteria_met"] = df["criteria_met"].map({True: True, False: False, "True": True,
+                                                 "False": False}).astype(object)
+    df.loc[df["criteria_met"].isna(), "criteria_met"] = None
+    for col in ("recovered", "excluded"):
+        df[col] = df[col].astype(bool)
+    return df

@@ -1,0 +1,1002 @@
+"""A loopback HTTP server that imitates the OpenAI, Anthropic and Gemini APIs the engine uses.
+
+Tests, the smoke profile and the benchmarks point the real SDK clients at it (fake keys) instead
+of the providers. It speaks, closely enough for the official SDKs:
+
+- OpenAI: ``POST /v1/chat/completions``, ``POST /v1/files``, ``GET /v1/files/{id}/content``,
+  ``POST /v1/batches``, ``GET /v1/batches/{id}``. OpenAI-compatible servers share these
+  routes; any path prefix before ``/v1`` is accepted and logged as the ``tenant`` (so
+  DeepSeek, Mistral, ... can each get their own base URL).
+- Anthropic: ``POST /v1/messages``, ``POST /v1/messages/batches``, ``GET .../{id}``,
+  ``GET .../{id}/results``.
+- Gemini: ``POST /v1beta/models/{m}:generateContent``, ``POST .../{m}:batchGenerateContent``,
+  ``GET /v1beta/batches/{id}``.
+
+Answers are deterministic: a sha256 over (model, the messages' roles and texts, the schema)
+picks the words, so the same request answered synchronously or in a batch gets the same text.
+A HealthBench grader prompt (its text mentions ``criteria_met``) gets a fenced grader JSON
+verdict; a request with a JSON schema gets an object generated from the schema (enums: a
+hash-chosen value; strings, numbers, booleans: hash-derived; arrays: ``minItems`` items, or N
+items when the prompt says "N items/records/conversations/entries"; ``$ref``/``anyOf``: first
+branch). Usage is ~4 characters per token.
+
+Configurable: ``latency`` (seconds per model call), ``rpm`` (a token bucket holding one
+second's worth, as providers quantise their limits; excess calls get 429 with
+``Retry-After``), ``batch_latency`` (seconds before a batch ends) and :class:`Fault` rules.
+Every model call (sync, or batch item when processed) is appended to
+``log``. ``Simulator`` runs in a thread of the current process; ``SimulatorProcess`` runs it in
+a child process (benchmarks), exposing the log via ``GET /__sim/log``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+FaultKind = Literal[
+    "http_500", "http_503", "reset", "timeout", "malformed", "truncated", "refusal", "empty",
+    "rate_limit", "quota", "garbled", "no_verdict", "batch_item_error", "batch_item_missing",
+]
+FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+
+
+@dataclass
+class Fault:
+    """Inject ``kind`` into matching model calls.
+
+    A call matches when ``match`` (if given) occurs in any message text, ``api`` (if given:
+    ``openai``, ``anthropic``, ``google``) is the API family, and ``model`` (if given) is the
+    model. ``times`` limits the rule to the first N matching calls (None: every one). In
+    batches, transport-level kinds make the item errored; ``batch_item_missing`` drops it.
+    """
+
+    kind: FaultKind
+    match: str | None = None
+    api: str | None = None
+    model: str | None = None
+    times: int | None = None
+    retry_after: float = 1.0
+    hits: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; known: {FAULT_KINDS}")
+
+
+_WORDS = (
+    "support sleep anxiety clinician routine breathing follow-up safety plan symptoms "
+    "evidence referral mood care therapy urgent gentle listen options risk calm steps "
+    "doctor review monitor contact emergency hydration rest advice primary concern"
+).split()
+
+
+@dataclass
+class _Reply:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    action: str | None = None  # reset | hang | truncate
+
+
+def _json_reply(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> _Reply:
+    return _Reply(status, json.dumps(obj).encode(), {"content-type": "application/json",
+                                                     **(headers or {})})
+
+
+# ---------------------------------------------------------------- request normalisation
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(_text_of(c) for c in content)
+    if isinstance(content, dict):
+        if "text" in content:
+            return str(content["text"])
+        if "parts" in content:
+            return _text_of(content["parts"])
+        if "content" in content:
+            return _text_of(content["content"])
+    return ""
+
+
+def _norm_openai(body: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, int | None]:
+    msgs = [(m.get("role", ""), _text_of(m.get("content"))) for m in body.get("messages", [])]
+    rf = body.get("response_format") or {}
+    schema = None
+    if rf.get("type") == "json_schema":
+        schema = (rf.get("json_schema") or {}).get("schema") or {}
+    elif rf.get("type") == "json_object":
+        schema = {"type": "object"}
+    cap = body.get("max_completion_tokens") or body.get("max_tokens")
+    return msgs, schema, cap
+
+
+def _norm_anthropic(body: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, int | None]:
+    msgs: list[tuple[str, str]] = []
+    if body.get("system"):
+        msgs.append(("system", _text_of(body["system"])))
+    msgs += [(m.get("role", ""), _text_of(m.get("content"))) for m in body.get("messages", [])]
+    fmt = ((body.get("output_config") or {}).get("format")) or body.get("output_format") or {}
+    schema = fmt.get("schema") if fmt.get("type") == "json_schema" else None
+    cap = body.get("max_tokens")
+    thinking = (body.get("thinking") or {}).get("budget_tokens")
+    if cap and thinking:
+        cap = max(1, cap - int(thinking))
+    return msgs, schema, cap
+
+
+def _norm_google(body: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, int | None]:
+    msgs: list[tuple[str, str]] = []
+    si = body.get("systemInstruction") or body.get("system_instruction")
+    if si:
+        msgs.append(("system", _text_of(si)))
+    for c in body.get("contents", []):
+        role = c.get("role", "user")
+        msgs.append(("assistant" if role == "model" else role, _text_of(c.get("parts"))))
+    gc = body.get("generationConfig") or {}
+    schema = gc.get("responseJsonSchema") or gc.get("responseSchema")
+    if schema is None and gc.get("responseMimeType") == "application/json":
+        schema = {"type": "object"}
+    return msgs, schema, gc.get("maxOutputTokens")
+
+
+def sim_hash(model: str, messages: Iterable[tuple[str, str]], schema: Any) -> str:
+    """The simulator's deterministic seed for a request (independent of the API family)."""
+    blob = json.dumps([model, [list(m) for m in messages], schema], sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- answers
+_COUNT = re.compile(r"\b(\d{1,4})\s+(?:items|records|conversations|entries)\b", re.IGNORECASE)
+
+
+def _from_schema(schema: Any, h: str, n_hint: int | None, defs: dict[str, Any],
+                 name: str = "value", depth: int = 0) -> Any:
+    seed = int(h[(depth * 7) % 56:(depth * 7) % 56 + 8], 16) + len(name)
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    if "$ref" in schema:
+        ref = schema["$ref"].split("/")[-1]
+        return _from_schema(defs.get(ref, {}), h, n_hint, defs, name, depth + 1)
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            branches = [b for b in schema[key] if b.get("type") != "null"] or schema[key]
+            return _from_schema(branches[0], h, n_hint, defs, name, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][seed % len(schema["enum"])]
+    typ = schema.get("type", "object" if "properties" in schema else "string")
+    if isinstance(typ, list):
+        typ = next((t for t in typ if t != "null"), "null")
+    if typ == "object":
+        props = schema.get("properties") or {}
+        return {k: _from_schema(v, h, n_hint, defs, k, depth + 1) for k, v in props.items()}
+    if typ == "array":
+        n = n_hint if n_hint is not None else int(schema.get("minItems", 1))
+        n = max(int(schema.get("minItems", 0)), min(n, int(schema.get("maxItems", n))))
+        item = schema.get("items") or {"type": "string"}
+        out = []
+        for i in range(n):
+            sub = hashlib.sha256(f"{h}:{name}:{i}".encode()).hexdigest()
+            out.append(_from_schema(item, sub, None, defs, name, depth + 1))
+        return out
+    if typ == "integer":
+        lo = int(schema.get("minimum", 0))
+        hi = int(schema.get("maximum", lo + 9))
+        return lo + seed % (hi - lo + 1)
+    if typ == "number":
+        lo = float(schema.get("minimum", 0.0))
+        hi = float(schema.get("maximum", lo + 1.0))
+        return round(lo + (seed % 1000) / 999 * (hi - lo), 3)
+    if typ == "boolean":
+        return seed % 2 == 0
+    if typ == "null":
+        return None
+    text = f"{name}-{h[:6]}"
+    if schema.get("maxLength"):
+        text = text[: int(schema["maxLength"])]
+    return text
+
+
+def answer_text(model: str, messages: list[tuple[str, str]], schema: Any, h: str) -> str:
+    """The simulated model answer for a request (see the module docstring)."""
+    joined = "\n".join(t for _, t in messages)
+    if schema is not None:
+        m = _COUNT.search(joined)
+        hint = int(m.group(1)) if m else None
+        defs = {**schema.get("$defs", {}), **schema.get("definitions", {})}
+        return json.dumps(_from_schema(schema, h, hint, defs), ensure_ascii=False)
+    if "criteria_met" in joined:
+        met = int(h[:2], 16) % 2 == 0
+        verdict = {"explanation": f"Simulated judgement {h[:8]}.", "criteria_met": met}
+        return "```json\n" + json.dumps(verdict, indent=2) + "\n```"
+    n = 20 + int(h[2:4], 16) % 60
+    words = [_WORDS[(int(h[(i * 2) % 62:(i * 2) % 62 + 2], 16) + i) % len(_WORDS)]
+             for i in range(n)]
+    return f"[sim {model} {h[:12]}] " + " ".join(words) + "."
+
+
+def _tokens(text: str) -> int:
+    return max(1, (len(text) + 3) // 4)
+
+
+# ---------------------------------------------------------------- the server
+class _State:
+    """Everything the handlers share; touched only from the server's event loop."""
+
+    def __init__(self, latency: float, rpm: float | None, faults: list[Fault],
+                 batch_latency: float, hang: float, keep_log: bool) -> None:
+        self.latency = latency
+        self.rpm = rpm
+        self.faults = faults
+        self.batch_latency = batch_latency
+        self.hang = hang
+        self.keep_log = keep_log
+        self.log: list[dict[str, Any]] = []
+        self.counts: dict[str, int] = {}
+        self.bucket = 0.0
+        self.bucket_at = 0.0
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.counts[what] = self.counts.get(what, 0) + n
+
+    def fault_for(self, api: str, model: str, msgs: list[tuple[str, str]]) -> Fault | None:
+        for f in self.faults:
+            if f.api and f.api != api:
+                continue
+            if f.model and f.model != model:
+                continue
+            if f.match and not any(f.match in t for _, t in msgs):
+                continue
+            if f.times is not None and f.hits >= f.times:
+                continue
+            f.hits += 1
+            return f
+        return None
+
+    def rate_limited(self) -> float | None:
+        """Token bucket of one second's worth of ``rpm`` (providers quantise limits per second).
+
+        Returns None when the call may proceed, else the seconds until it would.
+        """
+        if not self.rpm:
+            return None
+        now = time.monotonic()
+        rate = self.rpm / 60.0
+        cap = max(1.0, rate)
+        if self.bucket_at == 0.0:
+            self.bucket, self.bucket_at = cap, now
+        self.bucket = min(cap, self.bucket + (now - self.bucket_at) * rate)
+        self.bucket_at = now
+        if self.bucket < 1.0:
+            return (1.0 - self.bucket) / rate
+        self.bucket -= 1.0
+        return None
+
+    def record(self, **entry: Any) -> None:
+        self.count(f"{entry.get('api')}:{entry.get('status')}")
+        if self.keep_log:
+            entry["t"] = time.time()
+            with self.lock:
+                self.log.append(entry)
+
+
+class Simulator:
+    """The simulator in a background thread; use as a context manager.
+
+    >>> with Simulator(latency=0.0) as sim:
+    ...     sim.base_urls["openai"]   # http://127.0.0.1:<port>/v1
+    """
+
+    def __init__(self, *, latency: float = 0.0, rpm: float | None = None,
+                 faults: Iterable[Fault] = (), batch_latency: float = 0.0, hang: float = 30.0,
+                 keep_log: bool = True, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.state = _State(latency, rpm, list(faults), batch_latency, hang, keep_log)
+        self.host = host
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._conns: set[asyncio.Task[Any]] = set()
+
+    # public view -------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_urls(self) -> dict[str, str]:
+        """Base URLs for each API family, in the form each SDK expects."""
+        return {"openai": f"{self.url}/v1", "anthropic": self.url, "google": self.url,
+                "openai_compatible": f"{self.url}/v1"}
+
+    def base_urls_for(self, registry: Any) -> dict[str, str]:
+        """A base URL per provider of a registry (see :func:`base_urls_for`)."""
+        return base_urls_for(self.url, registry)
+
+    @property
+    def log(self) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return list(self.state.log)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.state.counts)
+
+    def add_fault(self, fault: Fault) -> Fault:
+        self.state.faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        """Forget faults, the log and the rate window (batches and files stay)."""
+        with self.state.lock:
+            self.state.log.clear()
+        self.state.faults.clear()
+        self.state.counts.clear()
+        self.state.bucket_at = 0.0
+
+    # lifecycle -----------------------------------------------------------------
+    def start(self) -> Simulator:
+        ready = threading.Event()
+        error: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                self._server = loop.run_until_complete(asyncio.start_server(
+                    self._on_conn, self.host, self.port, backlog=1024))
+                self.port = self._server.sockets[0].getsockname()[1]
+            except BaseException as exc:  # pragma: no cover - bind failure
+                error.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="llm-simulator", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if error:
+            raise error[0]
+        return self
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+
+        async def shutdown() -> None:
+            assert self._server is not None
+            self._server.close()
+            for t in list(self._conns):
+                t.cancel()
+            await asyncio.sleep(0)
+            loop.stop()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._loop = None
+
+    def __enter__(self) -> Simulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # connection handling -----------------------------------------------------
+    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._conns.add(task)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            self._conns.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            line = await reader.readline()
+            if not line:
+                return
+            try:
+                method, target, _ = line.decode("latin-1").split(" ", 2)
+            except ValueError:
+                return
+            headers: dict[str, str] = {}
+            while True:
+                h = await reader.readline()
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = h.decode("latin-1").partition(":")
+                headers[k.strip().lower()] = v.strip()
+            body = b""
+            if "content-length" in headers:
+                body = await reader.readexactly(int(headers["content-length"]))
+            elif headers.get("transfer-encoding", "").lower() == "chunked":
+                body = await _read_chunked(reader)
+            try:
+                reply = await self._dispatch(method.upper(), target, headers, body)
+            except Exception as exc:  # a bug in the simulator: answer 500, keep serving
+                reply = _json_reply({"error": {"message": f"simulator error: {exc!r}",
+                                               "type": "server_error"}}, 500)
+            if reply.action == "reset":
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                writer.transport.abort()
+                return
+            if reply.action == "hang":
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(reader.read(1), self.state.hang)
+                writer.transport.abort()
+                return
+            head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}"]
+            hdrs = {"content-type": "application/json", **reply.headers,
+                    "content-length": str(len(reply.body))}
+            head += [f"{k}: {v}" for k, v in hdrs.items()]
+            data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+            if reply.action == "truncate":
+                writer.write(data + reply.body[: len(reply.body) // 2])
+                await writer.drain()
+                writer.transport.abort()
+                return
+            writer.write(data + reply.body)
+            await writer.drain()
+            if headers.get("connection", "").lower() == "close":
+                return
+
+    # routing -------------------------------------------------------------------
+    async def _dispatch(self, method: str, target: str, headers: dict[str, str],
+                        body: bytes) -> _Reply:
+        path = target.split("?", 1)[0]
+        if path.startswith("/__sim/"):
+            return self._admin(method, path, body)
+        tenant = ""
+        m = re.match(r"^(/.*?)?(/v1(?:beta)?/.*)$", path)
+        if m:
+            tenant = (m.group(1) or "").strip("/")
+            path = m.group(2)
+        if method == "POST" and path == "/v1/chat/completions":
+            return await self._model_call("openai", tenant, _loads(body))
+        if method == "POST" and path == "/v1/messages":
+            return await self._model_call("anthropic", tenant, _loads(body))
+        g = re.match(r"^/v1(?:beta)?/models/([^/:]+):(generateContent|batchGenerateContent)$", path)
+        if method == "POST" and g:
+            if g.group(2) == "generateContent":
+                return await self._model_call("google", tenant, _loads(body), model=g.group(1))
+            return self._google_batch_create(g.group(1), _loads(body))
+        if method == "GET" and (gb := re.match(r"^/v1beta/batches/([^/:]+)$", path)):
+            return self._google_batch_get(gb.group(1))
+        if method == "POST" and path == "/v1/files":
+            return self._openai_file_upload(headers.get("content-type", ""), body)
+        if method == "GET" and (fc := re.match(r"^/v1/files/([^/]+)/content$", path)):
+            data = self.state.files.get(fc.group(1))
+            if data is None:
+                return _json_reply({"error": {"message": "no such file", "type": "invalid"}},
+                                   404)
+            return _Reply(200, data, {"content-type": "application/octet-stream"})
+        if method == "POST" and path == "/v1/batches":
+            return self._openai_batch_create(_loads(body), tenant)
+        if method == "GET" and (ob := re.match(r"^/v1/batches/([^/]+)$", path)):
+            return self._openai_batch_get(ob.group(1))
+        if method == "POST" and path == "/v1/messages/batches":
+            return self._anthropic_batch_create(_loads(body))
+        if method == "GET" and (ab := re.match(r"^/v1/messages/batches/([^/]+)$", path)):
+            return self._anthropic_batch_get(ab.group(1))
+        if method == "GET" and (ar := re.match(r"^/v1/messages/batches/([^/]+)/results$", path)):
+            return self._anthropic_batch_results(ar.group(1))
+        return _json_reply({"error": {"message": f"simulator: no route {method} {path}",
+                                      "type": "not_found"}}, 404)
+
+    def _admin(self, method: str, path: str, body: bytes) -> _Reply:
+        if path == "/__sim/log":
+            with self.state.lock:
+                return _json_reply({"log": self.state.log, "counts": self.state.counts})
+        if path == "/__sim/clear" and method == "POST":
+            self.clear()
+            return _json_reply({"ok": True})
+        if path == "/__sim/faults" and method == "POST":
+            for f in _loads(body).get("faults", []):
+                self.state.faults.append(Fault(**f))
+            return _json_reply({"ok": True})
+        return _json_reply({"error": "unknown admin path"}, 404)
+
+    # sync model calls ------------------------------------------------------------
+    async def _model_call(self, api: str, tenant: str, body: dict[str, Any],
+                          model: str | None = None) -> _Reply:
+        st = self.state
+        model = model or str(body.get("model", ""))
+        msgs, schema, cap = _NORM[api](body)
+        h = sim_hash(model, msgs, schema)
+        entry = {"api": api, "tenant": tenant, "model": model, "hash": h, "kind": "sync",
+                 "user": _last_user(msgs)}
+        wait = st.rate_limited()
+        if wait is not None:
+            st.record(**entry, status=429, fault="rpm")
+            return _error(api, 429, "rate limit exceeded (simulator rpm)", retry_after=wait)
+        fault = st.fault_for(api, model, msgs)
+        if st.latency:
+            await asyncio.sleep(st.latency)
+        kind = fault.kind if fault else None
+        status = 200
+        reply: _Reply
+        if kind in ("http_500", "http_503", "batch_item_error"):
+            status = 503 if kind == "http_503" else 500
+            reply = _error(api, status, "simulated server error")
+        elif kind == "rate_limit":
+            status = 429
+            assert fault is not None
+            reply = _error(api, 429, "simulated rate limit", retry_after=fault.retry_after)
+        elif kind == "quota":
+            status = 429 if api == "openai" else 400
+            reply = _quota_error(api)
+        elif kind == "reset":
+            status, reply = 0, _Reply(action="reset")
+        elif kind == "timeout":
+            status, reply = 0, _Reply(action="hang")
+        elif kind == "malformed":
+            reply = _Reply(200, b'{"id": "x", "choices": [<<not json>>', {})
+        else:
+            text = answer_text(model, msgs, schema, h)
+            text = _fault_text(kind, text)
+            body_obj = _BUILD[api](model, msgs, h, text, kind, cap, body)
+            reply = _json_reply(body_obj)
+            if kind == "truncated":
+                reply.action = "truncate"
+        st.record(**entry, status=status, fault=kind)
+        return reply
+
+    # OpenAI batches ----------------------------------------------------------------
+    def _openai_file_upload(self, content_type: str, body: bytes) -> _Reply:
+        parts = _multipart(content_type, body)
+        data = parts.get("file", b"")
+        fid = "file-" + uuid.uuid4().hex[:24]
+        self.state.files[fid] = data
+        return _json_reply({"id": fid, "object": "file", "bytes": len(data),
+                            "created_at": int(time.time()), "filename": "batch.jsonl",
+                            "purpose": (parts.get("purpose") or b"batch").decode(),
+                            "status": "processed"})
+
+    def _openai_batch_create(self, body: dict[str, Any], tenant: str) -> _Reply:
+        fid = body.get("input_file_id", "")
+        if fid not in self.state.files:
+            return _error("openai", 400, f"input file {fid} not found")
+        bid = "batch_" + uuid.uuid4().hex[:24]
+        lines = [json.loads(x) for x in self.state.files[fid].splitlines() if x.strip()]
+        self.state.batches[bid] = {
+            "api": "openai", "tenant": tenant, "created": time.time(), "items": lines,
+            "obj": {"id": bid, "object": "batch", "endpoint": body.get("endpoint"),
+                    "errors": None, "input_file_id": fid,
+                    "completion_window": body.get("completion_window", "24h"),
+                    "status": "in_progress", "output_file_id": None, "error_file_id": None,
+                    "created_at": int(time.time()), "in_progress_at": int(time.time()),
+                    "completed_at": None, "metadata": body.get("metadata"),
+                    "request_counts": {"total": len(lines), "completed": 0, "failed": 0}},
+        }
+        return _json_reply(self.state.batches[bid]["obj"])
+
+    def _openai_batch_get(self, bid: str) -> _Reply:
+        b = self.state.batches.get(bid)
+        if b is None:
+            return _error("openai", 404, f"batch {bid} not found")
+        if b["obj"]["status"] == "in_progress" and self._due(b):
+            out, err = [], []
+            for line in b["items"]:
+                body = line.get("body", {})
+                res = self._item("openai", str(body.get("model", "")), body)
+                if res is None:
+                    continue
+                rid = "batch_req_" + uuid.uuid4().hex[:16]
+                if isinstance(res, dict):
+                    out.append({"id": rid, "custom_id": line.get("custom_id"),
+                                "response": {"status_code": 200, "request_id": rid,
+                                             "body": res}, "error": None})
+                else:
+                    err.append({"id": rid, "custom_id": line.get("custom_id"),
+                                "response": {"status_code": 500, "request_id": rid,
+                                             "body": {"error": {"message": res,
+                                                                "type": "server_error"}}},
+                                "error": None})
+            obj = b["obj"]
+            if out:
+                fid = "file-" + uuid.uuid4().hex[:24]
+                self.state.files[fid] = "".join(json.dumps(x) + "\n" for x in out).encode()
+                obj["output_file_id"] = fid
+            if err:
+                fid = "file-" + uuid.uuid4().hex[:24]
+                self.state.files[fid] = "".join(json.dumps(x) + "\n" for x in err).encode()
+                obj["error_file_id"] = fid
+            obj.update(status="completed", completed_at=int(time.time()),
+                       request_counts={"total": len(b["items"]), "completed": len(out),
+                                       "failed": len(err)})
+            b["items"] = []
+        return _json_reply(b["obj"])
+
+    # Anthropic batches -------------------------------------------------------------
+    def _anthropic_batch_create(self, body: dict[str, Any]) -> _Reply:
+        bid = "msgbatch_" + uuid.uuid4().hex[:24]
+        reqs = body.get("requests", [])
+        now = _iso(time.time())
+        self.state.batches[bid] = {
+            "api": "anthropic", "created": time.time(), "items": reqs, "results": b"",
+            "obj": {"id": bid, "type": "message_batch", "processing_status": "in_progress",
+                    "request_counts": {"processing": len(reqs), "succeeded": 0, "errored": 0,
+                                       "canceled": 0, "expired": 0},
+                    "ended_at": None, "created_at": now, "expires_at": _iso(time.time() + 86400),
+                    "archived_at": None, "cancel_initiated_at": None, "results_url": None},
+        }
+        return _json_reply(self.state.batches[bid]["obj"])
+
+    def _anthropic_batch_get(self, bid: str) -> _Reply:
+        b = self.state.batches.get(bid)
+        if b is None:
+            return _error("anthropic", 404, f"batch {bid} not found")
+        if b["obj"]["processing_status"] == "in_progress" and self._due(b):
+            lines, ok, bad = [], 0, 0
+            for r in b["items"]:
+                params = r.get("params", {})
+                res = self._item("anthropic", str(params.get("model", "")), params)
+                if res is None:
+                    continue
+                if isinstance(res, dict):
+                    ok += 1
+                    lines.append({"custom_id": r.get("custom_id"),
+                                  "result": {"type": "succeeded", "message": res}})
+                else:
+                    bad += 1
+                    lines.append({"custom_id": r.get("custom_id"), "result": {
+                        "type": "errored", "error": {"type": "error", "error": {
+                            "type": "api_error", "message": res}}}})
+            b["results"] = "".join(json.dumps(x) + "\n" for x in lines).encode()
+            b["obj"].update(
+                processing_status="ended", ended_at=_iso(time.time()),
+                results_url=f"{self.url}/v1/messages/batches/{bid}/results",
+                request_counts={"processing": 0, "succeeded": ok, "errored": bad,
+                                "canceled": 0, "expired": len(b["items"]) - ok - bad})
+            b["items"] = []
+        return _json_reply(b["obj"])
+
+    def _anthropic_batch_results(self, bid: str) -> _Reply:
+        b = self.state.batches.get(bid)
+        if b is None or b["obj"]["processing_status"] != "ended":
+            return _error("anthropic", 404, f"batch {bid} has no results")
+        return _Reply(200, b["results"], {"content-type": "application/binary"})
+
+    # Gemini batches ------------------------------------------------------------------
+    def _google_batch_create(self, model: str, body: dict[str, Any]) -> _Reply:
+        bid = uuid.uuid4().hex[:20]
+        batch = body.get("batch", {})
+        reqs = (((batch.get("inputConfig") or {}).get("requests") or {}).get("requests")) or []
+        self.state.batches[bid] = {
+            "api": "google", "created": time.time(), "items": reqs, "model": model,
+            "obj": {"name": f"batches/{bid}", "metadata": {
+                "@type": "type.googleapis.com/google.ai.generativelanguage.v1beta."
+                         "GenerateContentBatch",
+                "model": f"models/{model}", "displayName": batch.get("displayName", bid),
+                "state": "BATCH_STATE_PENDING", "createTime": _iso(time.time()),
+                "name": f"batches/{bid}"}},
+        }
+        return _json_reply(self.state.batches[bid]["obj"])
+
+    def _google_batch_get(self, bid: str) -> _Reply:
+        b = self.state.batches.get(bid)
+        if b is None:
+            return _error("google", 404, f"batch {bid} not found")
+        meta = b["obj"]["metadata"]
+        if meta["state"] == "BATCH_STATE_PENDING" and self._due(b):
+            out = []
+            for r in b["items"]:
+                res = self._item("google", b["model"], r.get("request", {}))
+                if res is None:
+                    continue
+                if isinstance(res, dict):
+                    out.append({"response": res, "metadata": r.get("metadata")})
+                else:
+                    out.append({"error": {"code": 500, "message": res, "status": "INTERNAL"},
+                                "metadata": r.get("metadata")})
+            meta.update(state="BATCH_STATE_SUCCEEDED", endTime=_iso(time.time()),
+                        output={"inlinedResponses": {"inlinedResponses": out}})
+            b["obj"]["done"] = True
+            b["items"] = []
+        return _json_reply(b["obj"])
+
+    def _due(self, b: dict[str, Any]) -> bool:
+        return time.time() - b["created"] >= self.state.batch_latency
+
+    def _item(self, api: str, model: str, body: dict[str, Any]) -> dict[str, Any] | str | None:
+        """One batch item: a response body, an error message (str) or None (dropped)."""
+        st = self.state
+        msgs, schema, cap = _NORM[api](body)
+        h = sim_hash(model, msgs, schema)
+        fault = st.fault_for(api, model, msgs)
+        kind = fault.kind if fault else None
+        st.record(api=api, tenant="", model=model, hash=h, kind="batch",
+                  user=_last_user(msgs), status=0 if kind == "batch_item_missing" else 200,
+                  fault=kind)
+        if kind == "batch_item_missing":
+            return None
+        if kind in ("http_500", "http_503", "batch_item_error", "reset", "timeout",
+                    "malformed", "truncated", "rate_limit", "quota"):
+            return f"simulated batch item failure ({kind})"
+        text = answer_text(model, msgs, schema, h)
+        text = _fault_text(kind, text)
+        return _BUILD[api](model, msgs, h, text, kind, cap, body)
+
+
+def _fault_text(kind: str | None, text: str) -> str:
+    """Answer text damaged as a fault asks: ``garbled`` breaks the JSON but keeps the emitted
+    boolean (recoverable); ``no_verdict`` drops the verdict altogether (needs a re-ask)."""
+    if kind == "garbled":
+        return text.replace("}", "").replace("```", "") + ' "criteria_met": tru'
+    if kind == "no_verdict":
+        return "I am not able to decide whether this criterion is met."
+    return text
+
+
+def base_urls_for(url: str, registry: Any) -> dict[str, str]:
+    """Base URLs pointing every provider of a registry at a simulator running at ``url``.
+
+    OpenAI-compatible providers get their name as a path prefix, logged as the ``tenant``.
+    """
+    out = {}
+    for name, p in registry.providers.items():
+        if p.kind == "openai_compatible":
+            out[name] = f"{url}/{name}/v1"
+        elif p.kind == "openai":
+            out[name] = f"{url}/v1"
+        else:
+            out[name] = url
+    return out
+
+
+# ---------------------------------------------------------------- provider bodies
+def _cut(text: str, cap: int | None) -> tuple[str, bool]:
+    if cap and _tokens(text) > cap:
+        return text[: cap * 4], True
+    return text, False
+
+
+def _openai_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kind: str | None,
+                 cap: int | None, req: dict[str, Any]) -> dict[str, Any]:
+    text, cut = _cut(text, cap)
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    finish = "length" if cut else "stop"
+    if kind == "refusal":
+        message.update(content=None, refusal="I'm sorry, but I can't help with that.")
+        finish = "content_filter"
+        text = ""
+    elif kind == "empty":
+        message["content"] = ""
+        text = ""
+    pt = _tokens("".join(t for _, t in msgs))
+    ct = _tokens(text) if text else 0
+    return {"id": f"chatcmpl-{h[:24]}", "object": "chat.completion",
+            "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                         "logprobs": None}],
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
+
+
+def _anthropic_body(model: str, msgs: list[tuple[str, str]], h: str, text: str,
+                    kind: str | None, cap: int | None, req: dict[str, Any]) -> dict[str, Any]:
+    text, cut = _cut(text, cap)
+    content: list[dict[str, Any]] = []
+    if (req.get("thinking") or {}).get("type") == "enabled":
+        content.append({"type": "thinking", "thinking": f"(simulated thoughts {h[:6]})",
+                        "signature": "c2ltdWxhdGVk"})
+    stop = "max_tokens" if cut else "end_turn"
+    if kind == "refusal":
+        stop, text = "refusal", ""
+    elif kind == "empty":
+        text = ""
+    if text or kind == "empty":
+        content.append({"type": "text", "text": text})
+    pt = _tokens("".join(t for _, t in msgs))
+    return {"id": f"msg_{h[:24]}", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": pt, "output_tokens": _tokens(text) if text else 0}}
+
+
+def _google_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kind: str | None,
+                 cap: int | None, req: dict[str, Any]) -> dict[str, Any]:
+    text, cut = _cut(text, cap)
+    pt = _tokens("".join(t for _, t in msgs))
+    usage = {"promptTokenCount": pt}
+    if kind == "refusal":
+        cand = {"index": 0, "finishReason": "SAFETY", "safetyRatings": [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
+             "blocked": True}]}
+        usage["totalTokenCount"] = pt
+    else:
+        if kind == "empty":
+            text = ""
+        ct = _tokens(text) if text else 0
+        cand = {"index": 0, "content": {"role": "model", "parts": [{"text": text}]},
+                "finishReason": "MAX_TOKENS" if cut else "STOP"}
+        usage.update(candidatesTokenCount=ct, totalTokenCount=pt + ct)
+    return {"candidates": [cand], "usageMetadata": usage, "modelVersion": model,
+            "responseId": h[:20]}
+
+
+_NORM = {"openai": _norm_openai, "anthropic": _norm_anthropic, "google": _norm_google}
+_BUILD = {"openai": _openai_body, "anthropic": _anthropic_body, "google": _google_body}
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
+            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def _error(api: str, status: int, message: str, retry_after: float | None = None) -> _Reply:
+    headers = {}
+    if retry_after is not None:
+        headers["retry-after"] = str(max(1, int(retry_after + 0.999)))
+        headers["retry-after-ms"] = str(int(retry_after * 1000))
+    if api == "anthropic":
+        etype = {429: "rate_limit_error", 500: "api_error", 503: "overloaded_error",
+                 404: "not_found_error"}.get(status, "invalid_request_error")
+        return _json_reply({"type": "error", "error": {"type": etype, "message": message}},
+                           status, headers)
+    if api == "google":
+        gstatus = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
+                   404: "NOT_FOUND"}.get(status, "INVALID_ARGUMENT")
+        details = []
+        if retry_after is not None:
+            details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                            "retryDelay": f"{retry_after:.3f}s"})
+        return _json_reply({"error": {"code": status, "message": message, "status": gstatus,
+                                      "details": details}}, status, headers)
+    etype = {429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}.get(
+        status, "invalid_request_error")
+    return _json_reply({"error": {"message": message, "type": etype, "param": None,
+                                  "code": etype}}, status, headers)
+
+
+def _quota_error(api: str) -> _Reply:
+    if api == "openai":
+        return _json_reply({"error": {
+            "message": "You exceeded your current quota, please check your plan and billing "
+                       "details.", "type": "insufficient_quota", "param": None,
+            "code": "insufficient_quota"}}, 429)
+    if api == "anthropic":
+        return _json_reply({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": "Your credit balance is too low to access the Anthropic API."}}, 400)
+    return _json_reply({"error": {"code": 400, "status": "FAILED_PRECONDITION",
+                                  "message": "Billing is not enabled for this project."}}, 400)
+
+
+# ---------------------------------------------------------------- helpers
+def _loads(body: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(body or b"{}")
+    except json.JSONDecodeError:
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _last_user(msgs: list[tuple[str, str]]) -> str:
+    for role, text in reversed(msgs):
+        if role == "user":
+            return text[:200]
+    return ""
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    out = b""
+    while True:
+        size = int((await reader.readline()).strip().split(b";")[0], 16)
+        if size == 0:
+            await reader.readline()
+            return out
+        out += await reader.readexactly(size)
+        await reader.readline()
+
+
+def _multipart(content_type: str, body: bytes) -> dict[str, bytes]:
+    m = re.search(r'boundary="?([^";]+)"?', content_type)
+    if not m:
+        return {}
+    out: dict[str, bytes] = {}
+    for part in body.split(b"--" + m.group(1).encode())[1:]:
+        if part.startswith(b"--"):
+            break
+        head, _, data = part.partition(b"\r\n\r\n")
+        nm = re.search(rb'name="([^"]+)"', head)
+        if nm:
+            out[nm.group(1).decode()] = data[:-2] if data.endswith(b"\r\n") else data
+    return out
+
+
+# ---------------------------------------------------------------- child-process variant
+class SimulatorProcess:
+    """The simulator in a child process (so benchmarks do not share the GIL with it)."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.proc: subprocess.Popen[str] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_urls(self) -> dict[str, str]:
+        return {"openai": f"{self.url}/v1", "anthropic": self.url, "google": self.url,
+                "openai_compatible": f"{self.url}/v1"}
+
+    base_urls_for = Simulator.base_urls_for
+
+    def __enter__(self) -> SimulatorProcess:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from hbpsych_utils.llm.testing.simulator "
+             "import _main; _main(sys.argv[1:])", json.dumps(self.options)],
+            stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.port = int(self.proc.stdout.readline().strip())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def fetch_log(self) -> dict[str, Any]:
+        import httpx
+
+        return httpx.get(f"{self.url}/__sim/log", timeout=60).json()
+
+    def clear(self) -> None:
+        import httpx
+
+        httpx.post(f"{self.url}/__sim/clear", timeout=60)
+
+
+def _main(argv: list[str]) -> None:
+    options = json.loads(argv[0]) if argv else {}
+    faults = [Fault(**f) for f in options.pop("faults", [])]
+    sim = Simulator(faults=faults, **options).start()
+    print(sim.port, flush=True)
+    parent = os.getppid()
+    try:
+        while os.getppid() == parent:  # exit with the process that started us
+            time.sleep(1.0)
+    except KeyboardInterrupt:  # pragma: no cover
+        pass
+    sim.stop()
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

@@ -1,0 +1,408 @@
+"""The compendium's figures, drawn from plain tables and deterministic for the same inputs.
+
+Style: sorted bars, labelled axes and values, the Okabe–Ito colour-blind-safe palette, no
+chart junk. ``save`` writes PNG and SVG with fixed metadata and SVG ids, so re-running a
+profile on the same inputs reproduces the same files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # figures are files; never needs a display
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from hbpsych_utils import study
+from hbpsych_utils.evaluation import scoring
+
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
+             "#000000")
+MUTED = "#999999"
+
+
+def _style() -> None:
+    plt.rcParams.update({
+        "svg.hashsalt": "hbpsych",  # stable element ids in SVG output
+        "font.size": 9,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+    })
+
+
+def category_distribution(
+    counts: Mapping[str, int], *, title: str, muted: tuple[str, ...] = ("no category majority",)
+) -> Figure:
+    """Horizontal bars, largest first; the 'no category majority' bucket greyed at the end."""
+    _style()
+    labels = list(counts)
+    values = [counts[k] for k in labels]
+    total = sum(values)
+    fig, ax = plt.subplots(figsize=(6.5, 0.28 * len(labels) + 1.0))
+    colours = [MUTED if k in muted else OKABE_ITO[0] for k in labels]
+    ax.barh(range(len(labels)), values, color=colours)
+    ax.set_yticks(range(len(labels)), [k.replace("_", " ") for k in labels])
+    ax.invert_yaxis()
+    for i, v in enumerate(values):
+        ax.text(v, i, f" {v} ({v / total:.0%})", va="center", fontsize=8)
+    ax.set_xlabel("conversations")
+    ax.set_xlim(0, max(values) * 1.2 if values else 1)
+    ax.set_title(f"{title} (n = {total})", loc="left")
+    fig.tight_layout()
+    return fig
+
+
+def freeze_layout(fig: Figure) -> Figure:
+    """Run the figure's layout engine once and keep its result.
+
+    Constrained layout re-solves on every draw and, with a colorbar, suptitle or figure
+    legend, alternates between two solutions, so saving the same figure twice would give
+    different bytes. A frozen layout makes every save of the figure identical.
+    """
+    engine = fig.get_layout_engine()
+    if engine is not None and not isinstance(engine, PlaceHolderLayoutEngine):
+        fig.draw_without_rendering()
+        fig.set_layout_engine("none")
+    return fig
+
+
+def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+    """Write ``stem.<fmt>`` for each format with reproducible metadata; returns the paths."""
+    freeze_layout(fig)
+    out = []
+    for fmt in formats:
+        path = stem.with_suffix(f".{fmt}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"Date": None} if fmt == "svg" else {"Software": None} if fmt == "png" else None
+        # the salt is read at save time, so pin it here too (rcParams may have been reset)
+        with plt.rc_context({"svg.hashsalt": "hbpsych"}):
+            fig.savefig(path, dpi=150, bbox_inches="tight", metadata=meta)
+        out.append(path)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Results: panel ranking, candidate x judge heatmap, judge severity and self-preference
+
+POINT_NOTE = "point estimates (per-conversation grades not available)"
+"""Paper mode's label: the released matrices hold cell means only, so no interval is drawn."""
+
+LATER_LABEL = "added after the study"
+
+
+def _ordered(table: pd.DataFrame, panel: pd.Series) -> list[str]:
+    """Candidates best first, ties by name (the scoring module's ranking rule)."""
+    return scoring.ranking(panel.loc[table.index])
+
+
+def _later_set(table: pd.DataFrame, later: Sequence[str]) -> set[str]:
+    """Later-added candidates: named in ``later`` or flagged ``in_study`` False in the table."""
+    out = {c for c in table.index if c in set(later)}
+    if "in_study" in table.columns:
+        out |= {c for c, s in table["in_study"].items() if not bool(s)}
+    return out
+
+
+def _has_intervals(table: pd.DataFrame) -> bool:
+    cols = {"ci_low", "ci_high"}
+    return cols <= set(table.columns) and bool(table[list(cols)].notna().all(axis=None))
+
+
+def _require(table: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{what}: table has no column(s) {missing}")
+
+
+def panel_ranking(
+    table: pd.DataFrame,
+    *,
+    subset: str,
+    judge_models: Sequence[str] = study.JUDGE_PANEL,
+    later: Sequence[str] = study.LATER_CANDIDATES,
+) -> Figure:
+    """Candidates by panel mean, best on top, with 95% bootstrap intervals when the table has
+    them (``scoring.table1``) or labelled as point estimates (``scoring.paper_table``).
+
+    Marker shape and colour separate the judges' own models (a judge may favour them) and
+    candidates added after the study (not among its original candidates), so neither is misread.
+    """
+    _require(table, ["panel_mean"], "panel ranking")
+    order = _ordered(table, table["panel_mean"])
+    t = table.loc[order]
+    ci = _has_intervals(t)
+    late = _later_set(t, later)
+    judge_set = set(judge_models)
+    n = len(order)
+    _style()
+    fig, ax = plt.subplots(figsize=(7.0, 0.27 * n + 1.8), layout="constrained")
+    groups = {
+        "study candidate": dict(marker="o", color=OKABE_ITO[0], mfc=OKABE_ITO[0]),
+        "judge model (also a candidate)": dict(marker="D", color=OKABE_ITO[3], mfc=OKABE_ITO[3]),
+        LATER_LABEL: dict(marker="o", color=MUTED, mfc="white"),
+    }
+
+    def group(c: str) -> str:
+        if c in late:
+            return LATER_LABEL
+        return "judge model (also a candidate)" if c in judge_set else "study candidate"
+
+    est = t["panel_mean"].to_numpy(dtype=float)
+    lo = t["ci_low"].to_numpy(dtype=float) if ci else est
+    hi = t["ci_high"].to_numpy(dtype=float) if ci else est
+    seen: set[str] = set()
+    for i, c in enumerate(order):
+        g = group(c)
+        style = groups[g]
+        ax.errorbar(
+            est[i], i, xerr=[[est[i] - lo[i]], [hi[i] - est[i]]] if ci else None,
+            fmt=style["marker"], color=style["color"], mfc=style["mfc"], ms=5, capsize=2,
+            lw=1, label=g if g not in seen else None, zorder=3,
+        )
+        seen.add(g)
+    span = float(np.nanmax(hi) - np.nanmin(lo)) or 0.1
+    for i in range(n):
+        ax.text(hi[i] + 0.015 * span, i, f"{est[i]:.3f}", va="center", fontsize=7.5)
+    ax.set_yticks(range(n), order)
+    for tick, c in zip(ax.get_yticklabels(), order, strict=True):
+        if c in late:
+            tick.set_color("#555555")
+            tick.set_fontstyle("italic")
+    ax.set_ylim(n - 0.4, -0.6)
+    ax.set_xlim(max(0.0, float(np.nanmin(lo)) - 0.05 * span),
+                min(1.0, float(np.nanmax(hi)) + 0.12 * span))
+    ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
+    ax.set_xlabel("panel score (clipped mean over conversations, 0–1)")
+    ns = t["n_panel"] if "n_panel" in t.columns else None
+    if ci:
+        note = "95% bootstrap intervals"
+        if ns is not None and ns.nunique() == 1:
+            note += f", n = {int(ns.iloc[0])} conversations"
+    else:
+        note = POINT_NOTE
+    ax.set_title(f"Panel ranking: {subset}\n{note}", loc="left", fontsize=10)
+    fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=8)
+    return freeze_layout(fig)
+
+
+def _judge_label(j: str) -> str:
+    return study.display_name(j)
+
+
+def judge_heatmap(
+    per_judge: pd.DataFrame,
+    *,
+    subset: str,
+    judges: Sequence[str] = study.JUDGE_PANEL,
+    own: Mapping[str, str] | None = None,
+    later: Sequence[str] = study.LATER_CANDIDATES,
+    cmap: str = "cividis",
+) -> Figure:
+    """Candidate x judge clipped means, sorted by panel mean, every cell annotated.
+
+    Accepts any candidate-indexed table with one column per judge (``paper_per_judge``,
+    ``per_judge_means``, ``paper_table``, ``table1``); rows follow ``panel_mean`` when present,
+    else the judges' mean. Cells where a judge grades its own model are outlined, since that is
+    where self-preference would show.
+    """
+    judges = list(judges)
+    _require(per_judge, judges, "judge heatmap")
+    own = dict(own) if own is not None else {j: j for j in judges}
+    vals = per_judge[judges].astype(float)
+    panel = (per_judge["panel_mean"] if "panel_mean" in per_judge.columns
+             else vals.mean(axis=1))
+    order = _ordered(per_judge, panel)
+    late = _later_set(per_judge, later)
+    m = vals.loc[order].to_numpy()
+    n = len(order)
+    _style()
+    fig, ax = plt.subplots(figsize=(1.25 * len(judges) + 3.4, 0.27 * n + 1.7),
+                           layout="constrained")
+    colormap = matplotlib.colormaps[cmap]
+    vmin, vmax = float(np.nanmin(m)), float(np.nanmax(m))
+    if vmax - vmin < 1e-9:
+        vmin, vmax = vmin - 0.05, vmax + 0.05
+    norm = matplotlib.colors.Normalize(vmin, vmax)
+    im = ax.imshow(m, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest")
+    for i in range(n):
+        for k in range(len(judges)):
+            v = m[i, k]
+            if np.isnan(v):
+                ax.text(k, i, "–", ha="center", va="center", fontsize=7.5, color="black")
+                continue
+            r, g, b, _ = colormap(norm(v))
+            light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
+            ax.text(k, i, f"{v:.3f}", ha="center", va="center", fontsize=7.5,
+                    color="black" if light else "white")
+    outlined = False
+    for k, j in enumerate(judges):
+        c = own.get(j)
+        if c in order:
+            i = order.index(c)
+            ax.add_patch(Rectangle((k - 0.5, i - 0.5), 1, 1, fill=False, ec=OKABE_ITO[3],
+                                   lw=2.0, zorder=3))
+            outlined = True
+    ax.set_xticks(range(len(judges)), [_judge_label(j) for j in judges])
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(n), order)
+    for tick, c in zip(ax.get_yticklabels(), order, strict=True):
+        if c in late:
+            tick.set_color("#555555")
+            tick.set_fontstyle("italic")
+    ax.tick_params(length=0)
+    for s in ax.spines.values():
+        s.set_visible(False)
+    cbar = fig.colorbar(im, ax=ax, shrink=0.5, aspect=15, pad=0.02)
+    cbar.set_label("clipped mean score")
+    cbar.outline.set_visible(False)
+    ax.set_title(f"Clipped mean score by candidate and judge: {subset}\n"
+                 "rows sorted by panel mean", loc="left", fontsize=10, pad=8)
+    notes = []
+    if outlined:
+        notes.append("outlined (vermillion): a judge grading its own model")
+    if late:
+        notes.append(f"grey italic: {LATER_LABEL}")
+    if notes:
+        ax.set_xlabel("\n".join(notes), fontsize=7.5, color="#333333", loc="left")
+    return freeze_layout(fig)
+
+
+JUDGE_STATS = ("severity", "self_preference_raw", "self_preference_corrected")
+
+
+def judge_stats_frame(metrics: Mapping[str, Any]) -> pd.DataFrame:
+    """``judges.judge_metrics``/``paper_judge_metrics`` output as the long table that
+    ``judges.bootstrap_judge_stats`` returns (``stat, judge, estimate, low, high``), intervals
+    NaN: one input shape for the figure in both modes."""
+    rows = []
+    for stat in JUDGE_STATS:
+        if stat not in metrics:
+            raise ValueError(f"judge metrics: no field '{stat}'")
+        for j, v in metrics[stat].items():
+            rows.append({"stat": stat, "judge": j, "estimate": float(v),
+                         "low": np.nan, "high": np.nan})
+    return pd.DataFrame(rows, columns=["stat", "judge", "estimate", "low", "high"])
+
+
+def judge_bias(
+    stats: pd.DataFrame | Mapping[str, Any],
+    *,
+    subset: str,
+    judges: Sequence[str] | None = None,
+) -> Figure:
+    """Severity per judge (left) beside self-preference raw vs severity-corrected (right).
+
+    ``stats`` is ``judges.bootstrap_judge_stats`` (drawn with its 95% intervals) or the metrics
+    dict of ``judges.judge_metrics`` (drawn as point estimates, labelled so). Shown together
+    because the correction is the severity: a harsh judge's raw self-preference understates it.
+    """
+    long = judge_stats_frame(stats) if isinstance(stats, Mapping) else stats.copy()
+    n_cands = stats.get("n_candidates") if isinstance(stats, Mapping) else None
+    _require(long, ["stat", "judge", "estimate"], "judge bias")
+    for col in ("low", "high"):
+        if col not in long.columns:
+            long[col] = np.nan
+    if judges is None:
+        judges = list(dict.fromkeys(long.loc[long["stat"] == "severity", "judge"]))
+    judges = list(judges)
+    ci = bool(long[["low", "high"]].notna().all(axis=None))
+
+    def get(stat: str, j: str) -> tuple[float, float, float] | None:
+        r = long[(long["stat"] == stat) & (long["judge"] == j)]
+        if r.empty:
+            return None
+        r0 = r.iloc[0]
+        return float(r0["estimate"]), float(r0["low"]), float(r0["high"])
+
+    _style()
+    nj = len(judges)
+    fig, (ax_s, ax_p) = plt.subplots(
+        1, 2, figsize=(9.0, 0.55 * nj + 2.2), sharey=True, layout="constrained"
+    )
+    ys = np.arange(nj)
+    labels = [_judge_label(j) for j in judges]
+
+    def xerr(v: tuple[float, float, float]) -> list[list[float]] | None:
+        return [[v[0] - v[1]], [v[2] - v[0]]] if ci else None
+
+    def pad_limits(ax: Axes, values: list[float]) -> None:
+        lo, hi = min([*values, 0.0]), max([*values, 0.0])
+        span = (hi - lo) or 0.01
+        ax.set_xlim(lo - 0.25 * span, hi + 0.25 * span)
+
+    sev_vals: list[float] = []
+    for y, j in zip(ys, judges, strict=True):
+        v = get("severity", j)
+        if v is None:
+            continue
+        ax_s.barh(y, v[0], height=0.5, color=OKABE_ITO[0], zorder=2)
+        if ci:
+            ax_s.errorbar(v[0], y, xerr=xerr(v), fmt="none", ecolor="black", capsize=3, lw=1,
+                          zorder=3)
+        sev_vals += [v[1], v[2]] if ci else [v[0]]
+    pad_limits(ax_s, sev_vals)
+    span_s = np.diff(ax_s.get_xlim())[0]
+    for y, j in zip(ys, judges, strict=True):
+        v = get("severity", j)
+        if v is not None:
+            edge = (v[2] if v[0] >= 0 else v[1]) if ci else v[0]
+            ax_s.text(edge + (0.02 if v[0] >= 0 else -0.02) * span_s, y, f"{v[0]:+.3f}",
+                      va="center", ha="left" if v[0] >= 0 else "right", fontsize=8)
+    ax_s.axvline(0, color="black", lw=0.8)
+    ax_s.set_yticks(ys, labels)
+    ax_s.set_ylim(nj - 0.5, -0.5)
+    ax_s.set_xlabel("severity: judge mean − grand mean\n(negative = harsher)")
+    ax_s.set_title("Severity", loc="left", fontsize=9)
+
+    series = (("self_preference_raw", "raw", OKABE_ITO[1], "o", -0.14),
+              ("self_preference_corrected", "severity-corrected", OKABE_ITO[0], "s", 0.14))
+    pref_vals: list[float] = []
+    for stat, name, colour, marker, dy in series:
+        first = True
+        for y, j in zip(ys, judges, strict=True):
+            v = get(stat, j)
+            if v is None:
+                continue
+            ax_p.errorbar(v[0], y + dy, xerr=xerr(v), fmt=marker, color=colour, ms=6,
+                          capsize=3, lw=1, label=name if first else None, zorder=3)
+            first = False
+            pref_vals += [v[1], v[2]] if ci else [v[0]]
+    pad_limits(ax_p, pref_vals)
+    span_p = np.diff(ax_p.get_xlim())[0]
+    for stat, _, colour, _, dy in series:
+        for y, j in zip(ys, judges, strict=True):
+            v = get(stat, j)
+            if v is None:
+                continue
+            right = v[2] if ci else v[0]
+            ax_p.text(right + 0.03 * span_p, y + dy, f"{v[0]:+.3f}", va="center", fontsize=7.5,
+                      color=colour if colour != OKABE_ITO[1] else "#8a5a00")
+    for y, j in zip(ys, judges, strict=True):
+        if get("self_preference_raw", j) is None and get("self_preference_corrected", j) is None:
+            ax_p.text(0.5, y, "own model not a candidate", transform=ax_p.get_yaxis_transform(),
+                      ha="center", va="center", fontsize=7.5, color=MUTED)
+    ax_p.axvline(0, color="black", lw=0.8)
+    ax_p.set_xlabel("self-preference: own-model score − other judges' mean\n"
+                    "(positive = favours its own model)")
+    ax_p.set_title("Self-preference", loc="left", fontsize=9)
+    fig.legend(loc="outside lower center", ncol=2, frameon=False, fontsize=8)
+    ax_p.tick_params(axis="y", length=0)
+    for ax in (ax_s, ax_p):
+        ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+    note = "95% bootstrap intervals" if ci else POINT_NOTE
+    if n_cands:
+        note += f"; over {int(n_cands)} candidates"
+    fig.suptitle(f"Judge severity and self-preference: {subset}\n{note}", x=0.01, ha="left",
+                 fontsize=10)
+    return freeze_layout(fig)
