@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils.llm import ConfigError, Engine, Request, Simulator, call_cost, load_registry
+from hbpsych_utils.llm import ConfigError, Engine, Request, call_cost, load_registry
+from hbpsych_utils.llm.testing import Fault, Simulator
 
 REG = load_registry()
 FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}  # no client-side rate limit
@@ -184,8 +185,6 @@ def test_keys_never_reach_files_or_logs(tmp_path, sim, monkeypatch, caplog) -> N
 
 def test_sample_index_makes_a_reask_a_new_call(tmp_path, sim) -> None:
     """An unparseable verdict is re-asked with sample=1: a new key, a new call, a fresh answer."""
-    from hbpsych_utils.llm import Fault
-
     sim.clear()
     text = "criteria_met please decide: sample test"
     sim.add_fault(Fault("no_verdict", match=text, times=1))

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils.llm import Engine, Fault, ProviderFatalError, Request, Simulator, load_registry
+from hbpsych_utils.llm import Engine, ProviderFatalError, Request, load_registry
+from hbpsych_utils.llm.testing import Fault, Simulator
 
 REG = load_registry()
 FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}  # no client-side rate limit

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils.llm import Engine, Request, Simulator, load_registry
+from hbpsych_utils.llm import Engine, Request, load_registry
+from hbpsych_utils.llm.testing import Simulator
 
 REG = load_registry()
 MODELS = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001", "gemini-2.5-flash"]
@@ -21,7 +22,7 @@ N = 40  # per model
 CHILD = """
 import sys
 from hbpsych_utils.llm import Engine, Request, load_registry
-from hbpsych_utils.llm.testing.simulator import base_urls_for
+from hbpsych_utils.llm.testing import base_urls_for
 url, store, mode = sys.argv[1:4]
 reg = load_registry()
 models = {models!r}

@@ -14,7 +14,7 @@ metadata={})``
 backoff_base=1.0, backoff_max=60.0, timeout=600.0, progress=True, poll_interval=30.0)``
     ``store``: path of the SQLite store (content-addressed; re-runs cost nothing).
     ``registry``: None for ``params/models.yaml``, or a path / :class:`Registry`.
-    ``base_urls``: provider name or kind -> URL (e.g. ``Simulator.base_urls_for(registry)``,
+    ``base_urls``: provider name or kind -> URL (e.g. a simulator's ``base_urls_for(registry)``,
     or ``{"local": "http://127.0.0.1:8000/v1"}``). ``limits``: provider -> ``{concurrency, rpm,
     tpm}``. ``max_cost``: USD cap on new spend per run.
 
@@ -34,24 +34,24 @@ Errors before the first call: :class:`ConfigError` (unknown model, missing key v
 registry or limits). During a run: :class:`ProviderFatalError` (quota, billing, auth), raised
 after everything finished is stored.
 
-``Simulator`` (and ``SimulatorProcess``, ``Fault``): the loopback provider for tests, the smoke
-profile and benchmarks.
+The loopback provider simulator for tests, the smoke profile and benchmarks is not part of this
+API: it lives in :mod:`hbpsych_utils.llm.testing` (``Simulator``, ``SimulatorProcess``,
+``Fault``).
 """
 
 from __future__ import annotations
 
 from hbpsych_utils.llm.cost import Plan, call_cost
-from hbpsych_utils.llm.engine import Engine, ProviderFatalError, RunReport
+from hbpsych_utils.llm.engine import Engine
 from hbpsych_utils.llm.models import ConfigError, ModelSpec, Registry, load_registry
 from hbpsych_utils.llm.requests import ChatMessage, Request, Result, request_key
+from hbpsych_utils.llm.run_context import ProviderFatalError, RunReport
 from hbpsych_utils.llm.store import Store
-from hbpsych_utils.llm.testing.simulator import Fault, Simulator, SimulatorProcess
 
 __all__ = [
     "ChatMessage",
     "ConfigError",
     "Engine",
-    "Fault",
     "ModelSpec",
     "Plan",
     "ProviderFatalError",
@@ -59,8 +59,6 @@ __all__ = [
     "Request",
     "Result",
     "RunReport",
-    "Simulator",
-    "SimulatorProcess",
     "Store",
     "call_cost",
     "load_registry",

@@ -15,14 +15,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hbpsych_utils.llm.cost import call_cost
 from hbpsych_utils.llm.providers import Reply
-
-if TYPE_CHECKING:
-    from hbpsych_utils.llm.engine import Item, _RunContext
-    from hbpsych_utils.llm.requests import Result
+from hbpsych_utils.llm.requests import Result
+from hbpsych_utils.llm.run_context import Item, ProviderFatalError, RunContext, is_answer
+from hbpsych_utils.llm.sync import run_sync
 
 MAX_POLL_ERRORS = 20
 SUBMIT_ATTEMPTS = 4
@@ -45,7 +43,7 @@ def chunk_items(items: list[Item], max_items: int, max_bytes: int) -> list[list[
     return chunks
 
 
-async def run_batch(ctx: _RunContext, items: list[Item]) -> dict[str, Result]:
+async def run_batch(ctx: RunContext, items: list[Item]) -> dict[str, Result]:
     sync_items: list[Item] = []
     by_provider: dict[str, list[Item]] = {}
     for it in items:
@@ -61,13 +59,13 @@ async def run_batch(ctx: _RunContext, items: list[Item]) -> dict[str, Result]:
     return results
 
 
-async def _sync_into(ctx: _RunContext, items: list[Item], results: dict[str, Result]) -> None:
-    results.update(await ctx.run_sync(items))
+async def _sync_into(ctx: RunContext, items: list[Item], results: dict[str, Result]) -> None:
+    results.update(await run_sync(ctx, items))
 
 
-async def _provider_batches(ctx: _RunContext, provider: str, items: list[Item],
+async def _provider_batches(ctx: RunContext, provider: str, items: list[Item],
                             results: dict[str, Result]) -> None:
-    store = ctx.engine.store
+    store = ctx.store
     adapter = ctx.adapter(items[0].provider)
     by_key = {it.key: it for it in items}
     tracked: list[dict[str, Any]] = []
@@ -109,21 +107,19 @@ async def _provider_batches(ctx: _RunContext, provider: str, items: list[Item],
         fallback.extend(out)
     if fallback and ctx.fatal is None:
         ctx.report.fallback += len(fallback)
-        results.update(await ctx.run_sync(fallback))
+        results.update(await run_sync(ctx, fallback))
     elif fallback:
         _not_run(ctx, fallback, results, f"not run: {ctx.fatal}")
 
 
-def _not_run(ctx: _RunContext, items: list[Item], results: dict[str, Result], why: str) -> None:
+def _not_run(ctx: RunContext, items: list[Item], results: dict[str, Result], why: str) -> None:
     rs = [ctx.failed(it, "not_run", why, 0, "batch") for it in items]
     ctx.record(rs)
     results.update({r.key: r for r in rs})
 
 
-async def _submit(ctx: _RunContext, adapter: Any, model: str, chunk: list[Item]
+async def _submit(ctx: RunContext, adapter: Any, model: str, chunk: list[Item]
                   ) -> tuple[str, dict[str, Any]] | None:
-    from hbpsych_utils.llm.engine import ProviderFatalError
-
     for attempt in range(1, SUBMIT_ATTEMPTS + 1):
         try:
             return await adapter.batch_submit(model, [(it.key, it.body) for it in chunk])
@@ -139,10 +135,10 @@ async def _submit(ctx: _RunContext, adapter: Any, model: str, chunk: list[Item]
     return None
 
 
-async def _finish(ctx: _RunContext, adapter: Any, b: dict[str, Any], by_key: dict[str, Item],
+async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict[str, Item],
                   results: dict[str, Result]) -> list[Item]:
     """Poll one batch to its end, store its answers; return the items that need sync calls."""
-    store = ctx.engine.store
+    store = ctx.store
     bid, info = b["batch_id"], dict(b.get("info") or {})
     errors = 0
     while True:
@@ -158,7 +154,7 @@ async def _finish(ctx: _RunContext, adapter: Any, b: dict[str, Any], by_key: dic
             done = False
         if done:
             break
-        await asyncio.sleep(ctx.engine.poll_interval)
+        await asyncio.sleep(ctx.settings.poll_interval)
     try:
         replies = await adapter.batch_collect(bid, info)
     except Exception:  # unreadable results: every item goes through the sync path
@@ -170,19 +166,13 @@ async def _finish(ctx: _RunContext, adapter: Any, b: dict[str, Any], by_key: dic
     for k in b["keys"]:
         it = by_key[k]
         rep = replies.get(k)
-        if isinstance(rep, Reply) and (rep.text or rep.refusal):
+        if isinstance(rep, Reply) and is_answer(rep):
             r = ctx.make_result(it, rep, 1, turnaround, "batch")
             actual += r.cost
             stored.append(r)
             continue
         if isinstance(rep, Reply):  # empty without refusal: paid for, retried synchronously
-            spent = call_cost(it.spec.price, rep.input_tokens, rep.output_tokens, True)
-            actual += spent
-            if spent:
-                store.record_spend(run_id=ctx.run_id, provider=it.provider.name,
-                                   model=it.spec.name, key=k, mode="batch",
-                                   input_tokens=rep.input_tokens,
-                                   output_tokens=rep.output_tokens, cost=spent)
+            actual += ctx.pay_for_empty_reply(it, rep, "batch")
         # errored (CallError), missing (None) or empty: the synchronous path answers it
         fallback.append(it)
     ctx.record(stored)

@@ -17,12 +17,13 @@ from typing import Any
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.llm.engine import Engine
 from hbpsych_utils.llm.models import load_registry
-from hbpsych_utils.llm.testing.simulator import Fault, Simulator
 
 STORE_NAME = "llm_store.sqlite"
 
 
 def _faults(specs: Sequence[Mapping[str, Any]], conversations: Sequence[Conversation]) -> list:
+    from hbpsych_utils.llm.testing import Fault
+
     by_id = {c.prompt_id: c for c in conversations}
     out = []
     for spec in specs:
@@ -55,6 +56,8 @@ def open_engine(
     limits = dict(settings.get("limits") or {})
     with ExitStack() as stack:
         if settings.get("simulator"):
+            from hbpsych_utils.llm.testing import Simulator  # tests and the smoke profile only
+
             sim = stack.enter_context(Simulator(faults=_faults(settings.get("faults") or [],
                                                                conversations)))
             base_urls = {**sim.base_urls_for(registry), **base_urls}

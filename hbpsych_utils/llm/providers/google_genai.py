@@ -41,7 +41,8 @@ class GoogleAdapter(Adapter):
         super().__init__(provider, api_key, base_url, timeout)
         self.supports_batch = bool(provider.batch)
         opts: dict[str, Any] = {"timeout": int(timeout * 1000),
-                                "retry_options": gtypes.HttpRetryOptions(attempts=1)}
+                                "retry_options": gtypes.HttpRetryOptions(attempts=1),
+                                "async_client_args": {"transport": _httpx_transport()}}
         if base_url:
             opts.update(base_url=base_url, api_version="v1beta")
         self.client = genai.Client(api_key=api_key, http_options=gtypes.HttpOptions(**opts))
@@ -108,6 +109,20 @@ class GoogleAdapter(Adapter):
             except MalformedReply as exc:
                 out[key] = CallError("transient", str(exc))
         return out
+
+
+def _httpx_transport() -> Any:
+    """An httpx transport for the SDK's async client.
+
+    google-genai sends async calls through aiohttp whenever aiohttp is importable (it is: the
+    simulator is built on it), unless it is given a transport. This keeps Gemini on the httpx
+    stack of its default backend (``httpx2`` when installed), like the other two SDKs.
+    """
+    try:
+        import httpx2 as backend
+    except ImportError:  # pragma: no cover - google-genai without its httpx2 backend
+        import httpx as backend  # type: ignore[no-redef]
+    return backend.AsyncHTTPTransport()
 
 
 def _state(job: Any) -> str:

@@ -25,13 +25,13 @@ second's worth, as providers quantise their limits; excess calls get 429 with
 ``Retry-After``), ``batch_latency`` (seconds before a batch ends) and :class:`Fault` rules.
 Every model call (sync, or batch item when processed) is appended to
 ``log``. ``Simulator`` runs in a thread of the current process; ``SimulatorProcess`` runs it in
-a child process (benchmarks), exposing the log via ``GET /__sim/log``.
+a child process (benchmarks), exposing the log via ``GET /__sim/log``. HTTP is served by
+aiohttp's web server; faults that break the connection abort its transport.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import os
@@ -43,15 +43,18 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from aiohttp import BodyPartReader, web
 
 FaultKind = Literal[
     "http_500", "http_503", "reset", "timeout", "malformed", "truncated", "refusal", "empty",
     "rate_limit", "quota", "garbled", "no_verdict", "batch_item_error", "batch_item_missing",
 ]
 FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+MAX_REQUEST_BYTES = 1 << 30  # batch uploads are large; aiohttp's default is 1 MiB
 
 
 @dataclass
@@ -90,6 +93,9 @@ class _Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     action: str | None = None  # reset | hang | truncate
+
+
+Handler = Callable[[web.Request], Awaitable[_Reply]]
 
 
 def _json_reply(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> _Reply:
@@ -317,8 +323,6 @@ class Simulator:
         self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._server: asyncio.base_events.Server | None = None
-        self._conns: set[asyncio.Task[Any]] = set()
 
     # public view -------------------------------------------------------------
     @property
@@ -358,6 +362,7 @@ class Simulator:
 
     # lifecycle -----------------------------------------------------------------
     def start(self) -> Simulator:
+        """Serve on ``host:port`` (port 0: a free one) from an event loop in a daemon thread."""
         ready = threading.Event()
         error: list[BaseException] = []
 
@@ -365,16 +370,22 @@ class Simulator:
             loop = asyncio.new_event_loop()
             self._loop = loop
             asyncio.set_event_loop(loop)
+            # access_log=None: no per-request logging; a short shutdown_timeout so stop() does
+            # not wait for calls held open by a ``timeout`` fault.
+            runner = web.AppRunner(self._app(), access_log=None, handle_signals=False,
+                                   shutdown_timeout=0.5)
             try:
-                self._server = loop.run_until_complete(asyncio.start_server(
-                    self._on_conn, self.host, self.port, backlog=1024))
-                self.port = self._server.sockets[0].getsockname()[1]
+                loop.run_until_complete(runner.setup())
+                site = web.TCPSite(runner, self.host, self.port, backlog=1024)
+                loop.run_until_complete(site.start())
+                self.port = runner.addresses[0][1]
             except BaseException as exc:  # pragma: no cover - bind failure
                 error.append(exc)
                 ready.set()
                 return
             ready.set()
             loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
             loop.close()
 
         self._thread = threading.Thread(target=run, name="llm-simulator", daemon=True)
@@ -388,16 +399,7 @@ class Simulator:
         loop = self._loop
         if loop is None:
             return
-
-        async def shutdown() -> None:
-            assert self._server is not None
-            self._server.close()
-            for t in list(self._conns):
-                t.cancel()
-            await asyncio.sleep(0)
-            loop.stop()
-
-        asyncio.run_coroutine_threadsafe(shutdown(), loop)
+        loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._loop = None
@@ -408,127 +410,108 @@ class Simulator:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # connection handling -----------------------------------------------------
-    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
-        try:
-            await self._serve(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            self._conns.discard(task)
-            with contextlib.suppress(Exception):
-                writer.close()
+    # routing -------------------------------------------------------------------
+    def _app(self) -> web.Application:
+        """The aiohttp application: one route per provider endpoint, each also reachable under
+        a path prefix (the ``tenant``: OpenAI-compatible providers get their own base URL)."""
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
+        endpoints: list[tuple[str, str, Handler]] = [
+            ("POST", "/v1/chat/completions", self._openai_chat),
+            ("POST", "/v1/messages", self._anthropic_message),
+            ("POST", "/v1/files", self._openai_file_upload),
+            ("GET", "/v1/files/{id}/content", self._openai_file_content),
+            ("POST", "/v1/batches", self._openai_batch_create),
+            ("GET", "/v1/batches/{id}", self._openai_batch_get),
+            ("POST", "/v1/messages/batches", self._anthropic_batch_create),
+            ("GET", "/v1/messages/batches/{id}", self._anthropic_batch_get),
+            ("GET", "/v1/messages/batches/{id}/results", self._anthropic_batch_results),
+            ("GET", "/v1beta/batches/{id}", self._google_batch_get),
+        ]
+        for version in ("v1", "v1beta"):
+            endpoints += [
+                ("POST", f"/{version}/models/{{model:[^/:]+}}:generateContent",
+                 self._google_generate),
+                ("POST", f"/{version}/models/{{model:[^/:]+}}:batchGenerateContent",
+                 self._google_batch_create),
+            ]
+        app.router.add_route("*", "/__sim/{what}", self._serve(self._admin))
+        for method, path, handler in endpoints:
+            app.router.add_route(method, path, self._serve(handler))
+            app.router.add_route(method, "/{tenant:.+}" + path, self._serve(handler))
+        app.router.add_route("*", "/{path:.*}", self._serve(self._no_route))
+        return app
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            line = await reader.readline()
-            if not line:
-                return
+    def _serve(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        """An aiohttp handler answering with ``handler``'s :class:`_Reply` (faults included)."""
+
+        async def serve(request: web.Request) -> web.StreamResponse:
             try:
-                method, target, _ = line.decode("latin-1").split(" ", 2)
-            except ValueError:
-                return
-            headers: dict[str, str] = {}
-            while True:
-                h = await reader.readline()
-                if h in (b"\r\n", b"\n", b""):
-                    break
-                k, _, v = h.decode("latin-1").partition(":")
-                headers[k.strip().lower()] = v.strip()
-            body = b""
-            if "content-length" in headers:
-                body = await reader.readexactly(int(headers["content-length"]))
-            elif headers.get("transfer-encoding", "").lower() == "chunked":
-                body = await _read_chunked(reader)
-            try:
-                reply = await self._dispatch(method.upper(), target, headers, body)
+                reply = await handler(request)
             except Exception as exc:  # a bug in the simulator: answer 500, keep serving
                 reply = _json_reply({"error": {"message": f"simulator error: {exc!r}",
                                                "type": "server_error"}}, 500)
-            if reply.action == "reset":
-                sock = writer.get_extra_info("socket")
-                if sock is not None:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                writer.transport.abort()
-                return
-            if reply.action == "hang":
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(reader.read(1), self.state.hang)
-                writer.transport.abort()
-                return
-            head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}"]
-            hdrs = {"content-type": "application/json", **reply.headers,
-                    "content-length": str(len(reply.body))}
-            head += [f"{k}: {v}" for k, v in hdrs.items()]
-            data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
-            if reply.action == "truncate":
-                writer.write(data + reply.body[: len(reply.body) // 2])
-                await writer.drain()
-                writer.transport.abort()
-                return
-            writer.write(data + reply.body)
-            await writer.drain()
-            if headers.get("connection", "").lower() == "close":
-                return
+            return await self._respond(request, reply)
 
-    # routing -------------------------------------------------------------------
-    async def _dispatch(self, method: str, target: str, headers: dict[str, str],
-                        body: bytes) -> _Reply:
-        path = target.split("?", 1)[0]
-        if path.startswith("/__sim/"):
-            return self._admin(method, path, body)
-        tenant = ""
-        m = re.match(r"^(/.*?)?(/v1(?:beta)?/.*)$", path)
-        if m:
-            tenant = (m.group(1) or "").strip("/")
-            path = m.group(2)
-        if method == "POST" and path == "/v1/chat/completions":
-            return await self._model_call("openai", tenant, _loads(body))
-        if method == "POST" and path == "/v1/messages":
-            return await self._model_call("anthropic", tenant, _loads(body))
-        g = re.match(r"^/v1(?:beta)?/models/([^/:]+):(generateContent|batchGenerateContent)$", path)
-        if method == "POST" and g:
-            if g.group(2) == "generateContent":
-                return await self._model_call("google", tenant, _loads(body), model=g.group(1))
-            return self._google_batch_create(g.group(1), _loads(body))
-        if method == "GET" and (gb := re.match(r"^/v1beta/batches/([^/:]+)$", path)):
-            return self._google_batch_get(gb.group(1))
-        if method == "POST" and path == "/v1/files":
-            return self._openai_file_upload(headers.get("content-type", ""), body)
-        if method == "GET" and (fc := re.match(r"^/v1/files/([^/]+)/content$", path)):
-            data = self.state.files.get(fc.group(1))
-            if data is None:
-                return _json_reply({"error": {"message": "no such file", "type": "invalid"}},
-                                   404)
-            return _Reply(200, data, {"content-type": "application/octet-stream"})
-        if method == "POST" and path == "/v1/batches":
-            return self._openai_batch_create(_loads(body), tenant)
-        if method == "GET" and (ob := re.match(r"^/v1/batches/([^/]+)$", path)):
-            return self._openai_batch_get(ob.group(1))
-        if method == "POST" and path == "/v1/messages/batches":
-            return self._anthropic_batch_create(_loads(body))
-        if method == "GET" and (ab := re.match(r"^/v1/messages/batches/([^/]+)$", path)):
-            return self._anthropic_batch_get(ab.group(1))
-        if method == "GET" and (ar := re.match(r"^/v1/messages/batches/([^/]+)/results$", path)):
-            return self._anthropic_batch_results(ar.group(1))
-        return _json_reply({"error": {"message": f"simulator: no route {method} {path}",
-                                      "type": "not_found"}}, 404)
+        return serve
 
-    def _admin(self, method: str, path: str, body: bytes) -> _Reply:
-        if path == "/__sim/log":
+    async def _respond(self, request: web.Request, reply: _Reply) -> web.StreamResponse:
+        headers = {"content-type": "application/json", **reply.headers}
+        if reply.action is None:
+            return web.Response(status=reply.status, body=reply.body, headers=headers)
+        resp = web.StreamResponse(status=reply.status, headers=headers)
+        if reply.action == "truncate":  # the headers promise the whole body; half of it comes
+            resp.content_length = len(reply.body)
+            await resp.prepare(request)
+            await resp.write(reply.body[: len(reply.body) // 2])
+        elif reply.action == "hang":  # no answer until the client gives up (at most ``hang`` s)
+            deadline = time.monotonic() + self.state.hang
+            while _connected(request) and time.monotonic() < deadline:
+                await asyncio.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        elif reply.action == "reset" and request.transport is not None:  # RST, not FIN
+            sock = request.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if request.transport is not None:
+            request.transport.abort()
+        # aiohttp finds the connection gone when it finishes this response, and drops it
+        return resp
+
+    async def _no_route(self, request: web.Request) -> _Reply:
+        return _json_reply({"error": {
+            "message": f"simulator: no route {request.method} {request.path}",
+            "type": "not_found"}}, 404)
+
+    async def _admin(self, request: web.Request) -> _Reply:
+        what, method = request.match_info["what"], request.method
+        if what == "log":
             with self.state.lock:
                 return _json_reply({"log": self.state.log, "counts": self.state.counts})
-        if path == "/__sim/clear" and method == "POST":
+        if what == "clear" and method == "POST":
             self.clear()
             return _json_reply({"ok": True})
-        if path == "/__sim/faults" and method == "POST":
-            for f in _loads(body).get("faults", []):
+        if what == "faults" and method == "POST":
+            for f in _loads(await request.read()).get("faults", []):
                 self.state.faults.append(Fault(**f))
             return _json_reply({"ok": True})
         return _json_reply({"error": "unknown admin path"}, 404)
+
+    # endpoints -------------------------------------------------------------------
+    async def _openai_chat(self, request: web.Request) -> _Reply:
+        return await self._model_call("openai", _tenant(request), _loads(await request.read()))
+
+    async def _anthropic_message(self, request: web.Request) -> _Reply:
+        return await self._model_call("anthropic", _tenant(request),
+                                      _loads(await request.read()))
+
+    async def _google_generate(self, request: web.Request) -> _Reply:
+        return await self._model_call("google", _tenant(request), _loads(await request.read()),
+                                      model=request.match_info["model"])
+
+    async def _openai_file_content(self, request: web.Request) -> _Reply:
+        data = self.state.files.get(request.match_info["id"])
+        if data is None:
+            return _json_reply({"error": {"message": "no such file", "type": "invalid"}}, 404)
+        return _Reply(200, data, {"content-type": "application/octet-stream"})
 
     # sync model calls ------------------------------------------------------------
     async def _model_call(self, api: str, tenant: str, body: dict[str, Any],
@@ -576,8 +559,8 @@ class Simulator:
         return reply
 
     # OpenAI batches ----------------------------------------------------------------
-    def _openai_file_upload(self, content_type: str, body: bytes) -> _Reply:
-        parts = _multipart(content_type, body)
+    async def _openai_file_upload(self, request: web.Request) -> _Reply:
+        parts = await _form_parts(request)
         data = parts.get("file", b"")
         fid = "file-" + uuid.uuid4().hex[:24]
         self.state.files[fid] = data
@@ -586,7 +569,8 @@ class Simulator:
                             "purpose": (parts.get("purpose") or b"batch").decode(),
                             "status": "processed"})
 
-    def _openai_batch_create(self, body: dict[str, Any], tenant: str) -> _Reply:
+    async def _openai_batch_create(self, request: web.Request) -> _Reply:
+        body, tenant = _loads(await request.read()), _tenant(request)
         fid = body.get("input_file_id", "")
         if fid not in self.state.files:
             return _error("openai", 400, f"input file {fid} not found")
@@ -604,7 +588,8 @@ class Simulator:
         }
         return _json_reply(self.state.batches[bid]["obj"])
 
-    def _openai_batch_get(self, bid: str) -> _Reply:
+    async def _openai_batch_get(self, request: web.Request) -> _Reply:
+        bid = request.match_info["id"]
         b = self.state.batches.get(bid)
         if b is None:
             return _error("openai", 404, f"batch {bid} not found")
@@ -642,7 +627,8 @@ class Simulator:
         return _json_reply(b["obj"])
 
     # Anthropic batches -------------------------------------------------------------
-    def _anthropic_batch_create(self, body: dict[str, Any]) -> _Reply:
+    async def _anthropic_batch_create(self, request: web.Request) -> _Reply:
+        body = _loads(await request.read())
         bid = "msgbatch_" + uuid.uuid4().hex[:24]
         reqs = body.get("requests", [])
         now = _iso(time.time())
@@ -656,7 +642,8 @@ class Simulator:
         }
         return _json_reply(self.state.batches[bid]["obj"])
 
-    def _anthropic_batch_get(self, bid: str) -> _Reply:
+    async def _anthropic_batch_get(self, request: web.Request) -> _Reply:
+        bid = request.match_info["id"]
         b = self.state.batches.get(bid)
         if b is None:
             return _error("anthropic", 404, f"batch {bid} not found")
@@ -685,14 +672,16 @@ class Simulator:
             b["items"] = []
         return _json_reply(b["obj"])
 
-    def _anthropic_batch_results(self, bid: str) -> _Reply:
+    async def _anthropic_batch_results(self, request: web.Request) -> _Reply:
+        bid = request.match_info["id"]
         b = self.state.batches.get(bid)
         if b is None or b["obj"]["processing_status"] != "ended":
             return _error("anthropic", 404, f"batch {bid} has no results")
         return _Reply(200, b["results"], {"content-type": "application/binary"})
 
     # Gemini batches ------------------------------------------------------------------
-    def _google_batch_create(self, model: str, body: dict[str, Any]) -> _Reply:
+    async def _google_batch_create(self, request: web.Request) -> _Reply:
+        model, body = request.match_info["model"], _loads(await request.read())
         bid = uuid.uuid4().hex[:20]
         batch = body.get("batch", {})
         reqs = (((batch.get("inputConfig") or {}).get("requests") or {}).get("requests")) or []
@@ -707,7 +696,8 @@ class Simulator:
         }
         return _json_reply(self.state.batches[bid]["obj"])
 
-    def _google_batch_get(self, bid: str) -> _Reply:
+    async def _google_batch_get(self, request: web.Request) -> _Reply:
+        bid = request.match_info["id"]
         b = self.state.batches.get(bid)
         if b is None:
             return _error("google", 404, f"batch {bid} not found")
@@ -850,10 +840,6 @@ def _google_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kin
 _NORM = {"openai": _norm_openai, "anthropic": _norm_anthropic, "google": _norm_google}
 _BUILD = {"openai": _openai_body, "anthropic": _anthropic_body, "google": _google_body}
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
-
-
 def _error(api: str, status: int, message: str, retry_after: float | None = None) -> _Reply:
     headers = {}
     if retry_after is not None:
@@ -913,29 +899,23 @@ def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    out = b""
-    while True:
-        size = int((await reader.readline()).strip().split(b";")[0], 16)
-        if size == 0:
-            await reader.readline()
-            return out
-        out += await reader.readexactly(size)
-        await reader.readline()
+def _connected(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is not None and not transport.is_closing()
 
 
-def _multipart(content_type: str, body: bytes) -> dict[str, bytes]:
-    m = re.search(r'boundary="?([^";]+)"?', content_type)
-    if not m:
-        return {}
+def _tenant(request: web.Request) -> str:
+    """The path prefix before ``/v1``: which OpenAI-compatible provider was asked."""
+    return request.match_info.get("tenant", "").strip("/")
+
+
+async def _form_parts(request: web.Request) -> dict[str, bytes]:
+    """The fields of a multipart/form-data upload (the OpenAI SDK's file upload)."""
     out: dict[str, bytes] = {}
-    for part in body.split(b"--" + m.group(1).encode())[1:]:
-        if part.startswith(b"--"):
-            break
-        head, _, data = part.partition(b"\r\n\r\n")
-        nm = re.search(rb'name="([^"]+)"', head)
-        if nm:
-            out[nm.group(1).decode()] = data[:-2] if data.endswith(b"\r\n") else data
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        if isinstance(part, BodyPartReader) and part.name:
+            out[part.name] = bytes(await part.read())
     return out
 
 
