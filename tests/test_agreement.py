@@ -217,19 +217,24 @@ RAW4RATERS = {
 }
 
 
+def check_published(counts, *, pa: float, ac1: tuple[float, float],
+                    fleiss: tuple[float, float], value_tol: float) -> ag.Coefficient:
+    """AC1 and Fleiss from ``counts`` against published (p_e, coefficient) pairs and p_a."""
+    got_ac1, got_fleiss = ag.ac1_from_counts(counts), ag.fleiss_from_counts(counts)
+    assert got_ac1.pa == pytest.approx(pa, abs=5e-8)
+    assert (got_ac1.pe, got_fleiss.pe) == pytest.approx((ac1[0], fleiss[0]), abs=5e-8)
+    assert (got_ac1.value, got_fleiss.value) == pytest.approx((ac1[1], fleiss[1]), abs=value_tol)
+    return got_ac1
+
+
 def test_irrcac_raw4raters() -> None:
     # irrCAC README (github.com/kgwet/irrCAC, section "Computing agreement coefficients from raw
     # ratings"): gwet.ac1.raw -> pa 0.8181818, pe 0.1903212, coeff 0.77544;
     # fleiss.kappa.raw -> pa 0.8181818, pe 0.2387153, coeff 0.76117.
     # (0.76282 in the same README is Conger's kappa, not Fleiss'.)
     counts = ag.category_counts(RAW4RATERS).counts
-    ac1 = ag.ac1_from_counts(counts)
-    fleiss = ag.fleiss_from_counts(counts)
-    assert ac1.pa == pytest.approx(0.8181818, abs=5e-8)
-    assert ac1.pe == pytest.approx(0.1903212, abs=5e-8)
-    assert ac1.value == pytest.approx(0.77544, abs=5e-6)
-    assert fleiss.pe == pytest.approx(0.2387153, abs=5e-8)
-    assert fleiss.value == pytest.approx(0.76117, abs=5e-6)
+    ac1 = check_published(counts, pa=0.8181818, ac1=(0.1903212, 0.77544),
+                          fleiss=(0.2387153, 0.76117), value_tol=5e-6)
     assert ag.gwet_ac1_multirater(RAW4RATERS) == pytest.approx(0.77544, abs=5e-6)
     assert ag.fleiss_kappa(RAW4RATERS) == pytest.approx(0.76117, abs=5e-6)
     # By hand: subject 12 has one rating, so pa uses subjects 1-11, whose agreements are
@@ -246,13 +251,8 @@ def test_irrcac_distrib_6raters_counts() -> None:
         [2, 0, 4, 0, 0], [0, 0, 4, 0, 2], [2, 0, 3, 1, 0], [2, 0, 0, 4, 0], [0, 0, 0, 0, 6],
         [1, 0, 0, 5, 0], [1, 1, 0, 4, 0], [0, 3, 3, 0, 0], [1, 0, 0, 5, 0], [0, 2, 0, 3, 1],
     ]
-    ac1 = ag.ac1_from_counts(counts)
-    fleiss = ag.fleiss_from_counts(counts)
-    assert ac1.pa == pytest.approx(0.5511111, abs=5e-8)
-    assert ac1.pe == pytest.approx(0.1914815, abs=5e-8)
-    assert ac1.value == pytest.approx(0.4448007, abs=5e-8)
-    assert fleiss.pe == pytest.approx(0.2340741, abs=5e-8)
-    assert fleiss.value == pytest.approx(0.4139265, abs=5e-8)
+    check_published(counts, pa=0.5511111, ac1=(0.1914815, 0.4448007),
+                    fleiss=(0.2340741, 0.4139265), value_tol=5e-8)
 
 
 def test_wikipedia_fleiss_example() -> None:

@@ -157,3 +157,17 @@ def test_non_english_flags_from_01s_table_or_detected(tmp_path: Path) -> None:
                        "en,en,0.99,True\n")
     # the recorded flags win over a fresh detection (reviewers get what the report showed)
     assert corpus.non_english_flags(missing, [es, en]) == {"es": False, "en": True}
+
+
+def test_layout_errors_name_the_nested_field(tmp_path: Path) -> None:
+    bad_tags = record("t", rubrics=[{"criterion": "c", "points": 1, "tags": "axis"}])
+    not_object = record("o", prompt=["hello"])
+    for line, field, problem in ((bad_tags, "rubrics[0].tags", "expected list, got str"),
+                                 (not_object, "prompt[0]", "expected an object, got str"),
+                                 ([1, 2], "<record>", "expected a JSON object, got list")):
+        path = write_jsonl(tmp_path, [line])
+        with pytest.raises(corpus.CorpusError) as exc:
+            corpus.load_corpus(path)
+        assert (exc.value.line, exc.value.field, exc.value.problem) == (1, field, problem)
+    # an extra key in a record is not an error (the upstream file may grow fields)
+    assert corpus.parse_record(record("x", extra_field=1)).prompt_id == "x"

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from hbpsych_utils.construction import instrument as ins
-from hbpsych_utils.construction import review as rv
+from hbpsych_utils.construction import ratings, review_set
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -42,7 +42,7 @@ def _conv(pid: str, *texts: str) -> Conversation:
 
 
 def review_items() -> tuple[pd.DataFrame, list[dict]]:
-    review_set = pd.DataFrame({
+    set_table = pd.DataFrame({
         "review_id": ["R0001", "R0002", "R0003", "R0004"],
         "prompt_id": ["pid-one", "pid-two", "pid-three", "pid-four"],
         "kind": ["screened_in", "control", "screened_in", "control"],
@@ -54,7 +54,7 @@ def review_items() -> tuple[pd.DataFrame, list[dict]]:
         _conv("pid-four", "Is 5 mg of melatonin too much?"),
     ]
     translations = {"pid-two": [Message("user", "My knee hurts when I run.")]}
-    return review_set, rv.build_packet(review_set, convs, translations)
+    return set_table, review_set.build_packet(set_table, convs, translations)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,6 +150,11 @@ def export(page, dest: Path) -> dict:
     return json.loads(dest.read_text(encoding="utf-8"))
 
 
+def sign_in(page, reviewer: str) -> None:
+    page.fill("#reviewer-input", reviewer)
+    page.click("#reviewer-start")
+
+
 def rate_current(page, vote: str, category: str | None, confidence: str | None,
                  notes: str = "") -> None:
     page.click(f'#f-relevance label[data-value="{vote}"]')
@@ -163,12 +168,11 @@ def rate_current(page, vote: str, category: str | None, confidence: str | None,
 
 @pytest.mark.browser
 def test_rate_reload_export_and_import(page_factory, tmp_path: Path) -> None:
-    review_set, items = review_items()
+    set_table, items = review_items()
     html_path = ins.write_instrument(tmp_path / "round1.html", items, round_name="round1",
                                      vocabulary=VOCAB)
     page = page_factory(html_path)
-    page.fill("#reviewer-input", "R7")
-    page.click("#reviewer-start")
+    sign_in(page, "R7")
     assert page.text_content("#reviewer-name") == "R7"
     assert page.text_content("#progress-text") == "0 of 4 rated"
 
@@ -201,9 +205,9 @@ def test_rate_reload_export_and_import(page_factory, tmp_path: Path) -> None:
     partial_path = tmp_path / "R7.partial.json"
     partial = export(page, partial_path)
     assert (partial["n_total"], partial["n_rated"]) == (4, 2)
-    with pytest.raises(rv.RatingsError, match="not rated"):
-        rv.load_ratings(partial_path, review_set, vocabulary=VOCAB)
-    r = rv.load_ratings(partial_path, review_set, vocabulary=VOCAB, allow_unrated=True)
+    with pytest.raises(ratings.RatingsError, match="not rated"):
+        ratings.load_ratings(partial_path, set_table, vocabulary=VOCAB)
+    r = ratings.load_ratings(partial_path, set_table, vocabulary=VOCAB, allow_unrated=True)
     assert r.unrated == ("R0003", "R0004")
 
     # finish: the markup item, then one without a confidence (tolerated, counted)
@@ -220,7 +224,7 @@ def test_rate_reload_export_and_import(page_factory, tmp_path: Path) -> None:
     assert list(doc) == ["reviewer", "exported_at", "n_total", "n_rated", "ratings"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", doc["exported_at"])
     assert done_path.read_text().startswith('{\n "reviewer": "R7",')  # released 1-space indent
-    got = rv.load_ratings(done_path, review_set, vocabulary=VOCAB)
+    got = ratings.load_ratings(done_path, set_table, vocabulary=VOCAB)
     assert got.complete and got.reviewer == "R7" and got.n_empty_confidence == 1
     assert got.table.to_dict("records") == [
         {"review_id": "R0001", "prompt_id": "pid-one", "is_mental_health": "Y",
@@ -239,7 +243,7 @@ def test_rate_reload_export_and_import(page_factory, tmp_path: Path) -> None:
 def test_round2_export_carries_the_packet_and_reviewers_keep_separate_progress(
     page_factory, tmp_path: Path
 ) -> None:
-    review_set, items = review_items()
+    set_table, items = review_items()
     html_path = ins.write_instrument(tmp_path / "round2.html", items, round_name="round2",
                                      vocabulary=VOCAB, packet="recovery")
     page = page_factory(html_path)
@@ -250,15 +254,14 @@ def test_round2_export_carries_the_packet_and_reviewers_keep_separate_progress(
         page.click("#next-unrated")
     doc = export(page, tmp_path / "R1.json")
     assert list(doc)[:2] == ["reviewer", "packet"] and doc["packet"] == "recovery"
-    rv.load_ratings(tmp_path / "R1.json", review_set, vocabulary=VOCAB, expected_packet="recovery")
+    ratings.load_ratings(tmp_path / "R1.json", set_table, vocabulary=VOCAB,
+                         expected_packet="recovery")
 
     page.click("#switch-reviewer")
-    page.fill("#reviewer-input", "R2")
-    page.click("#reviewer-start")
+    sign_in(page, "R2")
     assert page.text_content("#progress-text") == "0 of 4 rated"
     page.click("#switch-reviewer")
-    page.fill("#reviewer-input", "R1")
-    page.click("#reviewer-start")
+    sign_in(page, "R1")
     assert page.text_content("#progress-text") == "4 of 4 rated"
     assert page.errors == []
 
@@ -271,8 +274,7 @@ def test_markup_in_a_conversation_shows_as_text_and_runs_nothing(
     html_path = ins.write_instrument(tmp_path / "xss.html", items, round_name="xss",
                                      vocabulary=VOCAB)
     page = page_factory(html_path)
-    page.fill("#reviewer-input", "R1")
-    page.click("#reviewer-start")
+    sign_in(page, "R1")
     page.click("#list button:nth-child(3)")
     assert page.text_content(".item-head h2") == "R0003"
     turn = page.locator("#conversation .turn .text").first
@@ -286,7 +288,7 @@ def test_markup_in_a_conversation_shows_as_text_and_runs_nothing(
 
 
 def test_progress_key_follows_the_review_set() -> None:
-    review_set, items = review_items()
-    assert ins.items_fingerprint(items) == rv.set_fingerprint(review_set)
-    moved = review_set.assign(prompt_id=list(reversed(review_set["prompt_id"])))
-    assert rv.set_fingerprint(moved) != rv.set_fingerprint(review_set)
+    set_table, items = review_items()
+    assert ins.items_fingerprint(items) == review_set.set_fingerprint(set_table)
+    moved = set_table.assign(prompt_id=list(reversed(set_table["prompt_id"])))
+    assert review_set.set_fingerprint(moved) != review_set.set_fingerprint(set_table)

@@ -198,7 +198,8 @@ MODEL = "claude-haiku-4-5-20251001"
 @pytest.fixture
 def sim_engine(tmp_path: Path):
     """An engine pointed at a fresh simulator; yields (engine, simulator)."""
-    from hbpsych_utils.llm import Engine, Simulator, load_registry
+    from hbpsych_utils.llm import Engine, load_registry
+    from hbpsych_utils.llm.testing import Simulator
 
     registry = load_registry()
     with Simulator() as sim:
@@ -208,7 +209,7 @@ def sim_engine(tmp_path: Path):
 
 
 def test_engine_ask_refusal_routes_the_batch_to_humans(sim_engine) -> None:
-    from hbpsych_utils.llm import Fault
+    from hbpsych_utils.llm.testing import Fault
 
     engine, sim = sim_engine
     spec = screening.screening_spec(RUBRIC)
@@ -229,7 +230,7 @@ def test_engine_ask_refusal_routes_the_batch_to_humans(sim_engine) -> None:
 
 
 def test_engine_ask_reasks_an_unreadable_reply_as_a_new_call(sim_engine) -> None:
-    from hbpsych_utils.llm import Fault
+    from hbpsych_utils.llm.testing import Fault
 
     engine, sim = sim_engine
     spec = screening.screening_spec(RUBRIC)
@@ -252,7 +253,7 @@ def test_engine_ask_reasks_an_unreadable_reply_as_a_new_call(sim_engine) -> None
 
 
 def test_engine_ask_failed_calls_end_as_screen_failed(sim_engine) -> None:
-    from hbpsych_utils.llm import Fault
+    from hbpsych_utils.llm.testing import Fault
 
     engine, sim = sim_engine
     spec = screening.screening_spec(RUBRIC)
@@ -334,3 +335,17 @@ def test_notebook_02_live_on_the_partial_corpus(tmp_path: Path, mirror: Path) ->
     problems = list(csv.DictReader((out / "screen_problems.csv").open()))
     assert [p["problem"] for p in problems] == ["model refused the batch"]
     assert not (out / "translations.json").exists()
+
+
+def test_replay_rejects_unknown_category_and_duplicate_ids(tmp_path: Path) -> None:
+    good = {"prompt_id": "a", "label": "RELEVANT", "category": "mood", "confidence": "high"}
+    p = tmp_path / "s.jsonl"
+    p.write_text(json.dumps(good) + "\n" + json.dumps({**good, "category": "cardio"}) + "\n")
+    with pytest.raises(screening.ScreenError, match=r"s.jsonl:2: field 'category': 'cardio'"):
+        screening.load_released_screen(p, ["mood", "none"])
+    p.write_text(json.dumps(good) + "\n" + json.dumps(good) + "\n")
+    with pytest.raises(screening.ScreenError, match=r"s.jsonl:2: field 'prompt_id': duplicate a"):
+        screening.load_released_screen(p, ["mood", "none"])
+    p.write_text(json.dumps(good) + "\n")
+    row = screening.load_released_screen(p, ["mood", "none"]).iloc[0].to_dict()
+    assert row == {**good, "rationale": "", "provenance": "model"}

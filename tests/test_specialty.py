@@ -193,7 +193,7 @@ def test_toy_dermatology_carve_end_to_end(tmp_path: Path, mirror: Path) -> None:
 def test_design_round2_from_a_recall_screen() -> None:
     import pandas as pd
 
-    from hbpsych_utils.construction import review
+    from hbpsych_utils.construction import review_set
 
     recall = pd.DataFrame({
         "prompt_id": ["a", "b", "c", "d", "e", "f"],
@@ -201,7 +201,7 @@ def test_design_round2_from_a_recall_screen() -> None:
         "bucket": ["A_x", "none", "B_y", "none", "none", "standard"],
         "reason": ["r-a", "r-b", "r-c", "r-d", "r-e", "r-f"],
     })
-    s = review.design_round2(recall, 2, seed=3)
+    s = review_set.design_round2(recall, 2, seed=3)
     assert list(s.columns) == ["review_id", "prompt_id", "kind", "recovery_tier",
                                "recovery_bucket", "recovery_reason"]
     assert list(s.review_id) == ["R0001", "R0002", "R0003", "R0004", "R0005"]
@@ -212,11 +212,12 @@ def test_design_round2_from_a_recall_screen() -> None:
     assert set(controls.prompt_id) <= {"b", "d", "e"} and len(controls) == 2
     assert set(controls.recovery_tier) == {"NO (control)"} and set(controls.recovery_bucket) == {""}
     # its own seeded stream: the same as design_round with the derived seed, not the profile's
-    again = review.design_round(["a", "c", "f"], ["b", "d", "e"], 2, review.round_seed(3, 2),
-                                kinds=review.ROUND2_KINDS)
+    again = review_set.design_round(["a", "c", "f"], ["b", "d", "e"], 2,
+                                    review_set.round_seed(3, 2), kinds=review_set.ROUND2_KINDS)
     assert list(again.prompt_id) == list(s.prompt_id)
-    assert review.round_seed(3, 1) == 3 and review.round_seed(3, 2) != review.round_seed(4, 2)
-    with pytest.raises(review.ReviewSetError, match="control pool holds 3"):
-        review.design_round2(recall, 4, seed=3)
-    with pytest.raises(review.ReviewSetError, match="MAYBE"):
-        review.design_round2(recall.assign(tier=["MAYBE"] * 6), 0, seed=3)
+    assert review_set.round_seed(3, 1) == 3
+    assert review_set.round_seed(3, 2) != review_set.round_seed(4, 2)
+    with pytest.raises(review_set.ReviewSetError, match="control pool holds 3"):
+        review_set.design_round2(recall, 4, seed=3)
+    with pytest.raises(review_set.ReviewSetError, match="MAYBE"):
+        review_set.design_round2(recall.assign(tier=["MAYBE"] * 6), 0, seed=3)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hbpsych_utils.construction import corpus, review, screening, subset
+from hbpsych_utils.construction import corpus, ratings, review_set, screening, subset
 from hbpsych_utils.core import sources
 
 
@@ -75,11 +75,13 @@ def test_record_hash_and_round_trip(tmp_path: Path) -> None:
 def derive(round1_files: list[Path]) -> dict[str, list[str]]:
     """The subsets from released screen + ratings, through the package's functions only."""
     vocab = screening.vocabulary_from_rubric(sources.fetch("screening_rubric").read_text())
-    set1 = review.replay_round1(sources.fetch("screening_key"), round1_files)
-    r1 = review.votes_table(set1, review.load_round(round1_files, set1, vocabulary=vocab))
+    set1 = review_set.replay_round1(sources.fetch("screening_key"),
+                                    ratings.released_assignment(round1_files))
+    r1 = ratings.votes_table(set1, ratings.load_round(round1_files, set1, vocabulary=vocab))
     files2 = [sources.fetch(f"ratings_round2_R{i}") for i in (1, 2, 3)]
-    set2 = review.replay_round2(sources.fetch("recovery_screening_key"), files2)
-    r2 = review.votes_table(set2, review.load_round(files2, set2, vocabulary=vocab))
+    set2 = review_set.replay_round2(sources.fetch("recovery_screening_key"),
+                                    ratings.released_assignment(files2))
+    r2 = ratings.votes_table(set2, ratings.load_round(files2, set2, vocabulary=vocab))
     out = {v: subset.assemble(r1, r2, p) for v, p in subset.POLICIES.items()}
     out["hard"] = subset.hard_subset(out["v1"], corpus.hard_ids(sources.fetch("harness_scores")))
     return out

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hbpsych_utils.construction import review, translation
+from hbpsych_utils.construction import review_set, translation
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 from hbpsych_utils.core import sources
 from hbpsych_utils.llm import Result
@@ -165,9 +165,9 @@ def test_translations_reach_the_reviewer_packet(tmp_path: Path) -> None:
     turns = translation.parse_translation(reply(), ES).turns
     path.write_text(json.dumps({"es1": turns}))
     loaded = translation.read_translations(path)
-    review_set = pd.DataFrame({"review_id": ["R0001"], "prompt_id": ["es1"],
+    set_table = pd.DataFrame({"review_id": ["R0001"], "prompt_id": ["es1"],
                                "kind": ["screened_in"]})
-    items = review.build_packet(review_set, [ES], loaded)
+    items = review_set.build_packet(set_table, [ES], loaded)
     assert items[0]["translation"] == turns and items[0]["turns"][0]["content"].startswith("Me")
     path.write_text(json.dumps({"es1": [{"role": "user"}]}))
     with pytest.raises(translation.TranslationError, match="translation of es1"):

@@ -1,2 +1,9 @@
-"""Building the subset: corpus, LLM screening, translations, blinded clinician review rounds,
-the review instrument, inter-rater agreement and the subset files (notebooks 01-05)."""
+"""Building the subset (notebooks 01-05), one module per responsibility.
+
+``corpus`` (HealthBench records, coverage, ids), ``screening`` (LLM screen and its replay),
+``translation`` (reviewer translations), ``review_set`` (designing and replaying a blinded
+round, the reviewers' packet), ``instrument`` (the HTML review page), ``ratings`` (clinicians'
+ratings files and the votes table), ``tally`` (inclusion, stopping rule, modal category),
+``agreement`` (AC1, Fleiss, Cohen) and ``subset`` (assembly, hashes, release check). Their
+file-format models report errors through :mod:`hbpsych_utils.core.records`.
+"""

@@ -274,13 +274,8 @@ def gwet_ac1(
     return ac1_from_counts(counts).value
 
 
-def cohen_kappa(
-    a: Sequence[Any],
-    b: Sequence[Any],
-    categories: Sequence[Hashable] | None = None,
-    *,
-    names: tuple[str, str] = ("a", "b"),
-) -> float:
+def cohen_kappa(a: Sequence[Any], b: Sequence[Any], categories: Sequence[Hashable] | None = None,
+                *, names: tuple[str, str] = ("a", "b")) -> float:
     """Cohen's (1960) kappa for two raters on the items both rated; NaN when p_e == 1.
 
     Chance agreement uses each rater's own marginals (unlike Fleiss' pooled ones). Categories

@@ -17,6 +17,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hbpsych_utils.core.records import FileRecord, invalid, problems
+
 log = logging.getLogger(__name__)
 
 N_HEALTHBENCH = 5000
@@ -83,81 +87,70 @@ class LoadReport:
         return [c.prompt_id for c in self.conversations]
 
 
-def _require(
-    rec: dict[str, Any],
-    key: str,
-    types: type | tuple[type, ...],
-    where: tuple[Path, int],
-    name: str,
-) -> Any:
-    """``rec[key]`` of one of ``types`` (a bool is not a number here), else a CorpusError."""
-    if key not in rec:
-        raise CorpusError(*where, name, "missing")
-    value = rec[key]
-    is_bool_for_number = isinstance(value, bool) and bool not in _as_tuple(types)
-    if not isinstance(value, types) or is_bool_for_number:
-        got = type(value).__name__
-        raise CorpusError(*where, name, f"expected {_type_names(types)}, got {got}")
-    return value
+class _MessageRecord(FileRecord):
+    role: str
+    content: str
 
 
-def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
-    return types if isinstance(types, tuple) else (types,)
+class _RubricRecord(FileRecord):
+    criterion: str
+    points: int | float
+    tags: list[Any] = Field(default_factory=list)
+
+    @field_validator("points", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        """Points are numbers as written: an int stays an int, a bool is not a number."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise invalid(f"expected int or float, got {type(value).__name__}")
+        return value
 
 
-def _type_names(types: type | tuple[type, ...]) -> str:
-    return " or ".join(t.__name__ for t in _as_tuple(types))
+class CorpusRecord(FileRecord):
+    """One line of a HealthBench-layout JSONL file, as the file holds it (types only)."""
+
+    prompt_id: str
+    prompt: list[_MessageRecord]
+    rubrics: list[_RubricRecord]
+    example_tags: list[Any] = Field(default_factory=list)
+    ideal_completions_data: dict[str, Any] | None = None
+    canary: Any = None
 
 
 def parse_record(rec: Any, file: Path | str = "<memory>", line: int = 0) -> Conversation:
-    """Validate one decoded JSON object and build its ``Conversation``."""
+    """Validate one decoded JSON object and build its ``Conversation``.
+
+    ``CorpusRecord`` checks the layout and types; the rules of a usable conversation (a known
+    role in every turn, ending in a user turn, a criterion with positive points) follow.
+    """
     where = (Path(file), line)
     if not isinstance(rec, dict):
         raise CorpusError(*where, "<record>", f"expected a JSON object, got {type(rec).__name__}")
-    prompt_id = _require(rec, "prompt_id", str, where, "prompt_id")
-    if not prompt_id:
+    try:
+        parsed = CorpusRecord.model_validate(rec)
+    except ValidationError as exc:
+        raise CorpusError(*where, *problems(exc)[0]) from None
+    if not parsed.prompt_id:
         raise CorpusError(*where, "prompt_id", "empty")
-    raw_prompt = _require(rec, "prompt", list, where, "prompt")
-    if not raw_prompt:
+    if not parsed.prompt:
         raise CorpusError(*where, "prompt", "empty conversation")
-    messages = []
-    for i, m in enumerate(raw_prompt):
-        if not isinstance(m, dict):
-            raise CorpusError(*where, f"prompt[{i}]", "expected an object with role and content")
-        role = _require(m, "role", str, where, f"prompt[{i}].role")
-        if role not in ROLES:
-            raise CorpusError(*where, f"prompt[{i}].role", f"unknown role {role!r}")
-        content = _require(m, "content", str, where, f"prompt[{i}].content")
-        messages.append(Message(role, content))
-    if messages[-1].role != "user":
-        raise CorpusError(
-            *where, f"prompt[{len(messages) - 1}].role",
-            f"conversation must end in a user turn, ends in {messages[-1].role!r}",
-        )
-    raw_rubrics = _require(rec, "rubrics", list, where, "rubrics")
-    items = []
-    for i, r in enumerate(raw_rubrics):
-        if not isinstance(r, dict):
-            raise CorpusError(*where, f"rubrics[{i}]", "expected an object")
-        criterion = _require(r, "criterion", str, where, f"rubrics[{i}].criterion")
-        points = _require(r, "points", (int, float), where, f"rubrics[{i}].points")
-        tags = _require(r, "tags", list, where, f"rubrics[{i}].tags") if "tags" in r else []
-        items.append(RubricItem(criterion, points, tuple(str(t) for t in tags)))
-    if not any(it.points > 0 for it in items):
+    for i, m in enumerate(parsed.prompt):
+        if m.role not in ROLES:
+            raise CorpusError(*where, f"prompt[{i}].role", f"unknown role {m.role!r}")
+    last = parsed.prompt[-1].role
+    if last != "user":
+        raise CorpusError(*where, f"prompt[{len(parsed.prompt) - 1}].role",
+                          f"conversation must end in a user turn, ends in {last!r}")
+    if not any(r.points > 0 for r in parsed.rubrics):
         raise CorpusError(*where, "rubrics", "no criterion with positive points (score undefined)")
-    tags = rec.get("example_tags", [])
-    if not isinstance(tags, list):
-        raise CorpusError(*where, "example_tags", f"expected list, got {type(tags).__name__}")
-    ideal = rec.get("ideal_completions_data")
-    if ideal is not None and not isinstance(ideal, dict):
-        raise CorpusError(*where, "ideal_completions_data", "expected object or null")
     return Conversation(
-        prompt_id=prompt_id,
-        prompt=tuple(messages),
-        rubrics=tuple(items),
-        example_tags=tuple(str(t) for t in tags),
-        ideal_completions_data=ideal,
-        canary=rec.get("canary"),
+        prompt_id=parsed.prompt_id,
+        prompt=tuple(Message(m.role, m.content) for m in parsed.prompt),
+        rubrics=tuple(RubricItem(r.criterion, r.points, tuple(str(t) for t in r.tags))
+                      for r in parsed.rubrics),
+        example_tags=tuple(str(t) for t in parsed.example_tags),
+        ideal_completions_data=rec.get("ideal_completions_data"),
+        canary=parsed.canary,
     )
 
 
@@ -404,34 +397,63 @@ def turn_distribution(conversations: Iterable[Conversation]) -> dict[int, int]:
 SOURCE_RECORD = "corpus_source.json"
 
 
+class LoadOptions(BaseModel):
+    """How 01_corpus read the corpus file; later stages reload it the same way."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    invalid_records: Literal["error", "skip"] = "error"
+    max_conversations: int | None = None
+
+
+class SourceRecord(BaseModel):
+    """``corpus_source.json``: the corpus file 01_corpus used, its hash and load options."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    sha256: str
+    source: str
+    options: LoadOptions
+    n_conversations: int
+    ids_sha256: str
+
+
 def source_record(loaded: ProfileCorpus, options: dict[str, Any]) -> dict[str, Any]:
     """What later stages need to reload exactly this corpus: file, its hash, load options."""
     from hbpsych_utils.core import sources
 
-    return {
-        "path": str(loaded.report.path),
-        "sha256": sources.sha256_file(loaded.report.path),
-        "source": loaded.source,
-        "options": options,
-        "n_conversations": len(loaded.conversations),
-        "ids_sha256": ids_hash(loaded.report.ids),
-    }
+    return SourceRecord(
+        path=str(loaded.report.path),
+        sha256=sources.sha256_file(loaded.report.path),
+        source=loaded.source,
+        options=LoadOptions(**options),
+        n_conversations=len(loaded.conversations),
+        ids_sha256=ids_hash(loaded.report.ids),
+    ).model_dump()
+
+
+def read_source_record(record_path: Path | str) -> SourceRecord:
+    """``corpus_source.json`` as 01_corpus wrote it, validated (errors name file and field)."""
+    try:
+        return SourceRecord.model_validate_json(Path(record_path).read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise CorpusError(record_path, 0, *problems(exc)[0]) from None
 
 
 def load_recorded(record_path: Path | str) -> list[Conversation]:
     """Reload the corpus 01_corpus recorded, checking it is still the same file and ids."""
     from hbpsych_utils.core import sources
 
-    rec = json.loads(Path(record_path).read_text(encoding="utf-8"))
-    path = Path(rec["path"])
-    if not path.is_file() or sources.sha256_file(path) != rec["sha256"]:
+    rec = read_source_record(record_path)
+    path = Path(rec.path)
+    if not path.is_file() or sources.sha256_file(path) != rec.sha256:
         raise CorpusError(record_path, 0, "sha256",
                           f"the corpus file {path} changed or vanished since 01_corpus ran; "
                           "run the profile again from 01_corpus")
-    opts = rec["options"]
-    report = load_corpus(path, invalid_records=opts.get("invalid_records", "error"),
-                         max_records=opts.get("max_conversations"))
-    if ids_hash(report.ids) != rec["ids_sha256"]:
+    report = load_corpus(path, invalid_records=rec.options.invalid_records,
+                         max_records=rec.options.max_conversations)
+    if ids_hash(report.ids) != rec.ids_sha256:
         raise CorpusError(record_path, 0, "ids_sha256", "reloaded corpus holds different ids")
     return report.conversations
 

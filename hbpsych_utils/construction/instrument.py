@@ -6,7 +6,7 @@ JSON is written as a ``\\u`` escape, so conversation text can never close the bl
 tag. The page renders text through ``textContent`` only, and a Content-Security-Policy allows
 nothing but the page's own script (by hash): markup hidden in a conversation shows as text and
 runs nothing. Progress stays in the browser's localStorage, keyed by round, review set and
-reviewer; the export is a ratings file in the released schema that ``review.load_ratings`` reads
+reviewer; the export is a ratings file in the released schema that ``ratings.load_ratings`` reads
 (a partial export is a backup: import it with ``allow_unrated=True``).
 """
 
@@ -22,7 +22,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from hbpsych_utils.construction.review import PACKET_ITEM_KEYS, pairs_fingerprint
+from hbpsych_utils.construction.review_set import (
+    PACKET_ITEM_KEYS,
+    build_packet,
+    pairs_fingerprint,
+    write_packet,
+)
 from hbpsych_utils.core.stage import write_text
 
 TEMPLATE = "instrument_template.html"
@@ -57,7 +62,7 @@ def _check_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if extra:
             raise ValueError(
                 f"item {i} ({rid}): keys {sorted(extra)} must not reach reviewers (allowed: "
-                f"{PACKET_ITEM_KEYS}); build items with review.build_packet"
+                f"{PACKET_ITEM_KEYS}); build items with review_set.build_packet"
             )
         if not isinstance(rid, str) or not rid or not isinstance(it.get("prompt_id"), str):
             raise ValueError(f"item {i}: review_id and prompt_id must be non-empty strings")
@@ -128,23 +133,39 @@ def instrument_html(
     return re.sub(r"\{\{(CSP|TITLE|DATA)\}\}", lambda m: values[m.group(1)], page)
 
 
-def write_instrument(
-    path: Path | str,
-    review_set_items: Sequence[Mapping[str, Any]],
-    *,
-    round_name: str,
-    vocabulary: Iterable[str],
-    packet: str | None = None,
-    title: str | None = None,
-) -> Path:
+def write_instrument(path: Path | str, review_set_items: Sequence[Mapping[str, Any]], *,
+                     round_name: str, vocabulary: Iterable[str], packet: str | None = None,
+                     title: str | None = None) -> Path:
     """Write the round's self-contained review page.
 
-    ``review_set_items`` are packet items (``review.build_packet``): review id, prompt id, turns,
-    optional translation. ``packet`` is copied into the exported ratings (round 2 of the study
-    used ``"recovery"``); ``round_name`` keys the reviewer's saved progress.
+    ``review_set_items`` are packet items (``review_set.build_packet``): review id, prompt id,
+    turns, optional translation. ``packet`` is copied into the exported ratings (round 2 of the
+    study used ``"recovery"``); ``round_name`` keys the reviewer's saved progress.
     """
     page = instrument_html(
         review_set_items, round_name=round_name, vocabulary=vocabulary, packet=packet,
         title=title,
     )
     return write_text(Path(path), page)
+
+
+def write_round(
+    folder: Path,
+    review: Any,
+    conversations: Iterable[Any],
+    translations: Mapping[str, Any],
+    *,
+    round_name: str,
+    vocabulary: Iterable[str],
+    packet: str | None = None,
+) -> list[dict[str, Any]]:
+    """A round's reviewer materials in ``folder``: ``packet.json`` and ``instrument.html``.
+
+    Conversations missing from a partial corpus become placeholders; machine translations sit
+    beside the original. Returns the packet items (what the stages count and report).
+    """
+    items = build_packet(review, conversations, translations, on_missing="placeholder")
+    write_packet(folder / "packet.json", items, round_name=round_name, packet=packet)
+    write_instrument(folder / "instrument.html", items, round_name=round_name,
+                     vocabulary=vocabulary, packet=packet)
+    return items

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import TypeAdapter, ValidationInfo, field_validator
 
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import jsonl
+from hbpsych_utils.core.records import FileRecord, invalid, validate
 
 log = logging.getLogger(__name__)
 
@@ -172,28 +174,62 @@ def recall_spec(rubric: str, buckets: Sequence[str] | None = None) -> ScreenSpec
 # --- replay -------------------------------------------------------------------------------
 
 
+class ReleasedScreenRecord(FileRecord):
+    """One line of the released screen (``screening_labels``): the record and its provenance.
+
+    ``category`` is checked against the rubric's vocabulary, passed as validation context.
+    """
+
+    prompt_id: str
+    label: str
+    category: str
+    confidence: str
+    rationale: str = ""
+    provenance: str = "model"
+
+    @field_validator("label", "category", "confidence", mode="before")
+    @classmethod
+    def _allowed(cls, value: Any, info: ValidationInfo) -> Any:
+        allowed = {"label": LABELS, "confidence": CONFIDENCES,
+                   "category": tuple((info.context or {}).get("vocabulary", ()))}[info.field_name]
+        if value not in allowed:
+            raise invalid(f"{value!r} is not one of {allowed}")
+        return value
+
+
 def load_released_screen(path: Path | str, vocabulary: Sequence[str]) -> pd.DataFrame:
     """The released screen (one JSON record per line), validated line by line."""
     path = Path(path)
     rows = []
     seen: set[str] = set()
+    context = {"vocabulary": tuple(vocabulary)}
     for lineno, rec in jsonl.records(path, error=ScreenError):
-        for key, allowed in (("label", LABELS), ("category", tuple(vocabulary)),
-                             ("confidence", CONFIDENCES)):
-            if rec.get(key) not in allowed:
-                raise ScreenError(
-                    f"{path}:{lineno}: field {key!r}: {rec.get(key)!r} is not one of {allowed}"
-                )
-        pid = rec.get("prompt_id")
-        if not isinstance(pid, str) or pid in seen:
-            raise ScreenError(f"{path}:{lineno}: field 'prompt_id': missing or duplicate")
-        seen.add(pid)
-        rows.append({
-            "prompt_id": pid, "label": rec["label"], "category": rec["category"],
-            "confidence": rec["confidence"], "rationale": rec.get("rationale", ""),
-            "provenance": rec.get("provenance", "model"),
-        })
-    return pd.DataFrame(rows)
+        parsed = validate(ReleasedScreenRecord, rec, f"{path}:{lineno}", ScreenError,
+                          context=context)
+        if parsed.prompt_id in seen:
+            raise ScreenError(f"{path}:{lineno}: field 'prompt_id': duplicate {parsed.prompt_id}")
+        seen.add(parsed.prompt_id)
+        rows.append(parsed.model_dump())
+    return pd.DataFrame(rows, columns=list(ReleasedScreenRecord.model_fields))
+
+
+SCREEN_FILE = "screen.csv"
+VOCABULARY_FILE = "vocabulary.json"
+
+
+def read_screen(path: Path | str) -> pd.DataFrame:
+    """02's ``screen.csv`` as later stages read it: every column a string, nothing as NaN."""
+    screen = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = {"prompt_id", "label"} - set(screen.columns)
+    if missing:
+        raise ScreenError(f"{path}: missing column(s) {sorted(missing)}")
+    return screen
+
+
+def read_vocabulary(path: Path | str) -> tuple[str, ...]:
+    """02's ``vocabulary.json``: the category vocabulary the reviewers choose from."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return validate(TypeAdapter(tuple[str, ...]), data, str(path), ScreenError)
 
 
 def screen_tables(screen: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -22,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import TypeAdapter, ValidationError
 
-from hbpsych_utils.construction import review
 from hbpsych_utils.construction.corpus import ids_hash
+from hbpsych_utils.construction.review_set import CANDIDATE, CONTROL, SCREENED_IN
+from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY, included_ids, modal_categories
+from hbpsych_utils.core.records import FileRecord, problems, validate
 from hbpsych_utils.core.stage import write_text
 
 
@@ -47,11 +50,11 @@ def assemble(
     round1: pd.DataFrame, round2: pd.DataFrame | None, policy: ControlPolicy
 ) -> list[str]:
     """Sorted ids of the subset under ``policy`` from the rounds' votes tables."""
-    kinds1 = [review.SCREENED_IN] + ([review.CONTROL] if policy.admit_round1_controls else [])
-    ids = set(review.included_ids(round1, kinds1))
+    kinds1 = [SCREENED_IN] + ([CONTROL] if policy.admit_round1_controls else [])
+    ids = set(included_ids(round1, kinds1))
     if round2 is not None:
-        kinds2 = [review.CANDIDATE] + ([review.CONTROL] if policy.admit_round2_controls else [])
-        ids |= set(review.included_ids(round2, kinds2))
+        kinds2 = [CANDIDATE] + ([CONTROL] if policy.admit_round2_controls else [])
+        ids |= set(included_ids(round2, kinds2))
     return sorted(ids)
 
 
@@ -68,7 +71,7 @@ def subset_categories(
         frames.append(round2.assign(_round=2))
     cats: dict[str, str] = {}
     for votes in frames:  # round 2 after round 1, so a round-2 item takes its round-2 votes
-        modal = review.modal_categories(votes)
+        modal = modal_categories(votes)
         cats.update(dict(zip(votes["prompt_id"], modal, strict=True)))
     wanted = sorted(set(ids))
     missing = [i for i in wanted if i not in cats]
@@ -78,10 +81,20 @@ def subset_categories(
                      name="category")
 
 
+def read_categories(path: Path | str) -> pd.Series:
+    """``categories_v1.csv`` as 05_subset wrote it (``subset_categories``): category by
+    prompt_id, read back as text (an empty category stays ``""``, never NaN)."""
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in ("prompt_id", "category") if c not in table.columns]
+    if missing:
+        raise ValueError(f"{path}:1: missing column(s) {missing}")
+    return table.set_index("prompt_id")["category"]
+
+
 def category_counts(categories: pd.Series) -> dict[str, int]:
     """Conversations per category, largest first, 'no category majority' last."""
     counts = categories.value_counts()
-    order = sorted(counts.index, key=lambda c: (c == review.NO_CATEGORY_MAJORITY, -counts[c], c))
+    order = sorted(counts.index, key=lambda c: (c == NO_CATEGORY_MAJORITY, -counts[c], c))
     return {str(c): int(counts[c]) for c in order}
 
 
@@ -97,16 +110,28 @@ def write_subset(path: Path, record: Mapping[str, Any]) -> Path:
     return write_text(path, json.dumps(record, indent=1, ensure_ascii=False))
 
 
+class SubsetFile(FileRecord):
+    """A subset file (released or written here): sorted ``prompt_ids`` and, when present,
+    their ``prompt_id_sha256``; its other provenance fields are kept as they are."""
+
+    prompt_ids: list[str]
+    prompt_id_sha256: str | None = None
+
+
 def load_subset(path: Path | str) -> dict[str, Any]:
     """Read a subset file and check that its hash matches its ids."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    ids = data.get("prompt_ids")
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-        raise ValueError(f"{path}: field 'prompt_ids' must be a list of strings")
-    if "prompt_id_sha256" in data and ids_hash(ids) != data["prompt_id_sha256"]:
+    try:
+        parsed = SubsetFile.model_validate(data)
+    except ValidationError as exc:
+        field_name, problem = problems(exc)[0]
+        raise ValueError(f"{path}: field {field_name!r}: {problem} (prompt_ids must be a list "
+                         "of strings)") from None
+    declared = parsed.prompt_id_sha256
+    if declared is not None and ids_hash(parsed.prompt_ids) != declared:
         raise ValueError(
-            f"{path}: field 'prompt_id_sha256' is {data['prompt_id_sha256']} but the ids hash to "
-            f"{ids_hash(ids)}"
+            f"{path}: field 'prompt_id_sha256' is {parsed.prompt_id_sha256} but the ids hash to "
+            f"{ids_hash(parsed.prompt_ids)}"
         )
     return data
 
@@ -166,9 +191,17 @@ def write_all(stage: Any, records: Mapping[str, Mapping[str, Any]]) -> dict[str,
     return index
 
 
+_INDEX = TypeAdapter(dict[str, str])
+
+
+def read_index(path: Path | str) -> dict[str, str]:
+    """05_subset's ``subsets.json``: subset key -> file name, validated."""
+    return validate(_INDEX, json.loads(Path(path).read_text(encoding="utf-8")), str(path))
+
+
 def stage_ids(stage: Any, key: str) -> list[str]:
     """The ids of subset ``key`` as this run's 05_subset wrote it (hash-checked)."""
-    index = json.loads(stage.upstream("05_subset", INDEX).read_text(encoding="utf-8"))
+    index = read_index(stage.upstream("05_subset", INDEX))
     if key not in index:
         raise KeyError(f"05_subset wrote no subset {key!r} (it has {sorted(index)})")
     return load_subset(stage.upstream("05_subset", index[key]))["prompt_ids"]

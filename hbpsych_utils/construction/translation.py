@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+from pydantic import TypeAdapter, ValidationError
 
 from hbpsych_utils.construction.corpus import Conversation
+from hbpsych_utils.core.records import FileRecord, problems
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +153,7 @@ def parse_translation(text: str | None, conv: Conversation) -> Parsed:
 @dataclass
 class TranslationRun:
     translations: dict[str, list[dict[str, str]]]
-    """prompt_id -> turn-by-turn English ``{role, content}``: what ``review.build_packet`` takes."""
+    """prompt_id -> turn-by-turn English ``{role, content}`` (``review_set.build_packet``)."""
     table: pd.DataFrame
     """One row per conversation asked: prompt_id, status, source_language, attempts."""
     log: list[dict[str, Any]] = field(default_factory=list)
@@ -232,18 +234,35 @@ def non_english_ids(flags: Mapping[str, Any]) -> list[str]:
     return sorted(pid for pid, f in flags.items() if bool(getattr(f, "non_english", f)))
 
 
-def read_translations(path: Any) -> dict[str, list[dict[str, str]]]:
-    """``translations.json`` as 02 writes it: prompt_id -> ``[{role, content}, ...]``."""
+class TranslatedTurn(FileRecord):
+    """One turn of a stored translation: the conversation's role and the English text."""
+
+    role: str
+    content: str
+
+
+_TRANSLATIONS = TypeAdapter(dict[str, list[TranslatedTurn]])
+
+TRANSLATIONS_FILE = "translations.json"
+
+
+def read_translations(path: Any, *, missing_ok: bool = False) -> dict[str, list[dict[str, str]]]:
+    """``translations.json`` as 02 writes it: prompt_id -> ``[{role, content}, ...]``.
+
+    ``missing_ok``: no file means no translations (02 ran without a translation model).
+    """
     from pathlib import Path
 
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise TranslationError(f"{path}: expected an object mapping prompt_id to turns")
-    for pid, turns in data.items():
-        if not isinstance(turns, list) or not all(
-            isinstance(t, dict) and isinstance(t.get("role"), str)
-            and isinstance(t.get("content"), str) for t in turns
-        ):
-            raise TranslationError(f"{path}: translation of {pid}: expected a list of "
-                                   "{role, content} turns")
-    return data
+    if missing_ok and not Path(path).is_file():
+        return {}
+    try:
+        data = _TRANSLATIONS.validate_json(Path(path).read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        if not err["loc"]:
+            raise TranslationError(
+                f"{path}: expected an object mapping prompt_id to turns") from None
+        where, problem = problems(exc)[0]
+        raise TranslationError(f"{path}: translation of {err['loc'][0]}: field {where!r}: "
+                               f"{problem} (expected a list of {{role, content}} turns)") from None
+    return {pid: [t.model_dump() for t in turns] for pid, turns in data.items()}

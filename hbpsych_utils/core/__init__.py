@@ -1,2 +1,3 @@
-"""Infrastructure every stage shares: profiles, paths, external artifacts, stage outputs,
-the run manifest and the papermill runner. Nothing here knows the study's science."""
+"""Infrastructure every stage shares: profiles (``config``), paths, external artifacts
+(``sources``), file-format validation (``records``), JSON Lines (``jsonl``), a stage's output
+folder (``stage``), the run manifest and the papermill runner. Nothing here knows the science."""

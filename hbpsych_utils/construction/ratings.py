@@ -1,0 +1,410 @@
+"""Clinicians' ratings files: reading and validating them, and the votes table they make.
+
+A ratings file is what the review instrument exports and what the study released, one per
+reviewer: ``{reviewer, exported_at, packet?, n_total, n_rated, ratings: [{review_id, prompt_id,
+is_mental_health, category, confidence, notes}]}``. ``RatingsFile`` and ``RatingRow`` are that
+format; ``load_ratings`` checks a file against the round's review set and the category
+vocabulary and reports every problem at once, each naming file, review id and field. The
+votes table (one row per item, each reviewer's vote and category, the majority) is what the
+tally and the subset are computed from; ``read_votes`` reads it back from a stage's CSV.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
+
+from hbpsych_utils.construction.review_set import ReviewSetError, check_set
+from hbpsych_utils.core.records import FileRecord, invalid, problems
+
+VOTES = ("Y", "N")
+CONFIDENCES = ("H", "M", "L")
+RATING_FIELDS = ("review_id", "prompt_id", "is_mental_health", "category", "confidence", "notes")
+VOTES_FILE = "votes.csv"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a ratings file: which file, which review id, which field."""
+
+    file: str
+    review_id: str | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"review {self.review_id}" if self.review_id else "file header"
+        return f"{self.file}: {where}: field {self.field!r}: {self.message}"
+
+
+class RatingsError(ValueError):
+    """A ratings file that fails validation; ``problems`` lists every issue found, not the first."""
+
+    MAX_LISTED = 40
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        lines = [str(p) for p in self.problems[: self.MAX_LISTED]]
+        more = len(self.problems) - len(lines)
+        if more > 0:
+            lines.append(f"... and {more} more problem(s)")
+        files = sorted({p.file for p in self.problems})
+        super().__init__(
+            f"{len(self.problems)} problem(s) in ratings file(s) {', '.join(files)}:\n  "
+            + "\n  ".join(lines)
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# The file format
+
+
+class RatingRow(FileRecord):
+    """One rating. ``category`` is checked against the vocabulary given as validation context;
+    an empty category or confidence is allowed (the released files have a few)."""
+
+    review_id: Any = Field(default=None, validate_default=True)
+    prompt_id: Any = None
+    """Checked against the review set, not here."""
+    is_mental_health: Any = Field(default=None, validate_default=True)
+    category: Any = ""
+    confidence: Any = ""
+    notes: str = ""
+
+    @field_validator("review_id", mode="before")
+    @classmethod
+    def _review_id(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not value:
+            raise invalid(f"missing or not a string: {value!r}")
+        return value
+
+    @field_validator("is_mental_health", mode="before")
+    @classmethod
+    def _vote(cls, value: Any) -> Any:
+        if value not in VOTES:
+            raise invalid(f"{value!r} is not one of {'|'.join(VOTES)}")
+        return value
+
+    @field_validator("category", mode="before")
+    @classmethod
+    def _category(cls, value: Any, info: ValidationInfo) -> Any:
+        if value != "" and value not in (info.context or {}).get("vocabulary", ()):
+            raise invalid(f"{value!r} is not in the category vocabulary")
+        return value
+
+    @field_validator("confidence", mode="before")
+    @classmethod
+    def _confidence(cls, value: Any) -> Any:
+        if value != "" and value not in CONFIDENCES:
+            raise invalid(f"{value!r} is not one of {'|'.join(CONFIDENCES)} or empty")
+        return value
+
+
+class RatingsFile(FileRecord):
+    """A reviewer's ratings file: the header, and its rows (each validated as a ``RatingRow``)."""
+
+    reviewer: Any = Field(default=None, validate_default=True)
+    exported_at: str | None = None
+    packet: Any = None
+    n_total: Any = None
+    n_rated: Any = None
+    ratings: Any = Field(default=None, validate_default=True)
+
+    @field_validator("reviewer", mode="before")
+    @classmethod
+    def _reviewer(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not value.strip():
+            raise invalid(f"expected a non-empty string, got {value!r}")
+        return value
+
+    @field_validator("ratings", mode="before")
+    @classmethod
+    def _rows(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise invalid("missing or not a list")
+        return value
+
+
+class _Assigned(FileRecord):
+    review_id: str
+    prompt_id: str
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RatingsError([Problem(str(path), None, "<json>", f"not valid JSON: {exc}")]) from None
+
+
+def _rows_of(doc: Any) -> list[Any] | None:
+    """The ``ratings`` list of a decoded file, or None when there is none."""
+    rows = doc.get("ratings") if isinstance(doc, dict) else None
+    return rows if isinstance(rows, list) else None
+
+
+def released_assignment(ratings_files: Sequence[Path | str]) -> dict[str, str]:
+    """review_id -> prompt_id as the released ratings files assign them (all files must agree).
+
+    The released round-1 key has no review ids; the ratings files carry them, which is how
+    ``review_set.replay_round1`` rebuilds the set.
+    """
+    assignment: dict[str, tuple[str, str]] = {}  # review_id -> (prompt_id, file that said so)
+    by_prompt: dict[str, str] = {}
+    problems_found: list[Problem] = []
+    for f in ratings_files:
+        rows = _rows_of(_read_json(Path(f)))
+        if rows is None:
+            problems_found.append(Problem(str(f), None, "ratings", "missing or not a list"))
+            continue
+        for i, r in enumerate(rows):
+            try:
+                row = _Assigned.model_validate(r)
+            except ValidationError:
+                problems_found.append(Problem(str(f), None, f"ratings[{i}]",
+                                              "no review_id/prompt_id"))
+                continue
+            rid, pid = row.review_id, row.prompt_id
+            if rid in assignment and assignment[rid][0] != pid:
+                problems_found.append(Problem(
+                    str(f), rid, "prompt_id",
+                    f"{pid} here but {assignment[rid][0]} in {assignment[rid][1]}",
+                ))
+                continue
+            if pid in by_prompt and by_prompt[pid] != rid:
+                problems_found.append(Problem(
+                    str(f), rid, "prompt_id", f"{pid} is also under review id {by_prompt[pid]}"
+                ))
+                continue
+            assignment[rid] = (pid, str(f))
+            by_prompt[pid] = rid
+    if problems_found:
+        raise RatingsError(problems_found)
+    return {rid: pid for rid, (pid, _) in assignment.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a round
+
+
+@dataclass
+class Ratings:
+    """One reviewer's validated ratings file."""
+
+    path: Path
+    reviewer: str
+    exported_at: str | None
+    packet: str | None
+    n_total: int
+    n_rated: int
+    table: pd.DataFrame
+    """One row per rating, columns ``RATING_FIELDS``, in the file's order."""
+    n_empty_category: int
+    n_empty_confidence: int
+    unrated: tuple[str, ...] = ()
+    """Review ids of the set that this (partial) file does not rate."""
+
+    @property
+    def complete(self) -> bool:
+        return not self.unrated
+
+
+def load_ratings(
+    path: Path | str,
+    review_set: pd.DataFrame,
+    *,
+    vocabulary: Iterable[str],
+    allow_unrated: bool = False,
+    expected_packet: str | None = None,
+) -> Ratings:
+    """Read and validate one reviewer's ratings file against the review set.
+
+    ``RatingsFile``/``RatingRow`` check the format (``is_mental_health`` in Y|N, category in
+    ``vocabulary``, confidence in H|M|L, an empty category or confidence tolerated and
+    counted); against the set, every review id must be rated exactly once
+    (``allow_unrated=True`` accepts a partial export, as the instrument writes before a
+    reviewer finishes; the tally still needs complete files), each prompt id must be the set's
+    for that review id, and the header counts must match. All problems are collected and raised
+    together as one ``RatingsError``.
+    """
+    path = Path(path)
+    f = str(path)
+    check_set(review_set)
+    context = {"vocabulary": frozenset(vocabulary)}
+    expected = dict(zip(review_set["review_id"], review_set["prompt_id"], strict=True))
+    owner = {pid: rid for rid, pid in expected.items()}
+    doc = _read_json(path)
+    found: list[Problem] = []
+
+    def bad(rid: str | None, fld: str, msg: str) -> None:
+        found.append(Problem(f, rid, fld, msg))
+
+    if not isinstance(doc, dict):
+        raise RatingsError([Problem(f, None, "<root>", "expected a JSON object")])
+    try:
+        header = RatingsFile.model_validate(doc)
+    except ValidationError as exc:
+        for fld, msg in problems(exc):
+            bad(None, fld, msg)
+        header = RatingsFile.model_construct(**doc)
+    if expected_packet is not None and header.packet != expected_packet:
+        bad(None, "packet", f"expected {expected_packet!r}, got {header.packet!r}")
+    rows = _rows_of(doc)
+    if rows is None:
+        raise RatingsError(found)
+
+    seen: set[str] = set()
+    good: list[dict[str, str]] = []
+    n_empty_cat = n_empty_conf = 0
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            bad(None, f"ratings[{i}]", "expected an object")
+            continue
+        try:
+            row = RatingRow.model_validate(r, context=context)
+            errors = []
+        except ValidationError as exc:
+            row = None
+            errors = problems(exc)
+        rid = r.get("review_id")
+        if any(fld == "review_id" for fld, _ in errors):
+            bad(None, f"ratings[{i}].review_id", dict(errors)["review_id"])
+            continue
+        ok = not errors
+        if rid in seen:
+            bad(rid, "review_id", "rated more than once (duplicate review id)")
+            ok = False
+        elif rid not in expected:
+            bad(rid, "review_id", "not a review id of this review set")
+            ok = False
+        seen.add(rid)
+        pid = r.get("prompt_id")
+        if rid in expected and pid != expected[rid]:
+            if pid in owner:
+                bad(rid, "prompt_id", f"{pid!r} belongs to review {owner[pid]}, "
+                    f"review {rid} is {expected[rid]!r}")
+            else:
+                bad(rid, "prompt_id", f"unknown prompt id {pid!r} (review {rid} is "
+                    f"{expected[rid]!r})")
+            ok = False
+        for fld, msg in errors:
+            bad(rid, fld, msg)
+        n_empty_cat += r.get("category", "") == ""
+        n_empty_conf += r.get("confidence", "") == ""
+        if ok and row is not None:
+            good.append({k: getattr(row, k) for k in RATING_FIELDS})
+
+    unrated = tuple(sorted(set(expected) - seen))
+    if unrated and not allow_unrated:
+        bad(unrated[0], "review_id",
+            f"{len(unrated)} review id(s) of the set are not rated (first {list(unrated[:5])})")
+    if header.n_total != len(expected):
+        bad(None, "n_total", f"{header.n_total!r}, but the review set has {len(expected)} items")
+    if header.n_rated != len(rows):
+        bad(None, "n_rated", f"{header.n_rated!r}, but the file holds {len(rows)} rating(s)")
+    if found:
+        raise RatingsError(found)
+    table = pd.DataFrame(good, columns=list(RATING_FIELDS))
+    return Ratings(
+        path=path, reviewer=header.reviewer, exported_at=header.exported_at,
+        packet=header.packet, n_total=header.n_total, n_rated=header.n_rated, table=table,
+        n_empty_category=n_empty_cat, n_empty_confidence=n_empty_conf, unrated=unrated,
+    )
+
+
+def load_round(
+    paths: Sequence[Path | str],
+    review_set: pd.DataFrame,
+    *,
+    vocabulary: Iterable[str],
+    expected_packet: str | None = None,
+) -> list[Ratings]:
+    """Every reviewer's file of a round, validated together; all problems raised at once."""
+    vocabulary = tuple(vocabulary)
+    out, problems = [], []
+    for p in paths:
+        try:
+            out.append(load_ratings(p, review_set, vocabulary=vocabulary,
+                                    expected_packet=expected_packet))
+        except RatingsError as err:
+            problems.extend(err.problems)
+    names = Counter(r.reviewer for r in out)
+    for r in out:
+        if names[r.reviewer] > 1:
+            problems.append(Problem(str(r.path), None, "reviewer",
+                                    f"reviewer {r.reviewer!r} appears in more than one file"))
+    if problems:
+        raise RatingsError(problems)
+    return out
+
+
+def empty_field_counts(ratings: Sequence[Ratings]) -> pd.DataFrame:
+    """Per reviewer: how many tolerated empty category / confidence strings their file had."""
+    return pd.DataFrame(
+        [{"reviewer": r.reviewer, "file": r.path.name, "n_ratings": len(r.table),
+          "empty_category": r.n_empty_category, "empty_confidence": r.n_empty_confidence}
+         for r in ratings]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The votes table
+
+
+def votes_table(
+    review_set: pd.DataFrame, ratings: Sequence[Ratings], *, min_yes: int = 2
+) -> pd.DataFrame:
+    """One row per review item: the set's columns, each reviewer's vote and category, the count.
+
+    Columns: the set's columns, then per reviewer ``<name>`` (Y/N) and ``<name>_category``, then
+    ``n_yes``, ``included`` (``n_yes >= min_yes``) and ``tier`` (``"<n_yes>/<n reviewers>"``).
+    Every reviewer must have rated every item.
+    """
+    check_set(review_set)
+    if not ratings:
+        raise ReviewSetError("no ratings files to tally")
+    names = [r.reviewer for r in ratings]
+    if len(set(names)) != len(names):
+        raise ReviewSetError(f"reviewer names repeat: {names}")
+    out = review_set.sort_values("review_id", ignore_index=True).copy()
+    for r in ratings:
+        if not r.complete:
+            raise ReviewSetError(
+                f"{r.path}: reviewer {r.reviewer} has {len(r.unrated)} unrated item(s) "
+                f"(e.g. {list(r.unrated[:3])}); the tally needs complete ratings"
+            )
+        t = r.table.set_index("review_id")
+        out[r.reviewer] = out["review_id"].map(t["is_mental_health"])
+        out[f"{r.reviewer}_category"] = out["review_id"].map(t["category"])
+    out["n_yes"] = (out[names] == "Y").sum(axis=1).astype(int)
+    out["included"] = out["n_yes"] >= min_yes
+    out["tier"] = out["n_yes"].map(lambda n: f"{n}/{len(names)}")
+    return out
+
+
+def reviewer_names(votes: pd.DataFrame) -> list[str]:
+    """The reviewer vote columns of a votes table (each has a ``<name>_category`` partner)."""
+    return [c[: -len("_category")] for c in votes.columns if c.endswith("_category")]
+
+
+def relevance_ratings(votes: pd.DataFrame) -> dict[str, list[str]]:
+    """Each reviewer's Y/N votes in review-id order: the input ``agreement.summarize`` takes."""
+    ordered = votes.sort_values("review_id")
+    return {name: ordered[name].tolist() for name in reviewer_names(votes)}
+
+
+def read_votes(path: Path | str) -> pd.DataFrame:
+    """A votes table as ``votes_table`` wrote it to CSV (types restored)."""
+    votes = pd.read_csv(path, dtype=str, keep_default_na=False)
+    votes["n_yes"] = votes["n_yes"].astype(int)
+    votes["included"] = votes["included"].map({"True": True, "False": False})
+    if votes["included"].isna().any():
+        raise ReviewSetError(f"{path}: column 'included' must hold True/False")
+    return votes
