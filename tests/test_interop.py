@@ -40,8 +40,9 @@ def subset_file(path: Path, ids: list[str], name: str) -> Path:
 
 @pytest.fixture
 def tiny(tmp_path: Path) -> tuple[interop.Subset, interop.Subset]:
-    psych = interop.load_subset(str(subset_file(tmp_path / "tiny.json", [A, B, C, D], "tiny")))
-    hard = interop.load_subset(str(subset_file(tmp_path / "tiny-hard.json", [A, C], "tiny-hard")))
+    psych = interop.resolve_subset(str(subset_file(tmp_path / "tiny.json", [A, B, C, D], "tiny")))
+    hard = interop.resolve_subset(str(subset_file(tmp_path / "tiny-hard.json", [A, C],
+                                                  "tiny-hard")))
     return psych, hard
 
 
@@ -255,6 +256,29 @@ def test_simple_evals_bad_score(tmp_path: Path, bad: Any, match: str) -> None:
         interop.load_results([path])
 
 
+@pytest.mark.parametrize(("mutate", "match"), [
+    (lambda doc: doc.pop("metadata"),
+     r"x_allresults\.json: field 'metadata' is missing: not a simple-evals"),
+    (lambda doc: doc["metadata"].__setitem__("example_level_metadata", {}),
+     r"field 'metadata\.example_level_metadata': expected a list, got dict"),
+    (lambda doc: doc["metadata"]["example_level_metadata"].__setitem__(1, [A, 0.2]),
+     r"example_level_metadata\[1\]: expected an object, got list"),
+    (lambda doc: doc["metadata"]["example_level_metadata"][1].__setitem__("score", float("nan")),
+     r"example_level_metadata\[1\]: field 'score': not a finite number: nan"),
+    # both fields of the record are reported at once
+    (lambda doc: doc["metadata"]["example_level_metadata"][1].update(prompt_id=" ", score=None),
+     r"\[1\]: field 'prompt_id': expected a non-empty string, got ' '; field 'score': "
+     r"expected a number, got None"),
+], ids=["no-metadata", "not-a-list", "entry-not-object", "nan", "two-fields"])
+def test_simple_evals_malformed(tmp_path: Path, mutate: Any, match: str) -> None:
+    path = write_simple_evals(tmp_path / "x_allresults.json", [(A, 0.5), (B, 0.2)])
+    doc = json.loads(path.read_text())
+    mutate(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(interop.InteropError, match=match):
+        interop.read_simple_evals(path)
+
+
 # --------------------------------------------------------------------------------------------
 # Inspect
 
@@ -339,6 +363,46 @@ def test_inspect_value_without_healthbench_score(tmp_path: Path) -> None:
         interop.load_results([path])
 
 
+@pytest.mark.parametrize(("mutate", "match"), [
+    (lambda s: s["scores"].__setitem__("_scorer", "C"),
+     r"field 'scores\._scorer': expected an object, got str"),
+    (lambda s: s["scores"]["_scorer"].pop("value"), r"field 'scores\._scorer\.value' is missing"),
+    (lambda s: s["scores"]["_scorer"].__setitem__("value", {"healthbench_score": 55}),
+     r"field 'scores\._scorer\.value\.healthbench_score': 55\.0 is above 1"),
+    (lambda s: s["scores"]["_scorer"].__setitem__("value", {"healthbench_score": True}),
+     r"field 'scores\._scorer\.value\.healthbench_score': expected a number, got True"),
+    (lambda s: s["metadata"].__setitem__("prompt_id", 7),
+     r"field 'metadata\.prompt_id': expected a non-empty string, got 7"),
+    (lambda s: s.__setitem__("epoch", "2"), r"field 'epoch': .*got '2'"),
+    (lambda s: (s["metadata"].pop("prompt_id"), s.__setitem__("id", 42)),
+     r" \(id 42, epoch 1\): field 'id': expected a non-empty string, got 42"),
+], ids=["score-not-object", "no-value", "percentage", "bool", "metadata-id", "epoch", "int-id"])
+def test_inspect_sample_malformed(tmp_path: Path, mutate: Any, match: str) -> None:
+    sample = inspect_sample(A, hb_value(0.5))
+    mutate(sample)
+    path = write_inspect_json(tmp_path / "x.json", [sample])
+    with pytest.raises(interop.InteropError, match=r"x\.json: samples\[0\].*" + match):
+        interop.load_results([path])
+
+
+def test_inspect_log_malformed(tmp_path: Path) -> None:
+    path = write_inspect_json(tmp_path / "x.json", ["not a sample"])
+    with pytest.raises(interop.InteropError, match=r"samples\[0\]: expected an object, got str"):
+        interop.load_results([path])
+    # a simple-evals file read as an Inspect log: the hint is given once
+    se = write_simple_evals(tmp_path / "a_allresults.json", [(A, 0.1)])
+    with pytest.raises(interop.InteropError,
+                       match=r"field 'eval' is missing: not an Inspect eval log; field 'status' "
+                       r"is missing$"):
+        interop.load_results([se], "inspect")
+    zipped = write_eval_zip(tmp_path / "z.eval", [inspect_sample(A, hb_value(0.5))])
+    with zipfile.ZipFile(zipped, "a") as zf:
+        zf.writestr("samples/zz_epoch_1.json", json.dumps({"id": "zz", "scores": []}))
+    with pytest.raises(interop.InteropError, match=r"samples/zz_epoch_1\.json \(id 'zz', epoch "
+                       r"1\): field 'scores': expected an object, got list"):
+        interop.load_results([zipped])
+
+
 # --------------------------------------------------------------------------------------------
 # The compendium's own layout
 
@@ -404,6 +468,39 @@ def test_hbpsych_duplicate_and_responses_refused(tmp_path: Path) -> None:
     missing.write_text(json.dumps({"candidate": "X", "judge": J1, "score": 0.1}) + "\n")
     with pytest.raises(interop.InteropError, match=r"m\.jsonl:1: field 'prompt_id' is missing"):
         interop.load_results([missing])
+
+
+def test_hbpsych_malformed_records(tmp_path: Path) -> None:
+    bare = tmp_path / "b.jsonl"
+    bare.write_text(json.dumps({"judge": J1, "candidate": "X", "prompt_id": A, "score": 0.1})
+                    + "\n" + json.dumps({"n_criteria": 3}) + "\n")
+    # every missing field of the record at once
+    with pytest.raises(interop.InteropError,
+                       match=r"b\.jsonl:2: field 'prompt_id' is missing; field 'candidate' is "
+                       r"missing; field 'judge' is missing; field 'score' is missing$"):
+        interop.load_results([bare])
+    for score, match in [(False, "expected a number, got False"), ("0.3", "expected a number"),
+                         (80, "80.0 is above 1")]:
+        path = write_hbpsych(tmp_path / "s.jsonl", [(J1, "X", A, 0.2), (J1, "X", B, score)])
+        with pytest.raises(interop.InteropError, match=r"s\.jsonl:2: field 'score': " + match):
+            interop.load_results([path])
+    path = write_hbpsych(tmp_path / "j.jsonl", [(J1, "", A, 0.2)])
+    with pytest.raises(interop.InteropError,
+                       match=r"j\.jsonl:1: field 'candidate': expected a non-empty string"):
+        interop.load_results([path])
+
+
+@pytest.mark.parametrize(("cell", "match"), [("abc", "field 'score': not a number: 'abc'"),
+                                             ("95", "field 'score': 95.0 is above 1"),
+                                             ("inf", "field 'score': not a finite number")])
+def test_hbpsych_csv_bad_score(tmp_path: Path, cell: str, match: str) -> None:
+    path = tmp_path / "s.csv"
+    path.write_text(f"prompt_id,candidate,judge,score\n{A},X,{J1},0.5\n{B},X,{J1},{cell}\n")
+    with pytest.raises(interop.InteropError, match=r"s\.csv:3: " + match):
+        interop.load_results([path])
+    path.write_text(f"prompt_id,candidate,rater,score\n{A},X,{J1},0.5\n")
+    with pytest.raises(interop.InteropError, match=r"header lacks column\(s\) \['judge'\]"):
+        interop.load_results([path])
 
 
 def test_hbpsych_candidate_without_a_judge_refused(tmp_path: Path) -> None:
@@ -484,15 +581,15 @@ def test_unknown_ids_refused() -> None:
 
 def test_local_subset_checked(tmp_path: Path) -> None:
     path = subset_file(tmp_path / "s.json", [B, A], "mine")
-    s = interop.load_subset(str(path))
+    s = interop.resolve_subset(str(path))
     assert (s.key, s.name, s.ids) == (str(path), "mine", (A, B))
     doc = json.loads(path.read_text())
     doc["prompt_ids"].append(C)
     path.write_text(json.dumps(doc))
     with pytest.raises(interop.InteropError, match="field 'prompt_id_sha256'"):
-        interop.load_subset(str(path))
+        interop.resolve_subset(str(path))
     with pytest.raises(interop.InteropError, match="neither a released subset"):
-        interop.load_subset("v7")
+        interop.resolve_subset("v7")
 
 
 def test_detect_format(tmp_path: Path) -> None:
@@ -507,8 +604,8 @@ def test_detect_format(tmp_path: Path) -> None:
 
 
 def test_real_subsets_fetched(mirror: Path, tmp_path: Path) -> None:
-    v1 = interop.load_subset("v1")
-    hard = interop.load_subset("hard")
+    v1 = interop.resolve_subset("v1")
+    hard = interop.resolve_subset("hard")
     assert (v1.name, len(v1.ids)) == ("healthbench-psych-v1", 610)
     assert (hard.name, len(hard.ids)) == ("healthbench-psych-hard-v1", 119)
     assert set(hard.ids) <= set(v1.ids)
@@ -536,7 +633,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def real_ids(mirror: Path) -> dict[str, str]:
     """Real HealthBench ids: two in Psych-Hard, two in Psych only, one outside HealthBench-Psych."""
-    v1, hard = interop.load_subset("v1"), interop.load_subset("hard")
+    v1, hard = interop.resolve_subset("v1"), interop.resolve_subset("hard")
     v1_only = [i for i in v1.ids if i not in set(hard.ids)]
     outside = next(i for i in interop.healthbench_ids() if i not in set(v1.ids))
     return {"h1": hard.ids[0], "h2": hard.ids[1], "p1": v1_only[0], "p2": v1_only[1],

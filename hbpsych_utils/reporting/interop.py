@@ -48,8 +48,11 @@ Formats (``--format auto`` tells them apart by content and file extension):
 
 Every input's prompt ids must be HealthBench ids (the 5,000 of the released screen); a record
 that is malformed, scored above 1 (impossible in HealthBench, usually a percentage) or repeated
-is an error naming the file, the record and the field. One file may hold several models (the
-hbpsych layout); several files may be given; each model gets its own report.
+is an error naming the file, the record and the field. Each layout's records are checked by a
+pydantic model (:class:`SimpleEvalsExample`, :class:`InspectSample` and
+:class:`HealthBenchValue`, :class:`HbpsychScore`); the error lists every bad field of the
+record. One file may hold several models (the hbpsych layout); several files may be given; each
+model gets its own report.
 """
 
 from __future__ import annotations
@@ -65,18 +68,27 @@ import zipfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import pandas as pd
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_mod
-from hbpsych_utils.core import sources
+from hbpsych_utils.core import jsonl, sources
 from hbpsych_utils.evaluation import scoring
 
 FORMATS = ("simple-evals", "inspect", "hbpsych")
-SUBSET_ARTIFACTS = study.SUBSET_ARTIFACTS
 DEFAULT_SUBSETS = ("v1", "hard")
 """HealthBench-Psych v1 and HealthBench-Psych-Hard, the two the study reports."""
 
@@ -145,32 +157,112 @@ class SubsetReport:
 
 
 # --------------------------------------------------------------------------------------------
-# Small validators
+# Record models: one pydantic model per input layout, errors naming file, record and field
 
 
-def _number(value: Any, where: str, name: str, *, allow_none: bool = False) -> float | None:
+def _score(value: Any) -> float:
     """A finite per-conversation score; bools and strings are refused (they are not scores)."""
-    if value is None and allow_none:
-        return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InteropError(f"{where}: field '{name}': expected a number, got {value!r}")
+        raise ValueError(f"expected a number, got {value!r}")
     x = float(value)
-    if math.isnan(x) and allow_none:
-        return None
     if not math.isfinite(x):
-        raise InteropError(f"{where}: field '{name}': not a finite number: {value!r}")
+        raise ValueError(f"not a finite number: {value!r}")
     if x > _MAX_SCORE:
-        raise InteropError(
-            f"{where}: field '{name}': {x} is above 1, impossible for a HealthBench score "
-            "(met points / positive points); is it a percentage?"
+        raise ValueError(
+            f"{x} is above 1, impossible for a HealthBench score (met points / positive "
+            "points); is it a percentage?"
         )
     return x
 
 
-def _prompt_id(value: Any, where: str, name: str = "prompt_id") -> str:
+def _score_or_none(value: Any) -> float | None:
+    """A score, or ``None`` for a conversation in the input without one (``null``, or NaN:
+    Inspect's ``Score.unscored()``)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return _score(value)
+
+
+def _csv_score(value: Any) -> float | None:
+    """A CSV cell: empty means no verdict; anything else must read as a number."""
+    raw = (value or "").strip()
+    if raw == "":
+        return None
+    try:
+        number = float(raw)
+    except ValueError:
+        raise ValueError(f"not a number: {raw!r}") from None
+    return _score_or_none(number)
+
+
+def _text(value: Any) -> str:
+    """A non-empty string (an id or a name), stripped."""
     if not isinstance(value, str) or not value.strip():
-        raise InteropError(f"{where}: field '{name}': expected a non-empty string, got {value!r}")
+        raise ValueError(f"expected a non-empty string, got {value!r}")
     return value.strip()
+
+
+def _sample_id(value: Any) -> str | int | None:
+    """Inspect's ``EvalSample.id``: a string or an integer."""
+    if value is None or (isinstance(value, str | int) and not isinstance(value, bool)):
+        return value
+    raise ValueError(f"expected a string or an integer, got {value!r}")
+
+
+Score = Annotated[float, PlainValidator(_score)]
+ScoreOrNone = Annotated[float | None, PlainValidator(_score_or_none)]
+Text = Annotated[str, PlainValidator(_text)]
+_TEXT = TypeAdapter(Text)
+_SCORE_OR_NONE = TypeAdapter(ScoreOrNone)
+
+
+class _Record(BaseModel):
+    """An input record: the fields the report needs; the many others are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    missing_hints: ClassVar[dict[str, str]] = {}
+    """What a missing field (dotted path) tells about the file, added to the error."""
+
+
+def _validate(
+    schema: type[_Record] | TypeAdapter[Any], data: Any, where: str,
+    *, within: tuple[str | int, ...] = (),
+) -> Any:
+    """``data`` validated by ``schema``, or an :class:`InteropError` that names ``where`` (file
+    and record) and every bad field (``within`` prefixes the field path)."""
+    try:
+        if isinstance(schema, TypeAdapter):
+            return schema.validate_python(data)
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        hints = dict(getattr(schema, "missing_hints", {}))
+        problems = "; ".join(_problem(err, within, hints) for err in exc.errors())
+        raise InteropError(f"{where}: {problems}") from None
+
+
+def _dotted(loc: Iterable[str | int]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+
+
+def _problem(err: ErrorDetails, within: tuple[str | int, ...], hints: dict[str, str]) -> str:
+    """One failed check as ``field 'a.b[0].c': what is wrong``; a missing field's hint is
+    given once (``hints`` is consumed, so two missing fields with one hint do not repeat it)."""
+    name = _dotted((*within, *err["loc"]))
+    kind = err["type"]
+    if kind == "missing":
+        hint = hints.get(_dotted(err["loc"]))
+        for key in [k for k, v in hints.items() if v == hint]:
+            del hints[key]
+        return f"field '{name}' is missing" + (f": {hint}" if hint else "")
+    if kind == "value_error":
+        text = str((err.get("ctx") or {}).get("error", err["msg"]))
+    elif kind in ("model_type", "dict_type"):
+        text = f"expected an object, got {type(err['input']).__name__}"
+    elif kind == "list_type":
+        text = f"expected a list, got {type(err['input']).__name__}"
+    else:
+        text = f"{err['msg']}, got {err['input']!r}"
+    return f"field '{name}': {text}" if name else text
 
 
 def _load_json(path: Path) -> Any:
@@ -184,6 +276,39 @@ def _load_json(path: Path) -> Any:
 
 # --------------------------------------------------------------------------------------------
 # simple-evals
+
+
+class SimpleEvalsExample(_Record):
+    """One entry of ``metadata.example_level_metadata``, as ``healthbench_eval.py`` writes it."""
+
+    prompt_id: Text
+    score: Score
+    """Unclipped: met points / positive points."""
+
+    missing_hints: ClassVar[dict[str, str]] = {
+        "prompt_id": "this simple-evals output does not record which conversation each score "
+        "belongs to, so it cannot be filtered to a subset; re-run with a healthbench_eval.py "
+        "that stores prompt_id in example_level_metadata, or export the scores in the hbpsych "
+        "layout",
+    }
+
+
+class SimpleEvalsMetadata(_Record):
+    example_level_metadata: list[Any]
+    """One :class:`SimpleEvalsExample` per graded conversation (validated one by one, so an
+    error names its index)."""
+
+
+class SimpleEvalsFile(_Record):
+    """A simple-evals ``*_allresults.json``: ``{score, metrics, htmls, convos, metadata}``."""
+
+    metadata: SimpleEvalsMetadata
+
+    missing_hints: ClassVar[dict[str, str]] = {
+        name: "not a simple-evals HealthBench *_allresults.json"
+        for name in ("metadata", "metadata.example_level_metadata")
+    }
+
 
 _SIMPLE_EVALS_NAME = re.compile(
     r"^(?P<eval>healthbench(?:_hard|_consensus)?)_(?P<model>.+?)"
@@ -218,31 +343,13 @@ def read_simple_evals(
     path = Path(path)
     if data is None:
         data = _load_json(path)
-    if not _is_simple_evals(data):
-        raise InteropError(
-            f"{path}: field 'metadata.example_level_metadata' is missing: not a simple-evals "
-            "HealthBench *_allresults.json"
-        )
-    items = data["metadata"]["example_level_metadata"]
-    if not isinstance(items, list):
-        raise InteropError(f"{path}: field 'metadata.example_level_metadata': expected a list")
+    doc = _validate(SimpleEvalsFile, data, str(path))
     model = model or simple_evals_model_name(path)
     out = []
-    for i, ex in enumerate(items):
+    for i, item in enumerate(doc.metadata.example_level_metadata):
         where = f"{path}: metadata.example_level_metadata[{i}]"
-        if not isinstance(ex, dict):
-            raise InteropError(f"{where}: expected an object, got {type(ex).__name__}")
-        if "prompt_id" not in ex:
-            raise InteropError(
-                f"{where}: field 'prompt_id' is missing. This simple-evals output does not record "
-                "which conversation each score belongs to, so it cannot be filtered to a "
-                "subset; re-run with a healthbench_eval.py that stores prompt_id in "
-                "example_level_metadata, or export the scores in the hbpsych layout"
-            )
-        pid = _prompt_id(ex["prompt_id"], where)
-        if "score" not in ex:
-            raise InteropError(f"{where}: field 'score' is missing")
-        out.append(ConversationScore(model, pid, _number(ex["score"], where, "score"), where))
+        ex = _validate(SimpleEvalsExample, item, where)
+        out.append(ConversationScore(model, ex.prompt_id, ex.score, where))
     return out
 
 
@@ -250,21 +357,80 @@ def read_simple_evals(
 # Inspect
 
 
+class InspectEvalSpec(_Record):
+    """The log's ``eval`` (``EvalSpec``): which task, which model."""
+
+    task: str = ""
+    model: str | None = None
+
+
+class InspectHeader(_Record):
+    """A ``.eval`` zip's ``header.json`` (or ``_journal/start.json`` while a run is going)."""
+
+    eval: InspectEvalSpec
+    status: str | None = None
+
+    missing_hints: ClassVar[dict[str, str]] = {"eval": "not an Inspect eval log"}
+
+
+class InspectLog(InspectHeader):
+    """A ``.json`` log: one ``EvalLog`` object holding its samples."""
+
+    status: str | None
+    samples: list[Any] | None = None
+    """``EvalSample`` objects (validated one by one, so an error names its index)."""
+
+    missing_hints: ClassVar[dict[str, str]] = {
+        "eval": "not an Inspect eval log", "status": "not an Inspect eval log"}
+
+
+class InspectScore(_Record):
+    """A ``Score``: ``value`` is read only for the scorer the report uses."""
+
+    value: Any
+
+
+class InspectSampleMetadata(_Record):
+    prompt_id: Text | None = None
+    """inspect_evals' copy of the HealthBench id; wins over the sample id when present."""
+
+
+class InspectSample(_Record):
+    """An ``EvalSample`` of inspect_evals' HealthBench task (id = HealthBench ``prompt_id``)."""
+
+    id: Annotated[str | int | None, PlainValidator(_sample_id)] = None
+    epoch: Annotated[int, Field(strict=True, ge=1)] = 1
+    metadata: InspectSampleMetadata | None = None
+    scores: dict[str, InspectScore] | None = None
+    """Scorer name -> Score; empty or ``null`` when the sample errored (unscored)."""
+
+
+class HealthBenchValue(_Record):
+    """``Score.value`` of the HealthBench scorer since inspect_evals 1.1.0."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    healthbench_score: ScoreOrNone
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_the_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "healthbench_score" not in data:
+            raise ValueError(f"no 'healthbench_score' key (has {sorted(data)})")
+        return data
+
+
 def _is_inspect_json(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("eval"), dict) and "status" in data
 
 
-def _pick_scorer(scores: Mapping[str, Any], scorer: str | None, where: str) -> str:
+def _pick_scorer(scores: Mapping[str, InspectScore], scorer: str | None, where: str) -> str:
     names = sorted(scores)
     if scorer is not None:
         if scorer not in scores:
             raise InteropError(f"{where}: field 'scores': no scorer {scorer!r} (has {names})")
         return scorer
-    hb = [
-        k for k, v in scores.items()
-        if isinstance(v, dict) and isinstance(v.get("value"), dict)
-        and "healthbench_score" in v["value"]
-    ]
+    hb = [k for k, v in scores.items()
+          if isinstance(v.value, dict) and "healthbench_score" in v.value]
     if len(hb) == 1:
         return hb[0]
     if len(scores) == 1:
@@ -279,63 +445,46 @@ def _pick_scorer(scores: Mapping[str, Any], scorer: str | None, where: str) -> s
 
 
 def _inspect_sample(
-    sample: Any, model: str, scorer: str | None, where: str
-) -> tuple[ConversationScore, Any, int]:
-    if not isinstance(sample, dict):
-        raise InteropError(f"{where}: expected a sample object, got {type(sample).__name__}")
-    sid = sample.get("id")
-    epoch = sample.get("epoch", 1)
+    raw: Any, model: str, scorer: str | None, where: str
+) -> tuple[ConversationScore, InspectSample]:
+    sid = raw.get("id") if isinstance(raw, dict) else None
     if isinstance(sid, str | int) and not isinstance(sid, bool):
-        where = f"{where} (id {sid!r}, epoch {epoch})"
-    meta = sample.get("metadata") or {}
-    if not isinstance(meta, dict):
-        raise InteropError(f"{where}: field 'metadata': expected an object")
-    if meta.get("prompt_id") is not None:
-        pid = _prompt_id(meta["prompt_id"], where, "metadata.prompt_id")
+        where = f"{where} (id {sid!r}, epoch {raw.get('epoch', 1)})"
+    sample = _validate(InspectSample, raw, where)
+    if sample.metadata is not None and sample.metadata.prompt_id is not None:
+        pid = sample.metadata.prompt_id
     else:
-        pid = _prompt_id(sid, where, "id")
-    scores = sample.get("scores")
-    if not scores:
-        return ConversationScore(model, pid, None, where), sid, epoch
-    if not isinstance(scores, dict):
-        raise InteropError(f"{where}: field 'scores': expected an object")
-    name = _pick_scorer(scores, scorer, where)
-    entry = scores[name]
-    if not isinstance(entry, dict) or "value" not in entry:
-        raise InteropError(f"{where}: field 'scores.{name}.value' is missing")
-    value = entry["value"]
-    field_name = f"scores.{name}.value"
+        pid = _validate(_TEXT, sample.id, where, within=("id",))
+    if not sample.scores:
+        return ConversationScore(model, pid, None, where), sample
+    name = _pick_scorer(sample.scores, scorer, where)
+    value = sample.scores[name].value
+    within: tuple[str | int, ...] = ("scores", name, "value")
     if isinstance(value, dict):
-        if "healthbench_score" not in value:
-            raise InteropError(
-                f"{where}: field '{field_name}': no 'healthbench_score' key (has {sorted(value)})"
-            )
-        value = value["healthbench_score"]
-        field_name += ".healthbench_score"
-    score = _number(value, where, field_name, allow_none=True)
-    return ConversationScore(model, pid, score, where), sid, epoch
+        score = _validate(HealthBenchValue, value, where, within=within).healthbench_score
+    else:
+        score = _validate(_SCORE_OR_NONE, value, where, within=within)
+    return ConversationScore(model, pid, score, where), sample
 
 
-def _inspect_header(eval_spec: Any, path: Path, model: str | None) -> tuple[str, dict[str, Any]]:
-    if not isinstance(eval_spec, dict):
-        raise InteropError(f"{path}: field 'eval': expected an object (the log's EvalSpec)")
-    task = str(eval_spec.get("task", ""))
-    if "meta_eval" in task:
+def _inspect_header(
+    spec: InspectEvalSpec, path: Path, model: str | None
+) -> tuple[str, dict[str, Any]]:
+    if "meta_eval" in spec.task:
         raise InteropError(
-            f"{path}: field 'eval.task' is {task!r}: the meta-evaluation grades the judge, not "
-            "a model, and has no per-conversation model scores"
+            f"{path}: field 'eval.task' is {spec.task!r}: the meta-evaluation grades the judge, "
+            "not a model, and has no per-conversation model scores"
         )
-    if model is None:
-        model = eval_spec.get("model")
-        if not isinstance(model, str) or not model:
-            raise InteropError(f"{path}: field 'eval.model': missing; pass --model")
-    return model, {"task": task}
+    model = model or spec.model
+    if not model:
+        raise InteropError(f"{path}: field 'eval.model': missing; pass --model")
+    return model, {"task": spec.task}
 
 
-def _check_epochs(records: list[tuple[ConversationScore, Any, int]], path: Path) -> None:
+def _check_epochs(records: list[tuple[ConversationScore, InspectSample]], path: Path) -> None:
     epochs: dict[Any, list[int]] = {}
-    for _, sid, epoch in records:
-        epochs.setdefault(sid, []).append(epoch)
+    for _, sample in records:
+        epochs.setdefault(sample.id, []).append(sample.epoch)
     multi = {k: v for k, v in epochs.items() if len(v) > 1}
     if multi:
         sid, eps = next(iter(sorted(multi.items(), key=lambda kv: str(kv[0]))))
@@ -351,7 +500,7 @@ def read_inspect(
 ) -> tuple[list[ConversationScore], dict[str, Any]]:
     """Per-conversation scores of an Inspect HealthBench log (``.eval`` zip or ``.json``)."""
     path = Path(path)
-    records: list[tuple[ConversationScore, Any, int]] = []
+    records: list[tuple[ConversationScore, InspectSample]] = []
     if data is None and zipfile.is_zipfile(path):
         try:
             with zipfile.ZipFile(path) as zf:
@@ -364,18 +513,16 @@ def read_inspect(
                         f"{path}: neither header.json nor _journal/start.json: not an Inspect "
                         ".eval log"
                     )
-                header = _zip_json(zf, head_name, path)
-                eval_model, info = _inspect_header(
-                    header.get("eval") if isinstance(header, dict) else None, path, model
-                )
-                info["status"] = header.get("status") if isinstance(header, dict) else None
+                header = _validate(InspectHeader, _zip_json(zf, head_name, path),
+                                   f"{path}: {head_name}")
+                eval_model, info = _inspect_header(header.eval, path, model)
+                info["status"] = header.status
                 sample_names = sorted(
                     n for n in names if n.startswith("samples/") and n.endswith(".json")
                 )
                 for n in sample_names:
-                    where = f"{path}: {n}"
                     records.append(_inspect_sample(_zip_json(zf, n, path), eval_model, scorer,
-                                                   where))
+                                                   f"{path}: {n}"))
         except zipfile.BadZipFile as exc:
             raise InteropError(f"{path}: damaged .eval zip: {exc}") from None
     else:
@@ -383,26 +530,20 @@ def read_inspect(
             raise InteropError(f"{path}: not a zip archive: a damaged or truncated .eval log")
         if data is None:
             data = _load_json(path)
-        if not _is_inspect_json(data):
-            raise InteropError(
-                f"{path}: fields 'eval' and 'status' are missing: not an Inspect eval log"
-            )
-        eval_model, info = _inspect_header(data["eval"], path, model)
-        info["status"] = data.get("status")
-        samples = data.get("samples")
-        if samples is None:
+        log = _validate(InspectLog, data, str(path))
+        eval_model, info = _inspect_header(log.eval, path, model)
+        info["status"] = log.status
+        if log.samples is None:
             raise InteropError(
                 f"{path}: field 'samples' is missing or null: a header-only log (or one written "
                 "without samples) has no per-conversation scores"
             )
-        if not isinstance(samples, list):
-            raise InteropError(f"{path}: field 'samples': expected a list")
-        for i, s in enumerate(samples):
+        for i, s in enumerate(log.samples):
             records.append(_inspect_sample(s, eval_model, scorer, f"{path}: samples[{i}]"))
     if not records:
         raise InteropError(f"{path}: the log holds no samples")
     _check_epochs(records, path)
-    return [r for r, _, _ in records], info
+    return [r for r, _ in records], info
 
 
 def _zip_json(zf: zipfile.ZipFile, name: str, path: Path) -> Any:
@@ -415,55 +556,59 @@ def _zip_json(zf: zipfile.ZipFile, name: str, path: Path) -> Any:
 # --------------------------------------------------------------------------------------------
 # The compendium's own layout
 
-HBPSYCH_FIELDS = ("prompt_id", "candidate", "judge", "score")
+
+class HbpsychScore(_Record):
+    """One record of the compendium's per-conversation score export (a JSON line)."""
+
+    prompt_id: Text
+    candidate: Text
+    judge: Text
+    score: ScoreOrNone
+    """Required; ``null`` = that judge gave no verdict."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_a_reply(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "score" not in data and {"text", "model"} <= set(data):
+            raise ValueError(
+                "a responses record (model, prompt_id, text): it holds replies, not scores. "
+                "Pass the grades/scores export (prompt_id, candidate, judge, score)"
+            )
+        return data
 
 
-def _hbpsych_rows(path: Path) -> list[tuple[dict[str, Any], str]]:
-    """Raw (record, where) pairs of a JSONL or CSV score export."""
+class HbpsychCsvScore(HbpsychScore):
+    """The same record as a CSV row: every cell is text, an empty score = no verdict."""
+
+    score: Annotated[float | None, PlainValidator(_csv_score)]
+
+
+HBPSYCH_FIELDS = tuple(HbpsychScore.model_fields)
+
+
+def _hbpsych_rows(path: Path) -> list[tuple[HbpsychScore, str]]:
+    """Validated (record, where) pairs of a JSONL or CSV score export."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise InteropError(f"{path}: not UTF-8 text ({exc})") from None
-    rows: list[tuple[dict[str, Any], str]] = []
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         missing = [f for f in HBPSYCH_FIELDS if f not in (reader.fieldnames or [])]
         if missing:
             raise InteropError(f"{path}: header lacks column(s) {missing}")
-        for lineno, rec in enumerate(reader, start=2):
-            raw = (rec.get("score") or "").strip()
-            try:
-                score: Any = None if raw == "" else float(raw)
-            except ValueError:
-                raise InteropError(
-                    f"{path}:{lineno}: field 'score': not a number: {raw!r}"
-                ) from None
-            rows.append(({**rec, "score": score}, f"{path}:{lineno}"))
-        return rows
-    from hbpsych_utils.core import jsonl
-
-    return [(rec, f"{path}:{lineno}") for lineno, rec in jsonl.records(path, error=InteropError)]
+        return [(_validate(HbpsychCsvScore, rec, f"{path}:{lineno}"), f"{path}:{lineno}")
+                for lineno, rec in enumerate(reader, start=2)]
+    return [(_validate(HbpsychScore, rec, f"{path}:{lineno}"), f"{path}:{lineno}")
+            for lineno, rec in jsonl.records(path, error=InteropError)]
 
 
 def read_hbpsych(path: Path | str) -> pd.DataFrame:
     """The score export as a table ``judge, candidate, prompt_id, score, where`` (NaN = none)."""
     path = Path(path)
-    out = []
-    for rec, where in _hbpsych_rows(path):
-        if "score" not in rec and "text" in rec and "model" in rec:
-            raise InteropError(
-                f"{where}: a responses record (model, prompt_id, text): it holds replies, not "
-                "scores. Pass the grades/scores export (prompt_id, candidate, judge, score)"
-            )
-        for f in HBPSYCH_FIELDS:
-            if f not in rec:
-                raise InteropError(f"{where}: field '{f}' is missing")
-        score = _number(rec["score"], where, "score", allow_none=True)
-        cand = _prompt_id(rec["candidate"], where, "candidate")
-        judge = _prompt_id(rec["judge"], where, "judge")
-        out.append({"judge": judge, "candidate": cand,
-                    "prompt_id": _prompt_id(rec["prompt_id"], where),
-                    "score": float("nan") if score is None else score, "where": where})
+    out = [{"judge": rec.judge, "candidate": rec.candidate, "prompt_id": rec.prompt_id,
+            "score": float("nan") if rec.score is None else rec.score, "where": where}
+           for rec, where in _hbpsych_rows(path)]
     if not out:
         raise InteropError(f"{path}: no records")
     return pd.DataFrame(out, columns=[*scoring.SCORE_COLUMNS, "where"])
@@ -614,17 +759,18 @@ def healthbench_ids() -> list[str]:
 # Subsets and the report
 
 
-def load_subset(spec: str) -> Subset:
+def resolve_subset(spec: str) -> Subset:
     """``v1``, ``v2`` or ``hard`` (the released subsets, fetched and hash-checked), or a local
-    subset JSON with ``prompt_ids`` (its ``prompt_id_sha256`` is checked when present)."""
-    if spec in SUBSET_ARTIFACTS:
-        path = sources.fetch(SUBSET_ARTIFACTS[spec])
+    subset JSON with ``prompt_ids`` (its ``prompt_id_sha256`` is checked when present), read by
+    :func:`hbpsych_utils.construction.subset.load_subset` like every subset file."""
+    if spec in study.SUBSET_ARTIFACTS:
+        path = sources.fetch(study.SUBSET_ARTIFACTS[spec])
     else:
         path = Path(spec)
         if not path.is_file():
             raise InteropError(
-                f"subset {spec!r}: neither a released subset ({', '.join(SUBSET_ARTIFACTS)}) "
-                "nor an existing subset JSON file"
+                f"subset {spec!r}: neither a released subset "
+                f"({', '.join(study.SUBSET_ARTIFACTS)}) nor an existing subset JSON file"
             )
     try:
         data = subset_mod.load_subset(path)
@@ -771,7 +917,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = load_results(args.inputs, args.format, model=args.model, scorer=args.scorer)
         check_known_ids(results, healthbench_ids())
-        subsets = [load_subset(s) for s in (args.subset or DEFAULT_SUBSETS)]
+        subsets = [resolve_subset(s) for s in (args.subset or DEFAULT_SUBSETS)]
         reports = filter_results(results, subsets, n_resamples=args.resamples, seed=seed)
     except (InteropError, sources.ArtifactError, corpus.CorpusError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
