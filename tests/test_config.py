@@ -37,24 +37,19 @@ def test_unknown_key_names_profile_key_and_expected(tmp_path: Path) -> None:
     assert "allow_partial" in msg  # what was expected instead
 
 
-def test_unknown_top_level_key(tmp_path: Path) -> None:
-    p = write(tmp_path, "top", "sede: 3\n")
-    with pytest.raises(config.ProfileError, match=r"sede: unknown key \(expected one of: .*seed"):
-        config.load_profile(p)
-
-
-def test_wrong_type_names_key_value_and_expected_type(tmp_path: Path) -> None:
-    p = write(tmp_path, "badtype", "corpus:\n  allow_partial: maybe\n")
-    with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(p)
-    msg = str(exc.value)
-    assert "corpus.allow_partial" in msg and "'maybe'" in msg and "bool" in msg
-
-
-def test_wrong_choice(tmp_path: Path) -> None:
-    p = write(tmp_path, "choice", "corpus:\n  invalid_records: ignore\n")
-    with pytest.raises(config.ProfileError, match=r"corpus.invalid_records.*'error'.*'skip'"):
-        config.load_profile(p)
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("sede: 3\n", r"sede: unknown key \(expected one of: .*seed"),
+    ("corpus:\n  allow_partial: maybe\n", r"corpus.allow_partial: .*'maybe'.*bool"),
+    ("corpus:\n  invalid_records: ignore\n", r"corpus.invalid_records.*'error'.*'skip'"),
+    ("corpus:\n  corpus_file: data/nowhere.jsonl\n", r"corpus.corpus_file: file .*nowhere.jsonl"),
+    ("notebooks: [01_corpus, 99_nothing]\n", r"99_nothing"),
+    ("- a\n- b\n", r"expected a mapping"),
+], ids=["unknown-top-level-key", "wrong-type", "wrong-choice", "missing-file", "unknown-notebook",
+        "not-a-mapping"])
+def test_bad_profile_names_key_value_and_expectation(tmp_path: Path, text: str,
+                                                     pattern: str) -> None:
+    with pytest.raises(config.ProfileError, match=pattern):
+        config.load_profile(write(tmp_path, "bad", text))
 
 
 def test_missing_profile_lists_available() -> None:
@@ -62,24 +57,6 @@ def test_missing_profile_lists_available() -> None:
         config.load_profile("no_such_profile")
     assert "no_such_profile" in str(exc.value) and "does not exist" in str(exc.value)
     assert "default" in str(exc.value)
-
-
-def test_missing_file_setting(tmp_path: Path) -> None:
-    p = write(tmp_path, "nofile", "corpus:\n  corpus_file: data/nowhere.jsonl\n")
-    with pytest.raises(config.ProfileError, match=r"corpus.corpus_file: file .*nowhere.jsonl"):
-        config.load_profile(p)
-
-
-def test_unknown_notebook(tmp_path: Path) -> None:
-    p = write(tmp_path, "nb", "notebooks: [01_corpus, 99_nothing]\n")
-    with pytest.raises(config.ProfileError, match="99_nothing"):
-        config.load_profile(p)
-
-
-def test_not_a_mapping(tmp_path: Path) -> None:
-    p = write(tmp_path, "list", "- a\n- b\n")
-    with pytest.raises(config.ProfileError, match="expected a mapping"):
-        config.load_profile(p)
 
 
 def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> None:
@@ -95,11 +72,12 @@ def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> No
 @pytest.mark.parametrize("name", config.available_profiles())
 def test_profile_models_are_in_the_registry(name: str) -> None:
     from hbpsych_utils.llm import load_registry
+    from hbpsych_utils.stages import s07_grading
 
     profile = config.load_profile(name)
     registry = load_registry(config.resolve_path(profile.llm.registry_file)
                              if profile.llm.registry_file else None)
     for model in profile.generation.candidates:
         assert {"candidate", "local"} & set(registry.model(model).roles), model
-    for model in profile.grading.judges:
+    for model in s07_grading.judges_of(profile.grading):
         assert {"judge", "local"} & set(registry.model(model).roles), model

@@ -103,7 +103,7 @@ def test_ranking_paper_mode_is_sorted_marked_and_labelled(tmp_path: Path):
     assert _ytick_labels(ax) == EXPECTED_ORDER
     title = ax.get_title("left")
     assert "toy subset" in title
-    assert figures.POINT_NOTE in title
+    assert figures.POINT_ESTIMATES_SUBTITLE in title
     texts = _texts(fig)
     assert "0.700" in texts and "0.233" in texts  # L's and X's panel means, by hand
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
@@ -122,7 +122,7 @@ def test_ranking_with_intervals_draws_error_bars(tmp_path: Path):
     ax = fig.axes[0]
     title = ax.get_title("left")
     assert "95% bootstrap intervals, n = 40 conversations" in title
-    assert figures.POINT_NOTE not in title
+    assert figures.POINT_ESTIMATES_SUBTITLE not in title
     assert _ytick_labels(ax) == scoring.ranking(t1["panel_mean"])
     # one horizontal error bar per candidate, spanning exactly [ci_low, ci_high]
     segments = [seg for coll in ax.collections for seg in coll.get_segments()]
@@ -188,7 +188,7 @@ def test_judge_bias_point_estimates(tmp_path: Path):
     ax_s, ax_p = fig.axes
     assert _ytick_labels(ax_s) == J
     title = fig._suptitle.get_text()
-    assert "toy subset" in title and figures.POINT_NOTE in title
+    assert "toy subset" in title and figures.POINT_ESTIMATES_SUBTITLE in title
     assert "over 4 candidates" in title
     # severity: 0.4 - 5.2/12 = -0.0333 (J1, J2) and 0.5 - 5.2/12 = +0.0667 (J3)
     assert [t.get_text() for t in ax_s.texts] == ["-0.033", "-0.033", "+0.067"]

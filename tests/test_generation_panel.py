@@ -9,7 +9,8 @@ import pytest
 
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 from hbpsych_utils.evaluation import generation, grading, panel
-from hbpsych_utils.llm import Engine, Fault, Simulator, load_registry
+from hbpsych_utils.llm import Engine, load_registry
+from hbpsych_utils.llm.testing import Fault, Simulator
 
 REG = load_registry()
 FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}
@@ -105,3 +106,69 @@ def test_verdict_table_round_trip(tmp_path) -> None:
     back = panel.read_verdicts(tmp_path / "v.csv")
     assert back["criteria_met"].tolist() == [True, None]
     assert back["excluded"].tolist() == [False, True]
+
+
+def _response_line(**change) -> str:
+    import json
+
+    row = {"model": "m", "prompt_id": "p", "status": "ok", "text": "hi", "stop_reason": "stop",
+           "refusal": False, "input_tokens": 3, "output_tokens": 1, "cost": 0.5,
+           "cached": False, "config": "{}"}
+    return json.dumps({**row, **change}) + "\n"
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"status": "maybe"}, "status"),
+    ({"cost": "0.5"}, "cost"),  # a string is not a number
+    ({"refusal": 1}, "refusal"),  # nor is a number a boolean
+    ({"input_tokens": -1}, "input_tokens"),
+    ({"surprise": 1}, "surprise"),  # the writer writes RESPONSE_COLUMNS only
+])
+def test_bad_response_line_names_file_line_and_field(tmp_path, change, field) -> None:
+    path = tmp_path / "responses.jsonl"
+    path.write_text(_response_line() + _response_line(**change), encoding="utf-8")
+    with pytest.raises(generation.ResponsesError, match=rf"responses\.jsonl:2: field '{field}'"):
+        generation.read_responses(path)
+
+
+def test_missing_response_field_is_named(tmp_path) -> None:
+    import json
+
+    row = json.loads(_response_line())
+    del row["config"]
+    path = tmp_path / "responses.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(generation.ResponsesError, match=r"responses\.jsonl:1: field 'config'"):
+        generation.read_responses(path)
+
+
+VERDICT_HEADER = "judge,candidate,prompt_id,criterion_index,criteria_met,recovered,excluded\n"
+
+
+@pytest.mark.parametrize(("row", "field"), [
+    ("j,c,p,1,maybe,False,False", "criteria_met"),
+    ("j,c,p,-1,True,False,False", "criterion_index"),
+    ("j,c,,1,True,False,False", "prompt_id"),
+    ("j,c,p,1,True,,False", "recovered"),
+])
+def test_bad_verdict_row_names_file_line_and_field(tmp_path, row, field) -> None:
+    path = tmp_path / "verdicts.csv"
+    path.write_text(VERDICT_HEADER + "j,c,p,0,True,False,False\n" + row + "\n", encoding="utf-8")
+    with pytest.raises(grading.GradingError, match=rf"verdicts\.csv:3: field '{field}'"):
+        panel.read_verdicts(path)
+
+
+def test_verdict_table_without_attempts_and_a_second_verdict(tmp_path) -> None:
+    path = tmp_path / "verdicts.csv"
+    path.write_text(VERDICT_HEADER + "j,c,p,0,True,False,False\nj,c,p,1,,False,True\n",
+                    encoding="utf-8")
+    back = panel.read_verdicts(path)
+    assert back.columns.tolist() == list(grading.VERDICT_COLUMNS)  # optional columns absent
+    assert back["criteria_met"].tolist() == [True, None]
+    path.write_text(VERDICT_HEADER + "j,c,p,0,True,False,False\nj,c,p,0,False,False,False\n",
+                    encoding="utf-8")
+    with pytest.raises(grading.GradingError, match=r"verdicts\.csv:3: .*second verdict.*line 2"):
+        panel.read_verdicts(path)
+    path.write_text("judge,candidate\nj,c\n", encoding="utf-8")
+    with pytest.raises(grading.GradingError, match="missing column"):
+        panel.read_verdicts(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 
 import pytest
@@ -55,14 +56,17 @@ def test_published_must_be_a_fraction(tmp_path):
     ("line", "field"),
     [
         ('{"prompt_id": "a", "score": "0.3", "grades": [true]}', "score"),
-        ('{"prompt_id": "a", "score": 0.3, "grades": [1, 0]}', "grades"),
+        ('{"prompt_id": "a", "score": 0.3, "grades": [1, 0]}', "grades[0]"),  # first bad item
+        ('{"prompt_id": "a", "score": true, "grades": []}', "score"),  # a bool is not a number
+        ('{"prompt_id": "", "score": 0.3, "grades": []}', "prompt_id"),
+        ('{"prompt_id": "a", "score": 0.3, "grades": "yes"}', "grades"),
         ('{"score": 0.3, "grades": []}', "prompt_id"),
     ],
 )
 def test_bad_lines_name_the_field(tmp_path, line, field):
     p = tmp_path / "s.jsonl"
     p.write_text(line + "\n", encoding="utf-8")
-    with pytest.raises(harness.HarnessError, match=rf"s\.jsonl:1: field '{field}'"):
+    with pytest.raises(harness.HarnessError, match=rf"s\.jsonl:1: field '{re.escape(field)}'"):
         harness.read_harness_scores(p)
 
 

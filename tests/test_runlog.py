@@ -50,3 +50,16 @@ def test_anomalies_by_model_and_kind() -> None:
     assert gen.loc["m1", "empty_response"] == 2 and gen.loc["m2", "call_failed"] == 1
     assert runlog.anomalies(ev, "grade").loc["j1", "grade_fallback"] == 1
     assert runlog.anomalies(ev, "translate").empty
+
+
+@pytest.mark.parametrize("cost", [True, "1.5", None])
+def test_spend_cost_must_be_a_number(tmp_path: Path, cost: object) -> None:
+    p = write(tmp_path, "spend.jsonl", [{"phase": "x", "who": "a", "cost": cost}])
+    with pytest.raises(runlog.SpendError, match=r"spend.jsonl:1: field 'cost'"):
+        runlog.read_spend(p)
+
+
+def test_spend_ignores_other_keys(tmp_path: Path) -> None:
+    p = write(tmp_path, "spend.jsonl", [{"phase": "x", "who": "a", "cost": 2, "batch": "b1"}])
+    assert runlog.read_spend(p).to_dict("records") == [
+        {"ts": None, "phase": "x", "who": "a", "cost": 2.0}]

@@ -122,7 +122,7 @@ def test_table1_n_per_candidate_and_errors():
 def test_matrix_n_is_smallest_cell():
     m = pd.DataFrame({"candidate": ["a", "a", "b", "b"], "judge": ["J1", "J2", "J1", "J2"],
                       "clipped_mean_score": [0.1, 0.2, 0.3, 0.4], "n_prompts": [9, 7, 5, 5]})
-    assert tables.matrix_n(m).to_dict() == {"a": 7, "b": 5}
+    assert scoring.matrix_n(m).to_dict() == {"a": 7, "b": 5}
 
 
 def _scores() -> pd.DataFrame:
@@ -156,7 +156,7 @@ def test_write_table1_with_intervals(tmp_path: Path):
     assert "| 95% CI" in md
     assert f"[{lo:.3f}, {hi:.3f}]" in md
     assert "(200 resamples)" in md
-    assert tables.POINT_NOTE not in md
+    assert tables.POINT_ESTIMATES_NOTE not in md
     tex = paths[2].read_text(encoding="utf-8")
     assert r"\caption{Panel ranking on toy subset (95\% bootstrap intervals).}" in tex
     assert r"1 & A & 0.500 & " in tex
@@ -167,7 +167,7 @@ def test_write_table1_paper_mode_marks_point_estimates_and_later(tmp_path: Path)
     paths = tables.write_table1(scoring.paper_table(PER_JUDGE, J), tmp_path / "t", subset="toy",
                                 judges=J, n=50)
     md = paths[1].read_text(encoding="utf-8")
-    assert "(point estimates)" in md and tables.POINT_NOTE in md
+    assert "(point estimates)" in md and tables.POINT_ESTIMATES_NOTE in md
     assert "95% CI" not in md
     assert "| L †" in md and tables.LATER_NOTE in md
     assert md.count("†") == 2  # the row and the note
@@ -197,7 +197,7 @@ def test_table1_on_released_v1(tmp_path: Path):
     m = scoring.read_matrix(sources.fetch("matrix_v1"))
     pt = scoring.paper_table(scoring.paper_per_judge(m))
     paths = tables.write_table1(pt, tmp_path / "table1_v1", subset="HealthBench-Psych v1",
-                                n=tables.matrix_n(m))
+                                n=scoring.matrix_n(m))
     rows = _read_csv(paths[0])
     assert len(rows) == 20
     assert list(rows[0]) == ["rank", "candidate", "panel_mean", "ci_low", "ci_high", "n",
@@ -222,7 +222,7 @@ def test_table1_on_released_v1(tmp_path: Path):
 def test_table1_on_released_hard_with_later(tmp_path: Path):
     m = scoring.read_matrix(sources.fetch("matrix_hard_v1"))
     pt = scoring.paper_table(scoring.paper_per_judge(m, include_later=True))
-    paths = tables.write_table1(pt, tmp_path / "t", subset="Psych-Hard v1", n=tables.matrix_n(m))
+    paths = tables.write_table1(pt, tmp_path / "t", subset="Psych-Hard v1", n=scoring.matrix_n(m))
     rows = _read_csv(paths[0])
     assert len(rows) == 23 and {r["n"] for r in rows} == {"119"}
     assert sorted(r["candidate"] for r in rows if r["in_study"] == "False") == sorted(

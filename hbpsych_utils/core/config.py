@@ -30,7 +30,7 @@ class Section(BaseModel):
 
 
 class FaultSpec(Section):
-    """A simulator fault (tests and the smoke profile): see ``hbpsych_utils.llm.Fault``."""
+    """A simulator fault (tests and the smoke profile): see ``hbpsych_utils.llm.testing.Fault``."""
 
     kind: str
     match: str | None = None
@@ -151,7 +151,9 @@ class GradingParams(Section):
     """07_grading: the judge panel's verdicts (paper mode summarises the released logs)."""
 
     mode: Literal["paper", "live"] = "paper"
-    judges: list[str] = list(study.JUDGE_PANEL)
+    judges: list[str] | None = None
+    """Live mode: the judge models (names in params/models.yaml); ``None`` is the study's
+    panel (``study.JUDGE_PANEL``). The stage resolves it and reports the judges it used."""
     temperature: float = 0.0
     """0 in the study; the HealthBench reference uses 0.5."""
     max_tokens: int = Field(default=study.GRADER_MAX_TOKENS, ge=1)
@@ -198,8 +200,11 @@ class HarnessValidationParams(Section):
     given, and then no difference is reported."""
     published_source: str = ""
     """Where ``published`` comes from (citation), recorded beside it."""
-    candidate: str = study.HARNESS_MODEL
-    judge: str = study.HARNESS_MODEL
+    candidate: str | None = None
+    """Live mode: the model that answers; ``None`` is the study's (``study.HARNESS_MODEL``,
+    GPT-4.1). The stage resolves it and reports it under ``settings``."""
+    judge: str | None = None
+    """Live mode: the model that grades; ``None`` is the study's (``study.HARNESS_MODEL``)."""
     temperature: float = study.REFERENCE_TEMPERATURE
     """The reference setting, for candidate and judge alike."""
     max_tokens: int = Field(default=study.GRADER_MAX_TOKENS, ge=1)

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import pandas as pd
+from pydantic import ConfigDict, Field
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
+from hbpsych_utils.core.records import TextRecord
 
 TEMPERATURE = study.STUDY_TEMPERATURE
 MAX_TOKENS = study.GENERATION_MAX_TOKENS
@@ -25,6 +28,34 @@ RESPONSE_COLUMNS = (
     "model", "prompt_id", "status", "text", "stop_reason", "refusal", "input_tokens",
     "output_tokens", "cost", "cached", "config",
 )
+"""Columns of the responses table (``responses.jsonl``), one row per (model, conversation)."""
+
+
+class ResponsesError(ValueError):
+    """A malformed ``responses.jsonl`` line; the message names file, line and field."""
+
+
+class ResponseRecord(TextRecord):
+    """One line of ``responses.jsonl`` as ``write_responses`` writes it (``RESPONSE_COLUMNS``;
+    strict types, no other keys)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    error = ResponsesError
+
+    model: str = Field(min_length=1)
+    prompt_id: str = Field(min_length=1)
+    status: Literal["ok", "refused", "failed", "not_run"]
+    """The engine's outcome: an answer, the provider's refusal, retries exhausted, not sent."""
+    text: str | None
+    """The reply (``""`` for an explicit refusal); ``None`` when no call completed."""
+    stop_reason: str | None
+    refusal: bool
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    cost: float = Field(ge=0, allow_inf_nan=False)
+    cached: bool
+    config: str
+    """The decoding configuration actually sent, as sorted-key JSON."""
 
 
 def generation_requests(
@@ -81,10 +112,13 @@ def write_responses(df: pd.DataFrame, path: Any) -> None:
     write_text(path, "".join(line + "\n" for line in lines))
 
 
-def read_responses(path: Any) -> pd.DataFrame:
+def read_responses(path: Path | str) -> pd.DataFrame:
+    """``responses.jsonl`` back as the responses table, every line validated
+    (``ResponseRecord``: errors name file, line and field)."""
     from hbpsych_utils.core import jsonl
 
-    rows = [rec for _, rec in jsonl.records(path)]
+    rows = [ResponseRecord.parse(rec, f"{path}:{lineno}").model_dump()
+            for lineno, rec in jsonl.records(path, error=ResponsesError)]
     return pd.DataFrame(rows, columns=list(RESPONSE_COLUMNS))
 
 
@@ -94,6 +128,25 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value != value:  # NaN
         return None
     return value
+
+
+def decoding_sent(responses: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per model, the decoding configuration the engine actually sent (its first response's):
+    what the manifest records, since the registry may fix or drop a requested setting."""
+    first = responses.drop_duplicates("model").set_index("model")["config"]
+    return {str(m): json.loads(c) for m, c in first.items()}
+
+
+def plan_table(plan: Any) -> pd.DataFrame:
+    """The engine's cost plan (``Engine.plan``) per model, with a total row: calls still to
+    make (stored answers are not counted), estimated tokens and USD. What a live chapter
+    shows beside the plan the engine prints before it sends anything."""
+    rows = {model: {"calls": row["calls"], "est_input_tokens": row["est_input_tokens"],
+                    "est_output_tokens": row["est_output_tokens"], "est_cost": row["est_cost"]}
+            for model, row in sorted(plan.by_model.items())}
+    rows["total"] = {"calls": plan.calls, "est_input_tokens": plan.est_input_tokens,
+                     "est_output_tokens": plan.est_output_tokens, "est_cost": plan.est_cost}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("model")
 
 
 def summary(responses: pd.DataFrame) -> pd.DataFrame:

@@ -27,10 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from pydantic import ConfigDict, Field
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import jsonl
+from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation import grading, scoring
 
 REFERENCE_SETTINGS: dict[str, Any] = {
@@ -49,6 +52,19 @@ class HarnessError(ValueError):
     """A malformed harness-scores line; the message names file, line and field."""
 
 
+class HarnessRecord(TextRecord):
+    """One line of the released harness scores (strict types; other keys are ignored)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    error = HarnessError
+
+    prompt_id: str = Field(min_length=1)
+    score: float | None = Field(allow_inf_nan=False)
+    """The conversation's score (unclipped); ``null`` when the run could not score it."""
+    grades: list[bool]
+    """The ``criteria_met`` booleans in rubric order."""
+
+
 @dataclass(frozen=True)
 class HarnessLine:
     line: int
@@ -58,33 +74,37 @@ class HarnessLine:
 
 
 def read_harness_scores(path: Path | str) -> list[HarnessLine]:
-    """The released per-conversation harness scores, validated line by line."""
+    """The released per-conversation harness scores, validated line by line (``HarnessRecord``:
+    errors name file, line and field); a prompt_id may appear once."""
     path = Path(path)
     out: list[HarnessLine] = []
     seen: dict[str, int] = {}
     for lineno, rec in jsonl.records(path, error=HarnessError):
-        pid = rec.get("prompt_id")
-        if not isinstance(pid, str) or not pid:
-            raise HarnessError(f"{path}:{lineno}: field 'prompt_id': missing or not a string")
-        if pid in seen:
+        r = HarnessRecord.parse(rec, f"{path}:{lineno}")
+        if r.prompt_id in seen:
             raise HarnessError(
-                f"{path}:{lineno}: field 'prompt_id': {pid} repeats line {seen[pid]}"
+                f"{path}:{lineno}: field 'prompt_id': {r.prompt_id} repeats line "
+                f"{seen[r.prompt_id]}"
             )
-        seen[pid] = lineno
-        score = rec.get("score")
-        if score is not None and (
-            isinstance(score, bool) or not isinstance(score, int | float)
-            or not math.isfinite(score)
-        ):
-            raise HarnessError(f"{path}:{lineno}: field 'score': not a number: {score!r}")
-        grades = rec.get("grades")
-        if not isinstance(grades, list) or not all(isinstance(g, bool) for g in grades):
-            raise HarnessError(
-                f"{path}:{lineno}: field 'grades': expected a list of booleans"
-            )
-        out.append(HarnessLine(lineno, pid, None if score is None else float(score),
-                               tuple(grades)))
+        seen[r.prompt_id] = lineno
+        out.append(HarnessLine(lineno, r.prompt_id, r.score, tuple(r.grades)))
     return out
+
+
+def compare_with_released(scores: pd.DataFrame, released: Iterable[HarnessLine]) -> pd.DataFrame:
+    """A live run's per-conversation scores beside the released run's, on the conversations
+    both scored (``released`` column added; rows either run left unscored dropped)."""
+    released_by_id = {ln.prompt_id: ln.score for ln in released}
+    return scores.assign(released=scores.prompt_id.map(released_by_id)).dropna(
+        subset=["score", "released"])
+
+
+def comparison_metrics(comparison: pd.DataFrame) -> dict[str, Any]:
+    """``n_common_with_released`` and the mean live-minus-released difference (``None`` when
+    no conversation is common)."""
+    diff = comparison.score - comparison.released
+    return {"n_common_with_released": len(comparison),
+            "mean_difference_vs_released": float(diff.mean()) if len(comparison) else None}
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,20 @@ whose generation failed are not graded and are reported.
 
 from __future__ import annotations
 
+import csv
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import Field
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
+from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation import grading
 
 log = logging.getLogger(__name__)
@@ -47,6 +51,19 @@ class PanelRun:
     """Replies that could not be graded (generation failed): candidate, prompt_id, status."""
     calls: Counter = field(default_factory=Counter)
     """Engine requests by attempt (1 = first ask, 2 = first re-ask, ...)."""
+
+    def counts(self) -> dict[str, Any]:
+        """What the run did, in numbers: criteria graded, verdicts recovered by pattern,
+        criteria re-asked, verdicts excluded, replies not graded, engine calls per attempt."""
+        v = self.verdicts
+        return {
+            "n_criteria_graded": len(v),
+            "n_recovered": int(v.recovered.sum()),
+            "n_reasked": int((v.attempts > 1).sum()),
+            "n_excluded": int(v.excluded.sum()),
+            "n_replies_not_graded": len(self.not_graded),
+            "calls_by_attempt": {str(k): n for k, n in sorted(self.calls.items())},
+        }
 
     def census(self) -> pd.DataFrame:
         """Per judge: criteria graded, verdicts parsed, recovered, re-asked, excluded."""
@@ -164,12 +181,50 @@ def grade(
     return PanelRun(table, not_graded, calls)
 
 
-def read_verdicts(path: Any) -> pd.DataFrame:
-    """A verdict table as ``07_grading`` wrote it (booleans and empty verdicts restored)."""
-    df = pd.read_csv(path, dtype={"prompt_id": str, "judge": str, "candidate": str})
-    df["criteria_met"] = df["criteria_met"].map({True: True, False: False, "True": True,
-                                                 "False": False}).astype(object)
-    df.loc[df["criteria_met"].isna(), "criteria_met"] = None
-    for col in ("recovered", "excluded"):
-        df[col] = df[col].astype(bool)
+class VerdictRow(TextRecord):
+    """One row of ``verdicts.csv`` (``VERDICT_TABLE_COLUMNS``; ``attempts`` and ``reason`` may be
+    absent from tables written by other tools)."""
+
+    error = grading.GradingError
+
+    judge: str = Field(min_length=1)
+    candidate: str = Field(min_length=1)
+    prompt_id: str = Field(min_length=1)
+    criterion_index: int = Field(ge=0)
+    criteria_met: bool | None
+    """Empty in the file when no verdict was obtained (excluded, never read as false)."""
+    recovered: bool = False
+    excluded: bool = False
+    attempts: int | None = Field(default=None, ge=1)
+    reason: str | None = None
+
+
+def read_verdicts(path: Path | str) -> pd.DataFrame:
+    """A verdict table as ``07_grading`` wrote it, every row validated (``VerdictRow``: errors
+    name file, line and field), booleans and empty verdicts restored; a second verdict for the
+    same (judge, candidate, conversation, criterion) is an error."""
+    keys = ("judge", "candidate", "prompt_id", "criterion_index")
+    rows: list[dict[str, Any]] = []
+    seen: dict[tuple[Any, ...], int] = {}
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = set(grading.VERDICT_COLUMNS) - set(reader.fieldnames or ())
+        if missing:
+            raise grading.GradingError(f"{path}:1: missing column(s) {sorted(missing)}")
+        columns = [c for c in VERDICT_TABLE_COLUMNS if c in reader.fieldnames]
+        for raw in reader:
+            where = f"{path}:{reader.line_num}"
+            row = VerdictRow.parse({k: (v if v != "" else None) for k, v in raw.items()
+                                    if k in columns}, where).model_dump()
+            key = tuple(row[k] for k in keys)
+            if key in seen:
+                raise grading.GradingError(
+                    f"{where}: judge {key[0]!r}, candidate {key[1]!r}, prompt_id {key[2]!r}, "
+                    f"criterion_index {key[3]}: a second verdict for the same criterion "
+                    f"(first on line {seen[key]})"
+                )
+            seen[key] = reader.line_num
+            rows.append({c: row[c] for c in columns})
+    df = pd.DataFrame(rows, columns=columns)
+    df["criteria_met"] = df["criteria_met"].astype(object)
     return df

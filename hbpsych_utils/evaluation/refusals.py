@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
+from pydantic import Field
 
 from hbpsych_utils.core import jsonl
+from hbpsych_utils.core.records import FileRecord, validate
 from hbpsych_utils.evaluation import scoring
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,9 @@ class RefusalError(ValueError):
 # --------------------------------------------------------------------------------------------
 # From a responses table (live and smoke runs)
 
-RESPONSE_COLUMNS = ("model", "prompt_id", "text", "stop_reason")
+REFUSAL_INPUT_COLUMNS = ("model", "prompt_id", "text", "stop_reason")
+"""The columns of a responses table that ``refused`` needs (a subset of
+``generation.RESPONSE_COLUMNS``; ``refusal``, the provider's flag, is used when present)."""
 
 
 def is_refusal(
@@ -76,7 +80,7 @@ def refused(
     ``responses`` has columns model, prompt_id, text, stop_reason and optionally ``refusal``
     (the provider's flag). ``categories`` (prompt_id -> category) adds a ``category`` column.
     """
-    missing = set(RESPONSE_COLUMNS) - set(responses.columns)
+    missing = set(REFUSAL_INPUT_COLUMNS) - set(responses.columns)
     if missing:
         raise RefusalError(f"responses table: missing column(s) {sorted(missing)}")
     stop_reasons = tuple(stop_reasons)
@@ -211,18 +215,30 @@ class ErrorEvent:
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
+class ErrorRecord(FileRecord):
+    """One line of the released anomaly log (``errors.jsonl``); other keys are ignored here and
+    kept in ``ErrorEvent.raw``."""
+
+    phase: str = Field(min_length=1)
+    """``generate``, ``grade``, ``correction`` ..."""
+    kind: str = Field(min_length=1)
+    """What happened; classified by ``KIND_CLASSES``."""
+    candidate: str | None = None
+    prompt_id: str | None = None
+    judge: str | None = None
+    detail: str | None = None
+    ts: str | None = None
+
+
 def read_error_log(path: Path | str) -> list[ErrorEvent]:
-    """The released errors.jsonl, one event per line; malformed lines raise with file:line."""
-    path = Path(path)
+    """The released errors.jsonl, one event per line, each validated (``ErrorRecord``: errors
+    name file, line and field)."""
     out = []
     for lineno, rec in jsonl.records(path, error=RefusalError):
-        for key in ("phase", "kind"):
-            if not isinstance(rec.get(key), str) or not rec[key]:
-                raise RefusalError(f"{path}:{lineno}: field {key!r}: missing or not a string")
+        r = validate(ErrorRecord, rec, f"{path}:{lineno}", RefusalError)
         out.append(ErrorEvent(
-            line=lineno, phase=rec["phase"], kind=rec["kind"], candidate=rec.get("candidate"),
-            prompt_id=rec.get("prompt_id"), detail=str(rec.get("detail") or ""),
-            judge=rec.get("judge"), ts=rec.get("ts"), raw=rec,
+            line=lineno, phase=r.phase, kind=r.kind, candidate=r.candidate,
+            prompt_id=r.prompt_id, detail=r.detail or "", judge=r.judge, ts=r.ts, raw=rec,
         ))
     return out
 

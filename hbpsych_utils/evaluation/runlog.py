@@ -12,23 +12,37 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
+from pydantic import ConfigDict, Field
 
 from hbpsych_utils.core import jsonl
+from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation.refusals import ErrorEvent
 
 
+class SpendError(ValueError):
+    """A malformed spend-ledger line; the message names file, line and field."""
+
+
+class SpendLine(TextRecord):
+    """One charge of the released spend ledger (strict types; other keys are ignored)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    error = SpendError
+
+    ts: str | None = None
+    """When it was charged (ISO 8601), if recorded."""
+    phase: str
+    """``generate``, ``grade``, ... (what the money was spent on)."""
+    who: str
+    """The model charged."""
+    cost: float = Field(ge=0, allow_inf_nan=False)
+    """USD; a number (not a string or a boolean), never negative."""
+
+
 def read_spend(path: Path | str) -> pd.DataFrame:
-    """The spend ledger, validated line by line (errors name file, line and field)."""
-    rows = []
-    for lineno, rec in jsonl.records(path):
-        for key in ("phase", "who", "cost"):
-            if key not in rec:
-                raise ValueError(f"{path}:{lineno}: field {key!r}: missing")
-        cost = rec["cost"]
-        if isinstance(cost, bool) or not isinstance(cost, int | float) or cost < 0:
-            raise ValueError(f"{path}:{lineno}: field 'cost': {cost!r} is not a charge")
-        rows.append({"ts": rec.get("ts"), "phase": rec["phase"], "who": rec["who"],
-                     "cost": float(cost)})
+    """The spend ledger, validated line by line (``SpendLine``: errors name file, line, field)."""
+    rows = [SpendLine.parse(rec, f"{path}:{lineno}").model_dump()
+            for lineno, rec in jsonl.records(path, error=SpendError)]
     return pd.DataFrame(rows, columns=["ts", "phase", "who", "cost"])
 
 

@@ -13,21 +13,30 @@ weights), then takes the clipped mean. Uncertainty is a seeded conversation-leve
 *Paper mode*: the released matrices hold only per-(candidate, judge) clipped means. The panel
 mean there is the plain mean of the three judges' scores: a point estimate, with no interval,
 because the per-conversation grades behind it are not available offline.
+
+``evaluation_source`` resolves the mode for a subset and returns an ``EvaluationSource`` (the
+per-judge table, n per candidate, per-conversation scores when they exist, and Table 1): the one
+place 08_scores, 09_judges, 10_refusals and 12_figures_tables get their scores from.
 """
 
 from __future__ import annotations
 
 import csv
-import io
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import ConfigDict, Field, field_validator
 
 from hbpsych_utils import study
+from hbpsych_utils.construction import subset as subset_files
+from hbpsych_utils.core.records import FileRecord, validate
+from hbpsych_utils.core.stage import Stage
 
 
 class ScoringError(ValueError):
@@ -334,48 +343,65 @@ def top_k(table: pd.DataFrame, k: int) -> list[str]:
 MATRIX_COLUMNS = ("candidate", "judge", "clipped_mean_score", "n_prompts")
 
 
+class MatrixCell(FileRecord):
+    """One line of a released result matrix: a (candidate, judge) clipped mean and its n."""
+
+    model_config = ConfigDict(strict=False, extra="forbid", frozen=True,
+                              str_strip_whitespace=True)
+    """Not strict: a CSV cell is text, and its numbers are parsed here."""
+
+    candidate: str = Field(min_length=1)
+    judge: str = Field(min_length=1)
+    clipped_mean_score: float
+    """A clipped mean, so within [0, 1]."""
+    n_prompts: int
+    """Conversations behind the mean."""
+
+    @field_validator("clipped_mean_score")
+    @classmethod
+    def _in_unit_interval(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{value} outside [0, 1]")
+        return value
+
+
 def read_matrix(path: Path | str) -> pd.DataFrame:
-    """A released result matrix, validated (columns, numbers in [0, 1], one row per cell)."""
+    """A released result matrix, every line validated (``MatrixCell``: errors name file, line
+    and field) and one line per (candidate, judge)."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    reader = csv.DictReader(io.StringIO(text))
-    if reader.fieldnames is None or tuple(reader.fieldnames) != MATRIX_COLUMNS:
-        raise ScoringError(
-            f"{path}: header must be {','.join(MATRIX_COLUMNS)}, got {reader.fieldnames}"
-        )
-    rows = []
-    seen: dict[tuple[str, str], int] = {}
-    for lineno, rec in enumerate(reader, start=2):
-        cand, judge = (rec["candidate"] or "").strip(), (rec["judge"] or "").strip()
-        if not cand or not judge:
-            raise ScoringError(f"{path}:{lineno}: field 'candidate'/'judge': empty")
-        try:
-            score = float(rec["clipped_mean_score"])
-        except (TypeError, ValueError):
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None or tuple(reader.fieldnames) != MATRIX_COLUMNS:
             raise ScoringError(
-                f"{path}:{lineno}: field 'clipped_mean_score': not a number: "
-                f"{rec['clipped_mean_score']!r}"
-            ) from None
-        if not 0.0 <= score <= 1.0:
-            raise ScoringError(
-                f"{path}:{lineno}: field 'clipped_mean_score': {score} outside [0, 1]"
+                f"{path}: header must be {','.join(MATRIX_COLUMNS)}, got {reader.fieldnames}"
             )
-        try:
-            n = int(rec["n_prompts"])
-        except (TypeError, ValueError):
-            raise ScoringError(
-                f"{path}:{lineno}: field 'n_prompts': not an integer: {rec['n_prompts']!r}"
-            ) from None
-        if (cand, judge) in seen:
-            raise ScoringError(
-                f"{path}:{lineno}: candidate {cand}, judge {judge} repeats line {seen[cand, judge]}"
-            )
-        seen[cand, judge] = lineno
-        rows.append({"candidate": cand, "judge": judge, "clipped_mean_score": score,
-                     "n_prompts": n})
+        rows = []
+        seen: dict[tuple[str, str], int] = {}
+        for rec in reader:
+            lineno = reader.line_num
+            cell = validate(MatrixCell, rec, f"{path}:{lineno}", ScoringError)
+            key = (cell.candidate, cell.judge)
+            if key in seen:
+                raise ScoringError(
+                    f"{path}:{lineno}: candidate {key[0]}, judge {key[1]} repeats line {seen[key]}"
+                )
+            seen[key] = lineno
+            rows.append(cell.model_dump())
     if not rows:
         raise ScoringError(f"{path}: no rows")
     return pd.DataFrame(rows, columns=list(MATRIX_COLUMNS))
+
+
+def matrix_n(matrix: pd.DataFrame) -> pd.Series:
+    """Paper mode's n per candidate: the smallest ``n_prompts`` over its judges' cells.
+
+    The released matrices give each cell's conversation count; the panel can rest on no more
+    conversations than its least-covered judge.
+    """
+    missing = [c for c in ("candidate", "n_prompts") if c not in matrix.columns]
+    if missing:
+        raise ValueError(f"matrix: no column(s) {missing}")
+    return matrix.groupby("candidate")["n_prompts"].min().astype(int).rename("n")
 
 
 def paper_per_judge(
@@ -495,3 +521,105 @@ def live_metrics(table: pd.DataFrame, judges: Sequence[str]) -> dict[str, Any]:
         "n_panel": {c: int(v) for c, v in table["n_panel"].items()},
         "point_estimates_only": False,
     }
+
+
+def read_scores(path: Path | str) -> pd.DataFrame:
+    """``scores.csv`` as 07_grading wrote it (``grading.scores_from_verdicts``): one row per
+    (judge, candidate, conversation), ids as text, an empty score as NaN (unscored)."""
+    ids = {"judge": str, "candidate": str, "prompt_id": str}
+    scores = pd.read_csv(path, dtype=ids, keep_default_na=False,
+                         na_values={"score": [""], "status": [""]})
+    _check_scores_table(scores, where=str(path))
+    return scores
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation sources: what a subset's scores come from, in either mode
+
+EvaluationMode = Literal["paper", "live"]
+
+
+@dataclass(frozen=True)
+class EvaluationSource:
+    """One subset's scores as the analysis stages (08, 09, 10, 12) read them.
+
+    *Paper mode*: the released matrix, i.e. per-(candidate, judge) clipped means only: point
+    estimates, ``scores`` is None and no interval can be computed. *Live mode*: 07_grading's
+    per-conversation scores restricted to the subset, from which intervals follow. Either way
+    ``per_judge`` is the candidate x judge table of clipped means and ``n`` the conversations
+    behind each candidate's panel score, so a stage asks the source rather than the mode.
+    """
+
+    subset: str
+    mode: EvaluationMode
+    judges: list[str]
+    per_judge: pd.DataFrame
+    """candidate x judge clipped means (paper mode adds ``in_study``)."""
+    scores: pd.DataFrame | None = None
+    """Per-conversation scores (``SCORE_COLUMNS``) in live mode; None in paper mode."""
+    matrix: pd.DataFrame | None = None
+    """The released matrix in paper mode; None in live mode."""
+
+    @property
+    def intervals(self) -> bool:
+        """Whether per-conversation scores exist, so bootstrap intervals can be computed."""
+        return self.scores is not None
+
+    @cached_property
+    def panel_long(self) -> pd.DataFrame | None:
+        """Per-(candidate, conversation) panel scores (live mode; None in paper mode)."""
+        return None if self.scores is None else panel_scores_long(self.scores, self.judges)
+
+    @property
+    def n(self) -> pd.Series:
+        """Conversations per candidate: the panel's in live mode, the least-covered judge's
+        ``n_prompts`` in paper mode."""
+        if self.matrix is not None:
+            return matrix_n(self.matrix)
+        assert self.panel_long is not None
+        return self.panel_long.groupby("candidate").size().rename("n")
+
+    def table1(self, *, n_resamples: int | None, seed: int) -> pd.DataFrame:
+        """Table 1 for this source: ``paper_table`` (point estimates) or ``table1`` with
+        seeded bootstrap intervals and the reference's ``bootstrap_std`` (live)."""
+        if self.scores is None:
+            return paper_table(self.per_judge, self.judges)
+        if n_resamples is None:
+            raise ScoringError(f"{self.subset}: Table 1 with intervals needs n_resamples")
+        t1 = table1(self.scores, judges=self.judges, n_resamples=n_resamples, seed=seed)
+        return with_reference_std(t1, self.scores, self.judges, n_resamples=n_resamples,
+                                  seed=seed)
+
+    def metrics(self, table: pd.DataFrame) -> dict[str, Any]:
+        """08_scores' ``metrics.json`` fields of a Table 1 frame from ``table1``."""
+        if self.scores is None:
+            return paper_metrics(table.drop(columns=["rank", "panel_mean"]), self.judges)
+        return live_metrics(table, self.judges)
+
+
+def graded_judges(stage: Stage) -> list[str]:
+    """The judge panel of this run's 07_grading (its ``metrics.json``), in the panel's order."""
+    path = stage.upstream("07_grading", "metrics.json")
+    return list(json.loads(path.read_text(encoding="utf-8"))["judges"])
+
+
+def evaluation_source(
+    stage: Stage, subset: str, *, mode: EvaluationMode, include_later: bool = False
+) -> EvaluationSource | None:
+    """The scores of subset ``subset`` (v1, v2, hard) for this run, resolved by mode.
+
+    Paper: the released matrix (fetched through ``stage``, so ``stage.json`` records it), the
+    study's candidates (plus the later ones when ``include_later``). Live: 07_grading's
+    ``scores.csv`` on the ids 05_subset wrote; None when this run graded none of them.
+    """
+    if mode == "paper":
+        artifact = study.MATRIX_ARTIFACTS[subset]
+        matrix = read_matrix(stage.fetch(artifact))
+        per_judge = paper_per_judge(matrix, include_later=include_later, source=artifact)
+        return EvaluationSource(subset, mode, list(study.JUDGE_PANEL), per_judge, matrix=matrix)
+    scores = read_scores(stage.upstream("07_grading", "scores.csv"))
+    scores = scores[scores["prompt_id"].isin(subset_files.stage_ids(stage, subset))]
+    if scores.empty:
+        return None
+    judges = graded_judges(stage)
+    return EvaluationSource(subset, mode, judges, per_judge_means(scores)[judges], scores=scores)

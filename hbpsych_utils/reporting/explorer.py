@@ -9,6 +9,12 @@ without a browser:
   ``conversation_html``) made of plain functions over the run's tables;
 - a thin ipywidgets layer (``Explorer``, ``explore``) that only wires controls to those functions.
 
+A run's files are read through the readers of the stages that wrote them
+(``generation.read_responses``, ``panel.read_verdicts``, ``scoring.read_scores``,
+``subset.read_categories``), which validate them; the explorer only checks what those readers
+cannot: that the tables belong to the run's corpus (ids, criterion numbers) and hold one row
+per response and per verdict.
+
 Conversation text, replies and criteria are untrusted input (HealthBench prompts are
 user-written, replies are model output): every piece of text is HTML-escaped before it reaches
 the page, because the ipywidgets ``HTML`` widget renders its value as markup.
@@ -25,7 +31,6 @@ Definitions used throughout:
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +43,7 @@ import pandas as pd
 from hbpsych_utils.construction import corpus, subset
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import paths
-from hbpsych_utils.evaluation import generation, grading
+from hbpsych_utils.evaluation import generation, grading, panel, scoring
 
 NO_CATEGORY = "(no category)"
 """Category filter value matching conversations that the run's category table does not list."""
@@ -56,11 +61,6 @@ SCORES_FILE = ("07_grading", "scores.csv", "07_grading.ipynb")
 CATEGORIES_FILE = ("05_subset", "categories_v1.csv", "05_subset.ipynb")
 HARD_SUBSET_GLOB = ("05_subset", "*hard*.json", "05_subset.ipynb")
 
-_RESPONSE_REQUIRED = ("model", "prompt_id", "status", "text", "refusal")
-_VERDICT_REQUIRED = ("judge", "candidate", "prompt_id", "criterion_index", "criteria_met")
-_SCORE_REQUIRED = ("judge", "candidate", "prompt_id", "score")
-_TRUE = {"true", "1", "yes", "t"}
-_FALSE = {"false", "0", "no", "f"}
 
 
 class ExplorerError(ValueError):
@@ -86,52 +86,8 @@ class _Table:
         return f"{self.label}:{self.first_line + position}"
 
 
-_INVALID = object()
-
-
-def _bool_or_none(value: Any) -> Any:
-    """A verdict/flag cell as True, False or None (empty); ``_INVALID`` for anything else."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if value is pd.NA:
-        return None
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    if hasattr(value, "item") and callable(value.item):  # numpy bool / int
-        return _bool_or_none(value.item())
-    if isinstance(value, str):
-        s = value.strip().lower()
-        if s == "":
-            return None
-        if s in _TRUE:
-            return True
-        if s in _FALSE:
-            return False
-    return _INVALID
-
-
-def _bool_column(values: Sequence[Any], table: _Table, column: str) -> list[bool | None]:
-    """A whole column through ``_bool_or_none``; the first bad cell is an error naming it."""
-    out = [_bool_or_none(v) for v in values]
-    for i, v in enumerate(out):
-        if v is _INVALID:
-            raise ExplorerError(
-                f"{table.where(i)}: field {column!r}: expected true/false or empty, "
-                f"got {values[i]!r}"
-            )
-    return out
-
-
 def _none_if_nan(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
-
-
-def _require_columns(df: pd.DataFrame, required: Sequence[str], table: _Table) -> None:
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise ExplorerError(f"{table.label}: missing column(s) {missing}")
 
 
 @dataclass
@@ -213,13 +169,10 @@ class ExplorerData:
             )
 
     def _check_responses(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The responses must belong to this corpus, one per (model, conversation)."""
         table = self.tables["responses"]
-        _require_columns(df, _RESPONSE_REQUIRED, table)
-        df = df.copy()
-        for col in ("model", "prompt_id"):
-            df[col] = df[col].astype(str)
         self._unknown_id(df, table)
-        df["refusal"] = [bool(v) for v in _bool_column(df["refusal"].tolist(), table, "refusal")]
+        df = df.assign(refusal=df["refusal"].astype(bool))
         dup = df.duplicated(["model", "prompt_id"], keep="first")
         if dup.any():
             pos = int(dup.to_numpy().nonzero()[0][0])
@@ -230,33 +183,28 @@ class ExplorerData:
         return df
 
     def _check_verdicts(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The verdicts must belong to this corpus (ids, criterion numbers), one per criterion;
+        a missing verdict is marked excluded and shown as such."""
         table = self.tables["verdicts"]
-        _require_columns(df, _VERDICT_REQUIRED, table)
-        df = df.copy()
-        for col in ("judge", "candidate", "prompt_id"):
-            df[col] = df[col].astype(str)
         self._unknown_id(df, table)
-        idx = pd.to_numeric(df["criterion_index"], errors="coerce")
+        idx = df["criterion_index"]
         n_rubrics = df["prompt_id"].map({k: len(c.rubrics) for k, c in self.conversations.items()})
-        bad = idx.isna() | (idx != idx.round()) | (idx < 0) | (idx >= n_rubrics)
+        bad = (idx < 0) | (idx >= n_rubrics)
         if bad.any():
             pos = int(bad.to_numpy().nonzero()[0][0])
             raise ExplorerError(
-                f"{table.where(pos)}: field 'criterion_index': {df['criterion_index'].iloc[pos]!r}"
+                f"{table.where(pos)}: field 'criterion_index': {idx.iloc[pos]!r}"
                 f" is not a criterion of prompt_id {df['prompt_id'].iloc[pos]!r} "
                 f"(it has {int(n_rubrics.iloc[pos])} criteria, numbered from 0)"
             )
-        df["criterion_index"] = idx.astype(int)
-        met = _bool_column(df["criteria_met"].tolist(), table, "criteria_met")
-        flags = {}
+        df = df.copy()
         for col in ("recovered", "excluded"):
-            values = df[col].tolist() if col in df.columns else [None] * len(df)
-            flags[col] = [bool(v) for v in _bool_column(values, table, col)]
-        excluded = [ex or m is None for ex, m in zip(flags["excluded"], met, strict=True)]
-        df["recovered"] = flags["recovered"]
-        df["excluded"] = excluded
+            df[col] = df[col].astype(bool) if col in df.columns else False
+        met = [None if m is None or pd.isna(m) else bool(m) for m in df["criteria_met"]]
+        df["excluded"] = [ex or m is None for ex, m in zip(df["excluded"], met, strict=True)]
         df["criteria_met"] = pd.array(
-            [None if ex else m for ex, m in zip(excluded, met, strict=True)], dtype="boolean"
+            [None if ex else m for ex, m in zip(df["excluded"], met, strict=True)],
+            dtype="boolean",
         )
         dup = df.duplicated(["judge", "candidate", "prompt_id", "criterion_index"])
         if dup.any():
@@ -270,15 +218,10 @@ class ExplorerData:
         return df
 
     def _check_scores(self, df: pd.DataFrame) -> pd.DataFrame:
-        table = self.tables["scores"]
-        _require_columns(df, _SCORE_REQUIRED, table)
-        df = df.copy()
-        for col in ("judge", "candidate", "prompt_id"):
-            df[col] = df[col].astype(str)
-        df["score"] = pd.to_numeric(df["score"], errors="coerce")
-        if "status" not in df.columns:
-            df["status"] = ["scored" if pd.notna(s) else "unscored" for s in df["score"]]
-        return df
+        """Scores without a ``status`` column get one (scored, or unscored where empty)."""
+        if "status" in df.columns:
+            return df
+        return df.assign(status=["scored" if pd.notna(s) else "unscored" for s in df["score"]])
 
     # ---- indexes (built once, on first use) ----------------------------------------------
 
@@ -429,6 +372,7 @@ def _required(run_dir: Path, spec: tuple[str, str, str]) -> Path:
 def load_run(run_dir: Path | str, *, hard_ids: Iterable[str] | None = None) -> ExplorerData:
     """Read a run's output folder (``outputs/<profile>/``, or just the profile name).
 
+    Every table is read through its writer's reader (errors name file, line and field).
     Required: ``01_corpus/corpus_source.json`` (the corpus is reloaded and hash-checked),
     ``06_generation/responses.jsonl`` and ``07_grading/verdicts.csv``. Optional:
     ``07_grading/scores.csv`` (else computed from the verdicts), ``05_subset/categories_v1.csv``
@@ -440,13 +384,6 @@ def load_run(run_dir: Path | str, *, hard_ids: Iterable[str] | None = None) -> E
     conversations = corpus.load_recorded(_required(run, CORPUS_FILE))
     responses_path = _required(run, RESPONSES_FILE)
     verdicts_path = _required(run, VERDICTS_FILE)
-    try:
-        responses = generation.read_responses(responses_path)
-    except json.JSONDecodeError as exc:
-        raise ExplorerError(f"{responses_path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
-    id_cols = {"judge": str, "candidate": str, "prompt_id": str, "model": str}
-    verdicts = pd.read_csv(verdicts_path, dtype=id_cols, keep_default_na=False,
-                           na_values={"criteria_met": [""]})
     tables = {
         "responses": _Table(str(responses_path), 1),
         "verdicts": _Table(str(verdicts_path), 2),
@@ -454,23 +391,20 @@ def load_run(run_dir: Path | str, *, hard_ids: Iterable[str] | None = None) -> E
     scores = None
     scores_path = run / SCORES_FILE[0] / SCORES_FILE[1]
     if scores_path.is_file():
-        scores = pd.read_csv(scores_path, dtype=id_cols, keep_default_na=False,
-                             na_values={"score": [""], "status": [""]})
+        scores = scoring.read_scores(scores_path)
         tables["scores"] = _Table(str(scores_path), 2)
     categories = None
     categories_path = run / CATEGORIES_FILE[0] / CATEGORIES_FILE[1]
     if categories_path.is_file():
-        cat = pd.read_csv(categories_path, dtype=str, keep_default_na=False)
-        _require_columns(cat, ("prompt_id", "category"), _Table(str(categories_path)))
-        categories = {p: c for p, c in zip(cat["prompt_id"], cat["category"], strict=True) if c}
+        categories = {p: c for p, c in subset.read_categories(categories_path).items() if c}
     if hard_ids is None:
         files = sorted((run / HARD_SUBSET_GLOB[0]).glob(HARD_SUBSET_GLOB[1]))
         if files:
             hard_ids = set().union(*(subset.load_subset(f)["prompt_ids"] for f in files))
     return ExplorerData(
         conversations=conversations,
-        responses=responses,
-        verdicts=verdicts,
+        responses=generation.read_responses(responses_path),
+        verdicts=panel.read_verdicts(verdicts_path),
         scores=scores,
         categories=categories,
         hard_ids=hard_ids,

@@ -94,8 +94,9 @@ def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg")) -> 
 # --------------------------------------------------------------------------------------------
 # Results: panel ranking, candidate x judge heatmap, judge severity and self-preference
 
-POINT_NOTE = "point estimates (per-conversation grades not available)"
-"""Paper mode's label: the released matrices hold cell means only, so no interval is drawn."""
+POINT_ESTIMATES_SUBTITLE = "point estimates (per-conversation grades not available)"
+"""A figure's subtitle when it has no intervals (paper mode): the released matrices hold cell
+means only, so no interval is drawn."""
 
 LATER_LABEL = "added after the study"
 
@@ -189,7 +190,7 @@ def panel_ranking(
         if ns is not None and ns.nunique() == 1:
             note += f", n = {int(ns.iloc[0])} conversations"
     else:
-        note = POINT_NOTE
+        note = POINT_ESTIMATES_SUBTITLE
     ax.set_title(f"Panel ranking: {subset}\n{note}", loc="left", fontsize=10)
     fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=8)
     return freeze_layout(fig)
@@ -400,7 +401,7 @@ def judge_bias(
     for ax in (ax_s, ax_p):
         ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
         ax.xaxis.set_major_locator(MaxNLocator(5))
-    note = "95% bootstrap intervals" if ci else POINT_NOTE
+    note = "95% bootstrap intervals" if ci else POINT_ESTIMATES_SUBTITLE
     if n_cands:
         note += f"; over {int(n_cands)} candidates"
     fig.suptitle(f"Judge severity and self-preference: {subset}\n{note}", x=0.01, ha="left",

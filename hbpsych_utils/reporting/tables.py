@@ -31,10 +31,11 @@ LATER_MARK = "†"
 LATER_NOTE = (
     f"{LATER_MARK} added to the released matrices after the study; not one of its candidates."
 )
-POINT_NOTE = (
+POINT_ESTIMATES_NOTE = (
     "Point estimates: the panel mean is the mean of the judges' clipped means; the "
     "per-conversation grades behind them are not available, so no interval is given."
 )
+"""The note under Table 1 when it has no intervals (paper mode): why, in a full sentence."""
 CI_NOTE = (
     "Panel mean: per conversation, the mean of the judges that all scored it, then the mean "
     "over conversations clipped to [0, 1]; 95% percentile interval from a seeded "
@@ -44,18 +45,6 @@ CI_NOTE = (
 
 # --------------------------------------------------------------------------------------------
 # Table 1 in one layout
-
-
-def matrix_n(matrix: pd.DataFrame) -> pd.Series:
-    """Paper mode's n per candidate: the smallest ``n_prompts`` over its judges' cells.
-
-    The released matrices give each cell's conversation count; the panel can rest on no more
-    conversations than its least-covered judge.
-    """
-    missing = [c for c in ("candidate", "n_prompts") if c not in matrix.columns]
-    if missing:
-        raise ValueError(f"matrix: no column(s) {missing}")
-    return matrix.groupby("candidate")["n_prompts"].min().astype(int).rename("n")
 
 
 def table1(
@@ -69,7 +58,7 @@ def table1(
     Columns ``rank, candidate, panel_mean, ci_low, ci_high, n, <judges>`` (plus ``in_study``
     when the input has it), one row per candidate, best first. ``n`` comes from the input's
     ``n_panel`` when present, else from the argument (one count for all, or per candidate, e.g.
-    ``matrix_n``), else is left empty.
+    ``scoring.matrix_n``), else is left empty.
     """
     judges = list(judges)
     missing = [c for c in ("panel_mean", *judges) if c not in table.columns]
@@ -270,7 +259,7 @@ def table1_display(
         out["n"] = [format_number(v) for v in t1["n"]]
         align.append("r")
     resamples = f" ({n_resamples:,} resamples)" if n_resamples else ""
-    notes = [CI_NOTE.format(resamples=resamples) if ci else POINT_NOTE]
+    notes = [CI_NOTE.format(resamples=resamples) if ci else POINT_ESTIMATES_NOTE]
     shown = [j for j in judges if study.display_name(j) != j]
     if shown:
         notes.append("Judges: " + "; ".join(f"{study.display_name(j)} = {j}" for j in shown) + ".")

@@ -1,0 +1,140 @@
+"""06 · Candidate responses: one reply per (candidate, conversation), or the released run's logs.
+
+``live`` sends the subset's conversations (05_subset's index, restricted to this run's corpus) to
+every candidate through the LLM engine and writes ``responses.jsonl`` (read back by 07 and 10
+with :func:`generation.read_responses`) and ``summary.csv``. The engine prints its cost plan
+before the first call is sent; the plan also comes back as a view. ``paper`` reports what the
+released run logs say about generation, since the responses themselves are not released:
+``spend_by_candidate.csv`` and ``anomalies.csv``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from hbpsych_utils.construction import corpus
+from hbpsych_utils.construction import subset as subsets
+from hbpsych_utils.core.config import GenerationParams
+from hbpsych_utils.core.stage import Stage
+from hbpsych_utils.evaluation import generation, refusals, runlog
+from hbpsych_utils.stages.base import ProfileRun, StageResult
+
+STAGE = "06_generation"
+RESPONSES_FILE = "responses.jsonl"
+
+
+def run(run: ProfileRun, params: GenerationParams) -> StageResult:
+    """Generate (``live``) or summarise the released logs (``paper``); write and return."""
+    stage = run.stage(STAGE)
+    result = _live(run, stage, params) if params.mode == "live" else _paper(stage)
+    return result.write()
+
+
+def _live(run: ProfileRun, stage: Stage, params: GenerationParams) -> StageResult:
+    from hbpsych_utils.llm.session import open_engine, run_mode  # live mode only
+
+    by_id = {c.prompt_id: c
+             for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
+    wanted = subsets.stage_ids(stage, params.subset)
+    ids = [i for i in wanted if i in by_id][:params.n_conversations]
+    requests = generation.generation_requests([by_id[i] for i in ids], params.candidates,
+                                              temperature=params.temperature,
+                                              max_tokens=params.max_tokens)
+    settings = run.llm.model_dump(mode="json")
+    with open_engine(settings, stage.root, conversations=list(by_id.values())) as engine:
+        plan = engine.plan(requests, mode=run_mode(settings))
+        results = engine.run(requests, mode=run_mode(settings))
+        report = engine.last_report
+    responses = generation.responses_table(results)
+    generation.write_responses(responses, stage.path(RESPONSES_FILE))
+    summary = generation.summary(responses)
+    metrics = live_metrics(params, ids, responses, spend=report.spend,
+                           plan_est_cost=plan.est_cost,
+                           stopped_by_budget=report.stopped_by_budget)
+    return StageResult(
+        stage, metrics, tables={"summary.csv": summary},
+        views={"Cost plan (estimated before any call was sent)": generation.plan_table(plan),
+               "Responses per candidate": summary},
+        findings=findings(metrics),
+    )
+
+
+def live_metrics(params: GenerationParams, ids: list[str], responses: pd.DataFrame, *,
+                 spend: float, plan_est_cost: float, stopped_by_budget: bool) -> dict[str, Any]:
+    """``metrics.json`` of a live run: what was asked, what came back, what it cost, and the
+    decoding configuration each candidate was actually sent."""
+    return {
+        "mode": "live", "subset": params.subset, "n_conversations": len(ids),
+        "candidates": list(params.candidates),
+        "n_responses": len(responses), "n_ok": int((responses.status == "ok").sum()),
+        "n_refused": int(responses.refusal.sum()),
+        "n_failed": int((responses.status == "failed").sum()),
+        "spend_usd": round(float(spend), 6), "plan_est_cost_usd": round(plan_est_cost, 6),
+        "decoding_sent": generation.decoding_sent(responses),
+        "stopped_by_budget": stopped_by_budget,
+    }
+
+
+def _paper(stage: Stage) -> StageResult:
+    spend = runlog.read_spend(stage.fetch("run_spend"))
+    events = refusals.read_error_log(stage.fetch("run_errors"))
+    gen_spend = runlog.spend_by(spend, "generate")
+    gen_anomalies = runlog.anomalies(events, "generate")
+    metrics = paper_metrics(gen_spend, gen_anomalies)
+    return StageResult(
+        stage, metrics,
+        tables={"spend_by_candidate.csv": gen_spend.rename_axis("candidate").to_frame(),
+                "anomalies.csv": gen_anomalies},
+        views={"Generation spend per candidate (USD)": gen_spend.to_frame(),
+               "Anomalies logged while generating": gen_anomalies},
+        findings=findings(metrics, gen_spend),
+    )
+
+
+def paper_metrics(gen_spend: pd.Series, gen_anomalies: pd.DataFrame) -> dict[str, Any]:
+    """``metrics.json`` in paper mode: models charged, total generation spend, anomaly counts."""
+    kinds = gen_anomalies.sum().to_dict() if len(gen_anomalies) else {}
+    return {
+        "mode": "paper",
+        "n_candidates_charged": int(gen_spend.size),
+        "spend_generate_usd": round(float(gen_spend.sum()), 4),
+        "anomalies": {str(k): int(v) for k, v in kinds.items()},
+    }
+
+
+def findings(metrics: dict[str, Any], spend_by_candidate: pd.Series | None = None) -> list[str]:
+    """The sentences of "What we found", from the metrics (and, in paper mode, the spend per
+    candidate, largest first, to name the most expensive).
+
+    Live: responses, then refusals and transport failures, each stated only when there are
+    any (otherwise the sentence says there were none), the spend against the plan, and the
+    spend cap when it stopped the run. Paper: the charge, the anomalies logged, and a pointer
+    to notebook 10 only when empty responses were logged.
+    """
+    m = metrics
+    if m["mode"] == "live":
+        out = [f"{m['n_responses']} responses from {len(m['candidates'])} candidate(s) on "
+               f"{m['n_conversations']} {m['subset']} conversations: {m['n_ok']} answered."]
+        out.append(f"{m['n_refused']} explicit refusal(s) were kept as the model's answer and "
+                   "are graded as returned." if m["n_refused"] else "No candidate refused.")
+        out.append(f"{m['n_failed']} call(s) failed in transport and are left for a re-run "
+                   "(never stored as an answer)." if m["n_failed"]
+                   else "No call failed.")
+        out.append(f"Spend ${m['spend_usd']:,.4f} (plan: ${m['plan_est_cost_usd']:,.4f}).")
+        if m["stopped_by_budget"]:
+            out.append("The spend cap (llm.max_cost) stopped the run before every call was "
+                       "sent; raise it and re-run to finish (finished calls are reused).")
+        return out
+    out = [f"Generation was charged to {m['n_candidates_charged']} models for a total of "
+           f"**${m['spend_generate_usd']:,.2f}**"
+           + (f"; the most expensive was {spend_by_candidate.index[0]} "
+              f"(${spend_by_candidate.iloc[0]:,.2f})."
+              if spend_by_candidate is not None and len(spend_by_candidate) else ".")]
+    logged = ", ".join(f"{n} × {k}" for k, n in m["anomalies"].items())
+    out.append(f"The generation log records {logged}." if logged
+               else "The generation log records no anomalies.")
+    if m["anomalies"].get("empty_response"):
+        out.append("Empty responses are examined as refusals in notebook 10.")
+    return out
