@@ -150,6 +150,14 @@ def export(page, dest: Path) -> dict:
     return json.loads(dest.read_text(encoding="utf-8"))
 
 
+def open_instrument(page_factory, tmp_path: Path, round_name: str, **options):
+    """The review set and a browser page on its instrument, written for ``round_name``."""
+    set_table, items = review_items()
+    html_path = ins.write_instrument(tmp_path / f"{round_name}.html", items,
+                                     round_name=round_name, vocabulary=VOCAB, **options)
+    return set_table, page_factory(html_path)
+
+
 def sign_in(page, reviewer: str) -> None:
     page.fill("#reviewer-input", reviewer)
     page.click("#reviewer-start")
@@ -168,10 +176,7 @@ def rate_current(page, vote: str, category: str | None, confidence: str | None,
 
 @pytest.mark.browser
 def test_rate_reload_export_and_import(page_factory, tmp_path: Path) -> None:
-    set_table, items = review_items()
-    html_path = ins.write_instrument(tmp_path / "round1.html", items, round_name="round1",
-                                     vocabulary=VOCAB)
-    page = page_factory(html_path)
+    set_table, page = open_instrument(page_factory, tmp_path, "round1")
     sign_in(page, "R7")
     assert page.text_content("#reviewer-name") == "R7"
     assert page.text_content("#progress-text") == "0 of 4 rated"
@@ -243,10 +248,7 @@ def test_rate_reload_export_and_import(page_factory, tmp_path: Path) -> None:
 def test_round2_export_carries_the_packet_and_reviewers_keep_separate_progress(
     page_factory, tmp_path: Path
 ) -> None:
-    set_table, items = review_items()
-    html_path = ins.write_instrument(tmp_path / "round2.html", items, round_name="round2",
-                                     vocabulary=VOCAB, packet="recovery")
-    page = page_factory(html_path)
+    set_table, page = open_instrument(page_factory, tmp_path, "round2", packet="recovery")
     page.fill("#reviewer-input", "R1")
     page.press("#reviewer-input", "Enter")
     for vote in "YNYN":
@@ -270,10 +272,7 @@ def test_round2_export_carries_the_packet_and_reviewers_keep_separate_progress(
 def test_markup_in_a_conversation_shows_as_text_and_runs_nothing(
     page_factory, tmp_path: Path
 ) -> None:
-    _, items = review_items()
-    html_path = ins.write_instrument(tmp_path / "xss.html", items, round_name="xss",
-                                     vocabulary=VOCAB)
-    page = page_factory(html_path)
+    _, page = open_instrument(page_factory, tmp_path, "xss")
     sign_in(page, "R1")
     page.click("#list button:nth-child(3)")
     assert page.text_content(".item-head h2") == "R0003"

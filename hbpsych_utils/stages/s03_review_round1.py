@@ -12,6 +12,7 @@ round) and inter-rater agreement. Without ratings yet it says so, and removes a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +89,7 @@ def run(run: ProfileRun, params: ReviewParams) -> StageResult:
     if rated:
         votes = ratings.votes_table(review, rated)
         tables[ratings.VOTES_FILE] = votes
-        counted = tally.tally_round1(votes, threshold=params.threshold)
-        agree = agreement.summarize(ratings.relevance_ratings(votes), categories=ratings.VOTES)
+        counted, agree = count_votes(votes, tally.tally_round1, params.threshold)
         metrics = {"mode": params.mode, **counted.metrics(), **agree.metrics(),
                    "tier_counts": counted.tier_counts, "threshold": params.threshold}
         views["outcomes"] = tally.outcomes(votes)
@@ -101,6 +101,14 @@ def run(run: ProfileRun, params: ReviewParams) -> StageResult:
         views["ac1_pairs"] = pd.DataFrame()
     result = StageResult(stage, metrics, tables=tables, views=views, findings=findings(metrics))
     return result.write()
+
+
+def count_votes(votes: pd.DataFrame, count: Callable[..., tally.RoundTally],
+                threshold: float) -> tuple[tally.RoundTally, agreement.AgreementSummary]:
+    """A round's tally (``tally.tally_round1`` or ``tally_round2``) and its agreement on
+    relevance: what 03 and 04 both report."""
+    return (count(votes, threshold=threshold),
+            agreement.summarize(ratings.relevance_ratings(votes), categories=ratings.VOTES))
 
 
 def findings(metrics: dict[str, Any]) -> list[str]:

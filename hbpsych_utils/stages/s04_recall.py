@@ -23,14 +23,13 @@ from typing import Any
 import pandas as pd
 
 from hbpsych_utils.construction import (
-    agreement,
-    corpus,
     instrument,
     ratings,
     review_set,
     screening,
     tally,
 )
+from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import RecallParams, resolve_path
 from hbpsych_utils.llm.session import open_engine, run_mode
 from hbpsych_utils.stages import s03_review_round1
@@ -124,8 +123,8 @@ def run(run: ProfileRun, params: RecallParams) -> StageResult:
                                    expected_packet="recovery")
         votes = ratings.votes_table(review, rated)
         tables[ratings.VOTES_FILE] = votes
-        counted = tally.tally_round2(votes, threshold=params.threshold)
-        agree = agreement.summarize(ratings.relevance_ratings(votes), categories=ratings.VOTES)
+        counted, agree = s03_review_round1.count_votes(votes, tally.tally_round2,
+                                                       params.threshold)
         metrics.update(**counted.metrics(), **agree.metrics(),
                        recall_triggered=counted.recall_triggered,
                        tier_counts=counted.tier_counts, threshold=params.threshold)
@@ -143,7 +142,7 @@ def run(run: ProfileRun, params: RecallParams) -> StageResult:
 
 
 def _recall_screen(run: ProfileRun, params: RecallParams, stage: Any,
-                   conversations: list[corpus.Conversation], pool: list[str]) -> Any:
+                   conversations: list[Conversation], pool: list[str]) -> Any:
     """The recall rubric over the pool, through the engine (a refusal makes a candidate)."""
     if params.model is None:
         raise ValueError("profile section 'recall': mode is 'live' but 'model' is not set "

@@ -33,7 +33,6 @@ class AnthropicAdapter(Adapter):
 
     def __init__(self, provider: Any, api_key: str, base_url: str | None, timeout: float) -> None:
         super().__init__(provider, api_key, base_url, timeout)
-        self.supports_batch = bool(provider.batch)
         self.client = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0,
                                                timeout=timeout)
 

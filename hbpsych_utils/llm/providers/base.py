@@ -102,6 +102,8 @@ class Adapter:
         self.base_url = base_url
         self.timeout = timeout
         self._api_key = api_key
+        # a provider the registry marks as batch-capable, with an adapter that has batch hooks
+        self.supports_batch = bool(provider.batch) and self.max_batch_items > 0
 
     @staticmethod
     def body(spec: ModelSpec, req: Request, decoding: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +118,7 @@ class Adapter:
     async def aclose(self) -> None:
         return None
 
-    # batch hooks (providers with batch APIs override)
+    # batch hooks (adapters of providers with batch APIs override them and the limits)
     supports_batch = False
     max_batch_items = 0
     max_batch_bytes = 0

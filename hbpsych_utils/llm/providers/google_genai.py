@@ -16,22 +16,14 @@ from google.genai import errors as genai_errors
 from google.genai import types as gtypes
 
 from hbpsych_utils.llm.models import ModelSpec
-from hbpsych_utils.llm.providers.base import (
-    Adapter,
-    CallError,
-    MalformedReply,
-    Reply,
-    classify_status,
-    parse_retry_after,
-    split_system,
-)
+from hbpsych_utils.llm.providers import base
 from hbpsych_utils.llm.requests import Request
 
 REFUSAL_REASONS = {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
 _DONE = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
 
 
-class GoogleAdapter(Adapter):
+class GoogleAdapter(base.Adapter):
     kind = "google"
     api = "generate_content"
     max_batch_items = 10_000
@@ -39,7 +31,6 @@ class GoogleAdapter(Adapter):
 
     def __init__(self, provider: Any, api_key: str, base_url: str | None, timeout: float) -> None:
         super().__init__(provider, api_key, base_url, timeout)
-        self.supports_batch = bool(provider.batch)
         opts: dict[str, Any] = {"timeout": int(timeout * 1000),
                                 "retry_options": gtypes.HttpRetryOptions(attempts=1),
                                 "async_client_args": {"transport": _httpx_transport()}}
@@ -49,7 +40,7 @@ class GoogleAdapter(Adapter):
 
     @staticmethod
     def body(spec: ModelSpec, req: Request, decoding: dict[str, Any]) -> dict[str, Any]:
-        system, messages = split_system(req)
+        system, messages = base.split_system(req)
         contents = [{"role": "model" if m["role"] == "assistant" else "user",
                      "parts": [{"text": m["content"]}]} for m in messages]
         config: dict[str, Any] = dict(decoding)
@@ -61,19 +52,19 @@ class GoogleAdapter(Adapter):
                 config["response_json_schema"] = dict(req.response_schema)
         return {"model": spec.api_model, "contents": contents, "config": config}
 
-    async def call(self, body: dict[str, Any]) -> Reply:
+    async def call(self, body: dict[str, Any]) -> base.Reply:
         resp = await self.client.aio.models.generate_content(
             model=body["model"], contents=body["contents"], config=body["config"])
         return parse_response(resp)
 
-    def classify(self, exc: BaseException) -> CallError:
-        if isinstance(exc, CallError):
+    def classify(self, exc: BaseException) -> base.CallError:
+        if isinstance(exc, base.CallError):
             return exc
         if isinstance(exc, genai_errors.APIError):
             headers = getattr(getattr(exc, "response", None), "headers", None)
             msg = f"HTTP {exc.code}: {exc.status} {json.dumps(exc.details, default=str)[:500]}"
-            return classify_status(exc.code, msg, parse_retry_after(headers))
-        return CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
+            return base.classify_status(exc.code, msg, base.parse_retry_after(headers))
+        return base.CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
 
     async def aclose(self) -> None:
         await self.client.aio.aclose()
@@ -93,21 +84,21 @@ class GoogleAdapter(Adapter):
         return _state(job) in _DONE, {**info, "status": _state(job)}
 
     async def batch_collect(self, batch_id: str, info: dict[str, Any]
-                            ) -> dict[str, Reply | CallError]:
+                            ) -> dict[str, base.Reply | base.CallError]:
         job = await self.client.aio.batches.get(name=batch_id)
-        out: dict[str, Reply | CallError] = {}
+        out: dict[str, base.Reply | base.CallError] = {}
         dest = job.dest
         for r in (dest.inlined_responses if dest and dest.inlined_responses else []):
             key = (r.metadata or {}).get("key")
             if key is None:
                 continue
             if r.error is not None or r.response is None:
-                out[key] = CallError("transient", f"batch item error: {r.error}"[:400])
+                out[key] = base.CallError("transient", f"batch item error: {r.error}"[:400])
                 continue
             try:
                 out[key] = parse_response(r.response)
-            except MalformedReply as exc:
-                out[key] = CallError("transient", str(exc))
+            except base.MalformedReply as exc:
+                out[key] = base.CallError("transient", str(exc))
         return out
 
 
@@ -136,7 +127,7 @@ def _enum(v: Any) -> str | None:
     return str(getattr(v, "value", v))
 
 
-def parse_response(resp: Any) -> Reply:
+def parse_response(resp: Any) -> base.Reply:
     usage = resp.usage_metadata
     tin = int(getattr(usage, "prompt_token_count", 0) or 0) if usage else 0
     tout = 0
@@ -147,10 +138,10 @@ def parse_response(resp: Any) -> Reply:
         fb = resp.prompt_feedback
         reason = _enum(getattr(fb, "block_reason", None)) if fb else None
         if reason:
-            return Reply("", f"BLOCKED_{reason}", True, tin, tout)
-        raise MalformedReply("response has neither candidates nor a block reason")
+            return base.Reply("", f"BLOCKED_{reason}", True, tin, tout)
+        raise base.MalformedReply("response has neither candidates nor a block reason")
     cand = cands[0]
     finish = _enum(cand.finish_reason)
     parts = (cand.content.parts if cand.content and cand.content.parts else [])
     text = "".join(p.text or "" for p in parts if not getattr(p, "thought", False))
-    return Reply(text, finish, finish in REFUSAL_REASONS, tin, tout)
+    return base.Reply(text, finish, finish in REFUSAL_REASONS, tin, tout)
