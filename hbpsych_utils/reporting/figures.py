@@ -12,8 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")  # figures are files; never needs a display
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -29,6 +27,31 @@ from hbpsych_utils.evaluation import scoring
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
              "#000000")
 MUTED = "#999999"
+
+
+def _png_in_notebooks() -> None:
+    """In IPython, display a Figure as PNG. The inline backend registers that formatter only
+    once pyplot has drawn something, and these figures never go through pyplot."""
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import select_figure_formats
+    except ImportError:  # not in IPython: figures are only files
+        return
+    shell = get_ipython()
+    if shell is not None:
+        select_figure_formats(shell, {"png"})
+
+
+_png_in_notebooks()
+
+
+def _subplots(*grid: int, figsize: tuple[float, float], layout: str | None = None,
+              **kwargs: Any) -> tuple[Figure, Any]:
+    """A figure and its axes, not registered with pyplot: no backend is involved (the figures
+    are files, and in a notebook only the cell that displays a figure shows it), and IPython's
+    inline PNG formatter still renders it when displayed."""
+    fig = Figure(figsize=figsize, layout=layout)
+    return fig, fig.subplots(*grid, **kwargs)
 
 
 def _style() -> None:
@@ -48,7 +71,7 @@ def category_distribution(
     labels = list(counts)
     values = [counts[k] for k in labels]
     total = sum(values)
-    fig, ax = plt.subplots(figsize=(6.5, 0.28 * len(labels) + 1.0))
+    fig, ax = _subplots(figsize=(6.5, 0.28 * len(labels) + 1.0))
     colours = [MUTED if k in muted else OKABE_ITO[0] for k in labels]
     ax.barh(range(len(labels)), values, color=colours)
     ax.set_yticks(range(len(labels)), [k.replace("_", " ") for k in labels])
@@ -146,7 +169,7 @@ def panel_ranking(
     judge_set = set(judge_models)
     n = len(order)
     _style()
-    fig, ax = plt.subplots(figsize=(7.0, 0.27 * n + 1.8), layout="constrained")
+    fig, ax = _subplots(figsize=(7.0, 0.27 * n + 1.8), layout="constrained")
     groups = {
         "study candidate": dict(marker="o", color=OKABE_ITO[0], mfc=OKABE_ITO[0]),
         "judge model (also a candidate)": dict(marker="D", color=OKABE_ITO[3], mfc=OKABE_ITO[3]),
@@ -227,8 +250,8 @@ def judge_heatmap(
     m = vals.loc[order].to_numpy()
     n = len(order)
     _style()
-    fig, ax = plt.subplots(figsize=(1.25 * len(judges) + 3.4, 0.27 * n + 1.7),
-                           layout="constrained")
+    fig, ax = _subplots(figsize=(1.25 * len(judges) + 3.4, 0.27 * n + 1.7),
+                        layout="constrained")
     colormap = matplotlib.colormaps[cmap]
     vmin, vmax = float(np.nanmin(m)), float(np.nanmax(m))
     if vmax - vmin < 1e-9:
@@ -327,9 +350,8 @@ def judge_bias(
 
     _style()
     nj = len(judges)
-    fig, (ax_s, ax_p) = plt.subplots(
-        1, 2, figsize=(9.0, 0.55 * nj + 2.2), sharey=True, layout="constrained"
-    )
+    fig, (ax_s, ax_p) = _subplots(1, 2, figsize=(9.0, 0.55 * nj + 2.2), sharey=True,
+                                  layout="constrained")
     ys = np.arange(nj)
     labels = [_judge_label(j) for j in judges]
 
