@@ -4,10 +4,14 @@
 #   1. $HBPSYCH_PYTHON, when set;
 #   2. the active virtualenv or conda env, when it already has hbpsych_utils (from this checkout)
 #      and papermill;
-#   3. ./.venv, created and installed (editable, with the [dev] extra) when missing or stale.
-# "Stale" means pyproject.toml changed since the last install (a stamp file remembers its hash).
+#   3. ./.venv, created when missing and installed from requirements.lock when stale: exactly the
+#      locked versions, each checked against its sha256 (pip --require-hashes), then this package
+#      itself, editable and without dependencies. Base interpreter: $HBPSYCH_BASE_PYTHON or python3.
+# "Stale" means requirements.lock or pyproject.toml changed since the last install (a stamp file
+# remembers their hash). Packages installed by hand (e.g. scripts/install_local_model.sh) stay.
 
 _here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+_lock="$_here/requirements.lock"
 
 _has_pkg() {
   "$1" - "$_here" <<'PY' >/dev/null 2>&1
@@ -18,9 +22,13 @@ sys.exit(0 if pathlib.Path(hbpsych_utils.__file__).resolve().parent.parent == ro
 PY
 }
 
+_env_hash() {
+  cat "$_lock" "$_here/pyproject.toml" | sha256sum | cut -d' ' -f1
+}
+
 _stamp_ok() {
   [ -f "$_here/.venv/.hbpsych-stamp" ] &&
-    [ "$(cat "$_here/.venv/.hbpsych-stamp")" = "$(sha256sum "$_here/pyproject.toml" | cut -d' ' -f1)" ]
+    [ "$(cat "$_here/.venv/.hbpsych-stamp")" = "$(_env_hash)" ]
 }
 
 if [ -n "${HBPSYCH_PYTHON:-}" ]; then
@@ -30,22 +38,34 @@ elif { [ -n "${VIRTUAL_ENV:-}" ] || [ -n "${CONDA_PREFIX:-}" ]; } &&
   PY="$(command -v python)"
 else
   PY="$_here/.venv/bin/python"
+  if [ ! -f "$_lock" ]; then
+    echo "error: $_lock is missing; regenerate it with: bash scripts/lock.sh" >&2
+    return 1 2>/dev/null || exit 1
+  fi
   if [ ! -x "$PY" ] || ! _stamp_ok || ! _has_pkg "$PY"; then
-    echo "setting up $_here/.venv (first run or dependencies changed) ..." >&2
+    echo "setting up $_here/.venv from requirements.lock (first run or dependencies changed) ..." >&2
     if [ ! -x "$PY" ]; then
       base="${HBPSYCH_BASE_PYTHON:-python3}"
       "$base" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || {
-        echo "error: $base is older than Python 3.11; set HBPSYCH_BASE_PYTHON to a newer one" >&2
+        echo "error: $base is missing or older than Python 3.11; set HBPSYCH_BASE_PYTHON to a newer one" >&2
         return 1 2>/dev/null || exit 1
       }
-      "$base" -m venv "$_here/.venv"
+      "$base" -m venv "$_here/.venv" || {
+        echo "error: '$base -m venv' failed (Debian: apt-get install python3-venv)" >&2
+        return 1 2>/dev/null || exit 1
+      }
     fi
-    "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2 &&
-      "$PY" -m pip install --quiet --disable-pip-version-check -e "$_here[dev]" >&2 || {
-        echo "error: installing the package into $_here/.venv failed (see above)" >&2
+    # -qq: errors only (pip's per-package notes about extra index folders are not news).
+    _pip=("$PY" -m pip --disable-pip-version-check -qq)
+    "${_pip[@]}" install --upgrade pip >&2 &&
+      "${_pip[@]}" install --require-hashes -r "$_lock" >&2 &&
+      "${_pip[@]}" install --no-deps -e "$_here" >&2 || {
+        echo "error: installing requirements.lock and the package into $_here/.venv failed" \
+             "(see above)" >&2
         return 1 2>/dev/null || exit 1
       }
-    sha256sum "$_here/pyproject.toml" | cut -d' ' -f1 > "$_here/.venv/.hbpsych-stamp"
+    unset _pip
+    _env_hash > "$_here/.venv/.hbpsych-stamp"
   fi
 fi
 export PY

@@ -1,46 +1,256 @@
-"""pyproject.toml and environment.yml must declare the same dependencies."""
+"""The declared, locked and conda environments agree.
+
+pyproject.toml declares the dependencies; requirements.lock (made by scripts/lock.sh) pins them
+with hashes for the .venv that scripts/ensure_env.sh installs; environment.yml lists the same
+dependencies as conda-forge packages. None of these tests needs the network.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import subprocess
+import sys
 import tomllib
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
+LOCK = ROOT / "requirements.lock"
+REGENERATE = "run `bash scripts/lock.sh` and commit requirements.lock"
+
+# The platform the lock targets (scripts/lock.sh: --python-version 3.11, Linux x86_64).
+LOCK_MARKERS = {
+    "python_version": "3.11",
+    "python_full_version": "3.11.0",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "extra": "",
+}
+
+# conda-forge package name -> PyPI distribution name, where they differ.
+CONDA_TO_PYPI = {
+    "matplotlib-base": "matplotlib",
+    "seaborn-base": "seaborn",
+    "playwright-python": "playwright",
+}
+# Dependencies that conda-forge does not package: the only ones in environment.yml's pip section.
+NOT_ON_CONDA_FORGE = {"py3langid"}
 
 
-def _name(req: str) -> str:
-    return re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0].lower().replace("_", "-")
+def _project() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def _pyproject() -> dict[str, str]:
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    reqs = data["project"]["dependencies"] + data["project"]["optional-dependencies"]["dev"]
-    return {_name(r): r.replace(" ", "") for r in reqs}
+def _declared() -> list[str]:
+    """Every requirement string of [project.dependencies] and of every extra."""
+    project = _project()
+    extras = project.get("optional-dependencies", {})
+    return [*project.get("dependencies", []), *(r for reqs in extras.values() for r in reqs)]
 
 
-def _environment() -> dict[str, str]:
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
-    return {_name(r): r.replace(" ", "") for r in pip if not r.startswith("-e")}
+def _spec_hash() -> str:
+    """The fingerprint scripts/lock.sh writes into the lock header (same normalisation)."""
+    project = _project()
+
+    def norm(reqs: list[str]) -> list[str]:
+        return sorted("".join(r.split()) for r in reqs)
+
+    spec = {
+        "dependencies": norm(project.get("dependencies", [])),
+        "optional-dependencies": {
+            k: norm(v) for k, v in project.get("optional-dependencies", {}).items()
+        },
+    }
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def _lock_entries() -> list[str]:
+    """The lock's requirement lines, backslash continuations joined, comments dropped."""
+    text = LOCK.read_text().replace("\\\n", " ")
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return [line for line in lines if line]
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for entry in _lock_entries():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", entry)
+        assert match, f"requirements.lock: not an exact pin: {entry[:80]!r}"
+        pins[canonicalize_name(match[1])] = match[2]
+    return pins
+
+
+def test_lock_is_current_with_pyproject() -> None:
+    header = re.search(r"^# pyproject-dependencies-sha256: ([0-9a-f]{64})$", LOCK.read_text(), re.M)
+    assert header, f"requirements.lock has no dependency fingerprint: {REGENERATE}"
+    assert header[1] == _spec_hash(), (
+        f"pyproject.toml's dependencies changed since requirements.lock was made: {REGENERATE}"
+    )
+
+
+def test_lock_satisfies_every_declared_requirement() -> None:
+    pins = _pins()
+    problems = []
+    for text in _declared():
+        req = Requirement(text)
+        if req.marker is not None and not req.marker.evaluate(LOCK_MARKERS):
+            continue
+        pinned = pins.get(canonicalize_name(req.name))
+        if pinned is None:
+            problems.append(f"{req.name}: not in requirements.lock")
+        elif not req.specifier.contains(pinned, prereleases=True):
+            problems.append(f"{req.name}: locked {pinned} is outside {req.specifier}")
+    assert problems == [], f"{problems}: {REGENERATE}"
+
+
+def test_every_pin_is_exact_and_hashed() -> None:
+    entries = _lock_entries()
+    assert len(entries) >= len(_declared())
+    unhashed = [e.split()[0] for e in entries if "--hash=sha256:" not in e]
+    assert unhashed == [], "pins without a sha256 hash (pip --require-hashes would refuse them)"
+    _pins()  # every entry is name==version
+
+
+def test_lock_has_no_gpu_stack() -> None:
+    gpu = sorted(n for n in _pins() if n in {"torch", "triton"} or n.startswith("nvidia-"))
+    assert gpu == [], "the compendium runs on CPU; a GPU stack must not be locked"
+
+
+def test_venv_matches_lock() -> None:
+    """The .venv that ensure_env.sh made holds exactly the locked versions (hand upgrades show)."""
+    if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+        pytest.skip("not running in this checkout's .venv (ensure_env.sh installs the lock there)")
+    stamp = ROOT / ".venv" / ".hbpsych-stamp"
+    current = hashlib.sha256(LOCK.read_bytes() + (ROOT / "pyproject.toml").read_bytes())
+    if not stamp.exists() or stamp.read_text().strip() != current.hexdigest():
+        pytest.skip(".venv predates requirements.lock; the next run_tests.sh reinstalls it")
+    differ = {}
+    for name, pinned in _pins().items():
+        try:
+            installed = version(name)
+        except PackageNotFoundError:
+            installed = None
+        if installed != pinned:
+            differ[name] = (pinned, installed)
+    assert differ == {}, "installed versions differ from requirements.lock (locked, installed)"
+
+
+def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
+    """A checkout copy whose .venv/bin/python only logs its calls (ensure_env.sh's view of pip)."""
+    for name in ("scripts/ensure_env.sh", "pyproject.toml", "requirements.lock"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    log = tmp_path / "calls.log"
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\ncat > /dev/null\nexit 0\n')
+    python.chmod(0o755)
+    return tmp_path, log
+
+
+def _source_ensure_env(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"HBPSYCH_PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX"}}
+    return subprocess.run(
+        ["bash", "-c", 'source scripts/ensure_env.sh && echo "PY=$PY"'],
+        cwd=root, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )
+
+
+def test_ensure_env_installs_the_lock_and_reinstalls_when_it_changes(tmp_path: Path) -> None:
+    root, log = _fake_python(tmp_path)
+
+    first = _source_ensure_env(root)
+    assert first.returncode == 0, first.stderr
+    installs = [c for c in log.read_text().splitlines() if " install " in f" {c} "]
+    assert any(f"--require-hashes -r {root}/requirements.lock" in c for c in installs), installs
+    assert any(f"--no-deps -e {root}" in c for c in installs), installs
+
+    log.write_text("")
+    again = _source_ensure_env(root)
+    assert again.returncode == 0 and "setting up" not in again.stderr
+    assert " install " not in log.read_text(), "reinstalled although nothing changed"
+
+    with (root / "requirements.lock").open("a") as lock:
+        lock.write("# changed\n")
+    changed = _source_ensure_env(root)
+    assert changed.returncode == 0 and "setting up" in changed.stderr
+    assert "--require-hashes" in log.read_text()
+
+
+def test_ensure_env_names_a_missing_lock(tmp_path: Path) -> None:
+    root, _ = _fake_python(tmp_path)
+    (root / "requirements.lock").unlink()
+    result = _source_ensure_env(root)
+    assert result.returncode != 0
+    assert "requirements.lock is missing" in result.stderr and "scripts/lock.sh" in result.stderr
+
+
+# --- environment.yml -------------------------------------------------------------------------
+
+
+def _environment() -> dict:
+    return yaml.safe_load((ROOT / "environment.yml").read_text())
+
+
+def _conda_and_pip() -> tuple[list[str], list[str]]:
+    deps = _environment()["dependencies"]
+    conda = [d for d in deps if isinstance(d, str)]
+    pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
+    return conda, pip
+
+
+def _as_pypi(spec: str) -> tuple[str, str]:
+    """(PyPI name, version bounds) of a conda-forge or pip line such as 'matplotlib-base>=3.8'."""
+    name, bounds = re.match(r"^([A-Za-z0-9._-]+)\s*(.*)$", spec.strip()).groups()
+    name = canonicalize_name(name)
+    return canonicalize_name(CONDA_TO_PYPI.get(name, name)), bounds.replace(" ", "")
 
 
 def test_environment_yml_matches_pyproject() -> None:
-    py, env = _pyproject(), _environment()
-    assert sorted(set(py) ^ set(env)) == [], "packages declared in only one of the two files"
-    assert {k: py[k] for k in py if py[k] != env[k]} == {}, "version specifiers differ"
+    declared = {canonicalize_name(r.name): str(r.specifier)
+                for r in map(Requirement, _declared())}
+    declared = {k: ",".join(sorted(v.split(","))) for k, v in declared.items()}
+    conda, pip = _conda_and_pip()
+    listed = dict(_as_pypi(d) for d in [*conda, *pip]
+                  if not d.startswith("-") and _as_pypi(d)[0] not in {"python", "pip"})
+    listed = {k: ",".join(sorted(v.split(","))) for k, v in listed.items()}
+    only = {"pyproject.toml": sorted(set(declared) - set(listed)),
+            "environment.yml": sorted(set(listed) - set(declared))}
+    assert only == {"pyproject.toml": [], "environment.yml": []}, (
+        f"declared in only one file (conda-forge names in environment.yml): {only}"
+    )
+    assert {k: (declared[k], listed[k]) for k in declared if declared[k] != listed[k]} == {}, (
+        "version bounds differ (pyproject.toml, environment.yml)"
+    )
+
+
+def test_environment_yml_takes_from_pip_only_what_conda_forge_lacks() -> None:
+    assert _environment()["channels"] == ["conda-forge"]
+    _, pip = _conda_and_pip()
+    from_pip = {_as_pypi(d)[0] for d in pip if not d.startswith("-")}
+    assert from_pip == NOT_ON_CONDA_FORGE
 
 
 def test_uses_maintained_google_sdk() -> None:
-    names = set(_pyproject())
+    names = {canonicalize_name(Requirement(r).name) for r in _declared()}
     assert "google-genai" in names
     assert "google-generativeai" not in names
 
 
 def test_environment_installs_this_package() -> None:
-    env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    conda, pip = _conda_and_pip()
     assert "-e ." in pip
-    assert any(str(d).startswith("python>=3.11") for d in env["dependencies"])
+    assert any(d.replace(" ", "").startswith("python>=3.11") for d in conda)
