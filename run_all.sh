@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Run every notebook of a profile in order: bash run_all.sh [PROFILE]   (default: default)
-# Executed notebooks, tables, figures, metrics and the run manifest go to outputs/<PROFILE>/.
+# Run every notebook of a profile in order:
+#   bash run_all.sh [PROFILE] [--only NOTEBOOK ...] [--set section.key=value ...] [--outputs DIR]
+# PROFILE defaults to `default`. Executed notebooks, tables, figures, metrics and the run
+# manifest go to outputs/<PROFILE>/. `python -m hbpsych_utils run --help` lists the options.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 # shellcheck source=scripts/ensure_env.sh
 source scripts/ensure_env.sh
-exec "$PY" -m hbpsych_utils run "${1:-default}" "${@:2}"
+exec "$PY" -m hbpsych_utils run "$@"

@@ -81,3 +81,66 @@ def test_profile_models_are_in_the_registry(name: str) -> None:
         assert {"candidate", "local"} & set(registry.model(model).roles), model
     for model in s07_grading.judges_of(profile.grading):
         assert {"judge", "local"} & set(registry.model(model).roles), model
+
+
+# --set overrides: parsed as YAML, applied to the file's mapping, validated by the same models.
+
+
+def test_parse_overrides_reads_values_as_yaml() -> None:
+    assert config.parse_overrides([
+        "seed=123", "corpus.allow_partial=false", "scores.subsets=[v1, hard]",
+        "llm.max_cost=", "description=a=b", "judges.subset=hard",
+    ]) == {
+        "seed": 123, "corpus.allow_partial": False, "scores.subsets": ["v1", "hard"],
+        "llm.max_cost": None, "description": "a=b", "judges.subset": "hard",
+    }
+
+
+@pytest.mark.parametrize("item", ["seed", "=3", "corpus.=1", ".seed=1", "corpus..x=1",
+                                  "seed=[1"])
+def test_malformed_override_is_an_error_naming_it(item: str) -> None:
+    with pytest.raises(config.ProfileError, match=r"--set '" + item.replace("[", r"\[")):
+        config.parse_overrides([item])
+
+
+def test_overrides_change_only_their_keys() -> None:
+    base = config.load_profile("default")
+    tweaked = config.load_profile("default", {
+        "seed": 123, "judges.subset": "hard", "llm.limits.openai.rpm": 10,
+        "corpus.max_conversations": 5})
+    assert (tweaked.seed, tweaked.judges.subset, tweaked.corpus.max_conversations) == (
+        123, "hard", 5)
+    assert tweaked.llm.limits == {"openai": {"rpm": 10}}
+    assert tweaked.corpus.allow_partial is base.corpus.allow_partial is True  # kept from file
+    assert tweaked.model_copy(update={
+        "seed": base.seed, "judges": base.judges, "llm": base.llm, "corpus": base.corpus,
+    }) == base
+    assert config.load_profile("default") == base  # the file itself is untouched
+
+
+@pytest.mark.parametrize(("overrides", "pattern"), [
+    ({"nosuch.key": 1}, r"--set nosuch.key=1\) is invalid:\n  - nosuch: unknown key "
+                        r"\(expected one of: .*seed.*corpus"),
+    ({"corpus.allow_partal": True}, r"corpus.allow_partal: unknown key .*allow_partial"),
+    ({"corpus.max_conversations": -1}, r"corpus.max_conversations: .*greater than .*got -1"),
+    ({"judges.subset": "v3"}, r"judges.subset: .*'v1', 'v2' or 'hard' \(got 'v3'"),
+    ({"seed": "soon"}, r"seed: .*integer.*'soon'"),
+    ({"seed.x": 1}, r"--set seed.x: seed is 20250507, not a section"),
+    ({"name": "other"}, r"key 'name' is 'other' but must equal the file name 'default'"),
+    ({"corpus.corpus_file": "data/nowhere.jsonl"}, r"corpus.corpus_file: file .*nowhere"),
+    ({"notebooks": ["01_corpus", "99_x"]}, r"99_x"),
+], ids=["unknown-section", "unknown-key", "out-of-range", "bad-choice", "bad-type",
+        "not-a-section", "name", "missing-file", "unknown-notebook"])
+def test_bad_override_is_an_error_naming_the_key(overrides: dict, pattern: str) -> None:
+    with pytest.raises(config.ProfileError, match=pattern):
+        config.load_profile("default", overrides)
+
+
+def test_applied_overrides_are_the_validated_values() -> None:
+    overrides = config.parse_overrides(["seed=123", "corpus.max_conversations=7",
+                                        "llm.max_cost=2"])
+    profile = config.load_profile("default", overrides)
+    assert config.applied_overrides(profile, overrides) == {
+        "seed": 123, "corpus.max_conversations": 7, "llm.max_cost": 2.0}
+    assert config.describe_overrides({"seed": 1, "judges.subset": "hard"}) == (
+        'seed=1, judges.subset="hard"')

@@ -6,11 +6,19 @@ forbids unknown keys, so a typo is an error naming the profile, the key and what
 instead of a silently ignored setting. ``run_all`` injects a section's values into the
 matching notebook's ``parameters`` cell; the notebook's own defaults equal the model defaults
 (tests/test_notebooks_params.py keeps the two in step).
+
+``--set section.key=value`` on the command line tweaks one value of a profile without copying
+its YAML: :func:`parse_overrides` reads the values as YAML, :func:`load_profile` applies them to
+the file's mapping and validates the result with the same models, so a typo in an override is
+the same error, naming the key, as a typo in the file.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -278,8 +286,69 @@ def profile_path(name_or_path: str | Path) -> Path:
     return paths.params_dir() / f"{name_or_path}.yaml"
 
 
-def load_profile(name_or_path: str | Path) -> Profile:
-    """Load and validate a profile by name (``smoke``) or by path to a YAML file."""
+def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+    """``["corpus.max_conversations=20", "seed=1"]`` -> ``{"corpus.max_conversations": 20,
+    "seed": 1}``. Each value is read as YAML, so ``true``, ``[v1, hard]`` and ``null`` mean what
+    they mean in a profile file; a later ``--set`` of the same key wins."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or "" in key.split("."):
+            raise ProfileError(
+                f"--set {item!r}: expected section.key=value (or key=value for a top-level key, "
+                "e.g. seed=123)"
+            )
+        try:
+            overrides[key] = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ProfileError(f"--set {item!r}: the value is not valid YAML: {exc}") from None
+    return overrides
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a profile's raw mapping with each dotted key set (sections created as needed).
+
+    Nothing is checked here beyond the path: the profile model validates the result."""
+    result = copy.deepcopy(dict(raw))
+    for dotted, value in overrides.items():
+        *parents, leaf = dotted.split(".")
+        node = result
+        for depth, part in enumerate(parents, start=1):
+            if node.get(part) is None:
+                node[part] = {}
+            if not isinstance(node[part], dict):
+                raise ProfileError(
+                    f"--set {dotted}: {'.'.join(parents[:depth])} is {node[part]!r}, not a "
+                    "section with keys"
+                )
+            node = node[part]
+        node[leaf] = value
+    return result
+
+
+def applied_overrides(profile: Profile, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Each overridden key with the value the validated profile holds (what the run used)."""
+    values = profile.model_dump(mode="json")
+    applied: dict[str, Any] = {}
+    for dotted in overrides:
+        node: Any = values
+        for part in dotted.split("."):
+            node = node[part]
+        applied[dotted] = node
+    return applied
+
+
+def describe_overrides(overrides: Mapping[str, Any]) -> str:
+    """``seed=123, corpus.allow_partial=true`` (values as JSON), for messages and progress."""
+    return ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in overrides.items())
+
+
+def load_profile(
+    name_or_path: str | Path, overrides: Mapping[str, Any] | None = None
+) -> Profile:
+    """Load and validate a profile by name (``smoke``) or by path to a YAML file, with
+    ``overrides`` (dotted key -> value, see :func:`parse_overrides`) applied before validation."""
     path = profile_path(name_or_path)
     if not path.is_file():
         raise ProfileError(
@@ -297,23 +366,26 @@ def load_profile(name_or_path: str | Path) -> Profile:
             f"profile {path.stem!r} ({path}): expected a mapping of keys at the top level, "
             f"got {type(raw).__name__}"
         )
+    if overrides:
+        raw = apply_overrides(raw, overrides)
+    where = f"({path}" + (f"; --set {describe_overrides(overrides)})" if overrides else ")")
     if "name" in raw and raw["name"] != path.stem:
         raise ProfileError(
-            f"profile {path.stem!r} ({path}): key 'name' is {raw['name']!r} but must equal the "
+            f"profile {path.stem!r} {where}: key 'name' is {raw['name']!r} but must equal the "
             f"file name {path.stem!r}"
         )
     raw = {**raw, "name": path.stem}
     try:
         profile = Profile.model_validate(raw)
     except ValidationError as exc:
-        raise ProfileError(_describe(path, exc)) from None
+        raise ProfileError(_describe(path, exc, where)) from None
     _check_files(profile, path)
     _check_notebooks(profile, path)
     return profile
 
 
-def _describe(path: Path, exc: ValidationError) -> str:
-    lines = [f"profile {path.stem!r} ({path}) is invalid:"]
+def _describe(path: Path, exc: ValidationError, where: str) -> str:
+    lines = [f"profile {path.stem!r} {where} is invalid:"]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":

@@ -1,8 +1,10 @@
 """The run manifest: what a profile run used and produced, and never a secret.
 
-``outputs/<profile>/manifest.json`` records the profile, package version, git commit, the
-notebooks run (status, seconds) and every artifact any stage used with its sha256. It is
-rewritten after each notebook, so an interrupted run still says how far it got.
+``outputs/<profile>/manifest.json`` records the profile (the values the run used and the
+``--set`` overrides among them), package version, git commit, the installed versions of the
+package's dependencies, the notebooks run (status, seconds) and every artifact any stage used
+with its sha256. It is rewritten after each notebook, so an interrupted run still says how far
+it got.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ import json
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import Requirement
 
 from hbpsych_utils import __version__
 from hbpsych_utils.core import paths
@@ -65,6 +72,25 @@ def git_commit(root: Path | None = None) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
+@cache
+def installed_packages(distribution: str = "hbpsych_utils") -> dict[str, str | None]:
+    """Python's version and the installed version of ``distribution`` and of every package it
+    requires, ``[dev]`` extra included (``None`` for one not installed here). Read once per
+    process: a run does not change its environment."""
+    packages: dict[str, str | None] = {"python": platform.python_version()}
+    try:
+        packages[distribution] = metadata.version(distribution)
+        requirements = metadata.requires(distribution) or []
+    except metadata.PackageNotFoundError:
+        return packages
+    for name in sorted({Requirement(r).name for r in requirements}, key=str.lower):
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    return packages
+
+
 def collect_artifacts(profile_dir: Path) -> dict[str, Any]:
     """Merge the ``stage.json`` records of every stage folder."""
     merged: dict[str, Any] = {}
@@ -111,13 +137,24 @@ def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
 
 
 def write_manifest(
-    profile_dir: Path, profile: str, notebooks: list[dict[str, Any]], extra: dict | None = None
+    profile_dir: Path,
+    profile: str,
+    notebooks: list[dict[str, Any]],
+    extra: dict | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    profile_values: Mapping[str, Any] | None = None,
 ) -> Path:
+    """Write ``manifest.json``; ``overrides`` are the ``--set`` keys with the values the run
+    used, ``profile_values`` the whole validated profile (overrides applied)."""
     manifest = {
         "profile": profile,
+        "overrides": dict(overrides or {}),
+        "profile_values": dict(profile_values or {}),
         "package_version": __version__,
         "git": git_commit(),
         "python": platform.python_version(),
+        "packages": dict(installed_packages()),
         "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "mirror": bool(os.environ.get("HBPSYCH_MIRROR")),
         "notebooks": notebooks,
