@@ -1,7 +1,9 @@
 """Command line: ``python -m hbpsych_utils <command>``.
 
-Commands: ``run [PROFILE]`` executes a profile's notebooks; ``fetch [NAME ...]`` fetches and
-verifies external artifacts (all when no name is given); ``profiles`` lists the profiles;
+Commands: ``run [PROFILE]`` executes a profile's notebooks; ``book [PROFILE] [--outputs DIR]``
+renders an existing run folder ``outputs/PROFILE/`` into ``outputs/PROFILE/book/``, a static
+site that opens offline; ``fetch [NAME ...]`` fetches and verifies external artifacts (all when
+no name is given); ``profiles`` lists the profiles;
 ``filter-results INPUT ... [--format auto|simple-evals|inspect|hbpsych] [--subset v1|v2|hard|PATH]
 [--seed N] [--resamples N] [--json]`` reports HealthBench-Psych and Psych-Hard from
 per-conversation HealthBench results you already have (simple-evals, Inspect logs, or this
@@ -23,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         from hbpsych_utils.core import runner
 
         return runner.main(rest)
+    if command == "book":
+        from hbpsych_utils.reporting import book
+
+        return book.main(rest)
     if command == "fetch":
         from hbpsych_utils.core import sources
 

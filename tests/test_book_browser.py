@@ -1,0 +1,151 @@
+"""The book of the default and the smoke run, read by headless Chromium (issue 11's acceptance).
+
+From the landing page the test follows every internal link to every page of the book and, on
+each one, checks: no console error or page error; every image decoded (natural width > 0);
+every internal link points at a file of the book and, with a fragment, at an element that
+exists; every request the page makes is a ``file://`` URL inside the book folder (all requests
+are intercepted; anything else is aborted and fails the test). Screenshots of the landing page
+and one chapter are saved under the test's tmp folder (the path is printed).
+
+Debian's Chromium (/usr/bin/chromium) through Playwright, as in test_instrument_browser.py:
+skipped when it is absent on a developer machine, a failure under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urlsplit
+
+import pytest
+
+from hbpsych_utils.reporting import book
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+SCREENSHOT_CHAPTER = "03_review_round1.html"
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        msg = f"{CHROMIUM} is missing: run scripts/install_browser.sh"
+        if os.environ.get("CI"):
+            pytest.fail(f"{msg} (CI is set, so the browser test must run)")
+        pytest.skip(msg)
+    try:
+        from playwright import sync_api
+    except ImportError as exc:  # the dev extra is not installed
+        if os.environ.get("CI"):
+            pytest.fail(f"playwright is not installed ({exc}); CI must run the browser test")
+        pytest.skip(f"playwright is not installed ({exc}): pip install -e .[dev]")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def file_path(url: str) -> Path:
+    """The file a ``file://`` URL names (query and fragment dropped)."""
+    return Path(unquote(urlsplit(url).path))
+
+
+def inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def the_book(run: Path) -> Path:
+    """The run's book: the runner builds it; build it here if this checkout's runner does not."""
+    index = run / book.BOOK_DIR / "index.html"
+    return index if index.is_file() else book.build_book(run)
+
+
+PAGE_FACTS = """() => ({
+  images: [...document.images].map(i => ({src: i.currentSrc || i.src, complete: i.complete,
+                                            width: i.naturalWidth})),
+  links: [...document.querySelectorAll('a[href]')].map(a => a.href),
+  ids: [...document.querySelectorAll('[id]')].map(e => e.id)
+       .concat([...document.querySelectorAll('a[name]')].map(a => a.name)),
+})"""
+
+
+@pytest.mark.parametrize("run_fixture", ["default_run", "smoke_run"])
+def test_every_page_of_the_book_loads_offline_and_whole(
+    browser, run_fixture: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    run: Path = request.getfixturevalue(run_fixture)
+    index = the_book(run)
+    folder = index.parent
+    chapters = {p.stem for p in (run / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert chapters and all((folder / f"{c}.html").is_file() for c in chapters)
+
+    outside: list[str] = []
+
+    def guard(route) -> None:
+        url = route.request.url
+        if url.startswith("file://") and inside(file_path(url), folder):
+            route.continue_()
+        else:
+            outside.append(url)
+            route.abort()
+
+    ctx = browser.new_context(viewport={"width": 1300, "height": 900})
+    ctx.route("**/*", guard)
+    page = ctx.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+
+    ids: dict[Path, set[str]] = {}
+    anchors: list[tuple[Path, Path, str]] = []  # (page, target, fragment)
+    todo, seen = [index.resolve()], set()
+    shots = tmp_path / f"book-screenshots-{run.name}"
+    shots.mkdir()
+    try:
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            page.goto(current.as_uri(), wait_until="load")
+            facts = page.evaluate(PAGE_FACTS)
+            ids[current] = set(facts["ids"])
+            for img in facts["images"]:
+                assert img["complete"] and img["width"] > 0, (current.name, img["src"])
+            for href in facts["links"]:
+                url, fragment = urldefrag(href)
+                if not url.startswith("file://"):
+                    continue  # not a link inside the book (none exist today; not required)
+                target = file_path(url)
+                assert inside(target, folder), f"{current.name} links outside the book: {href}"
+                assert target.is_file(), f"{current.name} links to a missing file: {href}"
+                if fragment:
+                    anchors.append((current, target.resolve(), unquote(fragment)))
+                if target.suffix == ".html":
+                    todo.append(target.resolve())
+            if current.name in ("index.html", SCREENSHOT_CHAPTER):
+                page.screenshot(path=str(shots / current.name.replace(".html", ".png")),
+                                full_page=True)
+    finally:
+        ctx.close()
+
+    print(f"\nbook screenshots of {run_fixture}: {shots}")
+    visited = {p.name for p in seen}
+    assert {"index.html", "figures.html", "provenance.html"} <= visited
+    assert {f"{c}.html" for c in chapters} <= visited, "a chapter is not reachable from index"
+    for source, target, fragment in anchors:
+        assert fragment in ids.get(target, set()), (
+            f"{source.name} links to #{fragment}, missing in {target.name}")
+    assert outside == [], f"requests that left the book's folder: {outside}"
+    assert problems == [], problems
+    assert (shots / "index.png").stat().st_size > 0
+    assert (shots / SCREENSHOT_CHAPTER.replace(".html", ".png")).stat().st_size > 0
