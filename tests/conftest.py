@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -103,3 +104,34 @@ def released_jsonl(name: str) -> list[dict]:
     from hbpsych_utils.core import sources
 
     return [json.loads(x) for x in sources.fetch(name).read_text().splitlines() if x.strip()]
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Debian's headless Chromium through Playwright (``bash scripts/install_browser.sh``).
+
+    Skipped where it is not installed, except under CI, where a browser test must run."""
+    if not CHROMIUM.exists():
+        msg = f"{CHROMIUM} is missing: run scripts/install_browser.sh"
+        if os.environ.get("CI"):
+            pytest.fail(f"{msg} (CI is set, so the browser test must run)")
+        pytest.skip(msg)
+    try:
+        from playwright import sync_api
+    except ImportError as exc:  # the dev extra is not installed
+        if os.environ.get("CI"):
+            pytest.fail(f"playwright is not installed ({exc}); CI must run the browser test")
+        pytest.skip(f"playwright is not installed ({exc}): pip install -e .[dev]")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()

@@ -13,8 +13,6 @@ skipped when it is absent on a developer machine, a failure under CI=true.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlsplit
 
@@ -22,35 +20,11 @@ import pytest
 
 from hbpsych_utils.reporting import book
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 SCREENSHOT_CHAPTER = "03_review_round1.html"
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        msg = f"{CHROMIUM} is missing: run scripts/install_browser.sh"
-        if os.environ.get("CI"):
-            pytest.fail(f"{msg} (CI is set, so the browser test must run)")
-        pytest.skip(msg)
-    try:
-        from playwright import sync_api
-    except ImportError as exc:  # the dev extra is not installed
-        if os.environ.get("CI"):
-            pytest.fail(f"playwright is not installed ({exc}); CI must run the browser test")
-        pytest.skip(f"playwright is not installed ({exc}): pip install -e .[dev]")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def file_path(url: str) -> Path:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -493,7 +492,6 @@ def test_duplicate_verdict_is_an_error(data):
 
 # ---------------------------------------------------------------------------- browser
 
-CHROMIUM = Path("/usr/bin/chromium")
 PWN = (
     '<script>window.__pwned = "script"</script>'
     '<img src=x onerror="window.__pwned = \'img\'">'
@@ -502,13 +500,8 @@ PWN = (
 
 
 @pytest.mark.browser
-def test_view_inserted_as_widget_markup_runs_no_code(tmp_path):
+def test_view_inserted_as_widget_markup_runs_no_code(tmp_path, browser):
     """The HTML widget sets innerHTML: no payload in the data may run, highlights must show."""
-    if not CHROMIUM.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing (CI is set, so the browser test must run)")
-        pytest.skip(f"{CHROMIUM} is missing: run scripts/install_browser.sh")
-    sync_api = pytest.importorskip("playwright.sync_api")
     records = json.loads(json.dumps(RECORDS))
     records[0]["prompt"][0]["content"] = PWN
     records[0]["rubrics"][1]["criterion"] = PWN
@@ -520,27 +513,24 @@ def test_view_inserted_as_widget_markup_runs_no_code(tmp_path):
     # a control image inserted after the fragment: once its onerror ran, the fragment's would
     # have run too (no timing involved)
     control = '<img src=x onerror="window.__control = 1">'
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM),
-                                    args=["--headless", "--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page()
-            page.set_content("<html><body><div id=view></div></body></html>")
-            page.evaluate("html => { document.getElementById('view').innerHTML = html; }",
-                          fragment)
-            page.evaluate("h => { document.body.insertAdjacentHTML('beforeend', h); }", control)
-            page.wait_for_function("window.__control === 1")
-            assert page.evaluate("window.__pwned") is None
-            flagged = page.eval_on_selector_all(
-                f"tr.{explorer.DISAGREE_CLASS}",
-                "rows => rows.map(r => [r.dataset.candidate, Number(r.dataset.criterion)])",
-            )
-            assert sorted(map(tuple, flagged)) == [("cand-a", 0), ("cand-b", 2)]
-            bg = page.eval_on_selector(
-                f"tr.{explorer.DISAGREE_CLASS} td", "td => getComputedStyle(td).backgroundColor")
-            plain = page.eval_on_selector(
-                "tr[data-criterion='1'] td", "td => getComputedStyle(td).backgroundColor")
-            assert bg != plain  # the highlight is visible, not just a class name
-            assert PWN in page.inner_text("#view")  # the payload is shown as text
-        finally:
-            browser.close()
+    page = browser.new_page()
+    try:
+        page.set_content("<html><body><div id=view></div></body></html>")
+        page.evaluate("html => { document.getElementById('view').innerHTML = html; }",
+                      fragment)
+        page.evaluate("h => { document.body.insertAdjacentHTML('beforeend', h); }", control)
+        page.wait_for_function("window.__control === 1")
+        assert page.evaluate("window.__pwned") is None
+        flagged = page.eval_on_selector_all(
+            f"tr.{explorer.DISAGREE_CLASS}",
+            "rows => rows.map(r => [r.dataset.candidate, Number(r.dataset.criterion)])",
+        )
+        assert sorted(map(tuple, flagged)) == [("cand-a", 0), ("cand-b", 2)]
+        bg = page.eval_on_selector(
+            f"tr.{explorer.DISAGREE_CLASS} td", "td => getComputedStyle(td).backgroundColor")
+        plain = page.eval_on_selector(
+            "tr[data-criterion='1'] td", "td => getComputedStyle(td).backgroundColor")
+        assert bg != plain  # the highlight is visible, not just a class name
+        assert PWN in page.inner_text("#view")  # the payload is shown as text
+    finally:
+        page.close()

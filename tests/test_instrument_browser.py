@@ -10,9 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -22,11 +20,6 @@ from hbpsych_utils.construction import instrument as ins
 from hbpsych_utils.construction import ratings, review_set
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 VOCAB = ("anxiety", "sleep", "substance_use", "other_mh", "none")
 XSS = (
     '<script>window.__pwned = "script"</script>'
@@ -103,25 +96,6 @@ def test_page_is_deterministic() -> None:
 # headless Chromium
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        msg = f"{CHROMIUM} is missing: run scripts/install_browser.sh"
-        if os.environ.get("CI"):
-            pytest.fail(f"{msg} (CI is set, so the browser test must run)")
-        pytest.skip(msg)
-    try:
-        from playwright import sync_api
-    except ImportError as exc:  # the dev extra is not installed
-        if os.environ.get("CI"):
-            pytest.fail(f"playwright is not installed ({exc}); CI must run the browser test")
-        pytest.skip(f"playwright is not installed ({exc}): pip install -e .[dev]")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
