@@ -3,7 +3,9 @@
 Commands: ``run [PROFILE]`` executes a profile's notebooks; ``book [PROFILE] [--outputs DIR]``
 renders an existing run folder ``outputs/PROFILE/`` into ``outputs/PROFILE/book/``, a static
 site that opens offline; ``fetch [NAME ...]`` fetches and verifies external artifacts (all when
-no name is given); ``profiles`` lists the profiles;
+no name is given); ``profiles`` lists the profiles; ``ids --subset v1|v2|hard|PATH
+[--format lines|csv|json|inspect]`` prints a subset's prompt ids (its sha256 on stderr);
+``export --subset ... --output FILE.jsonl`` writes its conversations in HealthBench's layout;
 ``filter-results INPUT ... [--format auto|simple-evals|inspect|hbpsych] [--subset v1|v2|hard|PATH]
 [--seed N] [--resamples N] [--json]`` reports HealthBench-Psych and Psych-Hard from
 per-conversation HealthBench results you already have (simple-evals, Inspect logs, or this
@@ -29,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         from hbpsych_utils.reporting import book
 
         return book.main(rest)
+    if command in ("ids", "export"):
+        from hbpsych_utils.reporting import export
+
+        return export.main(command, rest)
     if command == "fetch":
         from hbpsych_utils.core import sources
 
