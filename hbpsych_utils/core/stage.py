@@ -94,6 +94,11 @@ class Stage:
             )
         return p
 
+    def upstream_metrics(self, stage: str) -> dict[str, Any]:
+        """The ``metrics.json`` an earlier stage of the same run wrote (``upstream``'s error
+        when it has not run)."""
+        return json.loads(self.upstream(stage, "metrics.json").read_text(encoding="utf-8"))
+
     def write_metrics(self, metrics: dict[str, Any]) -> Path:
         return write_json(self.path("metrics.json"), metrics)
 

@@ -22,7 +22,6 @@ place 08_scores, 09_judges, 10_refusals and 12_figures_tables get their scores f
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -599,8 +598,7 @@ class EvaluationSource:
 
 def graded_judges(stage: Stage) -> list[str]:
     """The judge panel of this run's 07_grading (its ``metrics.json``), in the panel's order."""
-    path = stage.upstream("07_grading", "metrics.json")
-    return list(json.loads(path.read_text(encoding="utf-8"))["judges"])
+    return list(stage.upstream_metrics("07_grading")["judges"])
 
 
 def evaluation_source(

@@ -70,9 +70,3 @@ class StageResult:
     def findings_markdown(self) -> str:
         """The findings as one Markdown paragraph (what a chapter displays at its end)."""
         return " ".join(self.findings)
-
-    def files(self) -> list[Path]:
-        """Every file this result wrote into its stage folder."""
-        out = [self.stage.path(name) for name in self.tables]
-        out += [self.stage.path(f"{stem}.{ext}") for stem in self.figures for ext in ("png", "svg")]
-        return [*out, self.stage.path("metrics.json")]

@@ -17,7 +17,6 @@ tally so is ``votes.csv``: 05 reads ``round2`` and the votes, and must never mix
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
@@ -61,8 +60,7 @@ def round2_state(mode: str, round1: dict[str, Any], has_ratings: bool) -> str:
 def read_round2_state(stage: Any) -> str:
     """04's ``round2`` state as its metrics recorded it (05 reads it; an older run without the
     key had always tallied)."""
-    metrics = json.loads(stage.upstream(STAGE, "metrics.json").read_text(encoding="utf-8"))
-    return str(metrics.get("round2", TALLIED))
+    return str(stage.upstream_metrics(STAGE).get("round2", TALLIED))
 
 
 def run(run: ProfileRun, params: RecallParams) -> StageResult:
@@ -72,7 +70,7 @@ def run(run: ProfileRun, params: RecallParams) -> StageResult:
     conversations, vocabulary = inputs.conversations, inputs.vocabulary
     round1_set = review_set.read_set(
         stage.upstream(s03_review_round1.STAGE, review_set.SET_FILE))
-    round1 = json.loads(stage.upstream(s03_review_round1.STAGE, "metrics.json").read_text())
+    round1 = stage.upstream_metrics(s03_review_round1.STAGE)
     pool = review_set.recall_pool(inputs.screen, round1_set)
     ratings_paths = [resolve_path(p) for p in (params.ratings_files or [])]
     state = round2_state(params.mode, round1, bool(ratings_paths))

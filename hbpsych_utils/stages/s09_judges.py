@@ -9,7 +9,6 @@ metrics (``read_metrics``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,7 +63,7 @@ def run(run: ProfileRun, params: JudgesParams) -> StageResult:
 
 def read_metrics(stage: Stage) -> dict[str, Any]:
     """The judge statistics this run's 09_judges wrote (what 12_figures_tables draws)."""
-    return json.loads(stage.upstream(STAGE, "metrics.json").read_text(encoding="utf-8"))
+    return stage.upstream_metrics(STAGE)
 
 
 def judge_stats_table(metrics: Mapping[str, Any]) -> pd.DataFrame | Mapping[str, Any]:

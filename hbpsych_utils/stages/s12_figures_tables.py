@@ -10,7 +10,6 @@ scores with 08's number of bootstrap resamples); the severity and self-preferenc
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,8 +32,7 @@ def _bootstrap_resamples(stage: Stage, sources: Sequence[scoring.EvaluationSourc
     """The resamples behind 08_scores' intervals (None when no source has intervals)."""
     if not any(s.intervals for s in sources):
         return None
-    path = stage.upstream("08_scores", "metrics.json")
-    return int(json.loads(path.read_text(encoding="utf-8"))["n_resamples"])
+    return int(stage.upstream_metrics("08_scores")["n_resamples"])
 
 
 def run(run: ProfileRun, params: FiguresTablesParams) -> StageResult:
