@@ -4,14 +4,23 @@
 #   1. $HBPSYCH_PYTHON, when set;
 #   2. the active virtualenv or conda env, when it already has hbpsych_utils (from this checkout)
 #      and papermill;
-#   3. ./.venv, created when missing and installed from requirements.lock when stale: exactly the
-#      locked versions, each checked against its sha256 (pip --require-hashes), then this package
-#      itself, editable and without dependencies. Base interpreter: $HBPSYCH_BASE_PYTHON or python3.
-# "Stale" means requirements.lock or pyproject.toml changed since the last install (a stamp file
-# remembers their hash). Packages installed by hand (e.g. scripts/install_local_model.sh) stay.
+#   3. ./.venv, created when missing and installed from the lock when stale: exactly the locked
+#      versions, each checked against its sha256 (pip --require-hashes), then this package itself,
+#      editable and without dependencies. Base interpreter: $HBPSYCH_BASE_PYTHON or python3.
+# The lock is requirements.lock (dependencies + dev extra), or requirements-inspect.lock with
+# HBPSYCH_EXTRAS=inspect (adds the Inspect task's extra; .ci/run sets it).
+# "Stale" means the lock or pyproject.toml changed since the last install (a stamp file remembers
+# their hash). Packages installed by hand (e.g. scripts/install_local_model.sh) stay; going back
+# from the inspect lock to the default one leaves Inspect installed (delete .venv to drop it).
 
 _here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-_lock="$_here/requirements.lock"
+case "${HBPSYCH_EXTRAS:-}" in
+  "") _lock="$_here/requirements.lock" ;;
+  inspect) _lock="$_here/requirements-inspect.lock" ;;
+  *)
+    echo "error: HBPSYCH_EXTRAS=${HBPSYCH_EXTRAS}: unknown extra set (allowed: inspect, or unset)" >&2
+    return 1 2>/dev/null || exit 1 ;;
+esac
 
 _has_pkg() {
   "$1" - "$_here" <<'PY' >/dev/null 2>&1
@@ -43,7 +52,7 @@ else
     return 1 2>/dev/null || exit 1
   fi
   if [ ! -x "$PY" ] || ! _stamp_ok || ! _has_pkg "$PY"; then
-    echo "setting up $_here/.venv from requirements.lock (first run or dependencies changed) ..." >&2
+    echo "setting up $_here/.venv from $(basename "$_lock") (first run or dependencies changed) ..." >&2
     if [ ! -x "$PY" ]; then
       base="${HBPSYCH_BASE_PYTHON:-python3}"
       "$base" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || {
@@ -60,12 +69,13 @@ else
     "${_pip[@]}" install --upgrade pip >&2 &&
       "${_pip[@]}" install --require-hashes -r "$_lock" >&2 &&
       "${_pip[@]}" install --no-deps -e "$_here" >&2 || {
-        echo "error: installing requirements.lock and the package into $_here/.venv failed" \
+        echo "error: installing $(basename "$_lock") and the package into $_here/.venv failed" \
              "(see above)" >&2
         return 1 2>/dev/null || exit 1
       }
     unset _pip
     _env_hash > "$_here/.venv/.hbpsych-stamp"
+    basename "$_lock" > "$_here/.venv/.hbpsych-lock"
   fi
 fi
 export PY

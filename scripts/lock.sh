@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Regenerate requirements.lock, the locked environment that scripts/ensure_env.sh installs:
-# every dependency of pyproject.toml ([project.dependencies] and every extra), resolved with uv
-# to exact versions with sha256 hashes, for CPython 3.11 on Linux x86_64.
+# Regenerate the locked environments that scripts/ensure_env.sh installs, resolved with uv to exact
+# versions with sha256 hashes, for CPython 3.11 on Linux x86_64:
+#
+#   requirements.lock          [project.dependencies] + the dev extra (the default .venv)
+#   requirements-inspect.lock  the same + the inspect extra (HBPSYCH_EXTRAS=inspect; .ci/run)
+#
+# The inspect lock is resolved first and seeds the default one, so every package the two share
+# has the same version in both (tests/test_environment.py checks it).
 #
 #   bash scripts/lock.sh                          # after editing pyproject.toml's dependencies
 #   bash scripts/lock.sh --upgrade                # move every pin to the newest allowed release
 #   bash scripts/lock.sh --upgrade-package NAME   # move one pin (any `uv pip compile` option works)
 #
-# Without --upgrade the pins already in requirements.lock are kept where pyproject.toml still
-# allows them, so adding one dependency changes only what it needs. Needs the package index
-# (uv resolves there); takes seconds. uv itself is installed once, at a pinned version, into a
-# small virtualenv under ~/.cache/hbpsych (or $UV, when set, is used as it is).
+# Without --upgrade the pins already in the locks are kept where pyproject.toml still allows them,
+# so adding one dependency changes only what it needs. Needs the package index (uv resolves
+# there); takes seconds. uv itself is installed once, at a pinned version, into a small
+# virtualenv under ~/.cache/hbpsych (or $UV, when set, is used as it is).
 #
 # Why --python-version 3.11 (= 3.11.0) and not the interpreter here: the lock then holds only
 # releases that install on every 3.11.x; e.g. soupsieve 4 needs Python >= 3.11.5, Debian 12 ships
@@ -21,6 +26,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 UV_VERSION="0.13.9"
 LOCK="requirements.lock"
+FULL_LOCK="requirements-inspect.lock"
 PLATFORM="x86_64-manylinux_2_28"
 
 base="${HBPSYCH_BASE_PYTHON:-python3}"
@@ -44,17 +50,24 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # uv keeps the versions it finds in the output file (unless told to upgrade them).
-if [ -f "$LOCK" ]; then cp "$LOCK" "$work/lock.txt"; fi
+if [ -f "$FULL_LOCK" ]; then cp "$FULL_LOCK" "$work/full.txt"
+elif [ -f "$LOCK" ]; then cp "$LOCK" "$work/full.txt"; fi
 
-"$uv" pip compile pyproject.toml --all-extras --generate-hashes \
-    --python-version 3.11 --python-platform "$PLATFORM" \
-    --custom-compile-command "bash scripts/lock.sh" \
-    --no-progress --quiet --output-file "$work/lock.txt" "$@"
+compile() {  # compile OUTPUT [uv options...]
+    local out="$1"; shift
+    "$uv" pip compile pyproject.toml --generate-hashes \
+        --python-version 3.11 --python-platform "$PLATFORM" \
+        --custom-compile-command "bash scripts/lock.sh" \
+        --no-progress --quiet --output-file "$out" "$@"
+}
+compile "$work/full.txt" --all-extras "$@"
+cp "$work/full.txt" "$work/lock.txt"
+compile "$work/lock.txt" --extra dev "$@"
 
 # CPU-only environment: a GPU stack (hundreds of MB, and a slow install) is never wanted here.
-if grep -qiE '^(torch|nvidia-[a-z0-9-]+|triton)==' "$work/lock.txt"; then
+if grep -qiE '^(torch|nvidia-[a-z0-9-]+|triton)==' "$work/full.txt"; then
     echo "error: the resolution pulls in torch/CUDA packages:" >&2
-    grep -iE '^(torch|nvidia-[a-z0-9-]+|triton)==' "$work/lock.txt" >&2
+    grep -iE '^(torch|nvidia-[a-z0-9-]+|triton)==' "$work/full.txt" >&2
     exit 1
 fi
 
@@ -75,16 +88,18 @@ print(hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest())
 PY
 )"
 
-{
-    echo "# Locked environment of hbpsych_utils: the dependencies and every extra of pyproject.toml,"
-    echo "# exact versions with sha256 hashes, for CPython 3.11 on Linux x86_64 (uv $UV_VERSION)."
-    echo "# Installed by scripts/ensure_env.sh: pip install --require-hashes -r $LOCK"
-    echo "# Regenerate after changing pyproject.toml's dependencies: bash scripts/lock.sh"
-    echo "# (bash scripts/lock.sh --upgrade moves every pin to the newest allowed release)."
-    echo "# pyproject-dependencies-sha256: $spec_hash"
-    cat "$work/lock.txt"
-} > "$work/final.txt"
-mv "$work/final.txt" "$LOCK"
-
-count="$(grep -cE '^[A-Za-z0-9][A-Za-z0-9._-]*==' "$LOCK")"
-echo "wrote $LOCK: $count packages pinned with hashes"
+write_lock() {  # write_lock RESOLVED TARGET WHAT
+    {
+        echo "# Locked environment of hbpsych_utils: $3,"
+        echo "# exact versions with sha256 hashes, for CPython 3.11 on Linux x86_64 (uv $UV_VERSION)."
+        echo "# Installed by scripts/ensure_env.sh: pip install --require-hashes -r $2"
+        echo "# Regenerate after changing pyproject.toml's dependencies: bash scripts/lock.sh"
+        echo "# (bash scripts/lock.sh --upgrade moves every pin to the newest allowed release)."
+        echo "# pyproject-dependencies-sha256: $spec_hash"
+        cat "$1"
+    } > "$work/final.txt"
+    mv "$work/final.txt" "$2"
+    echo "wrote $2: $(grep -cE '^[A-Za-z0-9][A-Za-z0-9._-]*==' "$2") packages pinned with hashes"
+}
+write_lock "$work/lock.txt" "$LOCK" "the dependencies and the dev extra of pyproject.toml"
+write_lock "$work/full.txt" "$FULL_LOCK" "the dependencies and every extra (dev, inspect)"

@@ -1,8 +1,9 @@
 """The declared, locked and conda environments agree.
 
 pyproject.toml declares the dependencies; requirements.lock (made by scripts/lock.sh) pins them
-with hashes for the .venv that scripts/ensure_env.sh installs; environment.yml lists the same
-dependencies as conda-forge packages. None of these tests needs the network.
+and the dev extra with hashes for the .venv that scripts/ensure_env.sh installs, and
+requirements-inspect.lock pins the same plus the optional inspect extra; environment.yml lists
+the dependencies and the dev extra as conda-forge packages. None of these tests needs the network.
 """
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements.lock"
-REGENERATE = "run `bash scripts/lock.sh` and commit requirements.lock"
+FULL_LOCK = ROOT / "requirements-inspect.lock"
+LOCKS = (LOCK, FULL_LOCK)
+REGENERATE = "run `bash scripts/lock.sh` and commit requirements.lock and requirements-inspect.lock"
+OPTIONAL_EXTRAS = {"inspect"}
+"""Extras that requirements.lock and environment.yml leave out (requirements-inspect.lock has
+them): installing the package without them must not install them."""
 
 # The platform the lock targets (scripts/lock.sh: --python-version 3.11, Linux x86_64).
 LOCK_MARKERS = {
@@ -53,11 +59,14 @@ def _project() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def _declared() -> list[str]:
-    """Every requirement string of [project.dependencies] and of every extra."""
+def _declared(*, optional: bool = True) -> list[str]:
+    """Every requirement string of [project.dependencies] and of every extra (without the
+    OPTIONAL_EXTRAS when ``optional`` is False)."""
     project = _project()
     extras = project.get("optional-dependencies", {})
-    return [*project.get("dependencies", []), *(r for reqs in extras.values() for r in reqs)]
+    return [*project.get("dependencies", []),
+            *(r for name, reqs in extras.items() for r in reqs
+              if optional or name not in OPTIONAL_EXTRAS)]
 
 
 def _spec_hash() -> str:
@@ -76,55 +85,74 @@ def _spec_hash() -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-def _lock_entries() -> list[str]:
+def _lock_entries(lock: Path = LOCK) -> list[str]:
     """The lock's requirement lines, backslash continuations joined, comments dropped."""
-    text = LOCK.read_text().replace("\\\n", " ")
+    text = lock.read_text().replace("\\\n", " ")
     lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
     return [line for line in lines if line]
 
 
-def _pins() -> dict[str, str]:
+def _pins(lock: Path = LOCK) -> dict[str, str]:
     pins = {}
-    for entry in _lock_entries():
+    for entry in _lock_entries(lock):
         match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", entry)
-        assert match, f"requirements.lock: not an exact pin: {entry[:80]!r}"
+        assert match, f"{lock.name}: not an exact pin: {entry[:80]!r}"
         pins[canonicalize_name(match[1])] = match[2]
     return pins
 
 
-def test_lock_is_current_with_pyproject() -> None:
-    header = re.search(r"^# pyproject-dependencies-sha256: ([0-9a-f]{64})$", LOCK.read_text(), re.M)
-    assert header, f"requirements.lock has no dependency fingerprint: {REGENERATE}"
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def test_lock_is_current_with_pyproject(lock: Path) -> None:
+    header = re.search(r"^# pyproject-dependencies-sha256: ([0-9a-f]{64})$", lock.read_text(),
+                       re.M)
+    assert header, f"{lock.name} has no dependency fingerprint: {REGENERATE}"
     assert header[1] == _spec_hash(), (
-        f"pyproject.toml's dependencies changed since requirements.lock was made: {REGENERATE}"
+        f"pyproject.toml's dependencies changed since {lock.name} was made: {REGENERATE}"
     )
 
 
-def test_lock_satisfies_every_declared_requirement() -> None:
-    pins = _pins()
+def test_default_lock_leaves_the_optional_extras_out() -> None:
+    """requirements.lock (what run_all.sh installs) has no Inspect, nor any package that only
+    the optional extras need; the two locks agree on every package they share."""
+    pins, full = _pins(LOCK), _pins(FULL_LOCK)
+    optional = {canonicalize_name(Requirement(r).name)
+                for name, reqs in _project()["optional-dependencies"].items()
+                if name in OPTIONAL_EXTRAS for r in reqs}
+    assert optional and optional <= set(full)
+    assert optional & set(pins) == set()
+    assert set(pins) < set(full)
+    assert {n: (v, full[n]) for n, v in pins.items() if full[n] != v} == {}, (
+        f"the two locks pin shared packages differently: {REGENERATE}"
+    )
+
+
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def test_lock_satisfies_every_declared_requirement(lock: Path) -> None:
+    pins = _pins(lock)
     problems = []
-    for text in _declared():
+    for text in _declared(optional=lock == FULL_LOCK):
         req = Requirement(text)
         if req.marker is not None and not req.marker.evaluate(LOCK_MARKERS):
             continue
         pinned = pins.get(canonicalize_name(req.name))
         if pinned is None:
-            problems.append(f"{req.name}: not in requirements.lock")
+            problems.append(f"{req.name}: not in {lock.name}")
         elif not req.specifier.contains(pinned, prereleases=True):
             problems.append(f"{req.name}: locked {pinned} is outside {req.specifier}")
     assert problems == [], f"{problems}: {REGENERATE}"
 
 
-def test_every_pin_is_exact_and_hashed() -> None:
-    entries = _lock_entries()
-    assert len(entries) >= len(_declared())
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def test_every_pin_is_exact_and_hashed(lock: Path) -> None:
+    entries = _lock_entries(lock)
+    assert len(entries) >= len(_declared(optional=lock == FULL_LOCK))
     unhashed = [e.split()[0] for e in entries if "--hash=sha256:" not in e]
     assert unhashed == [], "pins without a sha256 hash (pip --require-hashes would refuse them)"
-    _pins()  # every entry is name==version
+    _pins(lock)  # every entry is name==version
 
 
 def test_lock_has_no_gpu_stack() -> None:
-    gpu = sorted(n for n in _pins() if n in {"torch", "triton"} or n.startswith("nvidia-"))
+    gpu = sorted(n for n in _pins(FULL_LOCK) if n in {"torch", "triton"} or n.startswith("nvidia-"))
     assert gpu == [], "the compendium runs on CPU; a GPU stack must not be locked"
 
 
@@ -133,23 +161,25 @@ def test_venv_matches_lock() -> None:
     if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
         pytest.skip("not running in this checkout's .venv (ensure_env.sh installs the lock there)")
     stamp = ROOT / ".venv" / ".hbpsych-stamp"
-    current = hashlib.sha256(LOCK.read_bytes() + (ROOT / "pyproject.toml").read_bytes())
+    which = ROOT / ".venv" / ".hbpsych-lock"
+    lock = ROOT / which.read_text().strip() if which.exists() else LOCK
+    current = hashlib.sha256(lock.read_bytes() + (ROOT / "pyproject.toml").read_bytes())
     if not stamp.exists() or stamp.read_text().strip() != current.hexdigest():
-        pytest.skip(".venv predates requirements.lock; the next run_tests.sh reinstalls it")
+        pytest.skip(f".venv predates {lock.name}; the next run_tests.sh reinstalls it")
     differ = {}
-    for name, pinned in _pins().items():
+    for name, pinned in _pins(lock).items():
         try:
             installed = version(name)
         except PackageNotFoundError:
             installed = None
         if installed != pinned:
             differ[name] = (pinned, installed)
-    assert differ == {}, "installed versions differ from requirements.lock (locked, installed)"
+    assert differ == {}, f"installed versions differ from {lock.name} (locked, installed)"
 
 
 def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
     """A checkout copy whose .venv/bin/python only logs its calls (ensure_env.sh's view of pip)."""
-    for name in ("scripts/ensure_env.sh", "pyproject.toml", "requirements.lock"):
+    for name in ("scripts/ensure_env.sh", "pyproject.toml", *(p.name for p in LOCKS)):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     log = tmp_path / "calls.log"
@@ -160,9 +190,10 @@ def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path, log
 
 
-def _source_ensure_env(root: Path) -> subprocess.CompletedProcess[str]:
+def _source_ensure_env(root: Path, extras: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in {"HBPSYCH_PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX"}}
+           if k not in {"HBPSYCH_PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX", "HBPSYCH_EXTRAS"}}
+    env["HBPSYCH_EXTRAS"] = extras
     return subprocess.run(
         ["bash", "-c", 'source scripts/ensure_env.sh && echo "PY=$PY"'],
         cwd=root, env=env, capture_output=True, text=True, timeout=60, check=False,
@@ -188,6 +219,18 @@ def test_ensure_env_installs_the_lock_and_reinstalls_when_it_changes(tmp_path: P
     changed = _source_ensure_env(root)
     assert changed.returncode == 0 and "setting up" in changed.stderr
     assert "--require-hashes" in log.read_text()
+
+
+def test_ensure_env_with_the_inspect_extra_installs_its_lock(tmp_path: Path) -> None:
+    root, log = _fake_python(tmp_path)
+    assert _source_ensure_env(root).returncode == 0
+    log.write_text("")
+    result = _source_ensure_env(root, extras="inspect")
+    assert result.returncode == 0 and "requirements-inspect.lock" in result.stderr
+    assert f"--require-hashes -r {root}/requirements-inspect.lock" in log.read_text()
+    assert (root / ".venv" / ".hbpsych-lock").read_text().strip() == "requirements-inspect.lock"
+    bad = _source_ensure_env(root, extras="gpu")
+    assert bad.returncode != 0 and "HBPSYCH_EXTRAS=gpu" in bad.stderr and "inspect" in bad.stderr
 
 
 def test_ensure_env_names_a_missing_lock(tmp_path: Path) -> None:
@@ -221,7 +264,7 @@ def _as_pypi(spec: str) -> tuple[str, str]:
 
 def test_environment_yml_matches_pyproject() -> None:
     declared = {canonicalize_name(r.name): str(r.specifier)
-                for r in map(Requirement, _declared())}
+                for r in map(Requirement, _declared(optional=False))}
     declared = {k: ",".join(sorted(v.split(","))) for k, v in declared.items()}
     conda, pip = _conda_and_pip()
     listed = dict(_as_pypi(d) for d in [*conda, *pip]
