@@ -22,18 +22,20 @@ Formats (``--format auto`` tells them apart by content and file extension):
 
 ``inspect``
     A UK AISI Inspect eval log of inspect_evals' ``healthbench`` / ``healthbench_hard`` /
-    ``healthbench_consensus`` task, read with ``json`` and ``zipfile`` only (Inspect need not be
-    installed): a ``.eval`` zip (``header.json``, or ``_journal/start.json`` while a run is in
-    progress, plus one ``samples/<id>_epoch_<n>.json`` per sample) or a ``.json`` log (one
-    ``EvalLog`` object whose ``samples`` list holds the same sample objects). The model is
-    ``eval.model``. A sample's ``id`` is the HealthBench ``prompt_id`` (inspect_evals also keeps
-    it as ``metadata.prompt_id``, which wins when present). Its ``scores`` map a scorer name to
-    a ``Score``; inspect_evals registers the HealthBench scorer as ``_scorer``, whose ``value``
-    is ``{healthbench_score, criteria_met, total_criteria, ...}`` since inspect_evals 1.1.0 and a
-    bare number before. The score used is ``healthbench_score`` (or the number). ``--scorer``
-    picks a scorer when a log has several. A sample without scores (it errored) or with a NaN
-    value (``Score.unscored()``) is reported as *unscored*. More than one epoch per sample is an
-    error: the report takes one score per conversation.
+    ``healthbench_consensus`` task, or of this package's ``healthbench_psych`` task (whose
+    ``healthbench_score`` is the panel score), read with ``json``, ``zipfile`` and ``zstandard``
+    (Inspect need not be installed; recent Inspect compresses members with Zstandard): a ``.eval``
+    zip (``header.json``, or ``_journal/start.json`` while a run is in progress, plus one
+    ``samples/<id>_epoch_<n>.json`` per sample) or a ``.json`` log (one ``EvalLog`` object whose
+    ``samples`` list holds the same sample objects). The model is ``eval.model``. A sample's ``id``
+    is the HealthBench ``prompt_id`` (inspect_evals also keeps it as ``metadata.prompt_id``, which
+    wins when present). Its ``scores`` map a scorer name to a ``Score``; inspect_evals registers the
+    HealthBench scorer as ``_scorer``, whose ``value`` is ``{healthbench_score, criteria_met,
+    total_criteria, ...}`` since inspect_evals 1.1.0 and a bare number before. The score used is
+    ``healthbench_score`` (or the number). ``--scorer`` picks a scorer when a log has several. A
+    sample without scores (it errored) or with a NaN value (``Score.unscored()``) is reported as
+    *unscored*. More than one epoch per sample is an error: the report takes one score per
+    conversation.
 
 ``hbpsych``
     This compendium's per-conversation score export: JSONL (or CSV with a header), one record
@@ -63,14 +65,17 @@ import io
 import json
 import math
 import re
+import struct
 import sys
 import zipfile
+import zlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 import pandas as pd
+import zstandard
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -546,11 +551,46 @@ def read_inspect(
     return [r for r, _ in records], info
 
 
+ZIP_ZSTANDARD = 93
+"""Zip method id of Zstandard, which Inspect (0.3.2xx and later) uses for ``.eval`` members."""
+
+
+def _zstd_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A Zstandard-compressed member's bytes, CRC-checked.
+
+    Python's ``zipfile`` reads this method only from 3.14; ``zipfile-zstd`` (what Inspect uses)
+    teaches it by patching the standard module process-wide, which a reader imported by other
+    code should not do. So: the raw member after its local header, decoded by ``zstandard``.
+    """
+    fp = zf.fp
+    if fp is None:
+        raise zipfile.BadZipFile("archive is closed")
+    fp.seek(info.header_offset)
+    header = fp.read(30)
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header for {info.filename}")
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    fp.seek(info.header_offset + 30 + name_len + extra_len)
+    raw = fp.read(info.compress_size)
+    data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read()
+    if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
+        raise zipfile.BadZipFile(f"{info.filename}: size or CRC-32 does not match")
+    return data
+
+
 def _zip_json(zf: zipfile.ZipFile, name: str, path: Path) -> Any:
+    info = zf.getinfo(name)
     try:
-        return json.loads(zf.read(name).decode("utf-8"))
+        data = _zstd_member(zf, info) if info.compress_type == ZIP_ZSTANDARD else zf.read(name)
+        return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InteropError(f"{path}: {name}: not valid JSON: {exc}") from None
+    except NotImplementedError as exc:
+        raise InteropError(f"{path}: {name}: {exc} (zip method {info.compress_type})") from None
+    except zipfile.BadZipFile as exc:
+        raise InteropError(f"{path}: {name}: damaged member: {exc}") from None
+    except zstandard.ZstdError as exc:
+        raise InteropError(f"{path}: {name}: damaged Zstandard data: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------
