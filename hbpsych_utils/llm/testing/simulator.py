@@ -23,9 +23,11 @@ branch). Usage is ~4 characters per token.
 Configurable: ``latency`` (seconds per model call), ``rpm`` (a token bucket holding one
 second's worth, as providers quantise their limits; excess calls get 429 with
 ``Retry-After``), ``batch_latency`` (seconds before a batch ends) and :class:`Fault` rules.
-Every model call (sync, or batch item when processed) is appended to
-``log``. ``Simulator`` runs in a thread of the current process; ``SimulatorProcess`` runs it in
-a child process (benchmarks), exposing the log via ``GET /__sim/log``. HTTP is served by
+Every model call (sync, or batch item when processed) is appended to ``log`` (api, model,
+system and last user message cut to 200 characters, the user message's sha256, status, fault;
+``reply``: the text sent, for a sync call that got one). ``Simulator`` runs in a thread of the
+current process; ``SimulatorProcess`` runs it in a child process (benchmarks), exposing the log
+via ``GET /__sim/log``. HTTP is served by
 aiohttp's web server; faults that break the connection abort its transport.
 """
 
@@ -521,7 +523,8 @@ class Simulator:
         msgs, schema, cap = _NORM[api](body)
         h = sim_hash(model, msgs, schema)
         entry = {"api": api, "tenant": tenant, "model": model, "hash": h, "kind": "sync",
-                 "user": _last_user(msgs)}
+                 "user": _last_user(msgs), "user_sha256": _last_user_sha256(msgs),
+                 "system": "\n".join(t for r, t in msgs if r == "system")[:200]}
         wait = st.rate_limited()
         if wait is not None:
             st.record(**entry, status=429, fault="rpm")
@@ -553,6 +556,7 @@ class Simulator:
             text = _fault_text(kind, text)
             body_obj = _BUILD[api](model, msgs, h, text, kind, cap, body)
             reply = _json_reply(body_obj)
+            entry["reply"] = text
             if kind == "truncated":
                 reply.action = "truncate"
         st.record(**entry, status=status, fault=kind)
@@ -893,6 +897,12 @@ def _last_user(msgs: list[tuple[str, str]]) -> str:
         if role == "user":
             return text[:200]
     return ""
+
+
+def _last_user_sha256(msgs: list[tuple[str, str]]) -> str:
+    """sha256 of the whole last user message (the log keeps only its first 200 characters)."""
+    text = next((t for r, t in reversed(msgs) if r == "user"), "")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _iso(t: float) -> str:
