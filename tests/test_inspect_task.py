@@ -1,0 +1,270 @@
+"""The Inspect task (hbpsych_utils/inspect_task.py), run by Inspect's own CLI against the loopback
+simulator through Inspect's OpenAI-compatible provider, graded by a three-judge panel.
+
+The scores are recomputed here from what the judges actually answered (the simulator's log),
+with the compendium's own grading and scoring, and compared with the log Inspect wrote and with
+what ``filter-results`` reads from it. Needs the inspect extra: skipped without it, except when
+the environment was installed with it (``HBPSYCH_EXTRAS=inspect``, as ``.ci/run`` does), where
+a missing Inspect is a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+if os.environ.get("HBPSYCH_EXTRAS") == "inspect":
+    import inspect_ai  # noqa: F401  (the extra was installed: it must be importable)
+else:
+    pytest.importorskip("inspect_ai")
+
+from inspect_ai.log import EvalLog, read_eval_log
+
+from hbpsych_utils import inspect_task, study
+from hbpsych_utils.construction.corpus import Conversation, RubricItem
+from hbpsych_utils.evaluation import grading, scoring
+from hbpsych_utils.llm.testing import Fault, Simulator
+from hbpsych_utils.reporting import export, interop
+from hbpsych_utils.reporting.interop import resolve_subset
+
+INSPECT = Path(sys.executable).parent / "inspect"
+TASK = Path(inspect_task.__file__)
+CANDIDATE = study.CANDIDATES[0]
+JUDGES = [f"openai-api/sim/{j}" for j in study.JUDGE_PANEL]
+
+
+@dataclass
+class Run:
+    log: EvalLog
+    path: Path
+    calls: list[dict]
+    conversations: dict[str, Conversation]
+
+
+def inspect_eval(sim: Simulator, log_dir: Path, *args: str) -> Path:
+    """``inspect eval`` of the task, every model on the simulator; the log written."""
+    env = {**os.environ, "SIM_BASE_URL": f"{sim.url}/v1", "SIM_API_KEY": "sim-not-a-key"}
+    proc = subprocess.run(
+        [str(INSPECT), "eval", f"{TASK}@healthbench_psych", "--model",
+         f"openai-api/sim/{CANDIDATE}", "--model-role", "judges=" + ",".join(JUDGES),
+         "--log-dir", str(log_dir), "--log-format", "eval", "--display", "none", *args],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    logs = sorted(log_dir.glob("*.eval"))
+    assert len(logs) == 1, logs
+    return logs[0]
+
+
+def available(subset: str) -> dict[str, Conversation]:
+    by_id = export.verified_corpus().by_id()
+    return {i: by_id[i] for i in resolve_subset(subset).ids if i in by_id}
+
+
+@pytest.fixture(scope="module")
+def v1_run(mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    with Simulator() as sim:
+        path = inspect_eval(sim, tmp_path_factory.mktemp("inspect"), "-T", "subset=v1")
+        calls = list(sim.log)
+    yield Run(read_eval_log(str(path)), path, calls, available("v1"))
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def judge_calls(run: Run) -> dict[tuple[str, str], str]:
+    """(judge model, sha256 of the grader prompt) -> the reply the simulator sent."""
+    judges = set(study.JUDGE_PANEL)
+    out = {}
+    for c in run.calls:
+        if c["model"] in judges:
+            key = c["model"], c["user_sha256"]
+            assert c["status"] == 200 and key not in out
+            assert c["system"] == grading.SYSTEM_MESSAGE
+            out[key] = c["reply"]
+    return out
+
+
+def test_one_scored_sample_per_available_conversation(v1_run: Run) -> None:
+    log = v1_run.log
+    assert log.status == "success"
+    ids = sorted(str(s.id) for s in log.samples)
+    assert ids == sorted(v1_run.conversations) and len(ids) == 72
+    for s in log.samples:
+        value = s.scores["psych_panel_scorer"].value
+        assert set(value) == {inspect_task.PANEL_KEY, *study.JUDGE_PANEL}
+        assert math.isfinite(value[inspect_task.PANEL_KEY])
+    assert log.eval.task_args["subset"] == "v1"
+    assert log.eval.metadata["n_subset"] == 610 and log.eval.metadata["n_available"] == 72
+
+
+def test_judges_got_the_reference_grader_prompt_byte_for_byte(v1_run: Run) -> None:
+    template = grading.load_template()
+    calls = judge_calls(v1_run)
+    expected = set()
+    for s in v1_run.log.samples:
+        conv = v1_run.conversations[str(s.id)]
+        for item in conv.rubrics:
+            prompt = grading.render_grader_prompt(template, conv.prompt, s.output.completion,
+                                                  item)
+            expected |= {(j, sha256(prompt)) for j in study.JUDGE_PANEL}
+    assert set(calls) == expected
+
+
+def test_panel_score_is_the_compendiums_scoring_of_the_same_verdicts(v1_run: Run) -> None:
+    template = grading.load_template()
+    calls = judge_calls(v1_run)
+    rows = []
+    for s in v1_run.log.samples:
+        conv = v1_run.conversations[str(s.id)]
+        for i, item in enumerate(conv.rubrics):
+            prompt = grading.render_grader_prompt(template, conv.prompt, s.output.completion,
+                                                  item)
+            for judge in study.JUDGE_PANEL:
+                verdict = grading.parse_verdict(calls[judge, sha256(prompt)])
+                rows.append({"judge": judge, "candidate": CANDIDATE, "prompt_id": conv.prompt_id,
+                             "criterion_index": i, "criteria_met": verdict.criteria_met})
+    scores = grading.scores_from_verdicts(pd.DataFrame(rows), v1_run.conversations)
+    panel = scoring.panel_conversation_scores(scores, CANDIDATE, study.JUDGE_PANEL)
+    logged = {str(s.id): s.scores["psych_panel_scorer"].value for s in v1_run.log.samples}
+    assert {p: v[inspect_task.PANEL_KEY] for p, v in logged.items()} == panel.to_dict()
+    for row in scores.itertuples():
+        assert logged[row.prompt_id][row.judge] == row.score
+
+    metrics = v1_run.log.results.scores[0].metrics
+    ci = scoring.bootstrap_ci(panel.to_numpy(), seed=study.SEED)
+    assert metrics["panel_clipped_mean"].value == ci.estimate == scoring.clipped_mean(panel)
+    assert (metrics["panel_ci_low"].value, metrics["panel_ci_high"].value) == (ci.low, ci.high)
+    assert metrics["n_panel_scored"].value == 72
+    per_judge = scoring.per_judge_means(scores).loc[CANDIDATE]
+    for judge in study.JUDGE_PANEL:
+        assert metrics[f"{judge}_clipped_mean"].value == per_judge[judge]
+
+
+def test_filter_results_reads_the_log_and_reports_what_inspect_reported(v1_run: Run) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "hbpsych_utils", "filter-results", str(v1_run.path),
+         "--subset", "v1", "--json"], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    (report,) = json.loads(proc.stdout)["reports"]
+    metrics = v1_run.log.results.scores[0].metrics
+    assert report["model"] == f"openai-api/sim/{CANDIDATE}"
+    assert report["n"] == 72 and report["subset_size"] == 610
+    assert report["clipped_mean"] == metrics["panel_clipped_mean"].value
+    assert (report["ci_low"], report["ci_high"]) == (
+        metrics["panel_ci_low"].value, metrics["panel_ci_high"].value)
+
+
+def test_a_criterion_without_verdict_is_reasked_then_leaves_the_conversation_unscored(
+    mirror: Path, tmp_path: Path
+) -> None:
+    convs = available("hard")
+    pid = sorted(convs)[0]
+    criterion = convs[pid].rubrics[0].criterion
+    judge = study.JUDGE_PANEL[1]
+    fault = Fault("no_verdict", match=criterion, model=judge)
+    with Simulator(faults=[fault]) as sim:
+        path = inspect_eval(sim, tmp_path, "-T", "subset=hard", "-T", "max_reasks=2",
+                            "--sample-id", pid)
+    log = read_eval_log(str(path))
+    (sample,) = log.samples
+    score = sample.scores["psych_panel_scorer"]
+    assert fault.hits == 3  # the first ask and two re-asks
+    assert math.isnan(score.value[inspect_task.PANEL_KEY]) and math.isnan(score.value[judge])
+    assert all(math.isfinite(score.value[j]) for j in study.JUDGE_PANEL if j != judge)
+    missing = [v for v in score.metadata["verdicts"] if v["criteria_met"] is None]
+    assert missing == [{"judge": judge, "criterion_index": 0, "criteria_met": None,
+                        "recovered": False, "attempts": 3}]
+    proc = subprocess.run(
+        [sys.executable, "-m", "hbpsych_utils", "filter-results", str(path), "--subset", "hard",
+         "--json"], capture_output=True, text=True, timeout=300, check=False)
+    (report,) = json.loads(proc.stdout)["reports"]
+    assert report["n"] == 0 and report["unscored"] == [pid]
+
+
+# --- the pieces, without a run ---------------------------------------------------------------
+
+
+def test_judge_names_and_the_study_panel() -> None:
+    assert inspect_task.judge_names(None) is None
+    assert inspect_task.judge_names("openai/a, google/b") == ["openai/a", "google/b"]
+    assert inspect_task.judge_names(["anthropic/c"]) == ["anthropic/c"]
+    with pytest.raises(ValueError, match="empty"):
+        inspect_task.judge_names(" , ")
+    panel = inspect_task.study_panel()
+    assert [p.split("/")[0] for p in panel] == ["openai", "anthropic", "google"]
+    assert [p.split("/", 1)[1] for p in panel] == list(study.JUDGE_PANEL)
+
+
+def test_judge_config_carries_the_registry_thinking_budget() -> None:
+    flash = inspect_task.judge_config(f"google/{study.JUDGE_PANEL[2]}", 0.0, 2048)
+    assert flash.reasoning_tokens == 0 and flash.temperature == 0.0 and flash.max_tokens == 2048
+    gpt = inspect_task.judge_config(f"openai/{study.JUDGE_PANEL[0]}", 0.5, 100)
+    assert gpt.reasoning_tokens is None and gpt.temperature == 0.5
+
+
+def test_panel_value_and_statistics() -> None:
+    conv = Conversation("p1", (), (RubricItem("a", 5), RubricItem("b", 3), RubricItem("c", -2)))
+    v = grading.Verdict
+    value = inspect_task.panel_value(conv, {
+        "j1": [v(True), v(False), v(True)], "j2": [v(True), v(True), v(False)]})
+    assert value == {"healthbench_score": ((5 - 2) / 8 + 8 / 8) / 2, "j1": 3 / 8, "j2": 1.0}
+    missing = inspect_task.panel_value(conv, {"j1": [v(True), v(None), v(True)],
+                                              "j2": [v(True), v(True), v(True)]})
+    assert math.isnan(missing["healthbench_score"]) and math.isnan(missing["j1"])
+
+    values = [{"healthbench_score": 0.5, "j1": 0.4}, {"healthbench_score": math.nan, "j1": 1.2},
+              {"healthbench_score": 0.9, "j1": 0.8}]
+    stats = inspect_task.panel_statistics(values, n_resamples=200, seed=3)
+    panel_ci = scoring.bootstrap_ci([0.5, 0.9], n_resamples=200, seed=3)
+    assert stats["panel_clipped_mean"] == panel_ci.estimate == 0.7
+    assert (stats["panel_ci_low"], stats["panel_ci_high"]) == (panel_ci.low, panel_ci.high)
+    assert stats["n_panel_scored"] == 2
+    assert stats["j1_clipped_mean"] == scoring.clipped_mean([0.4, 1.2, 0.8]) == pytest.approx(0.8)
+
+
+def test_to_sample_keeps_the_conversation_and_names_a_bad_role(mirror: Path) -> None:
+    conv = available("hard")
+    first = conv[sorted(conv)[0]]
+    sample = inspect_task.to_sample(first)
+    assert sample.id == first.prompt_id == sample.metadata["prompt_id"]
+    assert [(m.role, m.text) for m in sample.input] == [(m.role, m.content) for m in first.prompt]
+    assert len(sample.metadata["rubrics"]) == len(first.rubrics)
+    from hbpsych_utils.construction.corpus import Message
+
+    bad = Conversation("p9", (Message("tool", "x"),), first.rubrics)
+    with pytest.raises(ValueError, match=r"p9.*'tool'"):
+        inspect_task.to_sample(bad)
+
+
+def test_filter_results_reads_zstandard_members_and_names_a_damaged_one(
+    v1_run: Run, tmp_path: Path
+) -> None:
+    """Inspect writes ``.eval`` members with Zstandard, which ``zipfile`` reads only from
+    Python 3.14: the reader decodes them itself and says which member is damaged."""
+    with zipfile.ZipFile(v1_run.path) as zf:
+        members = [i for i in zf.infolist() if i.filename.startswith("samples/")]
+    assert {i.compress_type for i in members} == {interop.ZIP_ZSTANDARD}
+    data = bytearray(v1_run.path.read_bytes())
+    member = members[0]
+    name_len, extra_len = struct.unpack("<HH", data[member.header_offset + 26:
+                                                     member.header_offset + 30])
+    start = member.header_offset + 30 + name_len + extra_len
+    data[start + 8:start + 40] = bytes(32)
+    damaged = tmp_path / "damaged.eval"
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(interop.InteropError, match=rf"damaged\.eval: {member.filename}: damaged"):
+        interop.read_inspect(damaged)
