@@ -47,15 +47,22 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-FaultKind = Literal[
+SYNC_FAULT_KINDS: tuple[str, ...] = (
     "http_500", "http_503", "reset", "timeout", "malformed", "truncated", "refusal", "empty",
-    "rate_limit", "quota", "garbled", "no_verdict", "batch_item_error", "batch_item_missing",
-]
-FAULT_KINDS: tuple[str, ...] = FaultKind.__args__  # type: ignore[attr-defined]
+    "rate_limit", "quota", "garbled", "no_verdict",
+)
+"""Faults of one model call (sync, or the answer of one batch item)."""
+BATCH_FAULT_KINDS: tuple[str, ...] = (
+    "batch_item_error", "batch_item_missing",
+)
+"""Faults of the batch endpoints and of a batch's items."""
+FAULT_KINDS: tuple[str, ...] = SYNC_FAULT_KINDS + BATCH_FAULT_KINDS
+FaultKind = str
+"""One of ``FAULT_KINDS`` (checked when a :class:`Fault` is made)."""
 MAX_REQUEST_BYTES = 1 << 30  # batch uploads are large; aiohttp's default is 1 MiB
 
 
