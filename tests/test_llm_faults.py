@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import httpx
 import pytest
 
-from hbpsych_utils.llm import Engine, ProviderFatalError, Request, load_registry
+from hbpsych_utils.llm import Engine, ProviderFatalError, Request, call_cost, load_registry
+from hbpsych_utils.llm.providers import CallError, Reply, make_adapter
 from hbpsych_utils.llm.testing import Fault, Simulator
 
 REG = load_registry()
 FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}  # no client-side rate limit
 MODELS = {"openai": "gpt-4.1-2025-04-14", "anthropic": "claude-haiku-4-5-20251001",
           "google": "gemini-2.5-flash"}
-REFUSAL_STOP = {"openai": "content_filter", "anthropic": "refusal", "google": "SAFETY"}
+# OpenAI structured-output refusals stop normally and explain themselves in `message.refusal`
+REFUSAL_STOP = {"openai": "stop", "anthropic": "refusal", "google": "SAFETY"}
+CAP_STOP = {"openai": "length", "anthropic": "max_tokens", "google": "MAX_TOKENS"}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +50,7 @@ def calls(sim: Simulator, text: str, kind: str = "sync") -> list[dict]:
 
 
 TRANSIENT = ["http_500", "http_503", "reset", "timeout", "malformed", "truncated", "rate_limit",
-             "empty"]
+             "empty", "overloaded"]
 
 
 @pytest.mark.parametrize("api", sorted(MODELS))
@@ -111,11 +116,152 @@ def test_quota_error_fails_fast_and_keeps_finished_work(tmp_path, sim, api) -> N
     [ok] = e.run([req(api, "paid before")])
     sim.add_fault(Fault("quota", api=api))
     texts = [f"quota {api} {i}" for i in range(5)]
-    with pytest.raises(ProviderFatalError, match="stopping the run"):
+    with pytest.raises(ProviderFatalError, match="stopping the run") as info:
         e.run([req(api, t) for t in texts])
     sent = [x for x in sim.log if x["user"].startswith(f"quota {api}")]
     assert len(sent) == 1  # no retry, no further request
+    # each provider's real shape: OpenAI 429 insufficient_quota, Anthropic's credit-balance 400,
+    # Gemini a 429 RESOURCE_EXHAUSTED naming a per-day quota (the message says which)
+    assert sent[0]["status"] == QUOTA_STATUS[api]
+    assert QUOTA_NAMED[api] in str(info.value)
     assert e.store.get(ok.key).status == "ok"  # type: ignore[union-attr]
+
+
+QUOTA_STATUS = {"openai": 429, "anthropic": 400, "google": 429}
+QUOTA_NAMED = {"openai": "insufficient_quota", "anthropic": "credit balance is too low",
+               "google": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}
+
+
+def test_gemini_per_minute_429_waits_the_delay_from_its_details(tmp_path, sim) -> None:
+    # Gemini sends no retry header: the delay is RetryInfo.retryDelay, after a long message and
+    # two other details. The engine waits it (back-off alone would be ~1 ms here) and answers.
+    text = "gemini slow down"
+    sim.add_fault(Fault("rate_limit", api="google", match=text, times=1, retry_after=0.6))
+    e = make_engine(tmp_path, sim, backoff_base=0.001, backoff_max=0.001)
+    [r] = e.run([req("google", text)])
+    first, second = calls(sim, text)
+    assert (first["status"], first["fault"]) == (429, "rate_limit")
+    assert r.status == "ok" and r.attempts == 2 and second["t"] - first["t"] >= 0.55
+
+
+@pytest.mark.parametrize("api", sorted(MODELS))
+def test_overloaded_is_anthropic_529_and_503_elsewhere_then_answered(tmp_path, sim, api) -> None:
+    text = f"overloaded once on {api}"
+    sim.add_fault(Fault("overloaded", match=text, times=1))
+    e = make_engine(tmp_path, sim)
+    [r] = e.run([req(api, text)])
+    assert [c["status"] for c in calls(sim, text)] == [529 if api == "anthropic" else 503, 200]
+    assert r.status == "ok" and r.attempts == 2
+
+
+def _ledger(e: Engine, key: str) -> list[tuple]:
+    return e.store._db.execute("SELECT mode, output_tokens, cost FROM ledger WHERE key = ? "
+                               "ORDER BY rowid", (key,)).fetchall()
+
+
+@pytest.mark.parametrize("api", sorted(MODELS))
+def test_reasoning_that_uses_the_whole_cap_is_a_paid_empty_reply(tmp_path, sim, api) -> None:
+    # Reasoning tokens count against the output cap; a reply can end at the cap with no text.
+    # That is not a refusal: the call is paid (a ledger line at the cap), retried, and the
+    # retry's answer is stored.
+    text = f"think too long once on {api}"
+    sim.add_fault(Fault("reasoning_at_cap", match=text, times=1))
+    e = make_engine(tmp_path, sim)
+    [r] = e.run([req(api, text)])
+    assert r.status == "ok" and not r.refusal and r.text and r.attempts == 2
+    price = REG.model(MODELS[api]).price
+    (mode, out, cost), answer = _ledger(e, r.key)
+    assert (mode, out) == ("sync", 512)  # the request's cap: all of it spent on reasoning
+    assert cost == pytest.approx(call_cost(price, r.input_tokens, 512)) and cost > 0
+    assert answer == ("sync", r.output_tokens, pytest.approx(r.cost))
+
+
+@pytest.mark.parametrize("api", sorted(MODELS))
+def test_reasoning_at_cap_every_time_is_failed_with_the_cap_named(tmp_path, sim, api) -> None:
+    text = f"always think too long on {api}"
+    sim.add_fault(Fault("reasoning_at_cap", match=text))
+    e = make_engine(tmp_path, sim, max_attempts=2)
+    [r] = e.run([req(api, text)])
+    assert r.status == "failed" and not r.refusal and r.text is None
+    assert CAP_STOP[api] in (r.error or "") and "output cap was reached" in (r.error or "")
+    assert [x[1] for x in _ledger(e, r.key)] == [512, 512]  # both attempts paid
+
+
+def test_rate_limits_are_per_provider() -> None:
+    # One request per second's worth of 6 rpm for each provider: a call to each of four
+    # providers passes; a second call to the same provider gets that provider's own 429.
+    bodies = {"openai": ("/v1/chat/completions", {"model": "m", "messages": [
+                  {"role": "user", "content": "hi"}]}),
+              "alibaba": ("/alibaba/v1/chat/completions", {"model": "m", "messages": [
+                  {"role": "user", "content": "hi"}]}),
+              "anthropic": ("/v1/messages", {"model": "m", "max_tokens": 64, "messages": [
+                  {"role": "user", "content": "hi"}]}),
+              "google": ("/v1beta/models/m:generateContent", {"contents": [
+                  {"role": "user", "parts": [{"text": "hi"}]}]})}
+    with Simulator(rpm=6) as s, httpx.Client(base_url=s.url, timeout=30) as c:
+        first = {name: c.post(path, json=body) for name, (path, body) in bodies.items()}
+        second = {name: c.post(path, json=body) for name, (path, body) in bodies.items()}
+    assert {n: r.status_code for n, r in first.items()} == dict.fromkeys(bodies, 200)
+    assert {n: r.status_code for n, r in second.items()} == dict.fromkeys(bodies, 429)
+    assert second["openai"].json()["error"]["code"] == "rate_limit_exceeded"
+    assert second["anthropic"].json()["error"]["type"] == "rate_limit_error"
+    assert second["anthropic"].headers["retry-after"].isdigit()
+    assert "retry-after-ms" not in second["anthropic"].headers
+    assert second["google"].json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert "retry-after" not in second["google"].headers
+
+
+def _call(sim: Simulator, api: str, body: dict) -> Reply | CallError:
+    """One call through the provider's adapter (its real SDK) against the simulator."""
+    provider = REG.providers[REG.model(MODELS[api]).provider]
+
+    async def go() -> Reply | CallError:
+        adapter = make_adapter(provider, "sim-key", sim.base_urls_for(REG)[provider.name], 10.0)
+        try:
+            return await adapter.call(body)
+        except Exception as exc:
+            return adapter.classify(exc)
+        finally:
+            await adapter.aclose()
+
+    return asyncio.run(go())
+
+
+def test_requests_the_real_api_rejects_are_permanent_400s(sim) -> None:
+    msgs = [{"role": "user", "content": "validate me"}]
+    haiku, flash = MODELS["anthropic"], MODELS["google"]
+    rejected = {
+        "`max_tokens` must be greater than `thinking.budget_tokens`": ("anthropic", {
+            "model": haiku, "messages": msgs, "max_tokens": 2048,
+            "thinking": {"type": "enabled", "budget_tokens": 2048}}),
+        "greater than or equal to 1024": ("anthropic", {
+            "model": haiku, "messages": msgs, "max_tokens": 2048,
+            "thinking": {"type": "enabled", "budget_tokens": 512}}),
+        "The thinking budget (30000) is invalid.": ("google", {
+            "model": flash, "contents": [{"role": "user", "parts": [{"text": "x"}]}],
+            "config": {"max_output_tokens": 256, "thinking_config": {"thinking_budget": 30000}}}),
+        "This model only works in thinking mode": ("google", {
+            "model": "gemini-2.5-pro", "contents": [{"role": "user", "parts": [{"text": "x"}]}],
+            "config": {"thinking_config": {"thinking_budget": 0}}}),
+    }
+    for message, (api, body) in rejected.items():
+        err = _call(sim, api, body)
+        assert isinstance(err, CallError), message
+        assert (err.kind, err.status) == ("permanent", 400) and message in str(err), str(err)
+    # Gemini takes a thinking budget above the output cap (thoughts then count against it)
+    ok = _call(sim, "google", {
+        "model": flash, "contents": [{"role": "user", "parts": [{"text": "x"}]}],
+        "config": {"max_output_tokens": 256, "thinking_config": {"thinking_budget": 8192}}})
+    assert isinstance(ok, Reply) and ok.text
+
+
+def test_the_registry_never_sends_a_thinking_budget_the_api_rejects(tmp_path, sim) -> None:
+    # claude-fable-5 thinks with a 4096-token budget; a request capped below it is sent with
+    # max_tokens raised above the budget (resolve_decoding), so the simulator accepts it.
+    e = make_engine(tmp_path, sim)
+    [r] = e.run([Request("claude-fable-5", [{"role": "user", "content": "think briefly"}],
+                         max_tokens=1024)])
+    assert r.status == "ok" and r.config["max_tokens"] > r.config["thinking"]["budget_tokens"]
 
 
 def test_garbled_text_is_stored_as_the_answer(tmp_path, sim) -> None:

@@ -65,7 +65,8 @@ def test_chain_shape_and_injected_faults(run: Path) -> None:
     rows = [json.loads(x) for x in (run / "06_generation" / "responses.jsonl").open()]
     (row,) = [r for r in rows if r["refusal"]]
     assert (row["model"], row["prompt_id"]) == (fault.model, fault.prompt_id)
-    assert row["text"] == "" and row["stop_reason"] == "content_filter"
+    # the OpenAI-family refusal shape: finish_reason "stop", content null, `refusal` set
+    assert row["text"] == "" and row["stop_reason"] == "stop"
     assert len(grade["judges"]) == 3
     assert grade["n_recovered"] >= 1  # malformed judge JSON, boolean recovered
     assert grade["n_reasked"] >= 1 and grade["n_excluded"] >= 1

@@ -6,7 +6,9 @@ unreadable bodies, 429 and 5xx are retried with jittered exponential back-off up
 ``max_attempts``; quota, billing and auth errors stop the run (:class:`ProviderFatalError`)
 after what finished is stored; other 4xx are stored as failed. A refusal is stored and never
 retried; an empty reply without a refusal stop reason is a paid transport failure
-(:meth:`RunContext.pay_for_empty_reply`): retried, never stored as an answer.
+(:meth:`RunContext.pay_for_empty_reply`): retried, never stored as an answer. That includes a
+reply cut at its output cap before any text (reasoning tokens count against the cap): paid,
+not a refusal, retried, and if it stays empty, stored as failed with the cap named.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from hbpsych_utils.llm.providers import CallError
+from hbpsych_utils.llm.providers import CallError, Reply
 from hbpsych_utils.llm.requests import Result
 from hbpsych_utils.llm.run_context import Item, ProviderFatalError, RunContext, is_answer
 
@@ -46,6 +48,19 @@ async def run_sync(ctx: RunContext, items: Sequence[Item]) -> dict[str, Result]:
         tasks += [asyncio.create_task(worker(queue)) for _ in range(n)]
     await asyncio.gather(*tasks)
     return results
+
+
+_AT_CAP = {"length", "max_tokens", "MAX_TOKENS"}
+"""Stop reasons meaning the output cap was reached (OpenAI, Anthropic, Gemini)."""
+
+
+def empty_reply_message(reply: Reply) -> str:
+    """Why an empty reply is not an answer; at the cap, say that reasoning used it up."""
+    msg = f"empty reply (stop reason {reply.stop_reason!r}, no refusal)"
+    if reply.stop_reason in _AT_CAP:
+        msg += (f": the output cap was reached with no text ({reply.output_tokens} output "
+                "tokens; reasoning tokens count against the cap)")
+    return msg
 
 
 async def call_one(ctx: RunContext, it: Item) -> Result:
@@ -82,8 +97,7 @@ async def call_one(ctx: RunContext, it: Item) -> Result:
                 ctx.record([r])
                 return r
             ctx.budget.finish(est, ctx.pay_for_empty_reply(it, reply, "sync"))
-            err = CallError("transient",
-                            f"empty reply (stop reason {reply.stop_reason!r}, no refusal)")
+            err = CallError("transient", empty_reply_message(reply))
         last_error = str(err)
         if err.kind == "fatal":
             ctx.fatal = ProviderFatalError(

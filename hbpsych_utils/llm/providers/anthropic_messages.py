@@ -2,7 +2,9 @@
 
 System/developer messages become the ``system`` parameter; structured output uses
 ``output_config.format``. Thinking blocks are not part of the answer. Refusal: ``stop_reason:
-refusal``.
+refusal``. Errors: a 429 carries ``retry-after`` in whole seconds (no ``retry-after-ms``); 529
+``overloaded_error`` is transient; "Your credit balance is too low" (a 400
+``invalid_request_error``) and spend-limit errors are fatal (see :func:`.base.classify_status`).
 """
 
 from __future__ import annotations
@@ -63,8 +65,10 @@ class AnthropicAdapter(Adapter):
             return exc
         if isinstance(exc, anthropic.APIStatusError):
             body = exc.body if exc.body is not None else exc.message
-            msg = f"HTTP {exc.status_code}: {json.dumps(body)[:500]}"
-            return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers))
+            text = json.dumps(body)
+            msg = f"HTTP {exc.status_code}: {text[:500]}"
+            return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers),
+                                   full_text=text)
         return CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
 
     async def aclose(self) -> None:

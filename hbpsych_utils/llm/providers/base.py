@@ -3,9 +3,16 @@
 An adapter builds the wire body of a request (the same body goes into a batch line), sends it
 through the vendor's official async SDK with SDK retries switched off (the engine owns retries),
 and turns a response into a :class:`Reply`. Errors become :class:`CallError` with one of three
-kinds: ``transient`` (retry with back-off: transport errors, timeouts, 408/409/429/5xx,
-unreadable bodies), ``fatal`` (stop the run: bad key, permission, exhausted quota or billing) and
-``permanent`` (this request will never work: other 4xx; stored as failed, not retried now).
+kinds: ``transient`` (retry with back-off: transport errors, timeouts, 408/409/429/5xx incl.
+Anthropic's 529, unreadable bodies), ``fatal`` (stop the run: bad key, permission, exhausted
+quota, credit or billing, a per-day quota) and ``permanent`` (this request will never work: other
+4xx; stored as failed, not retried now).
+
+How long to wait comes from wherever the provider puts it: the ``retry-after-ms`` /
+``retry-after`` headers (OpenAI; Anthropic sends whole seconds), Google's structured
+``google.rpc.RetryInfo`` detail (Gemini sends no header; the detail may sit after a long message
+and other details, so it is read from the parsed details, never from a cut string), or the
+message's own "try again in 1.5s" / "retry in 37s".
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ ErrorKind = Literal["transient", "fatal", "permanent"]
 # Phrases by which providers say "no money / no quota" rather than "slow down".
 _FATAL_PHRASES = ("insufficient_quota", "credit balance", "credits are depleted",
                   "billing is not enabled", "billing account", "billing_error",
-                  "payment required")
+                  "payment required", "enforced_spend_limit_reached")
+# A 429 that no wait will cure: OpenAI's "Request too large for <model> ... on tokens per min".
+_PERMANENT_429_PHRASES = ("request too large for",)
 
 
 @dataclass
@@ -72,20 +81,97 @@ def parse_retry_after(headers: Any) -> float | None:
 
 
 _RETRY_DELAY = re.compile(r"retryDelay'?\"?\s*[:=]\s*'?\"?([\d.]+)s")
+_RETRY_HINT = re.compile(r"(?:try again|retry) in ([\d.]+)\s*(ms|s)\b", re.IGNORECASE)
+_RPC = "type.googleapis.com/google.rpc."
 
 
-def classify_status(status: int | None, message: str, retry_after: float | None) -> CallError:
-    low = message.lower()
+def retry_hint(message: str) -> float | None:
+    """Seconds to wait as a message says it: ``retryDelay: 37s``, "Please try again in 174ms",
+    "Please retry in 55.57s" (OpenAI and Gemini write them into the message text)."""
+    m = _RETRY_DELAY.search(message)
+    if m:
+        return float(m.group(1))
+    m = _RETRY_HINT.search(message)
+    if m:
+        return float(m.group(1)) / (1000.0 if m.group(2).lower() == "ms" else 1.0)
+    return None
+
+
+def parse_duration(value: Any) -> float | None:
+    """A ``google.protobuf.Duration`` in its JSON form ("37s", "45.837906927s") or as
+    ``{"seconds": .., "nanos": ..}``; None when it is neither."""
+    if isinstance(value, str) and value.strip().endswith("s"):
+        try:
+            return max(0.0, float(value.strip()[:-1]))
+        except ValueError:
+            return None
+    if isinstance(value, dict) and ("seconds" in value or "nanos" in value):
+        try:
+            return max(0.0, float(value.get("seconds") or 0) + float(value.get("nanos") or 0) / 1e9)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def rpc_details(details: Any, kind: str) -> list[dict[str, Any]]:
+    """The entries of a Google error's ``details`` list whose ``@type`` is ``google.rpc.<kind>``."""
+    if not isinstance(details, list):
+        return []
+    return [d for d in details if isinstance(d, dict) and d.get("@type") == _RPC + kind]
+
+
+def rpc_retry_delay(details: Any) -> float | None:
+    """``RetryInfo.retryDelay`` in seconds, wherever it sits in the details list."""
+    for d in rpc_details(details, "RetryInfo"):
+        delay = parse_duration(d.get("retryDelay"))
+        if delay is not None:
+            return delay
+    return None
+
+
+def rpc_quota_violations(details: Any) -> list[dict[str, Any]]:
+    """Every ``QuotaFailure`` violation of a Google error (quotaId, quotaMetric, dimensions)."""
+    return [v for d in rpc_details(details, "QuotaFailure")
+            for v in (d.get("violations") or []) if isinstance(v, dict)]
+
+
+def is_daily_quota(violation: dict[str, Any]) -> bool:
+    """A quota counted per day (``GenerateRequestsPerDayPerProjectPerModel-FreeTier``, a tokens
+    per day limit): it resets at midnight Pacific time, so no retry within a run can succeed."""
+    return "perday" in str(violation.get("quotaId") or "").replace("_", "").lower()
+
+
+def describe_quota(violation: dict[str, Any]) -> str:
+    """One violation named for a person: quota id, metric, model and limit where given."""
+    dims = violation.get("quotaDimensions") or {}
+    parts = [f"metric {violation['quotaMetric']}"] if violation.get("quotaMetric") else []
+    if isinstance(dims, dict) and dims.get("model"):
+        parts.append(f"model {dims['model']}")
+    if violation.get("quotaValue"):
+        parts.append(f"limit {violation['quotaValue']}")
+    name = str(violation.get("quotaId") or "unnamed quota")
+    return f"{name} ({', '.join(parts)})" if parts else name
+
+
+def classify_status(status: int | None, message: str, retry_after: float | None, *,
+                    full_text: str | None = None) -> CallError:
+    """The kind of an HTTP error from its status and message (see the module docstring).
+
+    ``full_text`` (the whole error body, when ``message`` is a cut of it) is what the phrases
+    are looked for in, so a code late in a long body still counts.
+    """
+    low = (full_text if full_text is not None else message).lower()
     if status is None:
         return CallError("transient", message, None, retry_after)
     if any(p in low for p in _FATAL_PHRASES):
         return CallError("fatal", message, status)
-    if status in (401, 403):
+    if status in (401, 402, 403):
         return CallError("fatal", message, status)
+    if status == 429 and any(p in low for p in _PERMANENT_429_PHRASES):
+        return CallError("permanent", message, status)
     if status in (408, 409, 425, 429) or status >= 500:
         if retry_after is None:
-            m = _RETRY_DELAY.search(message)
-            retry_after = float(m.group(1)) if m else None
+            retry_after = retry_hint(full_text if full_text is not None else message)
         return CallError("transient", message, status, retry_after)
     return CallError("permanent", message, status)
 

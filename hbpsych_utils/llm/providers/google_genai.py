@@ -8,7 +8,6 @@ reason among the safety ones, or a prompt blocked before any candidate.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from google import genai
@@ -62,8 +61,7 @@ class GoogleAdapter(base.Adapter):
             return exc
         if isinstance(exc, genai_errors.APIError):
             headers = getattr(getattr(exc, "response", None), "headers", None)
-            msg = f"HTTP {exc.code}: {exc.status} {json.dumps(exc.details, default=str)[:500]}"
-            return base.classify_status(exc.code, msg, base.parse_retry_after(headers))
+            return classify_error(exc.code, exc.details, headers)
         return base.CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
 
     async def aclose(self) -> None:
@@ -100,6 +98,36 @@ class GoogleAdapter(base.Adapter):
             except base.MalformedReply as exc:
                 out[key] = base.CallError("transient", str(exc))
         return out
+
+
+def classify_error(code: int | None, body: Any, headers: Any = None) -> base.CallError:
+    """A Gemini error body (``{"error": {code, message, status, details}}``) as a CallError.
+
+    The details are read as structures: ``RetryInfo.retryDelay`` wherever it sits (Gemini sends
+    no retry header), and ``QuotaFailure`` violations. A 429 naming a per-day quota is fatal: the
+    quota resets at midnight Pacific time, so the run stops and says which quota; a per-minute
+    one stays transient and waits the delay Gemini asks for.
+    """
+    err = body.get("error", body) if isinstance(body, dict) else {}
+    err = err if isinstance(err, dict) else {}
+    details = err.get("details")
+    status = err.get("status") or ""
+    text = str(err.get("message") or (body if not isinstance(body, dict) else ""))
+    violations = base.rpc_quota_violations(details)
+    quotas = "; ".join(base.describe_quota(v) for v in violations[:4])
+    msg = f"HTTP {code}: {status} {text[:300]}" + (f" [quota: {quotas}]" if quotas else "")
+    daily = [v for v in violations if base.is_daily_quota(v)]
+    if code == 429 and daily:
+        return base.CallError(
+            "fatal", f"HTTP 429: {status} daily quota exhausted: "
+            f"{'; '.join(base.describe_quota(v) for v in daily)}. Per-day quotas reset at "
+            "midnight Pacific time; re-run after the reset (or raise the quota)", code)
+    retry = base.parse_retry_after(headers)
+    if retry is None:
+        retry = base.rpc_retry_delay(details)
+    if retry is not None and code == 429:
+        msg += f" (retry in {retry:g}s)"
+    return base.classify_status(code, msg, retry)
 
 
 def _httpx_transport() -> Any:

@@ -3,8 +3,9 @@
 Decoding parameters travel in ``extra_body`` so that the body sent is exactly the registry's
 resolved config (``max_completion_tokens``, ``enable_thinking``, ...) whatever the SDK version
 types. Responses are read as raw JSON, the same shape the Batch API writes to its output file,
-so one parser serves both paths. Refusal: a ``refusal`` field or ``finish_reason:
-content_filter``.
+so one parser serves both paths. Refusal: ``message.refusal`` set (structured outputs refuse
+with ``finish_reason: stop``, ``content: null`` and the explanation in ``refusal``) or
+``finish_reason: content_filter``.
 """
 
 from __future__ import annotations
@@ -75,8 +76,11 @@ class OpenAIAdapter(Adapter):
         if isinstance(exc, openai.APIStatusError):
             body = exc.body if exc.body is not None else exc.message
             code = getattr(exc, "code", None) or ""
-            msg = f"HTTP {exc.status_code}: {code} {json.dumps(body)[:500]}"
-            return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers))
+            text = json.dumps(body)
+            # the wait: retry-after-ms / retry-after, else the message's "try again in 1.5s"
+            msg = f"HTTP {exc.status_code}: {code} {text[:500]}"
+            return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers),
+                                   full_text=f"{code} {text}")
         return CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
 
     async def aclose(self) -> None:

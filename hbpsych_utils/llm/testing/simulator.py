@@ -20,9 +20,14 @@ hash-chosen value; strings, numbers, booleans: hash-derived; arrays: ``minItems`
 items when the prompt says "N items/records/conversations/entries"; ``$ref``/``anyOf``: first
 branch). Usage is ~4 characters per token.
 
-Configurable: ``latency`` (seconds per model call), ``rpm`` (a token bucket holding one
-second's worth, as providers quantise their limits; excess calls get 429 with
-``Retry-After``), ``batch_latency`` (seconds before a batch ends) and :class:`Fault` rules.
+Configurable: ``latency`` (seconds per model call), ``rpm`` (per provider: a token bucket
+holding one second's worth, as providers quantise their limits; excess calls get the provider's
+own 429, see ``rate_limit`` in :data:`SYNC_FAULT_KINDS`), ``batch_latency`` (seconds before a
+batch ends) and :class:`Fault` rules. Requests the real API rejects are rejected with its 400:
+Anthropic ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; a Gemini
+``thinkingBudget`` outside the model's range (2.5 Pro: 128-32768, thinking cannot be off;
+others: 0-24576; -1 is dynamic). A Gemini budget above ``maxOutputTokens`` is accepted, as on
+the real API: thoughts count against the cap (see ``reasoning_at_cap``).
 Every model call (sync, or batch item when processed) is appended to ``log`` (api, model,
 system and last user message cut to 200 characters, the user message's sha256, status, fault;
 ``reply``: the text sent, for a sync call that got one). ``Simulator`` runs in a thread of the
@@ -53,13 +58,37 @@ from aiohttp import BodyPartReader, web
 
 SYNC_FAULT_KINDS: tuple[str, ...] = (
     "http_500", "http_503", "reset", "timeout", "malformed", "truncated", "refusal", "empty",
-    "rate_limit", "quota", "garbled", "no_verdict",
+    "rate_limit", "quota", "garbled", "no_verdict", "overloaded", "reasoning_at_cap",
 )
-"""Faults of one model call (sync, or the answer of one batch item)."""
+"""Faults of one model call (sync, or the answer of one batch item). Each gives the provider's
+real shape: ``rate_limit`` a 429 (OpenAI: ``rate_limit_exceeded`` with ``retry-after-ms``;
+Anthropic: ``rate_limit_error`` with an integer ``retry-after``; Gemini: ``RESOURCE_EXHAUSTED``
+naming a per-minute quota, no header, ``RetryInfo`` after a long message and two other details);
+``quota`` the out-of-money error (OpenAI 429 ``insufficient_quota``; Anthropic's credit-balance
+400; Gemini a 429 naming a per-day quota); ``overloaded`` Anthropic's 529 ``overloaded_error``,
+503 elsewhere; ``refusal`` OpenAI's ``message.refusal`` with ``finish_reason: stop``, Anthropic's
+``stop_reason: refusal``, Gemini's ``finishReason: SAFETY``; ``reasoning_at_cap`` a reply whose
+reasoning used the whole output cap (no text; finish ``length`` / ``max_tokens`` /
+``MAX_TOKENS``; reasoning tokens = the cap)."""
+BATCH_ITEM_FAULT_KINDS: tuple[str, ...] = ("batch_item_error", "batch_item_missing")
+"""Faults of one batch item: errored, or absent from the results (Anthropic, which writes a line
+for every request, reports it ``expired``; OpenAI an error-file line with ``response: null``)."""
+COLLECT_FAULT_KINDS: tuple[str, ...] = (
+    "batch_status_error", "batch_results_error", "batch_results_reset",
+    "batch_results_truncated",
+)
+"""Faults of the steps that collect a batch, one endpoint call each (``times`` counts calls):
+the status endpoint answers 503 (``batch_status_error``); the results endpoint — OpenAI's file
+content, Anthropic's results stream, Gemini's fetch of a finished batch — answers 503, resets the
+connection, or sends half of its body."""
+BATCH_END_FAULT_KINDS: tuple[str, ...] = ("batch_expired", "batch_cancelled", "batch_failed")
+"""A batch that ends otherwise than completed: expired or cancelled with half of its items
+processed (the rest reported as such), or failed (OpenAI, Gemini: nothing processed)."""
 BATCH_FAULT_KINDS: tuple[str, ...] = (
-    "batch_item_error", "batch_item_missing",
-)
+    BATCH_ITEM_FAULT_KINDS + COLLECT_FAULT_KINDS + BATCH_END_FAULT_KINDS)
 """Faults of the batch endpoints and of a batch's items."""
+ENDPOINT_FAULT_KINDS = COLLECT_FAULT_KINDS + BATCH_END_FAULT_KINDS
+"""Faults that match an endpoint call or a batch (by ``api``), never a model call."""
 FAULT_KINDS: tuple[str, ...] = SYNC_FAULT_KINDS + BATCH_FAULT_KINDS
 FaultKind = str
 """One of ``FAULT_KINDS`` (checked when a :class:`Fault` is made)."""
@@ -267,8 +296,7 @@ class _State:
         self.keep_log = keep_log
         self.log: list[dict[str, Any]] = []
         self.counts: dict[str, int] = {}
-        self.bucket = 0.0
-        self.bucket_at = 0.0
+        self.buckets: dict[str, tuple[float, float]] = {}  # provider -> (tokens, updated at)
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
@@ -278,6 +306,8 @@ class _State:
 
     def fault_for(self, api: str, model: str, msgs: list[tuple[str, str]]) -> Fault | None:
         for f in self.faults:
+            if f.kind in ENDPOINT_FAULT_KINDS:
+                continue
             if f.api and f.api != api:
                 continue
             if f.model and f.model != model:
@@ -290,8 +320,22 @@ class _State:
             return f
         return None
 
-    def rate_limited(self) -> float | None:
-        """Token bucket of one second's worth of ``rpm`` (providers quantise limits per second).
+    def endpoint_fault(self, api: str, kinds: tuple[str, ...]) -> Fault | None:
+        """The first rule of one of ``kinds`` for ``api`` with calls left (counted as a hit)."""
+        for f in self.faults:
+            if f.kind not in kinds or (f.api and f.api != api):
+                continue
+            if f.times is not None and f.hits >= f.times:
+                continue
+            f.hits += 1
+            self.count(f"{api}:{f.kind}")
+            return f
+        return None
+
+    def rate_limited(self, provider: str) -> float | None:
+        """Token bucket of one second's worth of ``rpm`` (providers quantise limits per second),
+        one bucket per provider: an API family, and each OpenAI-compatible tenant on its own, as
+        real limits are per provider (per project / organisation), not shared between them.
 
         Returns None when the call may proceed, else the seconds until it would.
         """
@@ -300,13 +344,12 @@ class _State:
         now = time.monotonic()
         rate = self.rpm / 60.0
         cap = max(1.0, rate)
-        if self.bucket_at == 0.0:
-            self.bucket, self.bucket_at = cap, now
-        self.bucket = min(cap, self.bucket + (now - self.bucket_at) * rate)
-        self.bucket_at = now
-        if self.bucket < 1.0:
-            return (1.0 - self.bucket) / rate
-        self.bucket -= 1.0
+        tokens, at = self.buckets.get(provider, (cap, now))
+        tokens = min(cap, tokens + (now - at) * rate)
+        if tokens < 1.0:
+            self.buckets[provider] = (tokens, now)
+            return (1.0 - tokens) / rate
+        self.buckets[provider] = (tokens - 1.0, now)
         return None
 
     def record(self, **entry: Any) -> None:
@@ -367,7 +410,7 @@ class Simulator:
             self.state.log.clear()
         self.state.faults.clear()
         self.state.counts.clear()
-        self.state.bucket_at = 0.0
+        self.state.buckets.clear()
 
     # lifecycle -----------------------------------------------------------------
     def start(self) -> Simulator:
@@ -520,7 +563,25 @@ class Simulator:
         data = self.state.files.get(request.match_info["id"])
         if data is None:
             return _json_reply({"error": {"message": "no such file", "type": "invalid"}}, 404)
-        return _Reply(200, data, {"content-type": "application/octet-stream"})
+        return self._results_reply("openai", data, "application/octet-stream")
+
+    def _results_reply(self, api: str, data: bytes, content_type: str) -> _Reply:
+        """A batch's results, or the collect fault a rule asks for."""
+        fault = self.state.endpoint_fault(api, COLLECT_FAULT_KINDS[1:])
+        kind = fault.kind if fault else None
+        if kind == "batch_results_error":
+            return _error(api, 503, "simulated failure reading batch results")
+        if kind == "batch_results_reset":
+            return _Reply(action="reset")
+        reply = _Reply(200, data, {"content-type": content_type})
+        if kind == "batch_results_truncated":
+            reply.action = "truncate"
+        return reply
+
+    def _status_fault(self, api: str) -> _Reply | None:
+        if self.state.endpoint_fault(api, ("batch_status_error",)):
+            return _error(api, 503, "simulated failure reading batch status")
+        return None
 
     # sync model calls ------------------------------------------------------------
     async def _model_call(self, api: str, tenant: str, body: dict[str, Any],
@@ -532,10 +593,14 @@ class Simulator:
         entry = {"api": api, "tenant": tenant, "model": model, "hash": h, "kind": "sync",
                  "user": _last_user(msgs), "user_sha256": _last_user_sha256(msgs),
                  "system": "\n".join(t for r, t in msgs if r == "system")[:200]}
-        wait = st.rate_limited()
+        wait = st.rate_limited(f"{api}/{tenant}")
         if wait is not None:
             st.record(**entry, status=429, fault="rpm")
-            return _error(api, 429, "rate limit exceeded (simulator rpm)", retry_after=wait)
+            return _rate_limit_error(api, model, wait, st.rpm)
+        invalid = _invalid_request(api, model, body)
+        if invalid is not None:
+            st.record(**entry, status=400, fault="invalid_request")
+            return _error(api, 400, invalid)
         fault = st.fault_for(api, model, msgs)
         if st.latency:
             await asyncio.sleep(st.latency)
@@ -548,10 +613,13 @@ class Simulator:
         elif kind == "rate_limit":
             status = 429
             assert fault is not None
-            reply = _error(api, 429, "simulated rate limit", retry_after=fault.retry_after)
+            reply = _rate_limit_error(api, model, fault.retry_after)
         elif kind == "quota":
-            status = 429 if api == "openai" else 400
-            reply = _quota_error(api)
+            reply = _quota_error(api, model)
+            status = reply.status
+        elif kind == "overloaded":
+            reply = _overloaded_error(api)
+            status = reply.status
         elif kind == "reset":
             status, reply = 0, _Reply(action="reset")
         elif kind == "timeout":
@@ -604,24 +672,39 @@ class Simulator:
         b = self.state.batches.get(bid)
         if b is None:
             return _error("openai", 404, f"batch {bid} not found")
+        if (fault := self._status_fault("openai")) is not None:
+            return fault
         if b["obj"]["status"] == "in_progress" and self._due(b):
+            end = self.state.endpoint_fault("openai", BATCH_END_FAULT_KINDS)
+            if end is not None and end.kind == "batch_failed":
+                b["obj"].update(status="failed", failed_at=int(time.time()), errors={
+                    "object": "list", "data": [{
+                        "code": "invalid_json_line", "line": 1, "param": None,
+                        "message": "This line is not parseable as valid JSON."}]},
+                    request_counts={"total": 0, "completed": 0, "failed": 0})
+                b["items"] = []
+                return _json_reply(b["obj"])
+            processed, unprocessed = _split_for_end(b["items"], end)
             out, err = [], []
-            for line in b["items"]:
+            for line in processed:
                 body = line.get("body", {})
                 res = self._item("openai", str(body.get("model", "")), body)
-                if res is None:
-                    continue
                 rid = "batch_req_" + uuid.uuid4().hex[:16]
                 if isinstance(res, dict):
                     out.append({"id": rid, "custom_id": line.get("custom_id"),
                                 "response": {"status_code": 200, "request_id": rid,
                                              "body": res}, "error": None})
+                elif res is None:  # OpenAI reports every request: an unanswered one expired
+                    err.append(_openai_unprocessed(line, "batch_expired"))
                 else:
                     err.append({"id": rid, "custom_id": line.get("custom_id"),
                                 "response": {"status_code": 500, "request_id": rid,
                                              "body": {"error": {"message": res,
                                                                 "type": "server_error"}}},
                                 "error": None})
+            why = "batch_cancelled" if end is not None and end.kind == "batch_cancelled" else (
+                "batch_expired")
+            err += [_openai_unprocessed(line, why) for line in unprocessed]
             obj = b["obj"]
             if out:
                 fid = "file-" + uuid.uuid4().hex[:24]
@@ -631,7 +714,9 @@ class Simulator:
                 fid = "file-" + uuid.uuid4().hex[:24]
                 self.state.files[fid] = "".join(json.dumps(x) + "\n" for x in err).encode()
                 obj["error_file_id"] = fid
-            obj.update(status="completed", completed_at=int(time.time()),
+            status = {"batch_expired": "expired", "batch_cancelled": "cancelled"}.get(
+                end.kind if end else "", "completed")
+            obj.update(status=status, **{f"{status}_at": int(time.time())},
                        request_counts={"total": len(b["items"]), "completed": len(out),
                                        "failed": len(err)})
             b["items"] = []
@@ -658,28 +743,35 @@ class Simulator:
         b = self.state.batches.get(bid)
         if b is None:
             return _error("anthropic", 404, f"batch {bid} not found")
+        if (fault := self._status_fault("anthropic")) is not None:
+            return fault
         if b["obj"]["processing_status"] == "in_progress" and self._due(b):
-            lines, ok, bad = [], 0, 0
-            for r in b["items"]:
+            end = self.state.endpoint_fault("anthropic", BATCH_END_FAULT_KINDS)
+            processed, unprocessed = _split_for_end(b["items"], end)
+            counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0,
+                      "expired": 0}
+            lines = []
+            for r in processed:
                 params = r.get("params", {})
                 res = self._item("anthropic", str(params.get("model", "")), params)
-                if res is None:
-                    continue
                 if isinstance(res, dict):
-                    ok += 1
-                    lines.append({"custom_id": r.get("custom_id"),
-                                  "result": {"type": "succeeded", "message": res}})
+                    result: dict[str, Any] = {"type": "succeeded", "message": res}
+                elif res is None:  # Anthropic writes a line for every request
+                    result = {"type": "expired"}
                 else:
-                    bad += 1
-                    lines.append({"custom_id": r.get("custom_id"), "result": {
-                        "type": "errored", "error": {"type": "error", "error": {
-                            "type": "api_error", "message": res}}}})
+                    result = {"type": "errored", "error": {"type": "error", "error": {
+                        "type": "api_error", "message": res}}}
+                counts[result["type"]] += 1
+                lines.append({"custom_id": r.get("custom_id"), "result": result})
+            gone = "canceled" if end is not None and end.kind == "batch_cancelled" else "expired"
+            for r in unprocessed:
+                counts[gone] += 1
+                lines.append({"custom_id": r.get("custom_id"), "result": {"type": gone}})
             b["results"] = "".join(json.dumps(x) + "\n" for x in lines).encode()
             b["obj"].update(
                 processing_status="ended", ended_at=_iso(time.time()),
                 results_url=f"{self.url}/v1/messages/batches/{bid}/results",
-                request_counts={"processing": 0, "succeeded": ok, "errored": bad,
-                                "canceled": 0, "expired": len(b["items"]) - ok - bad})
+                request_counts=counts)
             b["items"] = []
         return _json_reply(b["obj"])
 
@@ -688,7 +780,7 @@ class Simulator:
         b = self.state.batches.get(bid)
         if b is None or b["obj"]["processing_status"] != "ended":
             return _error("anthropic", 404, f"batch {bid} has no results")
-        return _Reply(200, b["results"], {"content-type": "application/binary"})
+        return self._results_reply("anthropic", b["results"], "application/binary")
 
     # Gemini batches ------------------------------------------------------------------
     async def _google_batch_create(self, request: web.Request) -> _Reply:
@@ -713,21 +805,39 @@ class Simulator:
         if b is None:
             return _error("google", 404, f"batch {bid} not found")
         meta = b["obj"]["metadata"]
-        if meta["state"] == "BATCH_STATE_PENDING" and self._due(b):
-            out = []
-            for r in b["items"]:
-                res = self._item("google", b["model"], r.get("request", {}))
-                if res is None:
-                    continue
-                if isinstance(res, dict):
-                    out.append({"response": res, "metadata": r.get("metadata")})
-                else:
-                    out.append({"error": {"code": 500, "message": res, "status": "INTERNAL"},
-                                "metadata": r.get("metadata")})
-            meta.update(state="BATCH_STATE_SUCCEEDED", endTime=_iso(time.time()),
-                        output={"inlinedResponses": {"inlinedResponses": out}})
+        if b["obj"].get("done"):  # fetching a finished batch is how its results are read
+            data = json.dumps(b["obj"]).encode()
+            return self._results_reply("google", data, "application/json")
+        if (fault := self._status_fault("google")) is not None:
+            return fault
+        if not self._due(b):
+            meta["state"] = "BATCH_STATE_RUNNING"  # real batches are seen running when polled
+            return _json_reply(b["obj"])
+        end = self.state.endpoint_fault("google", BATCH_END_FAULT_KINDS)
+        if end is not None:  # ended otherwise than succeeded: no responses to read
+            state = {"batch_expired": "BATCH_STATE_EXPIRED",
+                     "batch_cancelled": "BATCH_STATE_CANCELLED"}.get(end.kind,
+                                                                     "BATCH_STATE_FAILED")
+            meta.update(state=state, endTime=_iso(time.time()))
             b["obj"]["done"] = True
+            if state == "BATCH_STATE_FAILED":
+                b["obj"]["error"] = {"code": 13, "message": "simulated batch failure"}
             b["items"] = []
+            return _json_reply(b["obj"])
+        out = []
+        for r in b["items"]:
+            res = self._item("google", b["model"], r.get("request", {}))
+            if res is None:
+                continue
+            if isinstance(res, dict):
+                out.append({"response": res, "metadata": r.get("metadata")})
+            else:
+                out.append({"error": {"code": 500, "message": res, "status": "INTERNAL"},
+                            "metadata": r.get("metadata")})
+        meta.update(state="BATCH_STATE_SUCCEEDED", endTime=_iso(time.time()),
+                    output={"inlinedResponses": {"inlinedResponses": out}})
+        b["obj"]["done"] = True
+        b["items"] = []
         return _json_reply(b["obj"])
 
     def _due(self, b: dict[str, Any]) -> bool:
@@ -741,16 +851,38 @@ class Simulator:
         fault = st.fault_for(api, model, msgs)
         kind = fault.kind if fault else None
         st.record(api=api, tenant="", model=model, hash=h, kind="batch",
-                  user=_last_user(msgs), status=0 if kind == "batch_item_missing" else 200,
-                  fault=kind)
+                  user=_last_user(msgs), user_sha256=_last_user_sha256(msgs),
+                  status=0 if kind == "batch_item_missing" else 200, fault=kind)
         if kind == "batch_item_missing":
             return None
         if kind in ("http_500", "http_503", "batch_item_error", "reset", "timeout",
-                    "malformed", "truncated", "rate_limit", "quota"):
+                    "malformed", "truncated", "rate_limit", "quota", "overloaded"):
             return f"simulated batch item failure ({kind})"
+        invalid = _invalid_request(api, model, body)
+        if invalid is not None:  # the real API errors the item as it would the call
+            return invalid
         text = answer_text(model, msgs, schema, h)
         text = _fault_text(kind, text)
         return _BUILD[api](model, msgs, h, text, kind, cap, body)
+
+
+def _split_for_end(items: list[Any], end: Fault | None) -> tuple[list[Any], list[Any]]:
+    """The items a batch processed and those it did not: half of them when it expired or was
+    cancelled, all of them otherwise."""
+    if end is None or end.kind not in ("batch_expired", "batch_cancelled"):
+        return list(items), []
+    half = (len(items) + 1) // 2
+    return list(items[:half]), list(items[half:])
+
+
+def _openai_unprocessed(line: dict[str, Any], code: str) -> dict[str, Any]:
+    """An OpenAI error-file line for a request the batch never ran (``response`` is null)."""
+    message = {"batch_expired": "This request could not be executed before the completion "
+                                "window expired.",
+               "batch_cancelled": "This request was not executed because the batch was "
+                                  "cancelled."}[code]
+    return {"id": "batch_req_" + uuid.uuid4().hex[:16], "custom_id": line.get("custom_id"),
+            "response": None, "error": {"code": code, "message": message}}
 
 
 def _fault_text(kind: str | None, text: str) -> str:
@@ -791,40 +923,49 @@ def _openai_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kin
     text, cut = _cut(text, cap)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
     finish = "length" if cut else "stop"
-    if kind == "refusal":
-        message.update(content=None, refusal="I'm sorry, but I can't help with that.")
-        finish = "content_filter"
-        text = ""
+    reasoning = 0
+    if kind == "refusal":  # a structured-output refusal: stops normally, explains in `refusal`
+        message.update(content=None, refusal="I'm sorry, I cannot assist with that request.")
+        text, finish = "", "stop"
     elif kind == "empty":
         message["content"] = ""
         text = ""
+    elif kind == "reasoning_at_cap":  # reasoning tokens used the whole cap: no text
+        message["content"], text, finish = "", "", "length"
+        reasoning = _reasoning_cap(cap)
     pt = _tokens("".join(t for _, t in msgs))
-    ct = _tokens(text) if text else 0
+    ct = (_tokens(text) if text else 0) + reasoning
     return {"id": f"chatcmpl-{h[:24]}", "object": "chat.completion",
             "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish,
                          "logprobs": None}],
-            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct,
+                      "completion_tokens_details": {"reasoning_tokens": reasoning}}}
 
 
 def _anthropic_body(model: str, msgs: list[tuple[str, str]], h: str, text: str,
                     kind: str | None, cap: int | None, req: dict[str, Any]) -> dict[str, Any]:
     text, cut = _cut(text, cap)
     content: list[dict[str, Any]] = []
-    if (req.get("thinking") or {}).get("type") == "enabled":
+    thinking = (req.get("thinking") or {}).get("type") == "enabled"
+    if thinking or kind == "reasoning_at_cap":
         content.append({"type": "thinking", "thinking": f"(simulated thoughts {h[:6]})",
                         "signature": "c2ltdWxhdGVk"})
     stop = "max_tokens" if cut else "end_turn"
+    out = 0
     if kind == "refusal":
         stop, text = "refusal", ""
     elif kind == "empty":
         text = ""
+    elif kind == "reasoning_at_cap":  # thinking used all of max_tokens: no text block at all
+        stop, text = "max_tokens", ""
+        out = int(req.get("max_tokens") or _reasoning_cap(cap))
     if text or kind == "empty":
         content.append({"type": "text", "text": text})
     pt = _tokens("".join(t for _, t in msgs))
     return {"id": f"msg_{h[:24]}", "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": pt, "output_tokens": _tokens(text) if text else 0}}
+            "usage": {"input_tokens": pt, "output_tokens": out or (_tokens(text) if text else 0)}}
 
 
 def _google_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kind: str | None,
@@ -837,6 +978,10 @@ def _google_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kin
             {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
              "blocked": True}]}
         usage["totalTokenCount"] = pt
+    elif kind == "reasoning_at_cap":  # thoughts count against maxOutputTokens: no parts left
+        thoughts = _reasoning_cap(cap)
+        cand = {"index": 0, "content": {"role": "model"}, "finishReason": "MAX_TOKENS"}
+        usage.update(thoughtsTokenCount=thoughts, totalTokenCount=pt + thoughts)
     else:
         if kind == "empty":
             text = ""
@@ -848,26 +993,35 @@ def _google_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kin
             "responseId": h[:20]}
 
 
+def _reasoning_cap(cap: int | None) -> int:
+    """The reasoning tokens of a reply cut at its cap (a default cap when the request set none)."""
+    return int(cap) if cap else 4096
+
+
 _NORM = {"openai": _norm_openai, "anthropic": _norm_anthropic, "google": _norm_google}
 _BUILD = {"openai": _openai_body, "anthropic": _anthropic_body, "google": _google_body}
 
 def _error(api: str, status: int, message: str, retry_after: float | None = None) -> _Reply:
+    """An error in the API family's own envelope (Anthropic: ``{"type": "error", "error":
+    {type, message}, "request_id"}``; Gemini: ``{"error": {code, message, status, details}}``;
+    OpenAI: ``{"error": {message, type, param, code}}``)."""
     headers = {}
-    if retry_after is not None:
+    if retry_after is not None and api != "google":  # Gemini sends no retry header
         headers["retry-after"] = str(max(1, int(retry_after + 0.999)))
-        headers["retry-after-ms"] = str(int(retry_after * 1000))
+        if api != "anthropic":  # Anthropic sends whole seconds only
+            headers["retry-after-ms"] = str(int(retry_after * 1000))
     if api == "anthropic":
         etype = {429: "rate_limit_error", 500: "api_error", 503: "overloaded_error",
-                 404: "not_found_error"}.get(status, "invalid_request_error")
-        return _json_reply({"type": "error", "error": {"type": etype, "message": message}},
-                           status, headers)
+                 529: "overloaded_error", 404: "not_found_error"}.get(
+            status, "invalid_request_error")
+        return _json_reply({"type": "error", "error": {"type": etype, "message": message},
+                            "request_id": "req_sim" + uuid.uuid4().hex[:20]}, status, headers)
     if api == "google":
         gstatus = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
                    404: "NOT_FOUND"}.get(status, "INVALID_ARGUMENT")
         details = []
         if retry_after is not None:
-            details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo",
-                            "retryDelay": f"{retry_after:.3f}s"})
+            details.append({"@type": _RPC + "RetryInfo", "retryDelay": _duration(retry_after)})
         return _json_reply({"error": {"code": status, "message": message, "status": gstatus,
                                       "details": details}}, status, headers)
     etype = {429: "rate_limit_exceeded", 500: "server_error", 503: "server_error"}.get(
@@ -876,18 +1030,121 @@ def _error(api: str, status: int, message: str, retry_after: float | None = None
                                   "code": etype}}, status, headers)
 
 
-def _quota_error(api: str) -> _Reply:
+_RPC = "type.googleapis.com/google.rpc."
+_GEMINI_QUOTA_MESSAGE = (
+    "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. "
+    "To monitor your current usage, head to: https://ai.dev/usage?tab=rate-limit. ")
+_GEMINI_REQUESTS = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
+
+
+def _duration(seconds: float) -> str:
+    """A ``google.protobuf.Duration`` as JSON: "37s", "0.25s"."""
+    return f"{seconds:.9g}s"
+
+
+def _gemini_quota_429(model: str, quota_id: str, limit: int, retry_after: float) -> _Reply:
+    """Gemini's 429: no retry header; QuotaFailure, Help, then RetryInfo, after a long message."""
+    message = (_GEMINI_QUOTA_MESSAGE + f"\n* Quota exceeded for metric: {_GEMINI_REQUESTS}, "
+               f"limit: {limit}, model: {model}")
+    details = [
+        {"@type": _RPC + "QuotaFailure", "violations": [{
+            "quotaMetric": _GEMINI_REQUESTS, "quotaId": quota_id,
+            "quotaDimensions": {"location": "global", "model": model},
+            "quotaValue": str(limit)}]},
+        {"@type": _RPC + "Help", "links": [{
+            "description": "Learn more about Gemini API quotas",
+            "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]},
+        {"@type": _RPC + "RetryInfo", "retryDelay": _duration(retry_after)},
+    ]
+    return _json_reply({"error": {"code": 429, "message": message, "status": "RESOURCE_EXHAUSTED",
+                                  "details": details}}, 429)
+
+
+def _rate_limit_error(api: str, model: str, retry_after: float, rpm: float | None = None
+                      ) -> _Reply:
+    """Each provider's own "slow down" 429 (see ``rate_limit`` in :data:`SYNC_FAULT_KINDS`)."""
+    limit = int(rpm or 60)
+    if api == "google":
+        return _gemini_quota_429(model, "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                                 limit, retry_after)
+    if api == "anthropic":
+        return _error(api, 429, (
+            f"This request would exceed the rate limit for your organization of {limit} requests "
+            "per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You "
+            "can see the response headers for current usage. Please reduce the prompt length or "
+            "the maximum tokens requested, or try again later."), retry_after)
+    reply = _error(api, 429, (
+        f"Rate limit reached for {model} in organization org-simulator on requests per min "
+        f"(RPM): Limit {limit}, Used {limit}, Requested 1. Please try again in "
+        f"{retry_after:.3g}s. Visit https://platform.openai.com/account/rate-limits to learn "
+        "more."), retry_after)
+    body = json.loads(reply.body)
+    body["error"]["type"] = "requests"  # OpenAI: type names the limit, code says what happened
+    reply.body = json.dumps(body).encode()
+    return reply
+
+
+def _overloaded_error(api: str) -> _Reply:
+    """The provider is overloaded (not your limit): Anthropic 529, 503 elsewhere."""
+    if api == "anthropic":
+        return _error(api, 529, "Overloaded")
+    if api == "google":
+        return _error(api, 503, "The model is overloaded. Please try again later.")
+    return _error(api, 503, "The engine is currently overloaded, please try again later.")
+
+
+def _quota_error(api: str, model: str = "") -> _Reply:
+    """Out of money or quota for the day: the run cannot go on (fatal to the engine)."""
     if api == "openai":
         return _json_reply({"error": {
             "message": "You exceeded your current quota, please check your plan and billing "
-                       "details.", "type": "insufficient_quota", "param": None,
-            "code": "insufficient_quota"}}, 429)
+                       "details. For more information on this error, read the docs: "
+                       "https://platform.openai.com/docs/guides/error-codes/api-errors.",
+            "type": "insufficient_quota", "param": None, "code": "insufficient_quota"}}, 429)
     if api == "anthropic":
-        return _json_reply({"type": "error", "error": {
-            "type": "invalid_request_error",
-            "message": "Your credit balance is too low to access the Anthropic API."}}, 400)
-    return _json_reply({"error": {"code": 400, "status": "FAILED_PRECONDITION",
-                                  "message": "Billing is not enabled for this project."}}, 400)
+        return _error(api, 400, "Your credit balance is too low to access the Anthropic API. "
+                                "Please go to Plans & Billing to upgrade or purchase credits.")
+    return _gemini_quota_429(model, "GenerateRequestsPerDayPerProjectPerModel-FreeTier", 250,
+                             40.0)
+
+
+def _invalid_request(api: str, model: str, body: dict[str, Any]) -> str | None:
+    """The message of the 400 the real API gives a request it rejects, or None.
+
+    Anthropic: extended thinking needs ``budget_tokens`` >= 1024 and < ``max_tokens``. Gemini: a
+    ``thinkingBudget`` outside the model's range (2.5 Pro 128-32768 and thinking cannot be
+    switched off; others 0-24576; -1 is dynamic). Gemini accepts a budget above
+    ``maxOutputTokens``: the thoughts then count against the cap.
+    """
+    if api == "anthropic":
+        thinking = body.get("thinking") or {}
+        if thinking.get("type") != "enabled":
+            return None
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int):
+            return "thinking.enabled.budget_tokens: Field required"
+        if budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if budget >= int(body.get("max_tokens") or 0):
+            return ("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult "
+                    "our documentation at https://docs.claude.com/en/docs/build-with-claude/"
+                    "extended-thinking#max-tokens-and-context-window-size")
+        return None
+    if api == "google":
+        # protobuf JSON takes lowerCamelCase and the proto names alike (the SDK sends both)
+        gc = body.get("generationConfig") or body.get("generation_config") or {}
+        config = gc.get("thinkingConfig") or gc.get("thinking_config") or {}
+        budget = config.get("thinkingBudget", config.get("thinking_budget"))
+        if budget is None or budget == -1:
+            return None
+        pro = "pro" in model
+        if pro and budget == 0:
+            return "Budget 0 is invalid. This model only works in thinking mode."
+        low, high = (128, 32768) if pro else (0, 24576)
+        if not low <= budget <= high:
+            return f"The thinking budget ({budget}) is invalid."
+    return None
 
 
 # ---------------------------------------------------------------- helpers

@@ -1,0 +1,442 @@
+"""Real provider shapes: the adapters on copies of real error bodies, the simulator on the SDKs'
+own types.
+
+1. Each fixture in ``tests/data/provider_errors/`` (see its README for the sources) is served —
+   status, headers, body — to the adapter's own SDK client through an httpx mock transport, so
+   the SDK raises its own exception class (or parses its own response) and the adapter
+   classifies it: kind, retry delay, refusal flag.
+2. Every kind of response the simulator sends on the synchronous path is validated with
+   ``model_validate`` (not ``construct``) against ``openai.types.chat.ChatCompletion``,
+   ``anthropic.types.Message`` and ``google.genai.types.GenerateContentResponse``; error bodies
+   against ``openai.types.shared.ErrorObject`` and ``anthropic.types.ErrorResponse``. Fields the
+   SDK types do not know are reported (the OpenAI and Anthropic types accept extras silently;
+   the google-genai types forbid them). Gemini error bodies have no SDK type: they are read
+   through ``google.genai.errors.APIError`` and their details checked against the documented
+   ``google.rpc`` messages (``RetryInfo``, ``QuotaFailure``, ``Help``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+from anthropic.types import ErrorResponse, Message
+from google.genai import errors as genai_errors
+from google.genai.types import GenerateContentResponse
+from openai.types.chat import ChatCompletion
+from openai.types.shared import ErrorObject
+from pydantic import BaseModel, ConfigDict
+
+from hbpsych_utils.llm import load_registry
+from hbpsych_utils.llm.providers import CallError, Reply, google_genai, make_adapter
+from hbpsych_utils.llm.providers.base import (
+    classify_status,
+    is_daily_quota,
+    parse_duration,
+    retry_hint,
+)
+from hbpsych_utils.llm.testing import Fault, Simulator
+from hbpsych_utils.llm.testing.simulator import SYNC_FAULT_KINDS
+
+FIXTURES = Path(__file__).parent / "data" / "provider_errors"
+REG = load_registry()
+MODEL = {"openai": "gpt-4.1-2025-04-14", "anthropic": "claude-haiku-4-5-20251001",
+         "google": "gemini-2.5-flash"}
+PROVIDER = {api: REG.providers[REG.model(m).provider] for api, m in MODEL.items()}
+
+
+def fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------ 1. adapters on real bodies
+def _serve(fx: dict[str, Any]) -> httpx2.MockTransport:
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(fx["status"], headers=fx["headers"],
+                               content=json.dumps(fx["body"]).encode())
+
+    return httpx2.MockTransport(handler)
+
+
+def _wire_body(api: str) -> dict[str, Any]:
+    msgs = [{"role": "user", "content": "hello"}]
+    if api == "google":
+        return {"model": MODEL[api], "contents": [{"role": "user", "parts": [{"text": "hello"}]}],
+                "config": {"max_output_tokens": 64}}
+    body: dict[str, Any] = {"model": MODEL[api], "messages": msgs, "max_tokens": 64}
+    return body
+
+
+def through_sdk(fx: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Reply | CallError:
+    """The fixture served to the adapter's SDK client; the adapter's reply or its CallError."""
+    api = fx["provider"]
+    transport = _serve(fx)
+    if api == "google":  # the adapter hands its transport to google-genai's async client
+        monkeypatch.setattr(google_genai, "_httpx_transport", lambda: transport)
+
+    async def go() -> Reply | CallError:
+        adapter = make_adapter(PROVIDER[api], "fixture-key", "https://provider.invalid", 10.0)
+        if api == "openai":
+            adapter.client = openai.AsyncOpenAI(  # type: ignore[attr-defined]
+                api_key="fixture-key", base_url="https://provider.invalid/v1", max_retries=0,
+                http_client=httpx2.AsyncClient(transport=transport))
+        elif api == "anthropic":
+            adapter.client = anthropic.AsyncAnthropic(  # type: ignore[attr-defined]
+                api_key="fixture-key", base_url="https://provider.invalid", max_retries=0,
+                http_client=httpx2.AsyncClient(transport=transport))
+        try:
+            return await adapter.call(_wire_body(api))
+        except Exception as exc:
+            return adapter.classify(exc)
+        finally:
+            await adapter.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize(("name", "kind", "retry_after", "named"), [
+    # Gemini: the delay is RetryInfo.retryDelay, placed after the message and two other details
+    ("gemini_429_per_minute.json", "transient", 26.0,
+     "GenerateContentInputTokensPerModelPerMinute-FreeTier"),
+    # Gemini: a per-day quota stops the run (the RetryInfo it also carries does not help)
+    ("gemini_429_per_day.json", "fatal", None, "GenerateRequestsPerDayPerProjectPerModel-FreeTier"),
+    ("gemini_400_thinking_budget.json", "permanent", None, "The thinking budget (52428)"),
+    # OpenAI: no retry header in the copy; the wait is read from "Please try again in 3.89s"
+    ("openai_429_rate_limit_exceeded.json", "transient", 3.89, "rate_limit_exceeded"),
+    ("openai_429_insufficient_quota.json", "fatal", None, "insufficient_quota"),
+    # Anthropic: retry-after in whole seconds; 529 overloaded; credit balance is fatal
+    ("anthropic_429_rate_limit.json", "transient", 17.0, "rate_limit_error"),
+    ("anthropic_529_overloaded.json", "transient", None, "overloaded_error"),
+    ("anthropic_400_credit_balance.json", "fatal", None, "credit balance is too low"),
+])
+def test_adapters_classify_real_error_bodies(monkeypatch, name, kind, retry_after, named) -> None:
+    fx = fixture(name)
+    err = through_sdk(fx, monkeypatch)
+    assert isinstance(err, CallError), err
+    assert (err.kind, err.status) == (kind, fx["status"]), str(err)
+    assert err.retry_after == (pytest.approx(retry_after) if retry_after is not None else None)
+    assert named in str(err)
+
+
+def test_a_code_late_in_a_long_body_still_decides_the_kind(monkeypatch) -> None:
+    # Anthropic's monthly spend cap: the rate-limit 429 with error.details.error_code (see the
+    # Anthropic errors page); behind the long message it lies past the 500 characters kept for
+    # the stored message, and must still make the error fatal (no retry cures it until the
+    # next month).
+    fx = fixture("anthropic_429_rate_limit.json")
+    fx["body"]["error"]["details"] = {"error_code": "enforced_spend_limit_reached"}
+    assert json.dumps(fx["body"]).index("enforced_spend_limit_reached") > 500
+    err = through_sdk(fx, monkeypatch)
+    assert isinstance(err, CallError) and (err.kind, err.status) == ("fatal", 429)
+
+
+def test_the_gemini_retry_delay_sits_beyond_what_a_cut_string_would_keep() -> None:
+    # Why the details are parsed as structures: cut to the 500 characters the adapter used to
+    # keep, the per-minute body has lost its RetryInfo; the structured reading still finds it.
+    body = fixture("gemini_429_per_minute.json")["body"]
+    flat = json.dumps(body)
+    assert flat.index("RetryInfo") > 500 and "retryDelay" not in flat[:500]
+    err = google_genai.classify_error(429, body)
+    assert (err.kind, err.retry_after) == ("transient", 26.0)
+    assert "(retry in 26s)" in str(err)
+
+
+def test_gemini_daily_quota_message_names_the_quota_and_the_reset() -> None:
+    err = google_genai.classify_error(429, fixture("gemini_429_per_day.json")["body"])
+    assert err.kind == "fatal" and err.retry_after is None
+    text = str(err)
+    assert "GenerateRequestsPerDayPerProjectPerModel-FreeTier" in text
+    assert "generate_content_free_tier_requests" in text and "gemini-2.0-flash" in text
+    assert "midnight Pacific time" in text
+    # the per-minute violations listed alongside are not called daily
+    assert "PerMinute" not in text.split("daily quota exhausted:")[1].split(". Per-day")[0]
+
+
+def test_openai_structured_output_refusal_sets_the_refusal_flag(monkeypatch) -> None:
+    fx = fixture("openai_200_refusal.json")
+    reply = through_sdk(fx, monkeypatch)
+    assert isinstance(reply, Reply)
+    assert reply.refusal and reply.text == "" and reply.stop_reason == "stop"
+    assert (reply.input_tokens, reply.output_tokens) == (81, 11)
+
+
+@pytest.mark.parametrize(("status", "message", "kind"), [
+    # OpenAI: a request larger than the whole per-minute allowance never succeeds
+    (429, "Request too large for gpt-4o in organization org-X on tokens per min (TPM): Limit "
+          "30000, Requested 30601.", "permanent"),
+    # Anthropic: the monthly spend cap is a 429 with the rate-limit type, but no wait cures it
+    (429, '{"type": "rate_limit_error", "details": {"error_code": '
+          '"enforced_spend_limit_reached"}}', "fatal"),
+    (402, '{"type": "billing_error", "message": "payment method declined"}', "fatal"),
+    (429, "Rate limit reached for gpt-4.1 on requests per min (RPM)", "transient"),
+])
+def test_status_and_message_decide_the_kind(status, message, kind) -> None:
+    assert classify_status(status, message, None).kind == kind
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("Please try again in 174ms.", 0.174), ("Please try again in 1.574s.", 1.574),
+    ("Please retry in 55.576865699s.", 55.576865699), ("'retryDelay': '47s'", 47.0),
+    ("no wait named here", None)])
+def test_retry_hints_in_messages(text, seconds) -> None:
+    assert retry_hint(text) == (pytest.approx(seconds) if seconds is not None else None)
+
+
+def test_google_durations_and_daily_quotas() -> None:
+    assert parse_duration("45.837906927s") == pytest.approx(45.837906927)
+    assert parse_duration({"seconds": 3, "nanos": 250_000_000}) == pytest.approx(3.25)
+    assert parse_duration("soon") is None and parse_duration(None) is None
+    assert is_daily_quota({"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"})
+    assert is_daily_quota({"quotaId": "GenerateContentInputTokensPerModelPerDay"})
+    assert not is_daily_quota({"quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"})
+    assert not is_daily_quota({})
+
+
+def test_the_fixtures_are_the_sdk_shapes() -> None:
+    """The copies themselves validate against the SDKs' types (where the SDKs have them)."""
+    for path in sorted(FIXTURES.glob("*.json")):
+        fx = json.loads(path.read_text(encoding="utf-8"))
+        body, api = fx["body"], fx["provider"]
+        if api == "openai" and fx["status"] == 200:
+            assert unknown_fields(ChatCompletion.model_validate(body)) == [], path.name
+        elif api == "openai":
+            assert set(body) == {"error"}, path.name
+            assert unknown_fields(ErrorObject.model_validate(body["error"])) == [], path.name
+        elif api == "anthropic":
+            assert unknown_fields(ErrorResponse.model_validate(body)) == [], path.name
+        else:
+            check_google_error(fx["status"], body)
+
+
+# ------------------------------------------------------------------ 2. the simulator, SDK types
+def unknown_fields(obj: Any, where: str = "") -> list[str]:
+    """Paths of fields an SDK model accepted as extras (i.e. that its type does not declare)."""
+    out: list[str] = []
+    if isinstance(obj, BaseModel):
+        out += [f"{where}.{k}" for k in (obj.model_extra or {})]
+        for name in type(obj).model_fields:
+            out += unknown_fields(getattr(obj, name), f"{where}.{name}")
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            out += unknown_fields(v, f"{where}[{i}]")
+    return out
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class _RetryInfo(_Strict):  # google.rpc.RetryInfo: retryDelay is a Duration ("37s")
+    type: str = ""
+    retryDelay: str
+
+
+class _Violation(_Strict):  # google.rpc.QuotaFailure.Violation
+    subject: str | None = None
+    description: str | None = None
+    apiService: str | None = None
+    quotaMetric: str | None = None
+    quotaId: str | None = None
+    quotaDimensions: dict[str, str] | None = None
+    quotaValue: str | None = None  # int64, written as a string in JSON
+    futureQuotaValue: str | None = None
+
+
+class _QuotaFailure(_Strict):
+    type: str = ""
+    violations: list[_Violation]
+
+
+class _Link(_Strict):
+    description: str
+    url: str
+
+
+class _Help(_Strict):
+    type: str = ""
+    links: list[_Link]
+
+
+_RPC_TYPES: dict[str, type[_Strict]] = {"RetryInfo": _RetryInfo, "QuotaFailure": _QuotaFailure,
+                                        "Help": _Help}
+_RPC_CODES = {400: {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"},
+              404: {"NOT_FOUND"}, 429: {"RESOURCE_EXHAUSTED"}, 500: {"INTERNAL"},
+              503: {"UNAVAILABLE"}}
+
+
+def check_google_error(status: int, body: dict[str, Any]) -> None:
+    """A Gemini error body as google-genai reads it, with documented google.rpc details."""
+    assert set(body) == {"error"}
+    assert set(body["error"]) <= {"code", "message", "status", "details"}
+    exc = genai_errors.APIError(status, body)
+    assert (exc.code, exc.message) == (status, body["error"]["message"])
+    assert exc.status in _RPC_CODES[status] and body["error"]["code"] == status
+    assert exc.details == body  # what the adapter classifies: the whole parsed body
+    for d in body["error"].get("details") or []:
+        kind = d["@type"].removeprefix("type.googleapis.com/google.rpc.")
+        payload = {k: v for k, v in d.items() if k != "@type"}
+        _RPC_TYPES[kind].model_validate(payload)
+        if kind == "RetryInfo":
+            assert d["retryDelay"].endswith("s") and float(d["retryDelay"][:-1]) >= 0
+
+
+def _wire(api: str, text: str, cap: int, *, schema: bool = False, thinking: bool = False
+          ) -> tuple[str, dict[str, Any]]:
+    """The URL path and raw JSON of one model call, as each SDK puts it on the wire."""
+    sch = {"type": "object", "properties": {"answer": {"type": "string"}},
+           "required": ["answer"], "additionalProperties": False}
+    if api == "openai":
+        body: dict[str, Any] = {"model": MODEL[api], "max_tokens": cap,
+                                "messages": [{"role": "user", "content": text}]}
+        if schema:
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "answer", "schema": sch}}
+        return "/v1/chat/completions", body
+    if api == "anthropic":
+        body = {"model": MODEL[api], "max_tokens": cap,
+                "messages": [{"role": "user", "content": text}]}
+        if schema:
+            body["output_config"] = {"format": {"type": "json_schema", "schema": sch}}
+        if thinking:
+            body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
+            body["max_tokens"] = cap + 1024
+        return "/v1/messages", body
+    gc: dict[str, Any] = {"maxOutputTokens": cap}
+    if schema:
+        gc.update(responseMimeType="application/json", responseJsonSchema=sch)
+    if thinking:
+        gc["thinkingConfig"] = {"thinkingBudget": 1024}
+    return (f"/v1beta/models/{MODEL[api]}:generateContent",
+            {"contents": [{"role": "user", "parts": [{"text": text}]}], "generationConfig": gc})
+
+
+_OK_KINDS = (None, "refusal", "empty", "garbled", "no_verdict", "reasoning_at_cap")
+_ERROR_KINDS = ("http_500", "http_503", "rate_limit", "quota", "overloaded")
+
+
+def test_every_sync_fault_kind_is_covered_below() -> None:
+    # transport-level kinds send no body (reset, timeout) or a broken one on purpose
+    # (malformed, truncated); every other kind is validated by the tests below
+    broken = {"reset", "timeout", "malformed", "truncated"}
+    assert set(SYNC_FAULT_KINDS) == broken | {k for k in _OK_KINDS if k} | set(_ERROR_KINDS)
+
+
+def _validate_success(api: str, body: dict[str, Any]) -> Any:
+    if api == "openai":
+        obj: Any = ChatCompletion.model_validate(body)
+    elif api == "anthropic":
+        obj = Message.model_validate(body)
+    else:
+        obj = GenerateContentResponse.model_validate(body)  # extra="forbid" in google-genai
+    assert unknown_fields(obj) == [], unknown_fields(obj)
+    return obj
+
+
+def _validate_error(api: str, status: int, body: dict[str, Any]) -> None:
+    if api == "openai":
+        assert set(body) == {"error"}
+        assert unknown_fields(ErrorObject.model_validate(body["error"])) == []
+    elif api == "anthropic":
+        err = ErrorResponse.model_validate(body)
+        assert unknown_fields(err) == [] and err.request_id
+    else:
+        check_google_error(status, body)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with Simulator() as s:
+        yield s
+
+
+# OpenAI's Chat Completions has no thinking block to imitate: no "thinking" variant there.
+_REPLY_CASES = [(api, variant) for api in sorted(MODEL)
+                for variant in ("plain", "schema", "cut", "thinking")
+                if not (variant == "thinking" and api == "openai")]
+
+
+@pytest.mark.parametrize(("api", "variant"), _REPLY_CASES)
+@pytest.mark.parametrize("kind", _OK_KINDS)
+def test_simulator_replies_validate_against_the_sdk_types(sim, api, kind, variant) -> None:
+    text = f"shape {api} {kind} {variant}"
+    cap = 4 if variant == "cut" else 256
+    path, body = _wire(api, text, cap, schema=variant == "schema", thinking=variant == "thinking")
+    if kind:
+        sim.add_fault(Fault(kind, match=text, times=1))
+    r = httpx.post(sim.url + path, json=body, timeout=30)
+    assert r.status_code == 200, r.text
+    obj = _validate_success(api, r.json())
+    if api == "openai":
+        choice = obj.choices[0]
+        stop, refusal = choice.finish_reason, choice.message.refusal
+        assert (kind == "refusal") == bool(refusal)
+        if kind == "refusal":  # the structured-output shape: stops normally, no content
+            assert (stop, choice.message.content) == ("stop", None)
+    elif api == "anthropic":
+        stop = obj.stop_reason
+        assert (kind == "refusal") == (stop == "refusal")
+        if variant == "thinking" or kind == "reasoning_at_cap":
+            assert obj.content[0].type == "thinking"
+    else:
+        stop = obj.candidates[0].finish_reason.value
+        assert (kind == "refusal") == (stop == "SAFETY")
+    if kind == "reasoning_at_cap":
+        full_cap = body["max_tokens"] if api != "google" else cap
+        assert stop == {"openai": "length", "anthropic": "max_tokens", "google": "MAX_TOKENS"}[api]
+        if api == "openai":
+            usage = obj.usage
+            assert obj.choices[0].message.content == ""
+            assert usage.completion_tokens == usage.completion_tokens_details.reasoning_tokens
+            assert usage.completion_tokens == full_cap
+        elif api == "anthropic":
+            assert [b.type for b in obj.content] == ["thinking"]
+            assert obj.usage.output_tokens == full_cap
+        else:
+            assert obj.candidates[0].content.parts is None
+            assert obj.usage_metadata.thoughts_token_count == full_cap
+    elif variant == "cut" and kind is None:
+        assert stop in ("length", "max_tokens", "MAX_TOKENS")
+
+
+# The simulator rejects no OpenAI request (it validates thinking budgets, which OpenAI lacks).
+_ERROR_CASES = [(api, kind) for api in sorted(MODEL)
+                for kind in (*_ERROR_KINDS, "rpm", "invalid_request")
+                if not (kind == "invalid_request" and api == "openai")]
+
+
+@pytest.mark.parametrize(("api", "kind"), _ERROR_CASES)
+def test_simulator_errors_validate_against_the_sdk_types(api, kind) -> None:
+    text = f"error {api} {kind}"
+    thinking = kind == "invalid_request" and api != "openai"
+    path, body = _wire(api, text, 256, thinking=thinking)
+    if kind == "invalid_request":
+        if api == "anthropic":
+            body["max_tokens"] = 1024  # not above the 1024-token thinking budget
+        else:
+            body["generationConfig"]["thinkingConfig"]["thinkingBudget"] = 99999
+    faults = [] if kind in ("rpm", "invalid_request") else [Fault(kind, match=text)]
+    with Simulator(rpm=6 if kind == "rpm" else None, faults=faults) as s:
+        if kind == "rpm":
+            assert httpx.post(s.url + path, json=body, timeout=30).status_code == 200
+        r = httpx.post(s.url + path, json=body, timeout=30)
+    expected = {"http_500": 500, "http_503": 503, "rate_limit": 429, "rpm": 429,
+                "quota": {"openai": 429, "anthropic": 400, "google": 429}[api],
+                "overloaded": 529 if api == "anthropic" else 503, "invalid_request": 400}[kind]
+    assert r.status_code == expected, r.text
+    _validate_error(api, r.status_code, r.json())
+    if r.status_code == 429 and api == "anthropic":
+        assert r.headers["retry-after"].isdigit() and "retry-after-ms" not in r.headers
+    if r.status_code == 429 and api == "google":
+        assert "retry-after" not in r.headers
+        details = r.json()["error"]["details"]
+        assert [d["@type"].rsplit(".", 1)[1] for d in details] == [
+            "QuotaFailure", "Help", "RetryInfo"]
+        quota = details[0]["violations"][0]["quotaId"]
+        assert ("PerDay" in quota) == (kind == "quota")
