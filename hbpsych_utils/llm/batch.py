@@ -8,6 +8,14 @@ same transaction, poll until every batch ends, map results back by custom id (th
 or empty items through the synchronous path. Requests for providers without a batch API run
 synchronously alongside. The same request gives the same stored answer on both paths; only the
 price differs (``batch_discount``).
+
+A batch is paid for once. Reading its status or its results is retried like any call
+(bounded, jittered back-off) when the provider answers with a transport error, 429 or 5xx; a
+batch whose status or results still cannot be read stays open in the store, its items are
+``not_run`` in this run, and the next run adopts and collects it — nothing is re-sent. Only the
+items the provider itself reports as errored, expired, cancelled or missing, and the items of a
+batch the provider says does not exist or that failed as a whole, go through the synchronous
+path. Every answer the provider billed is stored and in the ledger at the batch price.
 """
 
 from __future__ import annotations
@@ -17,12 +25,16 @@ import json
 import time
 from typing import Any
 
-from hbpsych_utils.llm.providers import Reply
+from hbpsych_utils.llm.providers import CallError, Reply
 from hbpsych_utils.llm.requests import Result
 from hbpsych_utils.llm.run_context import Item, ProviderFatalError, RunContext, is_answer
+from hbpsych_utils.llm.store import OPEN_BATCH
 from hbpsych_utils.llm.sync import run_sync
 
 MAX_POLL_ERRORS = 20
+"""Consecutive failed status reads after which a batch is left open for the next run."""
+COLLECT_ATTEMPTS = 6
+"""Reads of a finished batch's results before it is left open for the next run."""
 SUBMIT_ATTEMPTS = 4
 
 
@@ -139,33 +151,32 @@ async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict
                   results: dict[str, Result]) -> list[Item]:
     """Poll one batch to its end, store its answers; return the items that need sync calls."""
     store = ctx.store
-    bid, info = b["batch_id"], dict(b.get("info") or {})
-    errors = 0
-    while True:
-        try:
-            done, info = await adapter.batch_poll(bid, info)
-        except Exception as exc:
-            err = adapter.classify(exc)
-            errors += 1
-            if err.kind != "transient" or errors >= MAX_POLL_ERRORS:
-                store.set_batch_status(bid, "abandoned", info)
-                ctx.budget.finish(b["reserved"], 0.0)
-                return [by_key[k] for k in b["keys"]]
-            done = False
-        if done:
-            break
-        await asyncio.sleep(ctx.settings.poll_interval)
-    try:
-        replies = await adapter.batch_collect(bid, info)
-    except Exception:  # unreadable results: every item goes through the sync path
-        replies = {}
+    bid = b["batch_id"]
+    items = [by_key[k] for k in b["keys"]]
+    outcome, info = await _poll(ctx, adapter, b)
+    replies: dict[str, Reply | CallError] | None = None
+    if outcome == "done":
+        replies, problem = await _collect(ctx, adapter, bid, info)
+    else:
+        problem = outcome
+    if outcome == "gone":  # the provider has no such batch: nothing was billed, re-send
+        store.set_batch_status(bid, "abandoned", info)
+        ctx.budget.finish(b["reserved"], 0.0)
+        return items
+    if replies is None:  # status or results unreadable: keep it open for the next run
+        store.set_batch_status(bid, OPEN_BATCH, info)
+        ctx.budget.finish(b["reserved"], 0.0)
+        ctx.report.uncollected += len(items)
+        _not_run(ctx, items, results,
+                 f"batch {bid} ({b.get('provider', '')}): {problem}; it stays open and the next "
+                 "run collects it")
+        return []
     turnaround = time.time() - b["submitted"]
     stored: list[Result] = []
     fallback: list[Item] = []
     actual = 0.0
-    for k in b["keys"]:
-        it = by_key[k]
-        rep = replies.get(k)
+    for it in items:
+        rep = replies.get(it.key)
         if isinstance(rep, Reply) and is_answer(rep):
             r = ctx.make_result(it, rep, 1, turnaround, "batch")
             actual += r.cost
@@ -173,10 +184,57 @@ async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict
             continue
         if isinstance(rep, Reply):  # empty without refusal: paid for, retried synchronously
             actual += ctx.pay_for_empty_reply(it, rep, "batch")
-        # errored (CallError), missing (None) or empty: the synchronous path answers it
+        # errored or expired (CallError), missing (None) or empty: the synchronous path
         fallback.append(it)
     ctx.record(stored)
     results.update({r.key: r for r in stored})
     ctx.budget.finish(b["reserved"], actual)
     store.set_batch_status(bid, "collected", info)
     return fallback
+
+
+async def _poll(ctx: RunContext, adapter: Any, b: dict[str, Any]
+                ) -> tuple[str, dict[str, Any]]:
+    """Wait for the batch to end: ``done``, ``gone`` (the provider does not know it), or why its
+    status could not be read (then it stays open)."""
+    bid, info = b["batch_id"], dict(b.get("info") or {})
+    errors = 0
+    while True:
+        try:
+            done, info = await adapter.batch_poll(bid, info)
+            errors = 0
+        except Exception as exc:
+            err = adapter.classify(exc)
+            if err.kind == "fatal":
+                ctx.fatal = ctx.fatal or ProviderFatalError(
+                    f"provider {b.get('provider', '')}: batch status: {err}")
+                return f"status unreadable ({err})", info
+            if err.kind == "permanent":
+                return ("gone", info) if err.status == 404 else (
+                    f"status refused ({err})", info)
+            errors += 1
+            if errors >= MAX_POLL_ERRORS:
+                return f"status unreadable after {errors} attempts ({err})", info
+            await asyncio.sleep(ctx.backoff(errors, err.retry_after))
+            continue
+        if done:
+            return "done", info
+        await asyncio.sleep(ctx.settings.poll_interval)
+
+
+async def _collect(ctx: RunContext, adapter: Any, bid: str, info: dict[str, Any]
+                   ) -> tuple[dict[str, Reply | CallError] | None, str]:
+    """A finished batch's results, read again after transient failures (a partly read results
+    stream is read again from the start); ``None`` and the reason when they stay unreadable."""
+    for attempt in range(1, COLLECT_ATTEMPTS + 1):
+        try:
+            return await adapter.batch_collect(bid, info), ""
+        except Exception as exc:
+            err = adapter.classify(exc)
+            if err.kind == "fatal":
+                ctx.fatal = ctx.fatal or ProviderFatalError(f"batch {bid}: results: {err}")
+                return None, f"results unreadable ({err})"
+            if err.kind == "permanent" or attempt == COLLECT_ATTEMPTS:
+                return None, f"results unreadable after {attempt} attempt(s) ({err})"
+            await asyncio.sleep(ctx.backoff(attempt, err.retry_after))
+    return None, "results unreadable"

@@ -73,6 +73,10 @@ class RunReport:
     message: str = ""
     batches: list[str] = field(default_factory=list)
     fallback: int = 0
+    """Batch items answered through the synchronous path (errored, expired or missing)."""
+    uncollected: int = 0
+    """Items of batches left open because their status or results could not be read; the next
+    run collects them (they are ``not_run`` in this one)."""
 
 
 @dataclass(frozen=True)
