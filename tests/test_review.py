@@ -244,7 +244,7 @@ def test_header_problems_are_named(tmp_path: Path) -> None:
     assert fields == {"reviewer", "n_total", "n_rated", "packet"}
     bad_json = tmp_path / "broken.json"
     bad_json.write_text("{", encoding="utf-8")
-    with pytest.raises(ratings.RatingsError, match=r"broken\.json: file header: field '<json>'"):
+    with pytest.raises(ratings.RatingsError, match=r"broken\.json: file: field '<json>'"):
         ratings.load_ratings(bad_json, small_set(), vocabulary=VOCAB)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
@@ -19,7 +20,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hbpsych_utils.core.records import FileRecord, invalid, problems
+from hbpsych_utils.core import paths
+from hbpsych_utils.core.records import (
+    FileRecord,
+    NotUTF8,
+    invalid,
+    problems,
+    read_csv,
+    read_text,
+    utf8_lines,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,11 +38,12 @@ ROLES = ("system", "developer", "user", "assistant")
 
 
 class CorpusError(ValueError):
-    """A corpus record that is not valid HealthBench; names file, line and field."""
+    """A corpus record that is not valid HealthBench; names file, line and field (line 0: the
+    file as a whole)."""
 
     def __init__(self, file: Path | str, line: int, field: str, problem: str) -> None:
         self.file, self.line, self.field, self.problem = str(file), line, field, problem
-        super().__init__(f"{file}:{line}: field {field!r}: {problem}")
+        super().__init__(f"{file}{f':{line}' if line else ''}: field {field!r}: {problem}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +111,12 @@ class _RubricRecord(FileRecord):
     @field_validator("points", mode="before")
     @classmethod
     def _number(cls, value: Any) -> Any:
-        """Points are numbers as written: an int stays an int, a bool is not a number."""
+        """Points are finite numbers as written: an int stays an int, a bool is not a number,
+        and NaN or Infinity (which JSON readers accept) would make every score NaN."""
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise invalid(f"expected int or float, got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise invalid(f"expected a finite number, got {value}")
         return value
 
 
@@ -163,38 +177,44 @@ def load_corpus(
     """Read a HealthBench JSONL file, validating every line.
 
     ``invalid_records="error"`` raises ``CorpusError`` at the first bad line; ``"skip"`` logs
-    each bad line and keeps going (the report counts them). ``max_records`` stops after that
-    many valid records.
+    each bad line (bytes that are not UTF-8 included) and keeps going (the report counts them).
+    ``max_records`` stops after that many valid records. A file with no valid record is an
+    error in either mode: nothing downstream can run on it.
     """
     path = Path(path)
     report = LoadReport(path=path, conversations=[])
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if max_records is not None and len(report.conversations) >= max_records:
-                break
+    for lineno, line in utf8_lines(path):
+        if max_records is not None and len(report.conversations) >= max_records:
+            break
+        try:
+            if isinstance(line, NotUTF8):
+                raise CorpusError(path, lineno, "<bytes>", line.problem)
             if not line.strip():
                 continue
             try:
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    msg = f"not valid JSON: {exc.msg}"
-                    raise CorpusError(path, lineno, "<json>", msg) from None
-                conv = parse_record(rec, path, lineno)
-                if conv.prompt_id in seen:
-                    raise CorpusError(
-                        path, lineno, "prompt_id",
-                        f"duplicate {conv.prompt_id} (first on line {seen[conv.prompt_id]})",
-                    )
-            except CorpusError as err:
-                if invalid_records == "error":
-                    raise
-                log.warning("skipping invalid record: %s", err)
-                report.skipped.append(err)
-                continue
-            seen[conv.prompt_id] = lineno
-            report.conversations.append(conv)
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(path, lineno, "<json>", f"not valid JSON: {exc.msg}") from None
+            conv = parse_record(rec, path, lineno)
+            if conv.prompt_id in seen:
+                raise CorpusError(
+                    path, lineno, "prompt_id",
+                    f"duplicate {conv.prompt_id} (first on line {seen[conv.prompt_id]})",
+                )
+        except CorpusError as err:
+            if invalid_records == "error":
+                raise
+            log.warning("skipping invalid record: %s", err)
+            report.skipped.append(err)
+            continue
+        seen[conv.prompt_id] = lineno
+        report.conversations.append(conv)
+    if not report.conversations:
+        skipped = f"; {len(report.skipped)} invalid line(s) skipped" if report.skipped else ""
+        raise CorpusError(path, 0, "<file>",
+                          f"no conversation records (expected one HealthBench JSON object per "
+                          f"line){skipped}")
     return report
 
 
@@ -253,13 +273,14 @@ def ids_hash(ids: Iterable[str]) -> str:
 def hard_ids(harness_scores: Path | str) -> list[str]:
     """HealthBench-Hard ids: the prompt_ids of the released harness-validation scores."""
     out = []
-    with open(harness_scores, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line)["prompt_id"])
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise CorpusError(harness_scores, lineno, "prompt_id", str(exc)) from None
+    for lineno, line in utf8_lines(harness_scores):
+        if isinstance(line, NotUTF8):
+            raise CorpusError(harness_scores, lineno, "<bytes>", line.problem)
+        if line.strip():
+            try:
+                out.append(json.loads(line)["prompt_id"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise CorpusError(harness_scores, lineno, "prompt_id", str(exc)) from None
     return out
 
 
@@ -337,9 +358,7 @@ def load_for_profile(
 
     fetch = fetch or sources.fetch
     if corpus_file is not None:
-        from hbpsych_utils.core.config import resolve_path
-
-        path = resolve_path(corpus_file)
+        path = paths.resolve_path(corpus_file)
         report = load_corpus(path, invalid_records=invalid_records, max_records=max_conversations)
         ids = report.ids
         return ProfileCorpus(report, Coverage(len(ids), len(ids), ()), str(path))
@@ -436,7 +455,9 @@ def source_record(loaded: ProfileCorpus, options: dict[str, Any]) -> dict[str, A
 def read_source_record(record_path: Path | str) -> SourceRecord:
     """``corpus_source.json`` as 01_corpus wrote it, validated (errors name file and field)."""
     try:
-        return SourceRecord.model_validate_json(Path(record_path).read_text(encoding="utf-8"))
+        return SourceRecord.model_validate_json(read_text(record_path))
+    except NotUTF8 as exc:
+        raise CorpusError(record_path, exc.line, "<bytes>", exc.problem) from None
     except ValidationError as exc:
         raise CorpusError(record_path, 0, *problems(exc)[0]) from None
 
@@ -466,7 +487,5 @@ def non_english_flags(
     path = Path(languages_csv)
     if not path.is_file():
         return {pid: lang.non_english for pid, lang in language_flags(conversations).items()}
-    import pandas as pd
-
-    table = pd.read_csv(path, dtype={"prompt_id": str})
+    table = read_csv(path, dtype={"prompt_id": str})
     return dict(zip(table["prompt_id"], table["non_english"].astype(str) == "True", strict=True))

@@ -7,6 +7,8 @@ format; ``load_ratings`` checks a file against the round's review set and the ca
 vocabulary and reports every problem at once, each naming file, review id and field. The
 votes table (one row per item, each reviewer's vote and category, the majority) is what the
 tally and the subset are computed from; ``read_votes`` reads it back from a stage's CSV.
+``check_format`` checks a file on its own (no review set yet), as a profile's
+``ratings_files`` are checked when the profile loads.
 """
 
 from __future__ import annotations
@@ -22,7 +24,14 @@ import pandas as pd
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from hbpsych_utils.construction.review_set import ReviewSetError, check_set
-from hbpsych_utils.core.records import FileRecord, invalid, problems
+from hbpsych_utils.core.records import (
+    FileRecord,
+    NotUTF8,
+    invalid,
+    problems,
+    read_csv,
+    read_text,
+)
 
 VOTES = ("Y", "N")
 CONFIDENCES = ("H", "M", "L")
@@ -40,7 +49,8 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        where = f"review {self.review_id}" if self.review_id else "file header"
+        where = (f"review {self.review_id}" if self.review_id
+                 else "file" if self.field.startswith("<") else "file header")
         return f"{self.file}: {where}: field {self.field!r}: {self.message}"
 
 
@@ -67,20 +77,21 @@ class RatingsError(ValueError):
 
 
 class RatingRow(FileRecord):
-    """One rating. ``category`` is checked against the vocabulary given as validation context;
-    an empty category or confidence is allowed (the released files have a few)."""
+    """One rating. ``category`` is checked against the vocabulary given as validation context
+    (when there is one); an empty category or confidence is allowed (the released files have a
+    few)."""
 
     review_id: Any = Field(default=None, validate_default=True)
-    prompt_id: Any = None
-    """Checked against the review set, not here."""
+    prompt_id: Any = Field(default=None, validate_default=True)
+    """A string here; checked against the review set by ``load_ratings``."""
     is_mental_health: Any = Field(default=None, validate_default=True)
     category: Any = ""
     confidence: Any = ""
     notes: str = ""
 
-    @field_validator("review_id", mode="before")
+    @field_validator("review_id", "prompt_id", mode="before")
     @classmethod
-    def _review_id(cls, value: Any) -> Any:
+    def _id(cls, value: Any) -> Any:
         if not isinstance(value, str) or not value:
             raise invalid(f"missing or not a string: {value!r}")
         return value
@@ -95,13 +106,18 @@ class RatingRow(FileRecord):
     @field_validator("category", mode="before")
     @classmethod
     def _category(cls, value: Any, info: ValidationInfo) -> Any:
-        if value != "" and value not in (info.context or {}).get("vocabulary", ()):
+        if not isinstance(value, str):
+            raise invalid(f"expected str, got {type(value).__name__}")
+        vocabulary = (info.context or {}).get("vocabulary")
+        if value != "" and vocabulary is not None and value not in vocabulary:
             raise invalid(f"{value!r} is not in the category vocabulary")
         return value
 
     @field_validator("confidence", mode="before")
     @classmethod
     def _confidence(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise invalid(f"expected str, got {type(value).__name__}")
         if value != "" and value not in CONFIDENCES:
             raise invalid(f"{value!r} is not one of {'|'.join(CONFIDENCES)} or empty")
         return value
@@ -139,7 +155,10 @@ class _Assigned(FileRecord):
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
+    except NotUTF8 as exc:
+        raise RatingsError([Problem(str(path), None, "<bytes>",
+                                    f"line {exc.line}: {exc.problem}")]) from None
     except json.JSONDecodeError as exc:
         raise RatingsError([Problem(str(path), None, "<json>", f"not valid JSON: {exc}")]) from None
 
@@ -286,7 +305,7 @@ def load_ratings(
             ok = False
         seen.add(rid)
         pid = r.get("prompt_id")
-        if rid in expected and pid != expected[rid]:
+        if rid in expected and isinstance(pid, str) and pid != expected[rid]:
             if pid in owner:
                 bad(rid, "prompt_id", f"{pid!r} belongs to review {owner[pid]}, "
                     f"review {rid} is {expected[rid]!r}")
@@ -317,6 +336,35 @@ def load_ratings(
         packet=header.packet, n_total=header.n_total, n_rated=header.n_rated, table=table,
         n_empty_category=n_empty_cat, n_empty_confidence=n_empty_conf, unrated=unrated,
     )
+
+
+def check_format(path: Path | str) -> None:
+    """A ratings file checked on its own, before any review set exists (how a profile's
+    ``ratings_files`` are checked when it loads): UTF-8 JSON, the header's and every row's
+    fields and types. The category vocabulary and the review set are checked by
+    ``load_ratings``. Every problem is raised at once as one ``RatingsError``."""
+    path = Path(path)
+    f = str(path)
+    doc = _read_json(path)
+    if not isinstance(doc, dict):
+        raise RatingsError([Problem(f, None, "<root>", "expected a JSON object")])
+    found: list[Problem] = []
+    try:
+        RatingsFile.model_validate(doc)
+    except ValidationError as exc:
+        found += [Problem(f, None, fld, msg) for fld, msg in problems(exc)]
+    for i, r in enumerate(_rows_of(doc) or []):
+        if not isinstance(r, dict):
+            found.append(Problem(f, None, f"ratings[{i}]", "expected an object"))
+            continue
+        try:
+            RatingRow.model_validate(r)
+        except ValidationError as exc:
+            rid = r.get("review_id") if isinstance(r.get("review_id"), str) else None
+            found += [Problem(f, rid, fld if rid else f"ratings[{i}].{fld}", msg)
+                      for fld, msg in problems(exc)]
+    if found:
+        raise RatingsError(found)
 
 
 def load_round(
@@ -402,7 +450,7 @@ def relevance_ratings(votes: pd.DataFrame) -> dict[str, list[str]]:
 
 def read_votes(path: Path | str) -> pd.DataFrame:
     """A votes table as ``votes_table`` wrote it to CSV (types restored)."""
-    votes = pd.read_csv(path, dtype=str, keep_default_na=False)
+    votes = read_csv(path, error=ReviewSetError, dtype=str, keep_default_na=False)
     votes["n_yes"] = votes["n_yes"].astype(int)
     votes["included"] = votes["included"].map({"True": True, "False": False})
     if votes["included"].isna().any():

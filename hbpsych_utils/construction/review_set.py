@@ -25,7 +25,7 @@ import pandas as pd
 from pydantic import field_validator
 
 from hbpsych_utils.construction.corpus import Conversation, Message
-from hbpsych_utils.core.records import FileRecord, invalid, validate
+from hbpsych_utils.core.records import FileRecord, invalid, read_csv, validate
 from hbpsych_utils.core.stage import write_json
 
 SCREENED_IN = "screened_in"
@@ -69,7 +69,7 @@ class RecoveryKeyRow(FileRecord):
 
 def _read_key(path: Path | str, row_model: type[FileRecord]) -> pd.DataFrame:
     """A released key CSV, every column a string, each row validated by ``row_model``."""
-    key = pd.read_csv(path, dtype=str, keep_default_na=False)
+    key = read_csv(path, error=ReviewSetError, dtype=str, keep_default_na=False)
     for i, row in enumerate(key.to_dict("records")):
         where = f"review {row['review_id']}" if row.get("review_id") else f"line {i + 2}"
         validate(row_model, row, f"{path}: {where}", ReviewSetError)
@@ -401,7 +401,7 @@ def check_round2_design(review_set: pd.DataFrame, pool: Iterable[str], *, n_cont
 
 def read_set(path: Path | str) -> pd.DataFrame:
     """A review set as a stage wrote it to CSV (``review_set.csv``), every column a string."""
-    review_set = pd.read_csv(path, dtype=str, keep_default_na=False)
+    review_set = read_csv(path, error=ReviewSetError, dtype=str, keep_default_na=False)
     try:
         check_set(review_set)
     except ReviewSetError as exc:

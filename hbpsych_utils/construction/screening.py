@@ -27,7 +27,7 @@ from pydantic import TypeAdapter, ValidationInfo, field_validator
 
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import jsonl
-from hbpsych_utils.core.records import FileRecord, invalid, validate
+from hbpsych_utils.core.records import FileRecord, invalid, read_csv, read_text, validate
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +210,8 @@ def load_released_screen(path: Path | str, vocabulary: Sequence[str]) -> pd.Data
             raise ScreenError(f"{path}:{lineno}: field 'prompt_id': duplicate {parsed.prompt_id}")
         seen.add(parsed.prompt_id)
         rows.append(parsed.model_dump())
+    if not rows:
+        raise ScreenError(f"{path}: no records (expected one screened conversation per line)")
     return pd.DataFrame(rows, columns=list(ReleasedScreenRecord.model_fields))
 
 
@@ -219,7 +221,7 @@ VOCABULARY_FILE = "vocabulary.json"
 
 def read_screen(path: Path | str) -> pd.DataFrame:
     """02's ``screen.csv`` as later stages read it: every column a string, nothing as NaN."""
-    screen = pd.read_csv(path, dtype=str, keep_default_na=False)
+    screen = read_csv(path, error=ScreenError, dtype=str, keep_default_na=False)
     missing = {"prompt_id", "label"} - set(screen.columns)
     if missing:
         raise ScreenError(f"{path}: missing column(s) {sorted(missing)}")
@@ -228,7 +230,10 @@ def read_screen(path: Path | str) -> pd.DataFrame:
 
 def read_vocabulary(path: Path | str) -> tuple[str, ...]:
     """02's ``vocabulary.json``: the category vocabulary the reviewers choose from."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        data = json.loads(read_text(path, error=ScreenError))
+    except json.JSONDecodeError as exc:
+        raise ScreenError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     return validate(TypeAdapter(tuple[str, ...]), data, str(path), ScreenError)
 
 
@@ -503,5 +508,5 @@ def rubric_text(rubric_artifact: str, rubric_file: str | None, fetch: Callable[[
     if rubric_file is not None:
         from hbpsych_utils.core.config import resolve_path
 
-        return resolve_path(rubric_file).read_text(encoding="utf-8")
-    return fetch(rubric_artifact).read_text(encoding="utf-8")
+        return read_text(resolve_path(rubric_file), error=ScreenError)
+    return read_text(fetch(rubric_artifact), error=ScreenError)

@@ -26,7 +26,7 @@ import pandas as pd
 from pydantic import TypeAdapter, ValidationError
 
 from hbpsych_utils.construction.corpus import Conversation
-from hbpsych_utils.core.records import FileRecord, problems
+from hbpsych_utils.core.records import FileRecord, problems, read_text
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ def read_translations(path: Any, *, missing_ok: bool = False) -> dict[str, list[
     if missing_ok and not Path(path).is_file():
         return {}
     try:
-        data = _TRANSLATIONS.validate_json(Path(path).read_text(encoding="utf-8"))
+        data = _TRANSLATIONS.validate_json(read_text(path, error=TranslationError))
     except ValidationError as exc:
         err = exc.errors()[0]
         if not err["loc"]:

@@ -11,6 +11,13 @@ matching notebook's ``parameters`` cell; the notebook's own defaults equal the m
 its YAML: :func:`parse_overrides` reads the values as YAML, :func:`load_profile` applies them to
 the file's mapping and validates the result with the same models, so a typo in an override is
 the same error, naming the key, as a typo in the file.
+
+Loading also checks everything the profile refers to (:func:`check_references`): the model
+registry, every model it names, simulator fault kinds, the providers in ``llm.limits`` and
+``llm.base_urls``, and the corpus, ratings and rubric files, so a bad reference stops the run
+before notebook 01 rather than when the stage that uses it starts. The YAML itself is read
+strictly (:mod:`hbpsych_utils.core.yaml_loader`): a key written twice is an error naming both
+lines.
 """
 
 from __future__ import annotations
@@ -20,13 +27,16 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlparse
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hbpsych_utils import study
-from hbpsych_utils.core import paths
+from hbpsych_utils.core import paths, yaml_loader
+
+if TYPE_CHECKING:
+    from hbpsych_utils.llm.models import Registry
 
 
 class ProfileError(ValueError):
@@ -41,12 +51,15 @@ class FaultSpec(Section):
     """A simulator fault (tests and the smoke profile): see ``hbpsych_utils.llm.testing.Fault``."""
 
     kind: str
+    """One of the simulator's ``FAULT_KINDS`` (checked when the profile loads)."""
     match: str | None = None
     """Inject into calls whose messages contain this text."""
     prompt_id: str | None = None
     """Inject into calls about this conversation (its first user turn is the match text)."""
     model: str | None = None
-    api: str | None = None
+    """Only calls to this model (a registry name or its ``api_model``)."""
+    api: Literal["openai", "anthropic", "google"] | None = None
+    """Only calls to this API family (OpenAI-compatible providers speak ``openai``)."""
     times: int | None = Field(default=None, ge=1)
 
 
@@ -59,13 +72,23 @@ class LLMSettings(Section):
     base_urls: dict[str, str] = {}
     """Provider name or kind -> base URL (a local OpenAI-compatible server, vLLM, Ollama)."""
     limits: dict[str, dict[str, float | int | None]] = {}
-    """Provider -> ``{concurrency, rpm, tpm}`` overrides."""
+    """Provider -> ``{concurrency, rpm, tpm}`` overrides (each checked by ``LimitOverride``)."""
     mode: Literal["sync", "batch"] = "batch"
     """Judge calls go through the providers' batch APIs (with synchronous fallback) or sync."""
     max_cost: float | None = Field(default=None, ge=0)
     """USD cap on new spend per stage; work beyond it is left for a later run."""
     registry_file: str | None = None
     """Model registry; ``None`` is params/models.yaml."""
+
+
+class LimitOverride(Section):
+    """The keys and values one provider's ``llm.limits`` entry may hold, checked when the
+    profile loads (the entry itself stays a plain mapping: only the keys written override the
+    registry's; ``rpm: null`` / ``tpm: null`` mean no limit)."""
+
+    concurrency: int = Field(default=1, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    tpm: float | None = Field(default=None, gt=0)
 
 
 class CorpusParams(Section):
@@ -300,8 +323,8 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
                 "e.g. seed=123)"
             )
         try:
-            overrides[key] = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
+            overrides[key] = yaml_loader.load_text(text, source=f"--set {item!r}")
+        except yaml_loader.YAMLFileError as exc:
             raise ProfileError(f"--set {item!r}: the value is not valid YAML: {exc}") from None
     return overrides
 
@@ -356,9 +379,9 @@ def load_profile(
             f"(available profiles: {', '.join(available_profiles()) or 'none'})"
         )
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"profile {path.stem!r} ({path}): not valid YAML: {exc}") from exc
+        raw = yaml_loader.load_file(path)
+    except yaml_loader.YAMLFileError as exc:
+        raise ProfileError(f"profile {path.stem!r}: {exc}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -381,6 +404,7 @@ def load_profile(
         raise ProfileError(_describe(path, exc, where)) from None
     _check_files(profile, path)
     _check_notebooks(profile, path)
+    check_references(profile, f"profile {path.stem!r} {where}")
     return profile
 
 
@@ -450,10 +474,142 @@ def _check_notebooks(profile: Profile, path: Path) -> None:
             )
 
 
-def resolve_path(value: str | Path) -> Path:
-    """A profile path: absolute as given, otherwise relative to the project root."""
-    p = Path(value)
-    return p if p.is_absolute() else paths.project_root() / p
+def model_references(profile: Profile) -> list[tuple[str, str]]:
+    """``(key, model)`` for every model the profile names. A live section that leaves its
+    judges or harness models null uses the study's (``study.JUDGE_PANEL``,
+    ``study.HARNESS_MODEL``, as stages 07 and 11 resolve them); those are listed too, so a
+    registry that lacks them fails here."""
+    refs: list[tuple[str, str]] = []
+    for key in ("screening.model", "screening.translation_model", "recall.model"):
+        section, field = key.split(".")
+        name = getattr(getattr(profile, section), field)
+        if name is not None:
+            refs.append((key, name))
+    refs += [(f"generation.candidates[{i}]", m)
+             for i, m in enumerate(profile.generation.candidates)]
+    grading = profile.grading
+    if grading.judges is not None:
+        refs += [(f"grading.judges[{i}]", m) for i, m in enumerate(grading.judges)]
+    elif grading.mode == "live":
+        refs += [("grading.judges (null: the study's panel)", m) for m in study.JUDGE_PANEL]
+    harness = profile.harness_validation
+    for field in ("candidate", "judge"):
+        name = getattr(harness, field)
+        if name is not None:
+            refs.append((f"harness_validation.{field}", name))
+        elif harness.mode == "live":
+            refs.append((f"harness_validation.{field} (null: the study's harness model)",
+                         study.HARNESS_MODEL))
+    return refs
+
+
+def check_references(profile: Profile, where: str) -> None:
+    """Everything ``profile`` refers to must exist, else one ``ProfileError`` (headed by
+    ``where``) lists every problem with the key and the allowed values: the model registry
+    (``llm.registry_file`` or params/models.yaml) must load; every model named must be in it;
+    fault kinds must be the simulator's; ``llm.limits`` must name registry providers with
+    valid limits, ``llm.base_urls`` registry providers or provider kinds with http(s) URLs;
+    the corpus, ratings and rubric files must pass their own readers' checks.
+
+    The readers live above ``core`` and are imported here, when a profile is checked, not
+    with this module."""
+    from hbpsych_utils.llm.models import ConfigError, load_registry
+
+    llm = profile.llm
+    try:
+        registry = load_registry(resolve_path(llm.registry_file) if llm.registry_file else None)
+    except ConfigError as exc:
+        key = "llm.registry_file" + ("" if llm.registry_file else " (null: params/models.yaml)")
+        raise ProfileError(f"{where}: {key}: {exc}") from None
+    problems = [*_model_problems(profile, registry), *_llm_problems(llm, registry),
+                *_file_problems(profile)]
+    if problems:
+        raise ProfileError("\n".join([f"{where} is invalid:", *(f"  - {p}" for p in problems)]))
+
+
+def _model_problems(profile: Profile, registry: Registry) -> list[str]:
+    known = ", ".join(sorted(registry.models))
+    return [f"{key}: unknown model {name!r} (expected a model of {registry.source}: {known})"
+            for key, name in model_references(profile) if name not in registry.models]
+
+
+def _llm_problems(llm: LLMSettings, registry: Registry) -> list[str]:
+    problems = []
+    if llm.faults:
+        from hbpsych_utils.llm.testing.simulator import FAULT_KINDS  # aiohttp: only if needed
+
+        wire = set(registry.models) | {m.api_model for m in registry.models.values()}
+        for i, fault in enumerate(llm.faults):
+            if fault.kind not in FAULT_KINDS:
+                problems.append(f"llm.faults[{i}].kind: unknown fault kind {fault.kind!r} "
+                                f"(expected one of: {', '.join(FAULT_KINDS)})")
+            if fault.model is not None and fault.model not in wire:
+                problems.append(f"llm.faults[{i}].model: unknown model {fault.model!r} "
+                                f"(expected a model of {registry.source}: "
+                                f"{', '.join(sorted(registry.models))})")
+    providers = ", ".join(registry.providers)
+    for name, values in llm.limits.items():
+        if name not in registry.providers:
+            problems.append(f"llm.limits.{name}: unknown provider (expected one of the "
+                            f"providers of {registry.source}: {providers})")
+        try:
+            LimitOverride.model_validate(values)
+        except ValidationError as exc:
+            for err in exc.errors():
+                key = f"llm.limits.{name}." + ".".join(str(p) for p in err["loc"])
+                problems.append(
+                    f"{key}: unknown key (expected one of: {', '.join(LimitOverride.model_fields)})"
+                    if err["type"] == "extra_forbidden" else
+                    f"{key}: {err['msg']} (got {err.get('input')!r})")
+    targets = {*registry.providers, *(p.kind for p in registry.providers.values())}
+    for name, url in llm.base_urls.items():
+        if name not in targets:
+            problems.append(f"llm.base_urls.{name}: unknown provider (expected a provider of "
+                            f"{registry.source} or a provider kind: {', '.join(sorted(targets))})")
+        parts = urlparse(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            problems.append(f"llm.base_urls.{name}: {url!r} is not an http(s) URL "
+                            "(expected e.g. http://127.0.0.1:8000/v1)")
+    return problems
+
+
+def _file_problems(profile: Profile) -> list[str]:
+    """The files a profile names, checked by the readers that will read them (existence was
+    checked before)."""
+    from hbpsych_utils.construction.corpus import load_corpus
+    from hbpsych_utils.core.records import read_text
+
+    problems = []
+    c = profile.corpus
+    if c.corpus_file is not None:
+        try:
+            load_corpus(resolve_path(c.corpus_file), invalid_records=c.invalid_records,
+                        max_records=c.max_conversations)
+        except ValueError as exc:
+            problems.append(f"corpus.corpus_file: {exc}")
+    for key in ("screening.rubric_file", "recall.rubric_file"):
+        section, field = key.split(".")
+        if (name := getattr(getattr(profile, section), field)) is not None:
+            try:
+                read_text(resolve_path(name))
+            except ValueError as exc:
+                problems.append(f"{key}: {exc}")
+    ratings_files = [(f"{section}.ratings_files[{i}]", name)
+                     for section in ("review_round1", "recall")
+                     for i, name in enumerate(getattr(profile, section).ratings_files or [])]
+    if ratings_files:
+        from hbpsych_utils.construction.ratings import RatingsError, check_format  # pandas
+
+        for key, name in ratings_files:
+            try:
+                check_format(resolve_path(name))
+            except RatingsError as exc:
+                problems.append(f"{key}: " + "\n      ".join(str(exc).splitlines()))
+    return problems
+
+
+resolve_path = paths.resolve_path
+"""A profile path: absolute as given, otherwise relative to the project root."""
 
 
 def notebook_parameters(profile: Profile, notebook: str, outputs_root: Path) -> dict[str, Any]:

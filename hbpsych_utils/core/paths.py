@@ -44,3 +44,9 @@ def figures_dir() -> Path:
     """Where the default profile publishes the paper's figures; ``$HBPSYCH_FIGURES`` overrides."""
     env = os.environ.get("HBPSYCH_FIGURES")
     return Path(env).resolve() if env else project_root() / "figures"
+
+
+def resolve_path(value: str | Path) -> Path:
+    """A path a profile gives: absolute as given, otherwise relative to the project root."""
+    p = Path(value)
+    return p if p.is_absolute() else project_root() / p

@@ -4,15 +4,21 @@ Every external file format (HealthBench corpus records, clinician ratings, the r
 keys, subsets, matrices, logs and harness scores) and every inter-stage file that is re-read
 (responses, verdicts, scores) is a pydantic model in the module that reads it. ``FileRecord``
 models are strict (a string is not a number, a bool is not a number) and ignore unknown keys;
-``TextRecord`` models coerce (CSV cells arrive as text) and reject unknown keys. Errors become
-the field paths a reader of the file recognises (``rubrics[0].points``,
-``ratings[3].review_id``) and a short problem, so every loader reports file, line or record,
-and field, in its own error type.
+``TextRecord`` models coerce (CSV cells arrive as text) and reject unknown keys. No record
+accepts a NaN or infinite number (JSON readers let ``NaN`` through). Errors become the field
+paths a reader of the file recognises (``rubrics[0].points``, ``ratings[3].review_id``) and a
+short problem, so every loader reports file, line or record, and field, in its own error type.
+
+Files are decoded here too: :func:`read_text` and :func:`utf8_lines` turn bytes that are not
+UTF-8 into a :class:`NotUTF8` error naming the file, the line and the column, instead of a bare
+``UnicodeDecodeError`` (``utf8_lines`` hands it back per line, so a skip mode can count the line
+and go on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -32,7 +38,7 @@ class FileRecord(BaseModel):
     message ``<where>: field '<path>': <problem>`` for the first bad field.
     """
 
-    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True, allow_inf_nan=False)
     error: ClassVar[type[Exception]] = ValueError
 
     @classmethod
@@ -45,7 +51,7 @@ class TextRecord(FileRecord):
     """A record whose values may arrive as text (CSV cells): pydantic's default coercion, and
     unknown keys are errors."""
 
-    model_config = ConfigDict(strict=False, extra="forbid", frozen=True)
+    model_config = ConfigDict(strict=False, extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def invalid(problem: str) -> PydanticCustomError:
@@ -88,3 +94,62 @@ def validate(schema: type[BaseModel] | TypeAdapter[Any], data: Any, where: str,
     except ValidationError as exc:
         name, problem = problems(exc)[0]
         raise error(f"{where}: field {name!r}: {problem}") from None
+
+
+class NotUTF8(ValueError):
+    """Bytes of a text file that are not UTF-8; names file, line and column (1-based)."""
+
+    def __init__(self, file: Path | str, line: int, column: int, byte: int) -> None:
+        self.file, self.line, self.column = str(file), line, column
+        self.problem = (f"not UTF-8 text: byte 0x{byte:02x} at column {column} "
+                        "(save the file as UTF-8)")
+        super().__init__(f"{file}:{line}: {self.problem}")
+
+
+def _not_utf8(file: Path | str, data: bytes, exc: UnicodeDecodeError, first_line: int = 1
+              ) -> NotUTF8:
+    line_start = data.rfind(b"\n", 0, exc.start) + 1
+    return NotUTF8(file, first_line + data.count(b"\n", 0, exc.start),
+                   len(data[line_start:exc.start].decode("utf-8", "replace")) + 1,
+                   data[exc.start])
+
+
+def read_text(path: Path | str, *, error: type[Exception] | None = None,
+              newline: str | None = None) -> str:
+    """A whole text file, decoded as UTF-8. Bytes that are not UTF-8 raise :class:`NotUTF8`
+    (or ``error`` with its message), naming the file, line and column. ``newline`` is
+    ``open``'s: ``None`` reads ``\\r\\n`` and ``\\r`` as ``\\n`` (as ``Path.read_text``
+    does), ``""`` keeps line ends as written (CSV readers)."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = _not_utf8(path, data, exc)
+        raise (bad if error is None else error(str(bad))) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if newline is None else text
+
+
+def utf8_lines(path: Path | str) -> Iterator[tuple[int, str | NotUTF8]]:
+    """``(line number, text)`` for every line of a file split on ``\\n`` (JSON Lines), the text
+    decoded as UTF-8; a line whose bytes are not UTF-8 comes as its :class:`NotUTF8` error
+    instead, so the caller decides whether to stop or to skip and count it."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield lineno, _not_utf8(path, raw, exc, first_line=lineno)
+
+
+def read_csv(path: Path | str, *, error: type[Exception] = ValueError, **options: Any) -> Any:
+    """A CSV file as ``pandas.read_csv(path, **options)`` reads it, decoded as UTF-8 first
+    (:func:`read_text`: errors name file and line); an empty file raises ``error`` naming it
+    instead of pandas' unnamed ``EmptyDataError``."""
+    import io
+
+    import pandas as pd
+
+    text = read_text(path, error=error, newline="")
+    if not text.strip():
+        raise error(f"{path}: empty file (expected a CSV header line and rows)")
+    return pd.read_csv(io.StringIO(text), **options)

@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
-from hbpsych_utils.core import paths
+from hbpsych_utils.core import paths, yaml_loader
 
 MIRROR_ENV = "HBPSYCH_MIRROR"
 
@@ -58,11 +56,29 @@ class Artifact:
         return self.mirror_sha256 if (from_mirror and self.mirror_sha256) else self.sha256
 
 
+_REQUIRED = ("url", "mirror_path", "licence")
+
+
 @cache
 def _registry(path: Path) -> dict[str, Artifact]:
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """``data/registry.yaml`` read strictly (``core.yaml_loader``: a name written twice is an
+    error naming both lines); an entry of the wrong shape names the file and the entry."""
+    try:
+        raw = yaml_loader.load_file(path)
+    except yaml_loader.YAMLFileError as exc:
+        raise ArtifactError(f"artifact registry {exc}") from None
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"artifact registry {path}: expected a mapping of artifact name -> "
+                            f"entry, got {type(raw).__name__}")
     out = {}
     for name, e in raw.items():
+        if not (isinstance(e, dict) and all(k in e for k in _REQUIRED)
+                and isinstance(e.get("derive") or {}, dict)):
+            raise ArtifactError(
+                f"artifact registry {path}: entry {name!r}: expected a mapping with "
+                f"{', '.join(_REQUIRED)} (and optionally page, sha256, mirror_sha256, derive: "
+                f"{{kind, how}}, note), got {e!r:.120}"
+            )
         derive = e.get("derive") or {}
         out[name] = Artifact(
             name=name,

@@ -22,6 +22,7 @@ place 08_scores, 09_judges, 10_refusals and 12_figures_tables get their scores f
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -34,7 +35,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
-from hbpsych_utils.core.records import FileRecord, validate
+from hbpsych_utils.core.records import FileRecord, read_csv, read_text, validate
 from hbpsych_utils.core.stage import Stage
 
 
@@ -368,7 +369,7 @@ def read_matrix(path: Path | str) -> pd.DataFrame:
     """A released result matrix, every line validated (``MatrixCell``: errors name file, line
     and field) and one line per (candidate, judge)."""
     path = Path(path)
-    with open(path, encoding="utf-8", newline="") as fh:
+    with io.StringIO(read_text(path, error=ScoringError, newline="")) as fh:
         reader = csv.DictReader(fh)
         if reader.fieldnames is None or tuple(reader.fieldnames) != MATRIX_COLUMNS:
             raise ScoringError(
@@ -526,8 +527,8 @@ def read_scores(path: Path | str) -> pd.DataFrame:
     """``scores.csv`` as 07_grading wrote it (``grading.scores_from_verdicts``): one row per
     (judge, candidate, conversation), ids as text, an empty score as NaN (unscored)."""
     ids = {"judge": str, "candidate": str, "prompt_id": str}
-    scores = pd.read_csv(path, dtype=ids, keep_default_na=False,
-                         na_values={"score": [""], "status": [""]})
+    scores = read_csv(path, error=ScoringError, dtype=ids, keep_default_na=False,
+                      na_values={"score": [""], "status": [""]})
     _check_scores_table(scores, where=str(path))
     return scores
 

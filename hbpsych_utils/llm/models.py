@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from hbpsych_utils.core import paths
+from hbpsych_utils.core import paths, yaml_loader
 
 ProviderKind = Literal["openai", "openai_compatible", "anthropic", "google"]
 
@@ -120,30 +119,58 @@ def default_registry_path() -> Path:
 
 
 def load_registry(path: str | Path | None = None) -> Registry:
-    """Read and validate a registry file; errors name the file, the entry and the field."""
+    """Read and validate a registry file; errors name the file, the entry and the field.
+
+    The YAML is read strictly (``core.yaml_loader``: UTF-8, a key written twice is an error
+    naming both lines), so a model entry repeated by mistake cannot silently replace another."""
     p = Path(path) if path is not None else default_registry_path()
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        raw = yaml_loader.load_file(p)
     except FileNotFoundError:
         raise ConfigError(f"model registry {p} does not exist") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"model registry {p} is not valid YAML: {exc}") from None
+    except yaml_loader.YAMLFileError as exc:
+        raise ConfigError(f"model registry {exc}") from None
+    if raw is None:
+        raise ConfigError(f"model registry {p} is empty (expected 'providers:' and 'models:')")
     return registry_from_dict(raw, source=str(p))
 
 
 def registry_from_dict(raw: Mapping[str, Any], source: str = "<memory>") -> Registry:
-    unknown = set(raw) - {"providers", "models"}
+    """A registry from its decoded mapping; every section of the wrong type is an error naming
+    ``source`` and the key (never an ``AttributeError``)."""
+    top = _mapping(raw, source, "<top level>", "a mapping with 'providers' and 'models'")
+    unknown = set(top) - {"providers", "models"}
     if unknown:
-        raise ConfigError(f"{source}: unknown top-level key(s) {sorted(unknown)}")
+        raise ConfigError(f"{source}: unknown top-level key(s) {sorted(map(str, unknown))} "
+                          "(expected: providers, models)")
     providers: dict[str, ProviderSpec] = {}
-    for name, body in (raw.get("providers") or {}).items():
-        providers[name] = _validate(ProviderSpec, {**(body or {}), "name": name}, source,
+    for name, body in _entries(top, "providers", source).items():
+        providers[name] = _validate(ProviderSpec, {**body, "name": name}, source,
                                     f"providers.{name}")
     models: dict[str, ModelSpec] = {}
-    for name, body in (raw.get("models") or {}).items():
-        models[name] = _validate(ModelSpec, {**(body or {}), "name": name}, source,
-                                 f"models.{name}")
+    for name, body in _entries(top, "models", source).items():
+        models[name] = _validate(ModelSpec, {**body, "name": name}, source, f"models.{name}")
     return Registry(providers, models, source)
+
+
+def _mapping(value: Any, source: str, key: str, expected: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{source}: {key}: expected {expected}, got {type(value).__name__} "
+                          f"{value!r:.80}")
+    return value
+
+
+def _entries(top: Mapping[str, Any], section: str, source: str) -> dict[str, dict[str, Any]]:
+    """``providers`` or ``models``: a mapping of name -> settings (each settings a mapping)."""
+    entries = _mapping(top.get(section) or {}, source, section,
+                       f"a mapping of {section[:-1]} name -> settings (not a list)")
+    out: dict[str, dict[str, Any]] = {}
+    for name, body in entries.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"{source}: {section}: name {name!r} is not a string")
+        out[name] = dict(_mapping(body or {}, source, f"{section}.{name}",
+                                  "a mapping of settings"))
+    return out
 
 
 def _validate(cls: type[BaseModel], body: dict[str, Any], source: str, where: str) -> Any:
