@@ -699,3 +699,15 @@ def test_main_dispatches_and_in_process_help(capsys: pytest.CaptureFixture[str])
     assert "filter-results" in (cli.__doc__ or "")
     # the bootstrap seed defaults to the default profile's, so numbers match the notebooks'
     assert interop._default_seed() == config.load_profile("default").seed
+
+
+def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "scores.jsonl"
+    bad.write_bytes(b'{"judge": "j", "candidate": "c", "prompt_id": "p", "score": 0.5}\n'
+                    b'{"judge": "j\xff", "candidate": "c", "prompt_id": "q", "score": 0.5}\n')
+    with pytest.raises(interop.InteropError, match=r"scores\.jsonl:2: not UTF-8"):
+        interop.read_hbpsych(bad)
+    whole = tmp_path / "results.json"
+    whole.write_bytes(b'{"score": 0.5,\n "metadata": "\xc3"}\n')
+    with pytest.raises(interop.InteropError, match=r"results\.json:2: not UTF-8"):
+        interop._load_json(whole)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hbpsych_utils.construction import corpus
-from hbpsych_utils.core import sources
+from hbpsych_utils.core import records, sources
 from hbpsych_utils.core.stage import write_text
 from hbpsych_utils.reporting.interop import InteropError, Subset, resolve_subset
 
@@ -50,10 +50,11 @@ def export_conversations(subset: Subset, corpus_path: Path, output: Path) -> int
     only read for its ``prompt_id``."""
     wanted = set(subset.ids)
     kept = []
-    with open(corpus_path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip() and json.loads(line)["prompt_id"] in wanted:
-                kept.append(line if line.endswith("\n") else line + "\n")
+    for _, line in records.utf8_lines(corpus_path):
+        if isinstance(line, records.NotUTF8):
+            raise line  # names the file, line and column
+        if line.strip() and json.loads(line)["prompt_id"] in wanted:
+            kept.append(line if line.endswith("\n") else line + "\n")
     write_text(output, "".join(kept))
     return len(kept)
 
@@ -88,7 +89,7 @@ def main(command: str, argv: list[str]) -> int:
             return 0
         loaded = verified_corpus()
         n = export_conversations(subset, loaded.report.path, args.output)
-    except (InteropError, corpus.CorpusError, sources.ArtifactError) as exc:
+    except (InteropError, corpus.CorpusError, sources.ArtifactError, records.NotUTF8) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"{args.output}: {n}/{len(subset.ids)} conversations of {subset.name} "

@@ -90,7 +90,7 @@ from pydantic_core import ErrorDetails
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_mod
-from hbpsych_utils.core import jsonl, sources
+from hbpsych_utils.core import jsonl, records, sources
 from hbpsych_utils.evaluation import scoring
 
 FORMATS = ("simple-evals", "inspect", "hbpsych")
@@ -271,10 +271,9 @@ def _problem(err: ErrorDetails, within: tuple[str | int, ...], hints: dict[str, 
 
 
 def _load_json(path: Path) -> Any:
+    text = records.read_text(path, error=InteropError)  # bad bytes: file, line and column
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InteropError(f"{path}: not UTF-8 text ({exc})") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InteropError(f"{path}: not valid JSON: {exc}") from None
 
@@ -628,10 +627,7 @@ HBPSYCH_FIELDS = tuple(HbpsychScore.model_fields)
 
 def _hbpsych_rows(path: Path) -> list[tuple[HbpsychScore, str]]:
     """Validated (record, where) pairs of a JSONL or CSV score export."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InteropError(f"{path}: not UTF-8 text ({exc})") from None
+    text = records.read_text(path, error=InteropError, newline="")
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         missing = [f for f in HBPSYCH_FIELDS if f not in (reader.fieldnames or [])]
