@@ -38,6 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hbpsych_utils import study
+from hbpsych_utils.core import records
 
 BOOK_DIR = "book"
 """The book's folder inside a run folder ``outputs/<profile>/``."""
@@ -149,8 +150,8 @@ def read_metrics(profile_dir: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for path in sorted(Path(profile_dir).glob("[0-9][0-9]_*/metrics.json")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            data = json.loads(records.read_text(path, error=BookError))
+        except (OSError, json.JSONDecodeError) as exc:
             raise BookError(f"{path}: not readable as JSON ({exc})") from exc
         if not isinstance(data, dict):
             raise BookError(f"{path}: expected a JSON object, got {type(data).__name__}")
@@ -385,7 +386,7 @@ def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str]) -> str:
     for md in tables:
         key = md.stem.removeprefix("table1_")
         parts.append(f"## Table 1: {study.SUBSET_TITLES.get(key, key)}\n")
-        parts.append(md.read_text(encoding="utf-8").strip() + "\n")
+        parts.append(records.read_text(md, error=BookError).strip() + "\n")
         parts.append("Download: " + _downloads(
             stage_dir, md.stem, rel, (("CSV", "csv"), ("Markdown", "md"), ("LaTeX", "tex"))))
     return "\n".join(parts)
@@ -601,8 +602,8 @@ def _read_manifest(profile_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+        data = json.loads(records.read_text(path, error=BookError))
+    except json.JSONDecodeError as exc:
         raise BookError(f"{path}: not readable as JSON ({exc})") from exc
     return data if isinstance(data, dict) else None
 
