@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from hbpsych_utils.core import runner
+from hbpsych_utils.core import paths, runner
 
 
 def notebook(path: Path, *cells: str, params: str = 'profile = "x"\noutputs_root = "."\nseed = 0'):
@@ -26,6 +27,8 @@ def notebook(path: Path, *cells: str, params: str = 'profile = "x"\noutputs_root
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "params").mkdir()
     (tmp_path / "notebooks").mkdir()
+    # The model registry a profile is checked against when it loads.
+    shutil.copy(paths.project_root() / "params" / "models.yaml", tmp_path / "params")
     monkeypatch.setenv("HBPSYCH_ROOT", str(tmp_path))
     return tmp_path
 

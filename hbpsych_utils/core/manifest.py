@@ -2,9 +2,11 @@
 
 ``outputs/<profile>/manifest.json`` records the profile (the values the run used and the
 ``--set`` overrides among them), package version, git commit, the installed versions of the
-package's dependencies, the notebooks run (status, seconds) and every artifact any stage used
-with its sha256. It is rewritten after each notebook, so an interrupted run still says how far
-it got.
+package's dependencies, the notebooks run (status ``ok``, ``failed`` or ``interrupted``,
+seconds, the error) and every artifact any stage used with its sha256. It is rewritten after
+each notebook, so an interrupted run still says how far it got. Artifacts come from the
+``stage.json`` of each stage folder; the folder of a stage that failed holds only its failure
+record, so the manifest never names the inputs of a previous run's outputs as this run's.
 """
 
 from __future__ import annotations

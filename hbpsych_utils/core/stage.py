@@ -4,6 +4,14 @@ Every stage writes under ``outputs/<profile>/<stage>/``: ``metrics.json`` (the s
 numbers, flat, as its issue names them), its tables, and ``stage.json`` (which external
 artifacts it used, with their sha256), from which the run manifest is assembled. Files are
 written atomically, so an interrupted stage never leaves a half-written file behind.
+
+Under the runner a stage's outputs are replaced only when its notebook succeeds: the runner
+sets ``HBPSYCH_STAGING`` for the kernel, the notebook's own stage (named like the notebook)
+then writes into ``outputs/<profile>/.staging/<stage>/``, and the runner swaps that folder
+into place after papermill returns (:func:`publish_staged`) or, on failure, replaces the stage
+folder with a failure record and keeps the partial outputs under ``.failed/``
+(:func:`retire_stage`). Earlier stages are always read from their final folders. A notebook
+run by hand (no variable) writes in place, as before.
 """
 
 from __future__ import annotations
@@ -11,11 +19,20 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from hbpsych_utils.core import sources
+
+STAGING_ENV = "HBPSYCH_STAGING"
+"""Set by the runner only, for the kernel: ``outputs/<profile>/.staging/<stage>``, where the
+stage of the notebook it runs (named like the notebook) writes."""
+STAGING_DIR = ".staging"
+FAILED_DIR = ".failed"
+FAILURE_RECORD = "failed.json"
 
 
 def _jsonable(value: Any) -> Any:
@@ -62,7 +79,11 @@ class Stage:
         self.profile = profile
         self.name = name
         self.root = Path(outputs_root) / profile
-        self.dir = self.root / name
+        self.final_dir = self.root / name
+        """Where the stage's outputs are read from once its notebook has succeeded."""
+        staging = staging_dir(self.root, name)
+        self.dir = staging if staging is not None else self.final_dir
+        """Where this stage writes: the staging folder under the runner, else ``final_dir``."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self._record_path = self.dir / "stage.json"
         self._artifacts: dict[str, dict[str, Any]] = {}
@@ -87,6 +108,12 @@ class Stage:
     def upstream(self, stage: str, filename: str) -> Path:
         """A file an earlier stage of the same run wrote; a clear error when it is missing."""
         p = self.root / stage / filename
+        if not p.is_file() and (self.root / stage / FAILURE_RECORD).is_file():
+            raise FileNotFoundError(
+                f"{p} is missing: stage {stage!r} failed in the last run of profile "
+                f"{self.profile!r} ({self.root / stage / FAILURE_RECORD}); fix it and run it "
+                f"again before {self.name!r} (bash run_all.sh {self.profile})"
+            )
         if not p.is_file():
             raise FileNotFoundError(
                 f"{p} is missing: stage {stage!r} must run before {self.name!r} in profile "
@@ -114,3 +141,85 @@ class Stage:
 
     def _save_record(self) -> None:
         write_json(self._record_path, {"stage": self.name, "artifacts": self._artifacts})
+
+
+def staging_dir(profile_root: Path, name: str) -> Path | None:
+    """The staging folder the runner named for this kernel, if it is that of stage ``name`` of
+    ``profile_root``. Any other stage (a notebook run by hand, or one that opens another
+    stage's folder) writes in place, so a swap can only ever replace the running stage."""
+    value = os.environ.get(STAGING_ENV)
+    if not value:
+        return None
+    staging = Path(value)
+    if staging.name != name or staging.parent.name != STAGING_DIR:
+        return None
+    return staging if staging.parent.parent.resolve() == Path(profile_root).resolve() else None
+
+
+def _swap_in(new: Path, final: Path, aside: Path) -> None:
+    """Replace ``final`` by ``new``: old folder renamed aside, new renamed in, old deleted."""
+    if aside.exists():
+        shutil.rmtree(aside)
+    if final.exists():
+        os.rename(final, aside)
+    os.rename(new, final)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def publish_staged(staging: Path, profile_root: Path) -> list[str]:
+    """Move every stage folder written into ``staging`` into ``profile_root``, replacing the
+    previous outputs of that stage (and the partial outputs of an earlier failed attempt);
+    return the stage names. Nothing outside the stage folders (the LLM store, the manifest,
+    executed notebooks) is touched."""
+    names = sorted(staged_names(staging))
+    for name in names:
+        _swap_in(staging / name, profile_root / name, staging / f".replaced-{name}")
+        shutil.rmtree(profile_root / FAILED_DIR / name, ignore_errors=True)
+    failed = profile_root / FAILED_DIR
+    if failed.is_dir() and not any(failed.iterdir()):
+        failed.rmdir()
+    return names
+
+
+def retire_stage(profile_root: Path, name: str, record: dict[str, Any],
+                 staging: Path | None = None) -> Path:
+    """After a failed or interrupted notebook: keep what it wrote for stage ``name`` under
+    ``.failed/<name>/`` and replace ``<name>/`` (the previous run's outputs) with a folder that
+    holds only ``failed.json`` (``record``, plus where the partial outputs are). Returns the
+    record's path."""
+    attempt = staging / name if staging is not None else None
+    previous = (profile_root / name).exists()
+    kept: Path | None = None
+    if attempt is not None and attempt.is_dir():
+        kept = profile_root / FAILED_DIR / name
+        if kept.exists():
+            shutil.rmtree(kept)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(attempt, kept)
+    work = profile_root / STAGING_DIR / f".record-{name}"
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    write_json(work / FAILURE_RECORD, {
+        "stage": name, **record,
+        "partial_outputs": str(kept) if kept is not None else None,
+        "previous_outputs": "removed" if previous else None,
+        "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    })
+    _swap_in(work, profile_root / name, profile_root / STAGING_DIR / f".replaced-{name}")
+    return profile_root / name / FAILURE_RECORD
+
+
+def staged_names(staging: Path) -> set[str]:
+    """The stage folders a notebook wrote into ``staging`` so far."""
+    if not staging.is_dir():
+        return set()
+    return {p.name for p in staging.iterdir() if p.is_dir() and not p.name.startswith(".")}
+
+
+def clear_failure_record(profile_root: Path, name: str) -> None:
+    """Remove ``<name>/`` when it holds only an earlier failure record (its notebook has now
+    succeeded without writing that folder)."""
+    folder = profile_root / name
+    if folder.is_dir() and [p.name for p in folder.iterdir()] == [FAILURE_RECORD]:
+        shutil.rmtree(folder)

@@ -9,8 +9,9 @@ notebook run by hand or with ``papermill -p`` is checked exactly like a profile.
 ``metrics.json``), ``tables`` (written as CSV under their file names), ``figures`` (written as
 PNG and SVG under their stems), ``views`` (shown, not written: small summaries and HTML) and
 ``findings`` (the sentences of "What we found", each computed from the metrics by a tested
-function of the stage). ``write`` puts metrics, tables and figures in the stage folder; the
-stage's ``stage.json`` (artifacts used, with sha256) is kept by :class:`Stage` as it fetches.
+function of the stage). ``write`` puts metrics, tables and figures in the stage folder (under
+the runner its staging folder, swapped into place when the notebook succeeds); the stage's
+``stage.json`` (artifacts used, with sha256) is kept by :class:`Stage` as it fetches.
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def run(run: ProfileRun, params: ReviewParams) -> StageResult:
     items = instrument.write_round(stage.dir, review, inputs.conversations, inputs.translations,
                                    round_name="round1", vocabulary=vocabulary)
     views["instrument"] = (
-        f"Instrument: `{stage.path('instrument.html')}` — "
+        f"Instrument: `{stage.final_dir / 'instrument.html'}` — "
         f"{sum(it['available'] for it in items):,} of {len(items):,} conversations available "
         f"in this corpus; {sum(it['translation'] is not None for it in items):,} with a machine "
         "translation.")

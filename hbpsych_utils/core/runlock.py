@@ -1,0 +1,78 @@
+"""One run per outputs folder of a profile at a time.
+
+Two runs into the same ``outputs/<profile>/`` would pay every model call twice and race for
+the same files, so a run holds an exclusive lock (`filelock`, an OS-level lock released when
+the process ends, even on ``kill -9``) on ``outputs/<profile>/.run.lock`` for its whole length.
+filelock does not say who holds a lock, so the holder writes its pid, host, start time and
+command next to it (``.run.holder.json``) and a second run, refused at once, names them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+LOCK_FILE = ".run.lock"
+HOLDER_FILE = ".run.holder.json"
+
+
+class RunLocked(RuntimeError):
+    """Another run holds the outputs folder of this profile."""
+
+
+def describe_holder(profile_dir: Path) -> str:
+    """Who holds the lock, from the holder's record (or why that is not known)."""
+    try:
+        holder = json.loads((profile_dir / HOLDER_FILE).read_text(encoding="utf-8"))
+        return (f"pid {holder['pid']} on {holder['host']}, started {holder['started_at']}: "
+                f"{holder['command']}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return "holder not recorded (it may be starting or just finishing)"
+
+
+def _acquire(profile_dir: Path, profile: str) -> FileLock:
+    lock = FileLock(profile_dir / LOCK_FILE, blocking=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise RunLocked(
+            f"profile {profile!r} is already running into {profile_dir} "
+            f"({describe_holder(profile_dir)}); wait for that run to finish, or run into "
+            f"another folder with --outputs DIR"
+        ) from None
+    return lock
+
+
+def refuse_if_running(profile_dir: Path, profile: str) -> None:
+    """Raise :class:`RunLocked` if a run holds ``profile_dir`` now. The command line asks this
+    before it loads anything heavy, so a second run is refused well within a second; the run
+    itself then takes the lock with :func:`run_lock`."""
+    if profile_dir.is_dir():
+        _acquire(profile_dir, profile).release()
+
+
+@contextmanager
+def run_lock(profile_dir: Path, profile: str, command: str) -> Iterator[None]:
+    """Hold the run lock of ``profile_dir`` (created if needed) or raise :class:`RunLocked`
+    at once, naming the profile, the folder and the process holding it."""
+    from hbpsych_utils.core.stage import write_json
+
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    lock = _acquire(profile_dir, profile)
+    holder = profile_dir / HOLDER_FILE
+    try:
+        write_json(holder, {
+            "pid": os.getpid(), "host": socket.gethostname(),
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"), "command": command,
+        })
+        yield
+    finally:
+        holder.unlink(missing_ok=True)
+        lock.release()

@@ -1,0 +1,449 @@
+"""A run is safe to fail, to repeat and to stop: stage outputs are replaced only on success,
+one run per outputs folder, a kernel that does not start is retried once, Ctrl-C ends cleanly."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import papermill
+import pytest
+import zmq
+from nbclient.exceptions import DeadKernelError
+from test_runner import notebook
+
+from hbpsych_utils.core import paths, runlock, runner, sources, stage
+
+PARAMS = 'profile = "x"\noutputs_root = "."\nseed = 0'
+
+
+def make_store(out: Path) -> tuple[int, str]:
+    """An LLM store in the run folder (as a live run leaves one): its inode and sha256."""
+    from hbpsych_utils.llm.store import Store
+
+    out.mkdir(parents=True, exist_ok=True)
+    with Store(out / "llm_store.sqlite"):
+        pass
+    return store_identity(out)
+
+
+def store_identity(out: Path) -> tuple[int, str]:
+    path = out / "llm_store.sqlite"
+    return path.stat().st_ino, sources.sha256_file(path)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "params").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(paths.project_root() / "params" / "models.yaml", tmp_path / "params")
+    (tmp_path / "params" / "p.yaml").write_text("description: test\nseed: 1\n")
+    monkeypatch.setenv("HBPSYCH_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def manifest_of(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+# --- 4. a stage's outputs are replaced only when it succeeds ----------------------------------
+
+STAGE_CELL = """\
+import json
+from pathlib import Path
+import pandas as pd
+from hbpsych_utils.core.stage import Stage
+from hbpsych_utils.stages.base import StageResult
+stage = Stage(profile, "01_stage", outputs_root)
+src = Path(outputs_root).parent / f"input_{seed}.txt"
+src.write_text(str(seed))
+stage.record_input(f"input_{seed}", src)
+stage.write_table(pd.DataFrame({"seed": [seed]}), "partial.csv")
+final = stage.final_dir / "metrics.json"
+seen = {"writes_to": str(stage.dir),
+        "final_meanwhile": json.loads(final.read_text()) if final.is_file() else None}
+(Path(outputs_root).parent / f"seen_{seed}.json").write_text(json.dumps(seen))"""
+DOWNSTREAM_CELL = """\
+from hbpsych_utils.core.stage import Stage
+from hbpsych_utils.stages.base import StageResult
+stage = Stage(profile, "02_down", outputs_root)
+StageResult(stage, {"upstream_seed": stage.upstream_metrics("01_stage")["seed"]}).write()"""
+
+
+def test_stage_outputs_are_swapped_in_on_success_and_retired_on_failure(project: Path) -> None:
+    notebook(project / "notebooks" / "01_stage.ipynb", STAGE_CELL,
+             "if seed == 2:\n    raise ValueError('seed 2 is refused')",
+             'StageResult(stage, {"seed": seed}, tables={"t.csv": pd.DataFrame({"seed": [seed]})}'
+             ").write()", params=PARAMS)
+    notebook(project / "notebooks" / "02_down.ipynb", DOWNSTREAM_CELL, params=PARAMS)
+    root, out = project / "out", project / "out" / "p"
+    store = make_store(out)
+
+    def run(seed: int, lines: list[str] | None = None) -> runner.RunResult:
+        echo = lines.append if lines is not None else (lambda _: None)
+        return runner.run_profile("p", outputs_root=root, overrides={"seed": seed}, echo=echo)
+
+    assert run(1).ok
+    seen = json.loads((project / "seen_1.json").read_text())
+    assert Path(seen["writes_to"]) == out / stage.STAGING_DIR / "01_stage"  # not in place
+    assert json.loads((out / "02_down" / "metrics.json").read_text()) == {"upstream_seed": 1}
+
+    assert run(3).ok
+    seen = json.loads((project / "seen_3.json").read_text())
+    assert seen["final_meanwhile"] == {"seed": 1}  # the previous outputs stayed until success
+    assert json.loads((out / "01_stage" / "metrics.json").read_text()) == {"seed": 3}
+    # The downstream stage read the new outputs from the final folder.
+    assert json.loads((out / "02_down" / "metrics.json").read_text()) == {"upstream_seed": 3}
+    assert "input_3" in manifest_of(out)["artifacts"]
+    assert not (out / stage.STAGING_DIR).exists()
+
+    lines: list[str] = []
+    result = run(2, lines)
+    assert result.failed == "01_stage"
+    # No stale metrics.json, table or stage.json: only the failure record.
+    assert sorted(p.name for p in (out / "01_stage").iterdir()) == [stage.FAILURE_RECORD]
+    record = json.loads((out / "01_stage" / stage.FAILURE_RECORD).read_text())
+    assert record["notebook"] == "01_stage" and record["status"] == "failed"
+    assert record["error"] == {"cell": 3, "ename": "ValueError", "evalue": "seed 2 is refused"}
+    assert record["previous_outputs"] == "removed"
+    kept = Path(record["partial_outputs"])
+    assert kept == out / stage.FAILED_DIR / "01_stage"
+    assert (kept / "partial.csv").read_text() == "seed\n2\n"  # what the failed attempt wrote
+    assert Path(record["executed"]) == out / "notebooks" / "01_stage.ipynb"
+    manifest = manifest_of(out)
+    assert [(n["notebook"], n["status"]) for n in manifest["notebooks"]] == [("01_stage", "failed")]
+    assert manifest["notebooks"][0]["failure_record"] == [str(out / "01_stage" / "failed.json")]
+    assert not {"input_1", "input_2", "input_3"} & set(manifest["artifacts"])  # no stale inputs
+    failure = "\n".join(lines)
+    assert "FAILED: 01_stage at cell 3" in failure
+    assert "previous outputs of 01_stage removed (each folder holds only failed.json)" in failure
+    assert f"what this attempt wrote is kept in {kept}" in failure
+    # A later stage asking for the failed one is told it failed, not that it never ran.
+    with pytest.raises(FileNotFoundError, match="stage '01_stage' failed in the last run"):
+        stage.Stage("p", "02_down", root).upstream("01_stage", "metrics.json")
+
+    assert run(4).ok
+    assert sorted(p.name for p in (out / "01_stage").iterdir()) == [
+        "metrics.json", "partial.csv", "stage.json", "t.csv"]
+    assert not (out / stage.FAILED_DIR).exists()  # the failed attempt's files went with it
+    assert store_identity(out) == store  # the same file, unchanged: never touched by a swap
+
+
+def test_stage_writes_in_place_unless_the_runner_names_its_staging_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(stage.STAGING_ENV, raising=False)
+    by_hand = stage.Stage("p", "05_x", tmp_path)
+    assert by_hand.dir == by_hand.final_dir == tmp_path / "p" / "05_x"
+    monkeypatch.setenv(stage.STAGING_ENV, str(tmp_path / "other" / stage.STAGING_DIR / "05_x"))
+    assert stage.Stage("p", "05_x", tmp_path).dir == tmp_path / "p" / "05_x"  # not this run's
+    monkeypatch.setenv(stage.STAGING_ENV, str(tmp_path / "p" / stage.STAGING_DIR / "05_x"))
+    staged = stage.Stage("p", "05_x", tmp_path)
+    assert staged.dir == tmp_path / "p" / stage.STAGING_DIR / "05_x"
+    assert staged.final_dir == tmp_path / "p" / "05_x"
+    # Another stage opened by the same notebook is never staged, so never swapped over.
+    assert stage.Stage("p", "04_y", tmp_path).dir == tmp_path / "p" / "04_y"
+
+
+def test_publish_retire_and_clear(tmp_path: Path) -> None:
+    profile_root, staging = tmp_path / "p", tmp_path / "p" / stage.STAGING_DIR
+    (profile_root / "01_a").mkdir(parents=True)
+    (profile_root / "01_a" / "old.csv").write_text("old")
+    (staging / "01_a").mkdir(parents=True)
+    (staging / "01_a" / "new.csv").write_text("new")
+    store = make_store(profile_root)
+    assert stage.publish_staged(staging, profile_root) == ["01_a"]
+    assert [p.name for p in (profile_root / "01_a").iterdir()] == ["new.csv"]
+    assert list(staging.iterdir()) == []  # nothing left aside
+    (staging / "01_a").mkdir()
+    (staging / "01_a" / "half.csv").write_text("half")
+    record = stage.retire_stage(profile_root, "01_a", {"status": "interrupted"}, staging)
+    assert [p.name for p in record.parent.iterdir()] == [stage.FAILURE_RECORD]
+    assert json.loads(record.read_text())["status"] == "interrupted"
+    assert (profile_root / stage.FAILED_DIR / "01_a" / "half.csv").read_text() == "half"
+    stage.clear_failure_record(profile_root, "01_a")
+    assert not (profile_root / "01_a").exists()
+    assert store_identity(profile_root) == store
+
+
+# --- 5. one run per outputs folder; a kernel that does not start ------------------------------
+
+SLOW_CELLS = (
+    "import os, pathlib, time\n"
+    "pathlib.Path(outputs_root, profile, 'kernel.pid').write_text(str(os.getpid()))",
+    "if seed != 0:\n    time.sleep(120)",
+    "pathlib.Path(outputs_root, profile, 'after.txt').write_text('ran')",
+)
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hbpsych_utils", "run", "p", *args]
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.is_file():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+@pytest.mark.notebook
+def test_second_run_into_the_same_folder_is_refused_at_once(project: Path) -> None:
+    notebook(project / "notebooks" / "01_fast.ipynb", "y = 1", params=PARAMS)
+    notebook(project / "notebooks" / "02_slow.ipynb", *SLOW_CELLS, params=PARAMS)
+    out = project / "out"
+    env = {**os.environ, "HBPSYCH_ROOT": str(project)}
+    first = subprocess.Popen(cli("--outputs", str(out)), env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(out / "p" / "kernel.pid", first)  # the first run holds the lock, mid-notebook
+        start = time.perf_counter()
+        second = subprocess.run(cli("--outputs", str(out)), env=env, text=True,
+                                capture_output=True, timeout=60, check=False)
+        elapsed = time.perf_counter() - start
+        assert second.returncode == runner.EXIT_LOCKED, second.stderr
+        # The acceptance asks for "at once": refused before the profile is even read.
+        assert elapsed < 1.0, elapsed
+        message = second.stderr.strip()
+        assert message.startswith(f"error: profile 'p' is already running into {out / 'p'} "
+                                  f"(pid {first.pid} on "), message
+        assert f"-m hbpsych_utils run p --outputs {out}" in message
+        assert "Traceback" not in message and second.stdout == ""
+        # Another outputs folder is another run.
+        other = subprocess.run(cli("--outputs", str(project / "other"), "--only",
+                                   "01_fast"), env=env, text=True, capture_output=True,
+                               timeout=300, check=False)
+        assert other.returncode == 0, other.stdout + other.stderr
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=120)
+    assert not (out / "p" / runlock.HOLDER_FILE).exists()  # released with the run
+
+
+def test_held_lock_refuses_in_process_too(project: Path, capsys) -> None:
+    notebook(project / "notebooks" / "01_a.ipynb", "raise SystemExit('must not run')")
+    out = project / "out"
+    with runlock.run_lock(out / "p", "p", "the first run"):
+        assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_LOCKED
+        err = capsys.readouterr().err
+        assert f"profile 'p' is already running into {out / 'p'} (pid {os.getpid()}" in err
+        assert "the first run" in err
+        with pytest.raises(runlock.RunLocked):  # the library call is refused as well
+            runner.run_profile("p", outputs_root=out, echo=lambda _: None)
+    assert not (out / "p" / "notebooks").exists()
+
+
+def flaky_execute(monkeypatch: pytest.MonkeyPatch, error: BaseException, times: int,
+                  *, after_cell: int | None = None) -> list[int]:
+    """papermill.execute_notebook failing ``times`` times with ``error`` (after the hook saw
+    cell ``after_cell`` start, if given), then executing for real."""
+    real, calls = papermill.execute_notebook, []
+
+    def execute(*args, **kwargs):
+        calls.append(1)
+        if len(calls) <= times:
+            if after_cell is not None:
+                kwargs["on_cell_start"](cell=None, cell_index=after_cell)
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(papermill, "execute_notebook", execute)
+    return calls
+
+
+def test_kernel_that_does_not_start_is_started_once_more(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notebook(project / "notebooks" / "01_a.ipynb", "y = 1", params=PARAMS)
+    calls = flaky_execute(monkeypatch,
+                          RuntimeError("Kernel died before replying to kernel_info"), 1)
+    lines: list[str] = []
+    result = runner.run_profile("p", outputs_root=project / "out", echo=lines.append)
+    assert result.ok and len(calls) == 2
+    assert any("01_a: the kernel did not start (RuntimeError: Kernel died before replying to "
+               "kernel_info); starting it once more" in line for line in lines), lines
+    assert manifest_of(project / "out" / "p")["notebooks"][0]["status"] == "ok"
+
+
+def test_kernel_that_fails_twice_is_a_clean_error(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    notebook(project / "notebooks" / "01_stage.ipynb", STAGE_CELL,
+             'StageResult(stage, {"seed": seed}).write()', params=PARAMS)
+    out = project / "out"
+    assert runner.main(["p", "--outputs", str(out)]) == 0  # a first run leaves outputs
+    assert (out / "p" / "01_stage" / "metrics.json").is_file()
+    calls = flaky_execute(monkeypatch, zmq.error.ZMQError(errno.EADDRINUSE), 2)
+    capsys.readouterr()
+    assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_FAILED
+    assert len(calls) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    assert ("FAILED: 01_stage: its kernel did not start (2 attempts): ZMQError: Address already "
+            "in use") in captured.out
+    error = {"cell": None, "ename": "ZMQError", "evalue": "Address already in use",
+             "kernel": "did not start (2 attempts)"}
+    entry = manifest_of(out / "p")["notebooks"][0]
+    assert entry["status"] == "failed" and entry["error"] == error
+    # The previous run's outputs do not pass for this run's.
+    assert sorted(p.name for p in (out / "p" / "01_stage").iterdir()) == [stage.FAILURE_RECORD]
+    record = json.loads((out / "p" / "01_stage" / stage.FAILURE_RECORD).read_text())
+    assert record["error"] == error and record["partial_outputs"] is None
+
+
+@pytest.mark.notebook
+def test_kernel_that_never_starts_for_real_is_one_clean_error(project: Path) -> None:
+    """A kernel whose process exits at once (an ipykernel_launcher that does): jupyter_client's
+    own 'Kernel died before replying to kernel_info', retried once, then the notebook fails."""
+    broken = project / "broken"
+    broken.mkdir()
+    (broken / "ipykernel_launcher.py").write_text("import sys\nsys.exit(3)\n")
+    notebook(project / "notebooks" / "01_a.ipynb", "y = 1", params=PARAMS)
+    out = project / "out"
+    env = {**os.environ, "HBPSYCH_ROOT": str(project), "PYTHONPATH": str(broken)}
+    proc = subprocess.run(cli("--outputs", str(out)), env=env, text=True, capture_output=True,
+                          timeout=300, check=False)
+    assert proc.returncode == runner.EXIT_FAILED
+    assert proc.stderr == ""  # nbclient's own log line and any traceback are not shown
+    assert proc.stdout.splitlines()[2:] == [
+        "  01_a: the kernel did not start (RuntimeError: Kernel died before replying to "
+        "kernel_info); starting it once more",
+        "FAILED: 01_a: its kernel did not start (2 attempts): RuntimeError: Kernel died before "
+        "replying to kernel_info"]
+    entry = manifest_of(out / "p")["notebooks"][0]
+    assert entry["status"] == "failed" and entry["error"]["kernel"] == "did not start (2 attempts)"
+
+
+def test_kernel_dying_during_a_cell_is_not_retried(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notebook(project / "notebooks" / "01_a.ipynb", "y = 1", params=PARAMS)
+    calls = flaky_execute(monkeypatch, DeadKernelError("Kernel died"), 1, after_cell=1)
+    lines: list[str] = []
+    result = runner.run_profile("p", outputs_root=project / "out", echo=lines.append)
+    assert result.failed == "01_a" and len(calls) == 1
+    entry = manifest_of(project / "out" / "p")["notebooks"][0]
+    assert entry["error"] == {"cell": 2, "ename": "DeadKernelError", "evalue": "Kernel died",
+                              "kernel": "died"}
+    assert any(line.startswith("FAILED: 01_a at cell 2: its kernel died") for line in lines)
+
+
+# --- 6. Ctrl-C -----------------------------------------------------------------------------
+
+@pytest.mark.notebook
+def test_ctrl_c_stops_cleanly_with_one_line_and_exit_130(project: Path) -> None:
+    stage_cells = (f"{STAGE_CELL.replace('01_stage', '02_slow')}\n{SLOW_CELLS[0]}",
+                   *SLOW_CELLS[1:],
+                   'StageResult(stage, {"seed": seed}).write()')
+    notebook(project / "notebooks" / "01_fast.ipynb", "y = 1", params=PARAMS)
+    notebook(project / "notebooks" / "02_slow.ipynb", *stage_cells, params=PARAMS)
+    out = project / "out"
+    env = {**os.environ, "HBPSYCH_ROOT": str(project), runner.LAUNCHER_ENV: "bash run_all.sh"}
+    args = ["--outputs", str(out), "--set", "seed=0"]
+    done = subprocess.run(cli(*args), env=env, text=True, capture_output=True,
+                          timeout=300, check=False)  # seed 0: a full run, nothing slow
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (out / "p" / "02_slow" / "metrics.json").is_file()
+    store = make_store(out / "p")
+    (out / "p" / "kernel.pid").unlink()
+    (out / "p" / "after.txt").unlink()
+
+    args = ["--outputs", str(out), "--set", "seed=1"]
+    proc = subprocess.Popen(cli(*args), env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(out / "p" / "kernel.pid", proc)
+    time.sleep(0.5)  # into the sleeping cell
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    # Exactly one line besides the progress lines, naming the notebook and the way back.
+    assert stderr.splitlines() == [
+        f"interrupted: 02_slow (at cell 3) of profile 'p'; resume with: bash run_all.sh p "
+        f"--outputs {out} --set seed=1 (model calls already paid are reused from "
+        f"{out / 'p' / 'llm_store.sqlite'})"], stderr
+    progress = re.compile(r"profile 'p' with --set seed=1: |\[[12]/2\] (01_fast|02_slow) ")
+    assert [line for line in stdout.splitlines() if not progress.match(line)] == []
+    manifest = manifest_of(out / "p")
+    assert [(n["notebook"], n["status"]) for n in manifest["notebooks"]] == [
+        ("01_fast", "ok"), ("02_slow", "interrupted")]
+    assert manifest["notebooks"][1]["error"]["cell"] == 3
+    record = json.loads((out / "p" / "02_slow" / stage.FAILURE_RECORD).read_text())
+    assert record["status"] == "interrupted" and record["previous_outputs"] == "removed"
+    assert not (out / "p" / "02_slow" / "metrics.json").exists()
+    assert not (out / "p" / "after.txt").exists()  # no later cell ran
+    assert store_identity(out / "p") == store
+    kernel = int((out / "p" / "kernel.pid").read_text())
+    deadline = time.monotonic() + 30
+    while True:  # the kernel was shut down, not left behind
+        try:
+            os.kill(kernel, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, f"kernel {kernel} still running"
+        time.sleep(0.2)
+    assert not (out / "p" / runlock.HOLDER_FILE).exists()
+
+
+def test_ctrl_c_forwarded_to_the_kernel_stops_the_cell(project: Path) -> None:
+    """In process: the notebook sends SIGINT to this (the runner's) process, as a terminal
+    would; the runner forwards it to the kernel and raises RunInterrupted once recorded."""
+    interrupt = "import os, signal, time\nos.kill(os.getppid(), signal.SIGINT)\ntime.sleep(60)"
+    marker = "open(f'{outputs_root}/{profile}/after.txt', 'w').write('ran')"
+    notebook(project / "notebooks" / "01_a.ipynb", interrupt, marker, params=PARAMS)
+    out = project / "out" / "p"
+    handler = signal.getsignal(signal.SIGINT)
+    start = time.monotonic()
+    with pytest.raises(runner.RunInterrupted) as caught:
+        runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
+    assert time.monotonic() - start < 55  # the sleep was cut short, not waited out
+    assert caught.value.notebook == "01_a" and caught.value.where == "01_a (at cell 2)"
+    assert isinstance(caught.value, KeyboardInterrupt)
+    assert not (out / "after.txt").exists()
+    entry = manifest_of(out)["notebooks"][0]
+    assert entry["status"] == "interrupted" and entry["error"]["cell"] == 2
+    assert signal.getsignal(signal.SIGINT) is handler  # the run's handler is gone
+
+
+def test_ctrl_c_swallowed_by_a_cell_still_stops_before_the_next(project: Path) -> None:
+    swallow = ("import os, signal, time\ntry:\n    os.kill(os.getppid(), signal.SIGINT)\n"
+               "    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass")
+    marker = "open(f'{outputs_root}/{profile}/after.txt', 'w').write('ran')"
+    notebook(project / "notebooks" / "01_a.ipynb", swallow, marker, params=PARAMS)
+    notebook(project / "notebooks" / "02_b.ipynb", marker, params=PARAMS)
+    with pytest.raises(runner.RunInterrupted) as caught:
+        runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
+    assert caught.value.notebook == "01_a"
+    out = project / "out" / "p"
+    assert not (out / "after.txt").exists()  # neither the next cell nor 02_b ran
+    assert [(n["notebook"], n["status"]) for n in manifest_of(out)["notebooks"]] == [
+        ("01_a", "interrupted")]
+
+
+def test_ctrl_c_after_a_notebook_finished_stops_before_the_next(project: Path) -> None:
+    swallow = ("import os, signal, time\ntry:\n    os.kill(os.getppid(), signal.SIGINT)\n"
+               "    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n"
+               'StageResult(Stage(profile, "01_a", outputs_root), {"done": True}).write()')
+    imports = ("from hbpsych_utils.core.stage import Stage\n"
+               "from hbpsych_utils.stages.base import StageResult")
+    marker = "open(f'{outputs_root}/{profile}/after.txt', 'w').write('ran')"
+    notebook(project / "notebooks" / "01_a.ipynb", imports, swallow, params=PARAMS)
+    notebook(project / "notebooks" / "02_b.ipynb", marker, params=PARAMS)
+    with pytest.raises(runner.RunInterrupted) as caught:
+        runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
+    assert caught.value.where == "02_b (before it started)"
+    out = project / "out" / "p"
+    assert not (out / "after.txt").exists()
+    assert json.loads((out / "01_a" / "metrics.json").read_text()) == {"done": True}  # kept
+    assert manifest_of(out)["notebooks"] == [
+        {**manifest_of(out)["notebooks"][0], "notebook": "01_a", "status": "ok"},
+        {"notebook": "02_b", "status": "interrupted", "seconds": 0.0, "started": False}]
