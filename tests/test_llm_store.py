@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from hbpsych_utils.llm import ConfigError, Engine, Request, Result, Store, load_registry
 from hbpsych_utils.llm.models import registry_from_dict, resolve_decoding
 from hbpsych_utils.llm.requests import request_key
+from hbpsych_utils.llm.store import SCHEMA_VERSION
 
 REG = load_registry()
 MSG = [{"role": "user", "content": "I cannot sleep."}]
@@ -134,8 +137,121 @@ def test_store_is_wal_and_failed_rows_keep_no_text(tmp_path: Path) -> None:
     assert s.get("k").text is None  # type: ignore[union-attr]
     with sqlite3.connect(tmp_path / "s.db") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        idx = {r[1] for r in db.execute("PRAGMA index_list('results')")}
-        assert "ix_results_status" in idx
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        # nothing queries rows by status or model: the key's own index is the only one
+        assert [r[1] for r in db.execute("PRAGMA index_list('result_rows')")] == [
+            "sqlite_autoindex_result_rows_1"]
+
+
+def _judged(e: Engine, prompt: str, **kw) -> Result:
+    it = e.resolve(Request("gpt-4.1-2025-04-14", [{"role": "user", "content": prompt}],
+                           temperature=0, max_tokens=100))
+    fields = {"text": '{"criteria_met": true}', "config": dict(it.decoding), **kw}
+    return Result(key=it.key, model=it.spec.name, provider=it.provider.name, status="ok",
+                  **fields)
+
+
+def test_store_layout_keys_names_configs_and_long_texts(tmp_path: Path) -> None:
+    e = engine(tmp_path)
+    long_text = "The reply names the crisis line and asks about safety. " * 20
+    rows = [_judged(e, "a", input_tokens=30, output_tokens=9, cost=0.25, latency=1.5,
+                    stop_reason="stop", mode="batch", tag="grade", attempts=2,
+                    cache_read_tokens=24, cache_write_tokens=6),
+            _judged(e, "b", text=long_text, stop_reason="stop", tag="grade"),
+            _judged(e, "c", config={"temperature": 1.0})]
+    e.store.put_many(rows, run_id="run-1")
+    for want in rows:
+        got = e.store.get(want.key)
+        assert got is not None and got.cached
+        assert {f: v for f, v in vars(got).items() if f not in ("cached", "metadata")} == {
+            f: v for f, v in vars(want).items() if f not in ("cached", "metadata")}
+    got = e.store.get(rows[0].key)
+    got.config["temperature"] = 9  # type: ignore[union-attr]
+    assert e.store.get(rows[0].key).config == rows[0].config  # type: ignore[union-attr]
+    db = e.store._db
+    # keys as their 32 bytes, names and configs once each, the long text compressed
+    assert db.execute("SELECT DISTINCT typeof(key), length(key) FROM result_rows").fetchall() \
+        == [("blob", 32)]
+    assert db.execute("SELECT COUNT(*) FROM configs").fetchone()[0] == 2
+    assert db.execute("SELECT COUNT(*) FROM names WHERE name = 'gpt-4.1-2025-04-14'"
+                      ).fetchone()[0] == 1
+    zipped = dict(db.execute("SELECT key, text_zlib FROM result_rows"))
+    assert sorted(zipped.values()) == [0, 0, 1]
+    (packed,) = db.execute("SELECT text FROM result_rows WHERE text_zlib = 1").fetchone()
+    assert zlib.decompress(packed).decode() == long_text and len(packed) < len(long_text) / 2
+    # the views show the first layout's columns for plain SQL
+    assert db.execute("SELECT key, provider, model, status, tag, mode, config FROM results "
+                      "WHERE key = ?", (rows[0].key,)).fetchone() == (
+        rows[0].key, "openai", "gpt-4.1-2025-04-14", "ok", "grade", "batch",
+        json.dumps(rows[0].config, sort_keys=True))
+    assert db.execute("SELECT run_id, key, cache_read_tokens, cache_write_tokens, cost "
+                      "FROM ledger").fetchall() == [("run-1", rows[0].key, 24, 6, 0.25)]
+
+
+def test_store_keeps_keys_that_are_not_hex_as_text(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+    upper = hashlib.sha256(b"x").hexdigest().upper()
+    keys = ["k1", upper, upper.lower(), "é" * 64]
+    s.put_many([_res(k, "ok", f"text {i}") for i, k in enumerate(keys)])
+    got = s.get_many([*keys, "missing"])
+    assert {k: r.text for k, r in got.items()} == {k: f"text {i}" for i, k in enumerate(keys)}
+    assert s.completed_keys(keys) == set(keys)
+    types = {k.hex() if isinstance(k, bytes) else k: t
+             for k, t in s._db.execute("SELECT key, typeof(key) FROM result_rows")}
+    assert types == {"k1": "text", upper: "text", upper.lower(): "blob", "é" * 64: "text"}
+
+
+def test_ledger_has_every_paid_call_with_cached_tokens(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+    s.put(_res("k1", "ok", "first", 0.5), run_id="r1")
+    s.put(_res("k1", "ok", "again", 0.5), run_id="r2")  # not stored, but paid
+    s.record_spend(run_id="r2", provider="p", model="m", key="k2", mode="batch",
+                   input_tokens=100, output_tokens=0, cost=0.125, cache_read_tokens=80,
+                   cache_write_tokens=20)
+    s.record_spend(run_id=None, provider="p", model="m", key=None, mode="sync",
+                   input_tokens=1, output_tokens=0, cost=0.001)
+    assert s._db.execute("SELECT run_id, key, mode, cache_read_tokens, cost FROM ledger "
+                         "ORDER BY rowid").fetchall() == [
+        ("r1", "k1", "sync", 0, 0.5), ("r2", "k1", "sync", 0, 0.5),
+        ("r2", "k2", "batch", 80, 0.125), (None, None, "sync", 0, 0.001)]
+    total = s.spend()
+    assert (total["calls"], total["input_tokens"], total["cache_read_tokens"],
+            total["cache_write_tokens"]) == (4, 121, 80, 20)
+    assert total["cost"] == pytest.approx(1.126)
+    assert [(r["mode"], r["calls"]) for r in total["by_model"]] == [("batch", 1), ("sync", 3)]
+    r2 = s.spend("r2")
+    assert (r2["calls"], r2["cost"]) == (2, pytest.approx(0.625))
+    assert s.spend("no-such-run") == {"calls": 0, "input_tokens": 0, "output_tokens": 0,
+                                      "cache_read_tokens": 0, "cache_write_tokens": 0,
+                                      "cost": 0, "by_model": []}
+
+
+def test_a_failed_write_leaves_nothing_and_no_stale_ids(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+    good = Result(key="k1", model="fresh-model", provider="fresh-provider", status="ok",
+                  text="t", cost=0.5, tag="fresh-tag", config={"seed": 1})
+    bad = Result(key="k2", model="m", provider="p", status="done")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"result k2: field status: 'done'"):
+        s.put_many([good, bad])
+    assert s.count() == 0 and s.spend()["calls"] == 0
+    assert s._db.execute("SELECT COUNT(*) FROM names").fetchone()[0] == 0
+    s.put(_res("k0", "ok"))  # another name takes the id the rolled-back one had
+    s.put(good)
+    got = s.get("k1")
+    assert got is not None and (got.model, got.provider, got.tag, got.config) == (
+        "fresh-model", "fresh-provider", "fresh-tag", {"seed": 1})
+
+
+def test_two_connections_share_one_store(tmp_path: Path) -> None:
+    a, b = Store(tmp_path / "s.db"), Store(tmp_path / "s.db")
+    a.put(Result(key="ka", model="model-a", provider="pa", status="ok", text="A", tag="x"))
+    b.put(Result(key="kb", model="model-b", provider="pb", status="ok", text="B", tag="y"))
+    a.put(Result(key="kc", model="model-b", provider="pb", status="refused", text=""))
+    for s in (a, b):
+        got = s.get_many(["ka", "kb", "kc"])
+        assert {k: (r.model, r.provider, r.text, r.tag) for k, r in got.items()} == {
+            "ka": ("model-a", "pa", "A", "x"), "kb": ("model-b", "pb", "B", "y"),
+            "kc": ("model-b", "pb", "", "")}
 
 
 def test_store_batches_roundtrip(tmp_path: Path) -> None:
@@ -145,3 +261,13 @@ def test_store_batches_roundtrip(tmp_path: Path) -> None:
     assert sorted(s.batch_keys("b1")) == ["k1", "k2"]
     s.set_batch_status("b1", "collected")
     assert s.open_batches() == []
+    # the same batch id again: open again, its keys the union (as the first layout did)
+    k = hashlib.sha256(b"k").hexdigest()
+    s.add_batch("b1", "openai", "gpt", ["k2", k], {"input_file_id": "g"})
+    assert s.open_batches() == [{"batch_id": "b1", "provider": "openai", "model": "gpt",
+                                 "status": "open", "n_items": 2,
+                                 "info": {"input_file_id": "g"}}]
+    assert s.batch_keys("b1") == ["k1", "k2", k]
+    assert s._db.execute("SELECT batch_id, key FROM batch_items").fetchall() == [
+        ("b1", "k1"), ("b1", "k2"), ("b1", k)]
+    assert s.batch_keys("no-such-batch") == []

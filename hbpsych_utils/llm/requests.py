@@ -54,6 +54,12 @@ class Request:
     ``tag`` and ``metadata`` travel to the result and never enter the key. ``sample`` is a
     replicate index: it is never sent, but a non-zero value enters the key, so a deliberate
     re-ask of the same question (an unparseable judge verdict) is a new call, not a cache hit.
+
+    ``cache_prefix_chars`` says that the first that many characters of the last message (a user
+    turn), with every message before it, are shared with other requests (grading: every
+    criterion of one reply). The prompt sent is the same; the engine uses it to arrange calls
+    for the providers' prompt caches when the prefix is long enough for the model's cache
+    (``docs/engine.md``, *Prompt caching*).
     """
 
     model: str
@@ -64,6 +70,7 @@ class Request:
     tag: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     sample: int = 0
+    cache_prefix_chars: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", _normalise_messages(self.messages))
@@ -71,9 +78,37 @@ class Request:
             raise ValueError(f"sample must be >= 0, got {self.sample}")
         if self.max_tokens is not None and int(self.max_tokens) < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        n = self.cache_prefix_chars
+        if n is not None:
+            last = self.messages[-1]
+            if last.role != "user":
+                raise ValueError(f"cache_prefix_chars: the last message must be a user turn, "
+                                 f"got {last.role!r}")
+            if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(last.content):
+                raise ValueError(f"cache_prefix_chars must be an int in 1..{len(last.content)} "
+                                 f"(the last message's length), got {n!r}")
 
     def prompt_chars(self) -> int:
         return sum(len(m.content) for m in self.messages)
+
+    def shared_prefix(self) -> tuple[ChatMessage, ...] | None:
+        """The messages shared with the other requests of a prefix group (the last one cut at
+        ``cache_prefix_chars``), or None when the request names no shared prefix."""
+        n = self.cache_prefix_chars
+        if n is None:
+            return None
+        last = self.messages[-1]
+        return (*self.messages[:-1], ChatMessage(last.role, last.content[:n]))
+
+    def cache_prefix_key(self) -> str | None:
+        """sha256 of the shared prefix and the response schema (which providers put in front of
+        the prompt); the same for every request of a prefix group, whatever the model."""
+        prefix = self.shared_prefix()
+        if prefix is None:
+            return None
+        blob = {"prefix": [list(m) for m in prefix],
+                "schema": dict(self.response_schema) if self.response_schema else None}
+        return hashlib.sha256(canonical_json(blob).encode("utf-8")).hexdigest()
 
 
 def canonical_json(obj: Any) -> str:
@@ -81,18 +116,23 @@ def canonical_json(obj: Any) -> str:
 
 
 def request_key(
-    *, provider: str, endpoint: str, api: str, body: Mapping[str, Any], sample: int = 0
+    *, provider: str, endpoint: str, api: str, body: Mapping[str, Any], sample: int = 0,
+    cache: str | None = None,
 ) -> str:
     """sha256 of the canonical request: provider, endpoint class, API and the wire body.
 
     The wire body holds the snapshot id, the messages, the decoding parameters actually sent
     (after the registry's quirks) and the response schema. A non-zero ``sample`` (replicate
-    index) is added; sample 0 leaves the key as it always was.
+    index) is added; sample 0 leaves the key as it always was. ``cache`` (the model's cache mode
+    when the request is arranged for its prompt cache) is added too, so an arranged request
+    never shares a key with an unarranged one, even where the wire body is the same (Gemini).
     """
     blob = {"v": KEY_VERSION, "provider": provider, "endpoint": endpoint, "api": api,
             "body": body}
     if sample:
         blob["sample"] = sample
+    if cache:
+        blob["cache"] = cache
     return hashlib.sha256(canonical_json(blob).encode("utf-8")).hexdigest()
 
 
@@ -103,6 +143,9 @@ class Result:
     status: ``ok`` (answer stored), ``refused`` (the provider's own refusal stop reason; stored,
     never re-sampled), ``failed`` (retries exhausted or a permanent error; retried on the next
     run), ``not_run`` (stopped by ``max_cost`` or a fatal provider error before it was sent).
+    ``cache_read_tokens`` / ``cache_write_tokens``: prompt tokens the provider reports as read
+    from / written to its prompt cache (stored with the result and in the ledger; 0 when none
+    are reported).
     """
 
     key: str
@@ -114,6 +157,8 @@ class Result:
     refusal: bool = False
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     cost: float = 0.0
     latency: float = 0.0
     attempts: int = 0

@@ -9,6 +9,17 @@ WAL journal with ``synchronous=NORMAL``: each commit survives a killed process (
 only an operating-system crash can lose the last commits, and nothing already committed is
 ever rewritten. Writes are grouped in transactions by the caller (``put_many``) so that
 hundreds of thousands of rows do not cost one fsync each. API keys are never written here.
+
+Layout (schema 2, about a third of the first layout's bytes per judge result): a request key
+is stored as its 32 bytes (any key that is not 64 lowercase hex characters as text); provider,
+model, run id, mode, tag and stop reason are ids into ``names``; a resolved decoding config is
+stored once in ``configs`` and rows hold its id; a text of at least ``COMPRESS_FROM`` bytes is
+stored zlib-compressed when that is shorter (``text_zlib`` = 1); ``result_rows`` are appended in
+write order (a unique index finds a key) so that a ledger line refers to its result by row id
+instead of repeating the key. The views ``results``, ``ledger`` and ``batch_items`` show the
+tables as the first layout had them (hex keys, names, JSON config; a compressed text shows as
+its zlib bytes, with ``text_zlib`` = 1) for reading with plain SQL; the API here is the way to
+read and write. A store in the first layout is migrated when opened, once, in one transaction.
 """
 
 from __future__ import annotations
@@ -17,36 +28,56 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from hbpsych_utils.llm.requests import COMPLETED, Result
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS results (
-    key TEXT PRIMARY KEY,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    status TEXT NOT NULL,
-    text TEXT,
-    stop_reason TEXT,
+SCHEMA_VERSION = 2
+COMPRESS_FROM = 128
+"""Texts of at least this many UTF-8 bytes are stored zlib-compressed when that is shorter."""
+
+_STATUS = {"ok": 0, "refused": 1, "failed": 2, "not_run": 3}
+_STATUS_NAME = {v: k for k, v in _STATUS.items()}
+_FINAL = tuple(_STATUS[s] for s in COMPLETED)
+
+_TABLES = """
+CREATE TABLE names (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE configs (
+    id INTEGER PRIMARY KEY,
+    config TEXT NOT NULL UNIQUE
+);
+CREATE TABLE result_rows (
+    id INTEGER PRIMARY KEY,
+    key BLOB NOT NULL UNIQUE,
+    provider INTEGER NOT NULL,
+    model INTEGER NOT NULL,
+    status INTEGER NOT NULL,
+    text,
+    text_zlib INTEGER NOT NULL DEFAULT 0,
+    stop_reason INTEGER,
     refusal INTEGER NOT NULL DEFAULT 0,
     input_tokens INTEGER NOT NULL DEFAULT 0,
     output_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
     cost REAL NOT NULL DEFAULT 0,
     latency REAL NOT NULL DEFAULT 0,
     attempts INTEGER NOT NULL DEFAULT 0,
     error TEXT,
-    mode TEXT,
-    config TEXT,
-    tag TEXT,
+    mode INTEGER,
+    config INTEGER,
+    tag INTEGER,
     updated_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ix_results_status ON results(status);
-CREATE INDEX IF NOT EXISTS ix_results_model ON results(model);
-CREATE TABLE IF NOT EXISTS batches (
-    batch_id TEXT PRIMARY KEY,
+);
+CREATE TABLE batches (
+    id INTEGER PRIMARY KEY,
+    batch_id TEXT NOT NULL UNIQUE,
     provider TEXT NOT NULL,
     model TEXT NOT NULL,
     status TEXT NOT NULL,
@@ -55,41 +86,123 @@ CREATE TABLE IF NOT EXISTS batches (
     updated_at REAL NOT NULL,
     info TEXT
 );
-CREATE INDEX IF NOT EXISTS ix_batches_status ON batches(status);
-CREATE TABLE IF NOT EXISTS batch_items (
-    batch_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    PRIMARY KEY (batch_id, key)
+CREATE INDEX ix_batches_status ON batches(status);
+CREATE TABLE batch_members (
+    batch INTEGER NOT NULL,
+    key BLOB NOT NULL,
+    PRIMARY KEY (batch, key)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ix_batch_items_key ON batch_items(key);
-CREATE TABLE IF NOT EXISTS ledger (
+CREATE TABLE ledger_lines (
     id INTEGER PRIMARY KEY,
     ts REAL NOT NULL,
-    run_id TEXT,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    key TEXT,
-    mode TEXT,
+    run INTEGER,
+    provider INTEGER NOT NULL,
+    model INTEGER NOT NULL,
+    result INTEGER,
+    key BLOB,
+    mode INTEGER,
     input_tokens INTEGER NOT NULL,
     output_tokens INTEGER NOT NULL,
+    cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
     cost REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS ix_ledger_run ON ledger(run_id);
+)
+"""
+# ledger_lines.result is a result_rows id (the line of a stored result); ledger_lines.key is set
+# instead when the call has no row of its own (an empty reply that was retried).
+
+_HEX_KEY = "CASE WHEN typeof({c}) = 'blob' THEN lower(hex({c})) ELSE {c} END"
+_VIEWS = f"""
+CREATE VIEW results AS SELECT
+    {_HEX_KEY.format(c="r.key")} AS key, p.name AS provider, m.name AS model,
+    CASE r.status WHEN 0 THEN 'ok' WHEN 1 THEN 'refused' WHEN 2 THEN 'failed'
+        ELSE 'not_run' END AS status,
+    r.text AS text, r.text_zlib AS text_zlib, s.name AS stop_reason, r.refusal AS refusal,
+    r.input_tokens AS input_tokens, r.output_tokens AS output_tokens,
+    r.cache_read_tokens AS cache_read_tokens, r.cache_write_tokens AS cache_write_tokens,
+    r.cost AS cost, r.latency AS latency, r.attempts AS attempts, r.error AS error,
+    mo.name AS mode, c.config AS config, COALESCE(t.name, '') AS tag, r.updated_at AS updated_at
+FROM result_rows r JOIN names p ON p.id = r.provider JOIN names m ON m.id = r.model
+    LEFT JOIN names s ON s.id = r.stop_reason LEFT JOIN names mo ON mo.id = r.mode
+    LEFT JOIN configs c ON c.id = r.config LEFT JOIN names t ON t.id = r.tag;
+CREATE VIEW ledger AS SELECT
+    l.id AS id, l.id AS rowid, l.ts AS ts, ru.name AS run_id, p.name AS provider,
+    m.name AS model, {_HEX_KEY.format(c="COALESCE(l.key, r.key)")} AS key, mo.name AS mode,
+    l.input_tokens AS input_tokens, l.output_tokens AS output_tokens,
+    l.cache_read_tokens AS cache_read_tokens, l.cache_write_tokens AS cache_write_tokens,
+    l.cost AS cost
+FROM ledger_lines l JOIN names p ON p.id = l.provider JOIN names m ON m.id = l.model
+    LEFT JOIN names ru ON ru.id = l.run LEFT JOIN names mo ON mo.id = l.mode
+    LEFT JOIN result_rows r ON r.id = l.result;
+CREATE VIEW batch_items AS SELECT b.batch_id AS batch_id, {_HEX_KEY.format(c="i.key")} AS key
+FROM batch_members i JOIN batches b ON b.id = i.batch
 """
 
-_COLS = ("key", "provider", "model", "status", "text", "stop_reason", "refusal", "input_tokens",
-         "output_tokens", "cost", "latency", "attempts", "error", "mode", "config", "tag",
-         "updated_at")
+_COLS = ("key", "provider", "model", "status", "text", "text_zlib", "stop_reason", "refusal",
+         "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost",
+         "latency", "attempts", "error", "mode", "config", "tag", "updated_at")
 
 # A final row (ok/refused) is never replaced; anything else may be.
 _UPSERT = (
-    f"INSERT INTO results ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))}) "
+    f"INSERT INTO result_rows ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))}) "
     "ON CONFLICT(key) DO UPDATE SET "
     + ", ".join(f"{c}=excluded.{c}" for c in _COLS[1:])
-    + " WHERE results.status NOT IN ('ok', 'refused')"
+    + f" WHERE result_rows.status NOT IN ({', '.join(map(str, _FINAL))})"
 )
+_LEDGER_COLS = ("ts", "run", "provider", "model", "result", "key", "mode", "input_tokens",
+                "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
+_LEDGER_INSERT = (f"INSERT INTO ledger_lines ({', '.join(_LEDGER_COLS)}) "
+                  f"VALUES ({', '.join('?' * len(_LEDGER_COLS))})")
+# the line of a stored result: its row id, looked up in the same transaction as the upsert
+_LEDGER_OF_RESULT = (
+    "INSERT INTO ledger_lines (ts, run, provider, model, result, mode, input_tokens, "
+    "output_tokens, cache_read_tokens, cache_write_tokens, cost) "
+    "VALUES (?, ?, ?, ?, (SELECT id FROM result_rows WHERE key = ?), ?, ?, ?, ?, ?, ?)")
+_READ_COLS = ", ".join(c for c in _COLS if c != "updated_at")
 
 OPEN_BATCH = "open"
+
+
+class StoreError(RuntimeError):
+    """A store this code cannot read (a newer or unknown layout); the message names the file."""
+
+
+def db_key(key: str) -> bytes | str:
+    """The stored form of a request key: its 32 bytes when it is 64 lowercase hex characters
+    (every key ``request_key`` makes), the string itself otherwise."""
+    if len(key) == 64:
+        try:
+            raw = bytes.fromhex(key)
+        except ValueError:
+            return key
+        if raw.hex() == key:
+            return raw
+    return key
+
+
+def key_str(value: bytes | str) -> str:
+    return value.hex() if isinstance(value, bytes) else value
+
+
+def _encode_text(text: str | None) -> tuple[str | bytes | None, int]:
+    if text is None:
+        return None, 0
+    raw = text.encode("utf-8")
+    if len(raw) >= COMPRESS_FROM:
+        packed = zlib.compress(raw, 6)
+        if len(packed) < len(raw):
+            return packed, 1
+    return text, 0
+
+
+def _decode_text(value: str | bytes | None, zipped: int) -> str | None:
+    if zipped:
+        return zlib.decompress(value).decode("utf-8")  # type: ignore[arg-type]
+    return value  # type: ignore[return-value]
+
+
+def _statements(script: str) -> Iterator[str]:
+    return (s for s in (p.strip() for p in script.split(";")) if s)
 
 
 class Store:
@@ -104,7 +217,170 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
-        self._db.executescript(_SCHEMA)
+        # names and configs by value and by id; only committed entries (cleared on rollback)
+        self._name_ids: dict[str, int] = {}
+        self._names: dict[int, str] = {}
+        self._config_ids: dict[str, int] = {}
+        self._configs: dict[int, str] = {}
+        try:
+            self._open_schema()
+        except BaseException:
+            self._db.close()
+            raise
+
+    # ---- schema
+    def _version(self) -> int:
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _open_schema(self) -> None:
+        """Create the tables, or migrate a first-layout store, once (one transaction)."""
+        if self._version() == SCHEMA_VERSION:
+            return
+        migrated = False
+        with self._lock, self._write():
+            version = self._version()
+            kinds = dict(self._db.execute(
+                "SELECT name, type FROM sqlite_master WHERE name IN ('results', 'result_rows')"))
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path}: store schema {version} was written by a newer "
+                                 f"version of this code (this one reads up to {SCHEMA_VERSION})")
+            if version == SCHEMA_VERSION:
+                return  # another process created or migrated it meanwhile
+            if kinds.get("results") == "table" and "result_rows" not in kinds:
+                self._migrate_v1()
+                migrated = True
+            elif not kinds:
+                self._create()
+            else:
+                raise StoreError(f"{self.path}: unknown store layout (user_version {version}, "
+                                 f"tables {sorted(kinds)})")
+        if migrated:  # give the first layout's pages back to the file system
+            try:
+                self._db.execute("VACUUM")
+            except sqlite3.OperationalError:
+                pass  # another connection is reading; the free pages are reused by new rows
+
+    def _create(self) -> None:
+        for stmt in (*_statements(_TABLES), *_statements(_VIEWS)):
+            self._db.execute(stmt)
+        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _migrate_v1(self) -> None:
+        """Copy every row, batch (with its keys) and ledger line of the first layout."""
+        db = self._db
+        db.execute("ALTER TABLE batches RENAME TO v1_batches")
+        db.execute("DROP INDEX IF EXISTS ix_batches_status")
+        for stmt in _statements(_TABLES):
+            db.execute(stmt)
+        read = db.cursor()
+        read.execute(
+            "SELECT key, provider, model, status, text, stop_reason, refusal, input_tokens, "
+            "output_tokens, cost, latency, attempts, error, mode, config, tag, updated_at "
+            "FROM results ORDER BY key")
+        while chunk := read.fetchmany(5000):
+            rows = []
+            for (key, provider, model, status, text, stop, refusal, tin, tout, cost, latency,
+                 attempts, error, mode, config, tag, updated) in chunk:
+                if status not in _STATUS:
+                    raise StoreError(f"{self.path}: results row {key}: field status: "
+                                     f"{status!r} is not one of {sorted(_STATUS)}")
+                packed, zipped = _encode_text(text)
+                rows.append((db_key(key), self._name_id(provider), self._name_id(model),
+                             _STATUS[status], packed, zipped, self._name_id(stop),
+                             int(refusal or 0), tin, tout, 0, 0, cost, latency, attempts, error,
+                             self._name_id(mode), self._config_id(json.loads(config or "{}")),
+                             self._name_id(tag or None), updated))
+            db.executemany(f"INSERT INTO result_rows ({', '.join(_COLS)}) "
+                           f"VALUES ({', '.join('?' * len(_COLS))})", rows)
+        read.execute("SELECT batch_id, provider, model, status, n_items, submitted_at, "
+                     "updated_at, info FROM v1_batches ORDER BY submitted_at, rowid")
+        db.executemany("INSERT INTO batches (batch_id, provider, model, status, n_items, "
+                       "submitted_at, updated_at, info) VALUES (?,?,?,?,?,?,?,?)",
+                       read.fetchall())
+        # an item whose batch row is missing (not made by this code) keeps a batch of its own
+        db.execute("INSERT INTO batches (batch_id, provider, model, status, n_items, "
+                   "submitted_at, updated_at, info) SELECT batch_id, '', '', 'orphaned', "
+                   "COUNT(*), 0, 0, NULL FROM batch_items WHERE batch_id NOT IN "
+                   "(SELECT batch_id FROM batches) GROUP BY batch_id")
+        batch_ids = dict(db.execute("SELECT batch_id, id FROM batches"))
+        read.execute("SELECT batch_id, key FROM batch_items ORDER BY batch_id, key")
+        while chunk := read.fetchmany(5000):
+            db.executemany("INSERT INTO batch_members (batch, key) VALUES (?, ?)",
+                           [(batch_ids[b], db_key(k)) for b, k in chunk])
+        read.execute("SELECT id, ts, run_id, provider, model, key, mode, input_tokens, "
+                     "output_tokens, cost FROM ledger ORDER BY id")
+        while chunk := read.fetchmany(5000):
+            lines = []
+            for line_id, ts, run_id, provider, model, key, mode, tin, tout, cost in chunk:
+                stored = key if key is None else db_key(key)
+                row = None if key is None else db.execute(
+                    "SELECT id FROM result_rows WHERE key = ?", (stored,)).fetchone()
+                lines.append((line_id, ts, self._name_id(run_id), self._name_id(provider),
+                              self._name_id(model), row[0] if row else None,
+                              None if row else stored, self._name_id(mode), tin, tout, 0, 0,
+                              cost))
+            db.executemany(f"INSERT INTO ledger_lines (id, {', '.join(_LEDGER_COLS)}) "
+                           f"VALUES (?, {', '.join('?' * len(_LEDGER_COLS))})", lines)
+        for table in ("results", "batch_items", "ledger", "v1_batches"):
+            db.execute(f"DROP TABLE {table}")  # their indexes go with them
+        for stmt in _statements(_VIEWS):
+            db.execute(stmt)
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # ---- transactions, names and configs
+    def _write(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _forget_uncommitted(self) -> None:
+        """After a rollback: ids handed out in it may not exist; reload on demand."""
+        self._name_ids.clear()
+        self._names.clear()
+        self._config_ids.clear()
+        self._configs.clear()
+
+    def _name_id(self, name: str | None) -> int | None:
+        """The id of a name, added if new (inside a write transaction)."""
+        if name is None:
+            return None
+        got = self._name_ids.get(name)
+        if got is None:
+            self._db.execute("INSERT OR IGNORE INTO names (name) VALUES (?)", (name,))
+            got = self._db.execute("SELECT id FROM names WHERE name = ?", (name,)).fetchone()[0]
+            self._name_ids[name] = got
+            self._names[got] = name
+        return got
+
+    def _name(self, name_id: int | None) -> str | None:
+        if name_id is None:
+            return None
+        got = self._names.get(name_id)
+        if got is None:
+            got = self._db.execute("SELECT name FROM names WHERE id = ?", (name_id,)).fetchone()[0]
+            self._names[name_id] = got
+        return got
+
+    def _config_id(self, config: dict[str, Any]) -> int | None:
+        if not config:
+            return None
+        text = json.dumps(config, sort_keys=True)
+        got = self._config_ids.get(text)
+        if got is None:
+            self._db.execute("INSERT OR IGNORE INTO configs (config) VALUES (?)", (text,))
+            got = self._db.execute("SELECT id FROM configs WHERE config = ?",
+                                   (text,)).fetchone()[0]
+            self._config_ids[text] = got
+            self._configs[got] = text
+        return got
+
+    def _config(self, config_id: int | None) -> dict[str, Any]:
+        if config_id is None:
+            return {}
+        text = self._configs.get(config_id)
+        if text is None:
+            text = self._db.execute("SELECT config FROM configs WHERE id = ?",
+                                    (config_id,)).fetchone()[0]
+            self._configs[config_id] = text
+        return json.loads(text)  # a fresh dict for every result
 
     # ---- results
     def put(self, result: Result, run_id: str | None = None, ledger: bool = True) -> None:
@@ -116,82 +392,117 @@ class Store:
         if not results:
             return
         now = time.time()
-        rows = [_row(r, now) for r in results]
-        paid = [
-            (now, run_id, r.provider, r.model, r.key, r.mode, r.input_tokens, r.output_tokens,
-             r.cost)
-            for r in results if ledger and (r.cost or r.input_tokens or r.output_tokens)
-        ]
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(_UPSERT, rows)
-                if paid:
-                    self._db.executemany(
-                        "INSERT INTO ledger (ts, run_id, provider, model, key, mode, "
-                        "input_tokens, output_tokens, cost) VALUES (?,?,?,?,?,?,?,?,?)", paid)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, self._write():
+            rows = [self._row(r, now) for r in results]
+            self._db.executemany(_UPSERT, rows)
+            paid = [
+                (now, self._name_id(run_id), row[1], row[2], row[0], row[16], r.input_tokens,
+                 r.output_tokens, r.cache_read_tokens, r.cache_write_tokens, r.cost)
+                for r, row in zip(results, rows, strict=True)
+                if ledger and (r.cost or r.input_tokens or r.output_tokens
+                               or r.cache_read_tokens or r.cache_write_tokens)
+            ]
+            if paid:
+                self._db.executemany(_LEDGER_OF_RESULT, paid)
+
+    def _row(self, r: Result, now: float) -> tuple[Any, ...]:
+        status = _STATUS.get(r.status)
+        if status is None:
+            raise ValueError(f"result {r.key}: field status: {r.status!r} is not one of "
+                             f"{sorted(_STATUS)}")
+        text, zipped = _encode_text(r.text if r.status in COMPLETED else None)
+        return (db_key(r.key), self._name_id(r.provider), self._name_id(r.model), status, text,
+                zipped, self._name_id(r.stop_reason), int(r.refusal), r.input_tokens,
+                r.output_tokens, r.cache_read_tokens, r.cache_write_tokens, r.cost, r.latency,
+                r.attempts, r.error, self._name_id(r.mode), self._config_id(r.config),
+                self._name_id(r.tag or None), now)
 
     def record_spend(self, *, run_id: str | None, provider: str, model: str, key: str | None,
-                     mode: str, input_tokens: int, output_tokens: int, cost: float) -> None:
+                     mode: str, input_tokens: int, output_tokens: int, cost: float,
+                     cache_read_tokens: int = 0, cache_write_tokens: int = 0) -> None:
         """Spend of a call whose result is not stored (e.g. an empty reply that is retried)."""
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO ledger (ts, run_id, provider, model, key, mode, input_tokens, "
-                "output_tokens, cost) VALUES (?,?,?,?,?,?,?,?,?)",
-                (time.time(), run_id, provider, model, key, mode, input_tokens, output_tokens,
-                 cost))
+        with self._lock, self._write():
+            self._db.execute(_LEDGER_INSERT, (
+                time.time(), self._name_id(run_id), self._name_id(provider),
+                self._name_id(model), None, None if key is None else db_key(key),
+                self._name_id(mode), input_tokens, output_tokens, cache_read_tokens,
+                cache_write_tokens, cost))
 
     def get(self, key: str) -> Result | None:
         got = self.get_many([key])
         return got.get(key)
 
+    def _select(self, cols: str, keys: Iterable[str], completed_only: bool) -> Iterator[tuple]:
+        """Rows for the given keys (chunked IN queries); call with the lock held."""
+        stored = list(dict.fromkeys(db_key(k) for k in keys))
+        where = f" AND status IN ({', '.join(map(str, _FINAL))})" if completed_only else ""
+        for i in range(0, len(stored), 900):
+            chunk = stored[i:i + 900]
+            yield from self._db.execute(
+                f"SELECT {cols} FROM result_rows WHERE key IN "
+                f"({','.join('?' * len(chunk))}){where}", chunk)
+
     def get_many(self, keys: Iterable[str], completed_only: bool = False) -> dict[str, Result]:
-        """Rows for the given keys (chunked IN queries)."""
-        keys = list(dict.fromkeys(keys))
+        """Rows for the given keys."""
         out: dict[str, Result] = {}
-        where = " AND status IN ('ok','refused')" if completed_only else ""
         with self._lock:
-            for i in range(0, len(keys), 900):
-                chunk = keys[i:i + 900]
-                q = (f"SELECT {', '.join(_COLS)} FROM results WHERE key IN "
-                     f"({','.join('?' * len(chunk))}){where}")
-                for row in self._db.execute(q, chunk):
-                    r = _result(row)
-                    out[r.key] = r
+            for row in self._select(_READ_COLS, keys, completed_only):
+                r = self._result(row)
+                out[r.key] = r
         return out
 
+    def _result(self, row: Sequence[Any]) -> Result:
+        (key, provider, model, status, text, zipped, stop, refusal, tin, tout, cache_read,
+         cache_write, cost, latency, attempts, error, mode, config, tag) = row
+        return Result(key=key_str(key), model=self._name(model), provider=self._name(provider),  # type: ignore[arg-type]
+                      status=_STATUS_NAME[status], text=_decode_text(text, zipped),  # type: ignore[arg-type]
+                      stop_reason=self._name(stop), refusal=bool(refusal), input_tokens=tin,
+                      output_tokens=tout, cache_read_tokens=cache_read,
+                      cache_write_tokens=cache_write, cost=cost, latency=latency,
+                      attempts=attempts, error=error, mode=self._name(mode) or "sync",
+                      cached=True, config=self._config(config), tag=self._name(tag) or "")
+
     def completed_keys(self, keys: Iterable[str]) -> set[str]:
-        return set(self.get_many(keys, completed_only=True))
+        with self._lock:
+            return {key_str(k) for (k,) in self._select("key", keys, completed_only=True)}
 
     def count(self, status: str | None = None) -> int:
         with self._lock:
             if status is None:
-                return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-            return self._db.execute(
-                "SELECT COUNT(*) FROM results WHERE status = ?", (status,)).fetchone()[0]
+                return self._db.execute("SELECT COUNT(*) FROM result_rows").fetchone()[0]
+            if status not in _STATUS:
+                return 0
+            return self._db.execute("SELECT COUNT(*) FROM result_rows WHERE status = ?",
+                                    (_STATUS[status],)).fetchone()[0]
 
     # ---- ledger
     def spend(self, run_id: str | None = None) -> dict[str, Any]:
         """Total calls, tokens and cost, overall or for one run, with a per-model breakdown."""
-        where, args = ("WHERE run_id = ?", (run_id,)) if run_id else ("", ())
         with self._lock:
+            where, args = "", ()
+            if run_id:
+                got = self._db.execute("SELECT id FROM names WHERE name = ?",
+                                       (run_id,)).fetchone()
+                where, args = "WHERE run = ?", (got[0] if got else -1,)
             rows = self._db.execute(
                 "SELECT provider, model, mode, COUNT(*), SUM(input_tokens), SUM(output_tokens), "
-                f"SUM(cost) FROM ledger {where} GROUP BY provider, model, mode "
-                "ORDER BY provider, model, mode", args).fetchall()
+                "SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost) "
+                f"FROM ledger_lines {where} GROUP BY provider, model, mode", args).fetchall()
+            named = [(self._name(p), self._name(m), self._name(mo), *rest)
+                     for p, m, mo, *rest in rows]
+        named.sort(key=lambda r: (r[0], r[1], r[2] is not None, r[2] or ""))
         by_model = [
             {"provider": p, "model": m, "mode": mo, "calls": n, "input_tokens": ti or 0,
-             "output_tokens": to or 0, "cost": round(c or 0.0, 6)}
-            for p, m, mo, n, ti, to, c in rows
+             "output_tokens": to or 0, "cache_read_tokens": cr or 0,
+             "cache_write_tokens": cw or 0, "cost": round(c or 0.0, 6)}
+            for p, m, mo, n, ti, to, cr, cw, c in named
         ]
         return {
             "calls": sum(r["calls"] for r in by_model),
             "input_tokens": sum(r["input_tokens"] for r in by_model),
             "output_tokens": sum(r["output_tokens"] for r in by_model),
+            "cache_read_tokens": sum(r["cache_read_tokens"] for r in by_model),
+            "cache_write_tokens": sum(r["cache_write_tokens"] for r in by_model),
             "cost": round(sum(r["cost"] for r in by_model), 6),
             "by_model": by_model,
         }
@@ -200,21 +511,20 @@ class Store:
     def add_batch(self, batch_id: str, provider: str, model: str, keys: Sequence[str],
                   info: dict[str, Any]) -> None:
         now = time.time()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(
-                    "INSERT OR REPLACE INTO batches (batch_id, provider, model, status, n_items, "
-                    "submitted_at, updated_at, info) VALUES (?,?,?,?,?,?,?,?)",
-                    (batch_id, provider, model, OPEN_BATCH, len(keys), now, now,
-                     json.dumps(info)))
-                self._db.executemany(
-                    "INSERT OR IGNORE INTO batch_items (batch_id, key) VALUES (?, ?)",
-                    [(batch_id, k) for k in keys])
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        # in key order: the batch's members are appended, not scattered
+        members = sorted({db_key(k) for k in keys}, key=lambda k: (isinstance(k, bytes), k))
+        with self._lock, self._write():
+            self._db.execute(
+                "INSERT INTO batches (batch_id, provider, model, status, n_items, submitted_at, "
+                "updated_at, info) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(batch_id) DO UPDATE SET "
+                "provider=excluded.provider, model=excluded.model, status=excluded.status, "
+                "n_items=excluded.n_items, submitted_at=excluded.submitted_at, "
+                "updated_at=excluded.updated_at, info=excluded.info",
+                (batch_id, provider, model, OPEN_BATCH, len(keys), now, now, json.dumps(info)))
+            (bid,) = self._db.execute("SELECT id FROM batches WHERE batch_id = ?",
+                                      (batch_id,)).fetchone()
+            self._db.executemany("INSERT OR IGNORE INTO batch_members (batch, key) VALUES (?, ?)",
+                                 [(bid, k) for k in members])
 
     def set_batch_status(self, batch_id: str, status: str,
                          info: dict[str, Any] | None = None) -> None:
@@ -244,8 +554,9 @@ class Store:
 
     def batch_keys(self, batch_id: str) -> list[str]:
         with self._lock:
-            return [r[0] for r in self._db.execute(
-                "SELECT key FROM batch_items WHERE batch_id = ?", (batch_id,))]
+            return [key_str(k) for (k,) in self._db.execute(
+                "SELECT key FROM batch_members WHERE batch = "
+                "(SELECT id FROM batches WHERE batch_id = ?)", (batch_id,))]
 
     def batches(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -266,17 +577,19 @@ class Store:
         self.close()
 
 
-def _row(r: Result, now: float) -> tuple[Any, ...]:
-    text = r.text if r.status in COMPLETED else None
-    return (r.key, r.provider, r.model, r.status, text, r.stop_reason, int(r.refusal),
-            r.input_tokens, r.output_tokens, r.cost, r.latency, r.attempts, r.error, r.mode,
-            json.dumps(r.config, sort_keys=True), r.tag, now)
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; on any exception ``ROLLBACK`` and forget the name
+    and config ids handed out inside it."""
 
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
-def _result(row: Sequence[Any]) -> Result:
-    (key, provider, model, status, text, stop, refusal, tin, tout, cost, latency, attempts,
-     error, mode, config, tag, _updated) = row
-    return Result(key=key, model=model, provider=provider, status=status, text=text,
-                  stop_reason=stop, refusal=bool(refusal), input_tokens=tin, output_tokens=tout,
-                  cost=cost, latency=latency, attempts=attempts, error=error, mode=mode or "sync",
-                  cached=True, config=json.loads(config or "{}"), tag=tag or "")
+    def __enter__(self) -> None:
+        self.store._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.store._db.execute("COMMIT")
+        else:
+            self.store._db.execute("ROLLBACK")
+            self.store._forget_uncommitted()
