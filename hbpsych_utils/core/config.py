@@ -79,6 +79,10 @@ class LLMSettings(Section):
     """USD cap on new spend per stage; work beyond it is left for a later run."""
     registry_file: str | None = None
     """Model registry; ``None`` is params/models.yaml."""
+    prompt_caching: bool = True
+    """Grading: arrange judge calls for the providers' prompt caches (the criteria of one reply
+    share a prefix; same prompts, same verdicts, cheaper calls). Recorded in the ``config`` of
+    each result so arranged."""
 
 
 class LimitOverride(Section):

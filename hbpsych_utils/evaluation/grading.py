@@ -142,9 +142,23 @@ def render_grader_prompt(
     )
 
 
+def shared_prefix_chars(template: str, prompt: Iterable[Message | Mapping[str, Any]],
+                        reply: str) -> int:
+    """Characters at the start of every criterion's user message for one reply: the filled
+    template up to where the rubric item goes. The conversation is filled in first (as the
+    reference does), so the first ``<<rubric_item>>`` left is where the criteria differ (one in
+    the conversation itself counts: it is replaced by the rubric item too)."""
+    return template.replace(CONVERSATION_SLOT, render_conversation(prompt, reply)).index(
+        RUBRIC_SLOT)
+
+
 @dataclass(frozen=True)
 class GraderRequest:
-    """Everything one judge call sends, as plain data for the engine."""
+    """Everything one judge call sends, as plain data for the engine.
+
+    ``prefix_chars``: how much of ``user`` every criterion of the same reply shares (the
+    template's opening and the conversation), for the engine's prompt-cache arrangement; it
+    changes nothing in what is sent."""
 
     prompt_id: str
     criterion_index: int
@@ -152,6 +166,7 @@ class GraderRequest:
     user: str
     max_tokens: int
     temperature: float
+    prefix_chars: int | None = None
 
     def messages(self) -> list[dict[str, str]]:
         """Chat messages in the reference's layout: system message, then the filled template."""
@@ -182,6 +197,7 @@ def build_requests(
     """One request per rubric criterion, in rubric order (criterion index = position)."""
     if reply is None:
         raise GradingError(f"prompt_id {conversation.prompt_id}: reply is None (no response)")
+    prefix = shared_prefix_chars(template, conversation.prompt, reply)
     return [
         GraderRequest(
             prompt_id=conversation.prompt_id,
@@ -190,6 +206,7 @@ def build_requests(
             user=render_grader_prompt(template, conversation.prompt, reply, item),
             max_tokens=max_tokens,
             temperature=temperature,
+            prefix_chars=prefix or None,
         )
         for i, item in enumerate(conversation.rubrics)
     ]

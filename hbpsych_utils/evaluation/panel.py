@@ -51,6 +51,19 @@ class PanelRun:
     """Replies that could not be graded (generation failed): candidate, prompt_id, status."""
     calls: Counter = field(default_factory=Counter)
     """Engine requests by attempt (1 = first ask, 2 = first re-ask, ...)."""
+    spend: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Judge -> what this grading paid (the engine runs' reports, cached answers free):
+    ``spend_usd``, ``input_tokens`` (every prompt token), ``cache_read_tokens``,
+    ``cache_write_tokens``."""
+    run_ids: list[str] = field(default_factory=list)
+    """The engine runs of this grading (their ledger lines carry these ids)."""
+
+    def spend_totals(self) -> dict[str, Any]:
+        """The sums over judges of :attr:`spend` (spend rounded to the micro-dollar)."""
+        keys = ("input_tokens", "cache_read_tokens", "cache_write_tokens")
+        out: dict[str, Any] = {k: sum(int(r[k]) for r in self.spend.values()) for k in keys}
+        out["spend_usd"] = round(sum(float(r["spend_usd"]) for r in self.spend.values()), 6)
+        return out
 
     def counts(self) -> dict[str, Any]:
         """What the run did, in numbers: criteria graded, verdicts recovered by pattern,
@@ -107,7 +120,8 @@ def _items(
     return items, pd.DataFrame(skipped, columns=["candidate", "prompt_id", "status"])
 
 
-def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None) -> Any:
+def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None,
+             prompt_caching: bool = False) -> Any:
     from hbpsych_utils.llm import Request
 
     r = item.request
@@ -116,7 +130,17 @@ def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None) -> Any
         max_tokens=r.max_tokens, tag="grade", sample=attempt, response_schema=schema,
         metadata={"judge": item.judge, "candidate": item.candidate,
                   "prompt_id": item.prompt_id, "criterion_index": item.criterion_index},
+        cache_prefix_chars=r.prefix_chars if prompt_caching else None,
     )
+
+
+def _add_spend(spend: dict[str, dict[str, Any]], report: Any) -> None:
+    """Add one engine run's spend and prompt tokens per judge (from its report)."""
+    for model, paid in (getattr(report, "by_model", None) or {}).items():
+        row = spend.setdefault(model, {"spend_usd": 0.0, "input_tokens": 0,
+                                          "cache_read_tokens": 0, "cache_write_tokens": 0})
+        for k in row:
+            row[k] += paid[k]
 
 
 def grade(
@@ -131,24 +155,34 @@ def grade(
     max_reasks: int = grading.DEFAULT_MAX_REASKS,
     mode: str = "batch",
     response_schema: Mapping[str, Any] | None = None,
+    prompt_caching: bool = False,
 ) -> PanelRun:
     """Grade every gradable reply with every judge; return the verdict table.
 
     ``response_schema`` (e.g. ``grading.VERDICT_SCHEMA``) constrains the judges' output where
     the provider supports it; the reference sends none, so the study leaves it ``None``.
+    ``prompt_caching`` (the profile's ``llm.prompt_caching``) tells the engine which part of
+    each prompt the criteria of one reply share, so that it can arrange the calls for the
+    providers' prompt caches; the prompts sent, and so the verdicts, are the same either way.
     """
     items, not_graded = _items(responses, conversations, judges, template, temperature,
                                max_tokens)
     verdicts: dict[int, grading.Verdict] = {}
     reasons: dict[int, str] = {}
     calls: Counter = Counter()
+    spend: dict[str, dict[str, Any]] = {}
+    run_ids: list[str] = []
     pending = list(range(len(items)))
     for attempt in range(max_reasks + 1):
         if not pending:
             break
-        results = engine.run([_request(items[i], attempt, response_schema) for i in pending],
-                             mode=mode if attempt == 0 else "sync")
+        results = engine.run([_request(items[i], attempt, response_schema, prompt_caching)
+                              for i in pending], mode=mode if attempt == 0 else "sync")
         calls[attempt + 1] += len(pending)
+        report = getattr(engine, "last_report", None)
+        _add_spend(spend, report)
+        if report is not None:
+            run_ids.append(report.run_id)
         again = []
         for i, res in zip(pending, results, strict=True):
             if res.status in ("failed", "not_run"):
@@ -178,7 +212,7 @@ def grade(
                      "recovered": v.recovered, "excluded": v.criteria_met is None,
                      "attempts": v.attempts, "reason": reasons[i]})
     table = pd.DataFrame(rows, columns=list(VERDICT_TABLE_COLUMNS))
-    return PanelRun(table, not_graded, calls)
+    return PanelRun(table, not_graded, calls, spend, run_ids)
 
 
 class VerdictRow(TextRecord):

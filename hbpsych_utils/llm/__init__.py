@@ -3,12 +3,15 @@
 Public API
 ----------
 ``Request(model, messages, temperature=None, max_tokens=None, response_schema=None, tag="",
-metadata={})``
+metadata={}, cache_prefix_chars=None)``
     One call as a stage wants it. ``model`` is a name in ``params/models.yaml``; ``messages``
     are dicts or objects with ``role``/``content`` (corpus messages work as they are). The
     registry applies the model's quirks (temperature rejected or fixed, token-cap name and
     limit, thinking settings). ``response_schema`` is a JSON schema for structured output.
     ``tag``/``metadata`` come back on the result and never change the request key.
+    ``cache_prefix_chars``: where the prefix shared with other requests ends in the last
+    message (the grader sets it; ``llm.prompt_caching``): the engine then groups such requests
+    and arranges them for the provider's prompt cache (docs/engine.md, *Prompt caching*).
 
 ``Engine(store, registry=None, *, base_urls=None, limits=None, max_cost=None, max_attempts=6,
 backoff_base=1.0, backoff_max=60.0, timeout=600.0, progress=True, poll_interval=30.0)``
@@ -26,8 +29,9 @@ backoff_base=1.0, backoff_max=60.0, timeout=600.0, progress=True, poll_interval=
     What the last run did (plan, counts, spend, batches, budget stop) and the cost ledger.
 
 ``Result``: ``key, model, provider, status (ok|refused|failed|not_run), text, stop_reason,
-refusal, input_tokens, output_tokens, cost, latency, attempts, error, mode, cached, config
-(the decoding parameters actually sent), tag, metadata``; ``result.json()`` parses
+refusal, input_tokens (all prompt tokens), output_tokens, cache_read_tokens,
+cache_write_tokens, cost (at cached-token prices), latency, attempts, error, mode, cached,
+config (the decoding parameters actually sent), tag, metadata``; ``result.json()`` parses
 structured output.
 
 Errors before the first call: :class:`ConfigError` (unknown model, missing key variable, bad

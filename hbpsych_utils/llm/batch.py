@@ -7,7 +7,9 @@ same transaction, poll until every batch ends, map results back by custom id (th
 64 hex characters fits every provider's custom-id rule), store them, and send errored, missing
 or empty items through the synchronous path. Requests for providers without a batch API run
 synchronously alongside. The same request gives the same stored answer on both paths; only the
-price differs (``batch_discount``).
+price differs (``batch_discount``). Requests arranged for the prompt cache keep their wire body
+(OpenAI's hint, Anthropic's breakpoint) and go in two waves (:func:`waves`): the first call of
+every prefix group (with every ungrouped request), then, once those batches have ended, the rest.
 
 A batch is paid for once. Reading its status or its results is retried like any call
 (bounded, jittered back-off) when the provider answers with a transport error, 429 or 5xx; a
@@ -64,11 +66,37 @@ async def run_batch(ctx: RunContext, items: list[Item]) -> dict[str, Result]:
         else:
             sync_items.append(it)
     results: dict[str, Result] = {}
-    jobs = [_provider_batches(ctx, name, its, results) for name, its in by_provider.items()]
+    jobs = [_provider_waves(ctx, name, its, results) for name, its in by_provider.items()]
     if sync_items:
         jobs.append(_sync_into(ctx, sync_items, results))
     await asyncio.gather(*jobs)
     return results
+
+
+def waves(items: list[Item]) -> tuple[list[Item], list[Item]]:
+    """The items of a provider's first batches (requests in no prefix group, and the first of
+    each group) and of the batches sent once those have ended (the rest of every group), each
+    in request order. Items of one batch run side by side and none sees another's cache write,
+    so a group's later calls can only read its prefix from the cache in a later batch."""
+    first: list[Item] = []
+    later: list[Item] = []
+    seen: set[str] = set()
+    for it in items:
+        if it.group is not None and it.group in seen:
+            later.append(it)
+        else:
+            first.append(it)
+            if it.group is not None:
+                seen.add(it.group)
+    return first, later
+
+
+async def _provider_waves(ctx: RunContext, provider: str, items: list[Item],
+                          results: dict[str, Result]) -> None:
+    first, later = waves(items)
+    await _provider_batches(ctx, provider, first, results)
+    if later:
+        await _provider_batches(ctx, provider, later, results)
 
 
 async def _sync_into(ctx: RunContext, items: list[Item], results: dict[str, Result]) -> None:

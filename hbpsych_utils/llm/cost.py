@@ -30,10 +30,30 @@ def estimate_output_tokens(max_tokens: int | None) -> int:
     return min(int(max_tokens), DEFAULT_EXPECTED_OUTPUT)
 
 
-def call_cost(price: Price, input_tokens: int, output_tokens: int, batch: bool = False) -> float:
-    """USD for one call; batch calls are charged ``batch_discount`` of the sync price."""
-    usd = (input_tokens * price.input + output_tokens * price.output) / 1_000_000
-    return usd * (price.batch_discount if batch else 1.0)
+def call_cost(price: Price, input_tokens: int, output_tokens: int, batch: bool = False,
+              cache_read_tokens: int = 0, cache_write_tokens: int = 0) -> float:
+    """USD for one call; batch calls are charged ``batch_discount`` of the sync price.
+
+    ``input_tokens`` is every prompt token as the provider counts them (OpenAI's and Gemini's
+    prompt counts include cached tokens; the Anthropic adapter adds cache reads and writes to
+    its ``input_tokens``). Of those, ``cache_read_tokens`` cost ``cache_read`` of the input
+    price and ``cache_write_tokens`` ``cache_write`` of it (None: the input price). The batch
+    discount applies to the uncached input and the output, and to the cached and cache-write
+    tokens only where the provider stacks it (``batch_cache_stacks``).
+    """
+    cached = cache_read_tokens + cache_write_tokens
+    if cache_read_tokens < 0 or cache_write_tokens < 0 or cached > input_tokens:
+        raise ValueError(f"cache tokens (read {cache_read_tokens}, write {cache_write_tokens}) "
+                         f"must be >= 0 and within the {input_tokens} prompt tokens")
+    discount = price.batch_discount if batch else 1.0
+    usd = ((input_tokens - cached) * price.input + output_tokens * price.output) / 1_000_000
+    usd *= discount
+    if cached:
+        read = 1.0 if price.cache_read is None else price.cache_read
+        write = 1.0 if price.cache_write is None else price.cache_write
+        cache = (cache_read_tokens * read + cache_write_tokens * write) * price.input / 1_000_000
+        usd += cache * (discount if price.batch_cache_stacks else 1.0)
+    return usd
 
 
 @dataclass

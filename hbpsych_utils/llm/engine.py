@@ -12,6 +12,12 @@ Both paths work on one :class:`~hbpsych_utils.llm.run_context.RunContext` per ru
 settings, limiters, budget, progress, report); the engine builds it and neither path imports
 the engine.
 
+A request that names a shared prefix long enough for its model's prompt cache
+(``Request.cache_prefix_chars``, ``providers.base.cache_arranged``) is resolved into an item of a
+prefix group, with the provider's hint or breakpoint in its wire body, the cache mode in its key
+and in its recorded config; both paths send a group's first call before the others
+(``docs/engine.md``, *Prompt caching*).
+
 Each result is committed as it arrives (WAL), so a killed run loses only the calls in flight.
 Keys never reach the store, results, logs or progress output: they are read from the
 environment when the adapters are built and kept only inside the SDK clients.
@@ -43,6 +49,7 @@ from hbpsych_utils.llm.models import (
     resolve_decoding,
 )
 from hbpsych_utils.llm.providers import Adapter, adapter_class, make_adapter
+from hbpsych_utils.llm.providers.base import cache_arranged
 from hbpsych_utils.llm.requests import Request, Result, request_key
 from hbpsych_utils.llm.run_context import (
     Item,
@@ -135,12 +142,17 @@ class Engine:
         decoding = resolve_decoding(spec, provider.kind, req.temperature, req.max_tokens)
         cls = adapter_class(provider.kind)
         body = cls.body(spec, req, decoding)
+        arranged = cache_arranged(spec, req)
         key = request_key(provider=provider.name, endpoint=_endpoint_class(self.base_url(provider)),
-                          api=cls.api, body=body, sample=req.sample)
+                          api=cls.api, body=body, sample=req.sample,
+                          cache=spec.cache_mode if arranged else None)
         cap = decoding.get(spec.max_tokens_param or "max_tokens") or decoding.get(
             "max_output_tokens") or decoding.get("max_completion_tokens")
+        group = (f"{provider.name}/{spec.api_model}/{req.cache_prefix_key()}" if arranged
+                 else None)
         return Item(key, req, spec, provider, body, decoding,
-                    estimate_input_tokens(req.prompt_chars()), estimate_output_tokens(cap))
+                    estimate_input_tokens(req.prompt_chars()), estimate_output_tokens(cap),
+                    group=group)
 
     def _prepare(self, requests: Sequence[Request], mode: str
                  ) -> tuple[list[Item], dict[str, Result], Plan, list[str]]:

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hbpsych_utils.core import paths, yaml_loader
 
@@ -31,12 +38,21 @@ class _Strict(BaseModel):
 
 
 class Price(_Strict):
-    """USD per million tokens; ``batch_discount`` is the share of the sync price batches cost."""
+    """USD per million tokens; ``batch_discount`` is the share of the sync price batches cost.
+
+    Cached prompt tokens are priced as fractions of ``input``: ``cache_read`` for a token read
+    from the provider's prompt cache (None: no discount, the full input price), ``cache_write``
+    for a token written to it (Anthropic's 5-minute write: 1.25; None: the input price).
+    ``batch_cache_stacks`` says whether the batch discount also applies to those cached and
+    cache-write tokens (:func:`hbpsych_utils.llm.cost.call_cost`)."""
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     batch_discount: float = Field(default=1.0, gt=0, le=1)
     estimate: bool = True
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+    batch_cache_stacks: bool = False
 
 
 class ProviderSpec(_Strict):
@@ -65,6 +81,27 @@ class ModelSpec(_Strict):
         "json_schema"
     )
     price: Price
+    cache_mode: Literal["implicit", "breakpoint", "none"] = "none"
+    """How the provider caches a repeated prompt prefix: ``implicit`` (on its own, above
+    ``cache_min_tokens``: OpenAI, Gemini), ``breakpoint`` (what a ``cache_control`` block marks:
+    Anthropic) or ``none`` (the engine never arranges requests for it)."""
+    cache_min_tokens: int | None = Field(default=None, ge=1)
+    """The shortest prefix the provider caches; None: no caching."""
+    cache_key_param: str | None = None
+    """Body field of the provider's cache-routing hint, sent with a hash of the shared prefix
+    (OpenAI: ``prompt_cache_key``); None: no hint."""
+
+    @model_validator(mode="after")
+    def _cache(self) -> ModelSpec:
+        if self.cache_mode != "none" and self.cache_min_tokens is None:
+            raise ValueError(f"cache_mode {self.cache_mode!r} needs cache_min_tokens (the "
+                             "shortest prefix the provider caches)")
+        return self
+
+    def caches_prefix(self, tokens: int) -> bool:
+        """Whether a shared prefix of ``tokens`` tokens is long enough for this model's cache."""
+        return (self.cache_mode != "none" and self.cache_min_tokens is not None
+                and tokens >= self.cache_min_tokens)
 
     @field_validator("roles")
     @classmethod

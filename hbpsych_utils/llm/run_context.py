@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,7 @@ from hbpsych_utils.llm.requests import Request, Result
 from hbpsych_utils.llm.store import Store
 
 CallMode = Literal["sync", "batch"]
+log = logging.getLogger("hbpsych_utils.llm")
 
 
 class ProviderFatalError(RuntimeError):
@@ -51,9 +53,21 @@ class Item:
     est_in: int
     est_out: int
     positions: list[int] = field(default_factory=list)
+    group: str | None = None
+    """Requests arranged for the prompt cache that share a prefix, on one model, have the same
+    group: the sync path sends one of them first and the others once it has returned; the
+    batch path sends the first of each group in one wave and the others in the next."""
 
     def est_cost(self, batch: bool = False) -> float:
         return call_cost(self.spec.price, self.est_in, self.est_out, batch)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """What a result records as sent: the decoding parameters, and the model's cache mode
+        (``prompt_caching``) when the request was arranged for the provider's prompt cache."""
+        if self.group is None:
+            return self.decoding
+        return {**self.decoding, "prompt_caching": self.spec.cache_mode}
 
 
 @dataclass
@@ -77,6 +91,27 @@ class RunReport:
     uncollected: int = 0
     """Items of batches left open because their status or results could not be read; the next
     run collects them (they are ``not_run`` in this one)."""
+    by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Model -> what this run paid for (paid empty replies included): ``spend_usd``,
+    ``input_tokens`` (every prompt token), ``cache_read_tokens``, ``cache_write_tokens``."""
+
+    def count_paid(self, model: str, cost: float, input_tokens: int, cache_read: int,
+                   cache_write: int) -> None:
+        row = self.by_model.setdefault(model, {
+            "spend_usd": 0.0, "input_tokens": 0, "cache_read_tokens": 0,
+            "cache_write_tokens": 0})
+        row["spend_usd"] += cost
+        row["input_tokens"] += input_tokens
+        row["cache_read_tokens"] += cache_read
+        row["cache_write_tokens"] += cache_write
+
+    @property
+    def cache_read_tokens(self) -> int:
+        return sum(r["cache_read_tokens"] for r in self.by_model.values())
+
+    @property
+    def cache_write_tokens(self) -> int:
+        return sum(r["cache_write_tokens"] for r in self.by_model.values())
 
 
 @dataclass(frozen=True)
@@ -228,19 +263,21 @@ class RunContext:
     # ---- results
     def make_result(self, it: Item, reply: Reply, attempts: int, latency: float,
                     mode: CallMode) -> Result:
-        cost = call_cost(it.spec.price, reply.input_tokens, reply.output_tokens, mode == "batch")
+        cost = reply_cost(it, reply, mode)
         return Result(key=it.key, model=it.spec.name, provider=it.provider.name,
                       status="refused" if reply.refusal else "ok", text=reply.text,
                       stop_reason=reply.stop_reason, refusal=reply.refusal,
                       input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
-                      cost=cost, latency=latency, attempts=attempts, mode=mode,
-                      config=it.decoding, tag=it.request.tag, metadata=it.request.metadata)
+                      cache_read_tokens=reply.cache_read_tokens,
+                      cache_write_tokens=reply.cache_write_tokens, cost=cost, latency=latency,
+                      attempts=attempts, mode=mode, config=it.config, tag=it.request.tag,
+                      metadata=it.request.metadata)
 
     def failed(self, it: Item, status: str, error: str, attempts: int, mode: CallMode = "sync"
                ) -> Result:
         return Result(key=it.key, model=it.spec.name, provider=it.provider.name,
                       status=status, error=error, attempts=attempts, mode=mode,  # type: ignore[arg-type]
-                      config=it.decoding, tag=it.request.tag, metadata=it.request.metadata)
+                      config=it.config, tag=it.request.tag, metadata=it.request.metadata)
 
     def record(self, results: Sequence[Result]) -> None:
         """Commit results (one transaction) and count them."""
@@ -248,6 +285,9 @@ class RunContext:
         self.store.put_many(stored, run_id=self.run_id)
         for r in results:
             self.progress.add(r)
+            if r.status != "not_run" and (r.cost or r.input_tokens or r.output_tokens):
+                self.report.count_paid(r.model, r.cost, r.input_tokens, r.cache_read_tokens,
+                                       r.cache_write_tokens)
 
     def pay_for_empty_reply(self, it: Item, reply: Reply, mode: CallMode) -> float:
         """Account for an empty reply without a refusal (a paid transport failure, retried).
@@ -255,11 +295,32 @@ class RunContext:
         Its spend goes in the ledger (there is no result row to carry it) and in the progress
         spend; the returned cost is what the caller counts against the budget.
         """
-        spent = call_cost(it.spec.price, reply.input_tokens, reply.output_tokens, mode == "batch")
+        spent = reply_cost(it, reply, mode)
         if spent:
             self.store.record_spend(run_id=self.run_id, provider=it.provider.name,
                                     model=it.spec.name, key=it.key, mode=mode,
                                     input_tokens=reply.input_tokens,
-                                    output_tokens=reply.output_tokens, cost=spent)
+                                    output_tokens=reply.output_tokens, cost=spent,
+                                    cache_read_tokens=reply.cache_read_tokens,
+                                    cache_write_tokens=reply.cache_write_tokens)
             self.progress.spend += spent
+            self.report.count_paid(it.spec.name, spent, reply.input_tokens,
+                                   reply.cache_read_tokens, reply.cache_write_tokens)
         return spent
+
+
+def reply_cost(it: Item, reply: Reply, mode: CallMode) -> float:
+    """What one reply costs at the registry's prices, cached and cache-write tokens included.
+
+    A provider reporting more cached tokens than prompt tokens (a server's own usage fields)
+    has its cache counts cut to the prompt (and the reply corrected), not the run stopped."""
+    if reply.cache_read_tokens + reply.cache_write_tokens > reply.input_tokens:
+        log.warning("%s: %d cache-read + %d cache-write tokens reported for %d prompt tokens; "
+                    "counted within the prompt", it.spec.name, reply.cache_read_tokens,
+                    reply.cache_write_tokens, reply.input_tokens)
+        reply.cache_read_tokens = min(reply.cache_read_tokens, reply.input_tokens)
+        reply.cache_write_tokens = min(reply.cache_write_tokens,
+                                       reply.input_tokens - reply.cache_read_tokens)
+    return call_cost(it.spec.price, reply.input_tokens, reply.output_tokens, mode == "batch",
+                     cache_read_tokens=reply.cache_read_tokens,
+                     cache_write_tokens=reply.cache_write_tokens)

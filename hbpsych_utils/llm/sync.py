@@ -9,6 +9,10 @@ retried; an empty reply without a refusal stop reason is a paid transport failur
 (:meth:`RunContext.pay_for_empty_reply`): retried, never stored as an answer. That includes a
 reply cut at its output cap before any text (reasoning tokens count against the cap): paid,
 not a refusal, retried, and if it stays empty, stored as failed with the cap named.
+
+Requests arranged for the providers' prompt caches (``Item.group``) go group by group: the first
+call of a group alone, the rest once it has returned (:class:`SendQueue`); groups run side by
+side. Everything else goes in request order, as before.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 
 from hbpsych_utils.llm.providers import CallError, Reply
@@ -32,22 +37,67 @@ async def run_sync(ctx: RunContext, items: Sequence[Item]) -> dict[str, Result]:
         by_provider.setdefault(it.provider.name, []).append(it)
     results: dict[str, Result] = {}
 
-    async def worker(queue: list[Item]) -> None:
-        while queue:
-            it = queue.pop()
-            if ctx.fatal is not None:
-                results[it.key] = ctx.failed(it, "not_run", f"not run: {ctx.fatal}", 0)
-                continue
-            r = await call_one(ctx, it)
-            results[it.key] = r
+    async def worker(queue: SendQueue) -> None:
+        while (it := await queue.next()) is not None:
+            try:
+                if ctx.fatal is not None:
+                    results[it.key] = ctx.failed(it, "not_run", f"not run: {ctx.fatal}", 0)
+                else:
+                    results[it.key] = await call_one(ctx, it)
+            finally:
+                await queue.done(it)
 
     tasks = []
     for name, its in by_provider.items():
-        queue = list(reversed(its))
+        queue = SendQueue(its)
         n = min(ctx.settings.limits[name].concurrency, len(its))
         tasks += [asyncio.create_task(worker(queue)) for _ in range(n)]
     await asyncio.gather(*tasks)
     return results
+
+
+class SendQueue:
+    """One provider's items in the order they are sent, for its workers to share.
+
+    Items outside a prefix group go in request order. Of a prefix group (``Item.group``: calls
+    arranged for the prompt cache that share a prefix), the first item goes when its turn
+    comes and the others wait until it has returned (answered, failed or not run), so that the
+    provider's cache holds the prefix when they are sent; they then go ahead of items not yet
+    started, while the cache is warm. Groups run concurrently, each led by its first item.
+    """
+
+    def __init__(self, items: Sequence[Item]) -> None:
+        self._ready: deque[Item] = deque()
+        self._waiting: dict[str, list[Item]] = {}
+        self._leaders: set[str] = set()
+        for it in items:
+            if it.group is None:
+                self._ready.append(it)
+            elif it.group in self._waiting:
+                self._waiting[it.group].append(it)
+            else:
+                self._waiting[it.group] = []
+                self._leaders.add(it.key)
+                self._ready.append(it)
+        self._open = len(self._leaders)  # groups whose first item has not returned yet
+        self._changed = asyncio.Condition()
+
+    async def next(self) -> Item | None:
+        """The next item to send; None once every item has been handed out."""
+        async with self._changed:
+            while not self._ready and self._open:
+                await self._changed.wait()
+            return self._ready.popleft() if self._ready else None
+
+    async def done(self, it: Item) -> None:
+        """``it`` has returned: if it led a group, the rest of the group may go now."""
+        if it.key not in self._leaders:
+            return
+        async with self._changed:
+            self._leaders.discard(it.key)
+            self._ready.extendleft(reversed(self._waiting.pop(str(it.group), [])))
+            self._open -= 1
+            self._changed.notify_all()
 
 
 _AT_CAP = {"length", "max_tokens", "MAX_TOKENS"}

@@ -65,12 +65,12 @@ def _live(run: ProfileRun, stage: Stage, params: GradingParams, template: str,
                              temperature=params.temperature, max_tokens=params.max_tokens,
                              max_reasks=params.max_reasks, mode=run_mode(settings),
                              response_schema=grading.VERDICT_SCHEMA if params.response_schema
-                             else None)
+                             else None, prompt_caching=run.llm.prompt_caching)
         ledger = engine.spend()  # everything this run's store has paid for (06 and 07)
     scores = grading.scores_from_verdicts(graded.verdicts, by_id)
     census = graded.census()
     metrics = live_metrics(params, judges, template_sha256, graded, scores, census,
-                           ledger["cost"])
+                           ledger["cost"], prompt_caching=run.llm.prompt_caching)
     return StageResult(
         stage, metrics,
         tables={VERDICTS_FILE: graded.verdicts, SCORES_FILE: scores, "census.csv": census},
@@ -81,10 +81,17 @@ def _live(run: ProfileRun, stage: Stage, params: GradingParams, template: str,
 
 def live_metrics(params: GradingParams, judges: list[str], template_sha256: str,
                  graded: panel.PanelRun, scores: pd.DataFrame, census: pd.DataFrame,
-                 ledger_cost: float) -> dict[str, Any]:
+                 ledger_cost: float, *, prompt_caching: bool = True) -> dict[str, Any]:
     """``metrics.json`` of a live run: the panel and settings used, the template's hash, what
-    the grading did (recovered, re-asked, excluded), the scores it gave and the ledger."""
+    the grading did (recovered, re-asked, excluded), the scores it gave and what it cost.
+
+    ``spend_usd`` is what this grading paid (its engine runs' ledger lines, priced with the
+    registry's cached-token prices; answers already in the store cost nothing), with the prompt
+    tokens the providers served from (``cache_read_tokens``) and wrote to
+    (``cache_write_tokens``) their prompt caches, in total and per judge (``spend_by_judge``);
+    ``ledger_cost_usd`` is everything the run's store has paid for (06 and 07)."""
     counts = graded.counts()
+    totals = graded.spend_totals()
     return {
         "mode": "live", "judges": judges, "temperature": params.temperature,
         "response_schema": params.response_schema,
@@ -96,7 +103,27 @@ def live_metrics(params: GradingParams, judges: list[str], template_sha256: str,
         "calls_by_attempt": counts["calls_by_attempt"],
         "census": census.to_dict(orient="index"),
         "ledger_cost_usd": ledger_cost,
+        "prompt_caching": prompt_caching,
+        "spend_usd": totals["spend_usd"],
+        "input_tokens": totals["input_tokens"],
+        "cache_read_tokens": totals["cache_read_tokens"],
+        "cache_write_tokens": totals["cache_write_tokens"],
+        "spend_by_judge": {j: {**row, "spend_usd": round(float(row["spend_usd"]), 6)}
+                           for j, row in sorted(graded.spend.items())},
     }
+
+
+def spend_sentence(m: dict[str, Any]) -> str:
+    """What the grading paid, and how much of its prompts the providers served from their
+    prompt caches (a share of all prompt tokens it paid for)."""
+    read, total = m["cache_read_tokens"], m["input_tokens"]
+    out = f"Grading paid ${m['spend_usd']:,.4f}"
+    if read:
+        out += (f"; {read:,} of its {total:,} prompt tokens ({read / total:.1%}) were read from "
+                "the providers' prompt caches at the cached-token price.")
+    else:
+        out += "; no prompt token was read from a provider's prompt cache."
+    return out
 
 
 def _paper(stage: Stage, template_sha256: str) -> StageResult:
@@ -169,6 +196,8 @@ def findings(metrics: dict[str, Any], max_reasks: int | None = None) -> list[str
         out.append(f"{m['n_scores']:,} (judge, candidate, conversation) scores"
                    + (f"; {m['n_unscored']} left unscored because a verdict was missing."
                       if m["n_unscored"] else "; none left unscored."))
+        if "spend_usd" in m:
+            out.append(spend_sentence(m))
         return out
     per_judge = ", ".join(f"{study.display_name(j)}: ${v:,.2f}"
                           for j, v in m["spend_by_judge"].items())

@@ -82,7 +82,7 @@ def _live_scores(run: ProfileRun, stage: Stage, params: HarnessValidationParams,
         responses = generation.responses_table(engine.run(requests, mode=run_mode(llm)))
         graded = panel.grade(engine, responses, by_id, [settings["judge"]], template,
                              temperature=params.temperature, max_tokens=params.max_tokens,
-                             mode=run_mode(llm))
+                             mode=run_mode(llm), prompt_caching=run.llm.prompt_caching)
     return grading.scores_from_verdicts(graded.verdicts, by_id), generation.plan_table(plan)
 
 

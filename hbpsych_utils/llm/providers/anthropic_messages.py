@@ -5,6 +5,9 @@ System/developer messages become the ``system`` parameter; structured output use
 refusal``. Errors: a 429 carries ``retry-after`` in whole seconds (no ``retry-after-ms``); 529
 ``overloaded_error`` is transient; "Your credit balance is too low" (a 400
 ``invalid_request_error``) and spend-limit errors are fatal (see :func:`.base.classify_status`).
+Prompt caching: a request arranged for the cache sends its last user turn as two text blocks
+(shared prefix, then the rest) with a ``cache_control`` breakpoint after the prefix; usage's
+``cache_read_input_tokens`` and ``cache_creation_input_tokens`` are the cache reads and writes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from hbpsych_utils.llm.providers.base import (
     CallError,
     MalformedReply,
     Reply,
+    cache_arranged,
     classify_status,
     parse_retry_after,
     split_system,
@@ -41,6 +45,8 @@ class AnthropicAdapter(Adapter):
     @staticmethod
     def body(spec: ModelSpec, req: Request, decoding: dict[str, Any]) -> dict[str, Any]:
         system, messages = split_system(req)
+        if cache_arranged(spec, req):
+            messages[-1] = cache_blocks(messages[-1], int(req.cache_prefix_chars or 0))
         body: dict[str, Any] = {"model": spec.api_model, "messages": messages, **decoding}
         if system is not None:
             body["system"] = system
@@ -103,6 +109,27 @@ class AnthropicAdapter(Adapter):
         return out
 
 
+def cache_blocks(message: dict[str, Any], prefix_chars: int) -> dict[str, Any]:
+    """A user message as two text blocks whose concatenation is its text, with a
+    ``cache_control`` breakpoint after the first ``prefix_chars`` characters (the shared prefix).
+    A part that is empty or only whitespace (which the API rejects as a text block) is not split
+    off: the breakpoint then closes the whole text, or the message is left as it was."""
+    text = message["content"]
+    head, tail = text[:prefix_chars], text[prefix_chars:]
+    if not head.strip():
+        return message
+    if not tail.strip():
+        head, tail = text, ""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": head, "cache_control": EPHEMERAL}]
+    if tail:
+        blocks.append({"type": "text", "text": tail})
+    return {"role": message["role"], "content": blocks}
+
+
+EPHEMERAL = {"type": "ephemeral"}
+"""Anthropic's default (5-minute) cache breakpoint."""
+
+
 def parse_message(data: dict[str, Any]) -> Reply:
     content = data.get("content")
     if not isinstance(content, list) or "stop_reason" not in data:
@@ -110,6 +137,11 @@ def parse_message(data: dict[str, Any]) -> Reply:
     text = "".join(b.get("text") or "" for b in content if b.get("type") == "text")
     stop = data.get("stop_reason")
     usage = data.get("usage") or {}
+    # Anthropic's input_tokens leaves out the tokens read from or written to the cache: the
+    # Reply counts every prompt token, as the other APIs do
+    read = int(usage.get("cache_read_input_tokens") or 0)
+    write = int(usage.get("cache_creation_input_tokens") or 0)
     return Reply(text=text, stop_reason=stop, refusal=stop == "refusal",
-                 input_tokens=int(usage.get("input_tokens") or 0),
-                 output_tokens=int(usage.get("output_tokens") or 0))
+                 input_tokens=int(usage.get("input_tokens") or 0) + read + write,
+                 output_tokens=int(usage.get("output_tokens") or 0),
+                 cache_read_tokens=read, cache_write_tokens=write)

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hbpsych_utils.llm.cost import estimate_input_tokens
 from hbpsych_utils.llm.models import ModelSpec, ProviderSpec
 from hbpsych_utils.llm.requests import Request
 
@@ -38,13 +39,19 @@ _PERMANENT_429_PHRASES = ("request too large for",)
 
 @dataclass
 class Reply:
-    """A provider answer reduced to what the engine stores."""
+    """A provider answer reduced to what the engine stores.
+
+    ``input_tokens`` counts every prompt token (for Anthropic, whose ``input_tokens`` leaves
+    them out, the adapter adds the cache reads and writes); ``cache_read_tokens`` of them were
+    read from the provider's prompt cache and ``cache_write_tokens`` written to it."""
 
     text: str
     stop_reason: str | None
     refusal: bool
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class CallError(Exception):
@@ -220,6 +227,24 @@ class Adapter:
     async def batch_collect(self, batch_id: str, info: dict[str, Any]
                             ) -> dict[str, Reply | CallError]:
         raise NotImplementedError
+
+
+def cache_arranged(spec: ModelSpec, req: Request) -> bool:
+    """Whether ``req`` is sent arranged for ``spec``'s prompt cache: it names a shared prefix
+    (``Request.cache_prefix_chars``) and that prefix — earlier messages and the shared start of
+    the last one, at ~4 characters per token — reaches the model's ``cache_min_tokens``. The
+    engine groups such requests, adapters add the provider's hint or breakpoint, and the key
+    and the recorded config say so; every other request is sent exactly as without caching."""
+    prefix = req.shared_prefix()
+    if prefix is None:
+        return False
+    return spec.caches_prefix(estimate_input_tokens(sum(len(m.content) for m in prefix)))
+
+
+def cache_hint(req: Request) -> str:
+    """The routing hint for a request's shared prefix (OpenAI's ``prompt_cache_key``): the
+    same for every request of the group, 36 characters."""
+    return "hbp-" + str(req.cache_prefix_key())[:32]
 
 
 def split_system(req: Request) -> tuple[str | None, list[dict[str, str]]]:

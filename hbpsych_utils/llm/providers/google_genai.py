@@ -3,7 +3,8 @@
 Assistant turns become role ``model``; system/developer messages become
 ``system_instruction``; structured output uses ``response_json_schema``. The SDK's own retries
 are switched off (one attempt). Thought parts are not part of the answer. Refusal: a finish
-reason among the safety ones, or a prompt blocked before any candidate.
+reason among the safety ones, or a prompt blocked before any candidate. Prompt caching is
+implicit (no hint, no breakpoint): ``usageMetadata.cachedContentTokenCount`` are the cache reads.
 """
 
 from __future__ import annotations
@@ -156,20 +157,23 @@ def _enum(v: Any) -> str | None:
 
 
 def parse_response(resp: Any) -> base.Reply:
+    """A ``GenerateContentResponse`` (sync, or an inlined batch response) as a Reply; the
+    prompt count includes ``cachedContentTokenCount``, the tokens served from the cache."""
     usage = resp.usage_metadata
     tin = int(getattr(usage, "prompt_token_count", 0) or 0) if usage else 0
-    tout = 0
+    tout = cached = 0
     if usage:
         tout = int(usage.candidates_token_count or 0) + int(usage.thoughts_token_count or 0)
+        cached = int(usage.cached_content_token_count or 0)
     cands = resp.candidates or []
     if not cands:
         fb = resp.prompt_feedback
         reason = _enum(getattr(fb, "block_reason", None)) if fb else None
         if reason:
-            return base.Reply("", f"BLOCKED_{reason}", True, tin, tout)
+            return base.Reply("", f"BLOCKED_{reason}", True, tin, tout, cached)
         raise base.MalformedReply("response has neither candidates nor a block reason")
     cand = cands[0]
     finish = _enum(cand.finish_reason)
     parts = (cand.content.parts if cand.content and cand.content.parts else [])
     text = "".join(p.text or "" for p in parts if not getattr(p, "thought", False))
-    return base.Reply(text, finish, finish in REFUSAL_REASONS, tin, tout)
+    return base.Reply(text, finish, finish in REFUSAL_REASONS, tin, tout, cached)

@@ -5,7 +5,9 @@ resolved config (``max_completion_tokens``, ``enable_thinking``, ...) whatever t
 types. Responses are read as raw JSON, the same shape the Batch API writes to its output file,
 so one parser serves both paths. Refusal: ``message.refusal`` set (structured outputs refuse
 with ``finish_reason: stop``, ``content: null`` and the explanation in ``refusal``) or
-``finish_reason: content_filter``.
+``finish_reason: content_filter``. Prompt caching: ``usage.prompt_tokens_details.cached_tokens``
+(included in ``prompt_tokens``) are the cache reads; a request arranged for the cache carries the
+model's routing hint (``prompt_cache_key``: a hash of the shared prefix).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from hbpsych_utils.llm.providers.base import (
     CallError,
     MalformedReply,
     Reply,
+    cache_arranged,
+    cache_hint,
     classify_status,
     parse_retry_after,
 )
@@ -48,6 +52,8 @@ class OpenAIAdapter(Adapter):
             **decoding,
             **spec.extra_body,
         }
+        if spec.cache_key_param and cache_arranged(spec, req):
+            body[spec.cache_key_param] = cache_hint(req)
         if req.response_schema is not None:
             if spec.schema_mode == "json_schema":
                 body["response_format"] = {"type": "json_schema", "json_schema": {
@@ -142,6 +148,13 @@ def parse_chat(data: dict[str, Any]) -> Reply:
     text = msg.get("content") or ""
     refusal = bool(msg.get("refusal")) or finish == "content_filter"
     usage = data.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    # prompt_tokens counts the cached ones too; DeepSeek reports its hits at the top level
+    read = details.get("cached_tokens")
+    if read is None:
+        read = usage.get("prompt_cache_hit_tokens")
     return Reply(text=text, stop_reason=finish, refusal=refusal,
                  input_tokens=int(usage.get("prompt_tokens") or 0),
-                 output_tokens=int(usage.get("completion_tokens") or 0))
+                 output_tokens=int(usage.get("completion_tokens") or 0),
+                 cache_read_tokens=int(read or 0),
+                 cache_write_tokens=int(details.get("cache_write_tokens") or 0))

@@ -20,6 +20,14 @@ hash-chosen value; strings, numbers, booleans: hash-derived; arrays: ``minItems`
 items when the prompt says "N items/records/conversations/entries"; ``$ref``/``anyOf``: first
 branch). Usage is ~4 characters per token.
 
+Prompt caches are imitated per provider (:class:`PromptCaches`: OpenAI and Gemini implicit,
+Anthropic at ``cache_control`` breakpoints; minimum length per model from the registry, a TTL,
+hits only once the call that left a prefix has completed), and usage reports them in each
+API's own fields: OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic
+``cache_read_input_tokens`` / ``cache_creation_input_tokens`` (outside ``input_tokens``), Gemini
+``cachedContentTokenCount``. ``prompt_cache=False`` switches them off; ``cache_ttl`` and
+``cache_min_tokens`` (snapshot id -> minimum, None: never cached) override the defaults.
+
 Configurable: ``latency`` (seconds per model call), ``rpm`` (per provider: a token bucket
 holding one second's worth, as providers quantise their limits; excess calls get the provider's
 own 429, see ``rate_limit`` in :data:`SYNC_FAULT_KINDS`), ``batch_latency`` (seconds before a
@@ -29,7 +37,8 @@ Anthropic ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; a G
 others: 0-24576; -1 is dynamic). A Gemini budget above ``maxOutputTokens`` is accepted, as on
 the real API: thoughts count against the cap (see ``reasoning_at_cap``).
 Every model call (sync, or batch item when processed) is appended to ``log`` (api, model,
-system and last user message cut to 200 characters, the user message's sha256, status, fault;
+system and last user message cut to 200 characters, the user message's sha256, status, fault,
+``start`` and ``t``: when it arrived and when it was answered, ``cache_read`` / ``cache_write``;
 ``reply``: the text sent, for a sync call that got one). ``Simulator`` runs in a thread of the
 current process; ``SimulatorProcess`` runs it in a child process (benchmarks), exposing the log
 via ``GET /__sim/log``. HTTP is served by
@@ -282,12 +291,197 @@ def _tokens(text: str) -> int:
     return max(1, (len(text) + 3) // 4)
 
 
+# ---------------------------------------------------------------- prompt caches
+DEFAULT_CACHE_MIN_TOKENS = {"openai": 1024, "anthropic": 1024, "google": 1024}
+"""The shortest cached prefix of a model the registry does not know, per API family."""
+CACHE_STEP = {"openai": 128, "google": 128}
+"""Implicit caches count cached tokens in these steps above the minimum (OpenAI: 1,024, then
+increments of 128; Gemini publishes no step, the simulator uses OpenAI's)."""
+DEFAULT_CACHE_TTL = 300.0
+"""Seconds a cached prefix lives after its last use (OpenAI: 5-10 minutes of inactivity;
+Anthropic: 5 minutes, refreshed on use; a breakpoint with ``ttl: 1h`` lives an hour)."""
+MAX_CACHE_ENTRIES = 500_000
+
+
+@dataclass
+class CacheUse:
+    """What one model call reads from and writes to the prompt cache. ``store``: the prefix
+    hashes the call leaves in the cache when it completes, with their lifetimes."""
+
+    read: int = 0
+    write: int = 0
+    store: list[tuple[str, float]] = field(default_factory=list)
+
+
+NO_CACHE = CacheUse()
+
+
+class PromptCaches:
+    """The providers' prompt caches, imitated (one per simulator).
+
+    OpenAI and Gemini cache on their own (``implicit``): a call reads the longest prefix, at
+    least the model's minimum and in steps of :data:`CACHE_STEP`, that an earlier call has
+    left. Anthropic caches what ``cache_control`` marks (a block's breakpoint, or the last block
+    for a top-level ``cache_control``): a call reads the longest marked prefix in the cache and
+    writes the last marked prefix it did not find; marked prefixes shorter than the minimum
+    are not cached. A call's prefixes enter the cache only when it has completed (a synchronous
+    call when it is answered; the items of a batch, which run side by side, when the batch
+    ends), so calls in flight together never hit each other. Entries live ``ttl`` seconds
+    after their last use. The minimum of a model comes from the registry (its
+    ``cache_min_tokens``; a model whose ``cache_mode`` is ``none`` is never cached), else
+    :data:`DEFAULT_CACHE_MIN_TOKENS`. Tokens are counted as in the replies (~4 characters).
+    """
+
+    def __init__(self, ttl: float = DEFAULT_CACHE_TTL,
+                 min_tokens: dict[str, int | None] | None = None, enabled: bool = True) -> None:
+        self.ttl = ttl
+        self.enabled = enabled
+        self._min = dict(min_tokens) if min_tokens is not None else None
+        self._entries: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def minimum(self, api: str, model: str) -> int | None:
+        if self._min is None:
+            self._min = _registry_cache_minimums()
+        if model in self._min:
+            return self._min[model]
+        return DEFAULT_CACHE_MIN_TOKENS.get(api)
+
+    def lookup(self, api: str, tenant: str, model: str, body: dict[str, Any],
+               msgs: list[tuple[str, str]]) -> CacheUse:
+        """What a call would read and write if it started now (nothing is stored yet)."""
+        minimum = self.minimum(api, model) if self.enabled else None
+        if minimum is None:
+            return NO_CACHE
+        seed = f"{api}/{tenant}/{model}"
+        if api == "anthropic":
+            return self._breakpoints(seed, body, minimum)
+        step = CACHE_STEP.get(api, 128)
+        chars = sum(len(t) for _, t in msgs)
+        cuts = [b * 4 for b in range(minimum, chars // 4 + 1, step)]
+        if not cuts:
+            return NO_CACHE
+        hashes = _prefix_hashes(seed, msgs, cuts)
+        now = time.monotonic()
+        with self._lock:
+            read = max((c // 4 for c, h in zip(cuts, hashes, strict=True) if self._alive(h, now)),
+                       default=0)
+        return CacheUse(read=read, store=[(h, self.ttl) for h in hashes])
+
+    def _breakpoints(self, seed: str, body: dict[str, Any], minimum: int) -> CacheUse:
+        segments, marks = _anthropic_segments(body)
+        if not marks:
+            return NO_CACHE
+        cuts = [c for c, _ in marks]
+        hashes = _prefix_hashes(seed, segments, cuts)
+        eligible = [(-(-c // 4), h, ttl) for (c, ttl), h in zip(marks, hashes, strict=True)
+                    if -(-c // 4) >= minimum]
+        if not eligible:
+            return NO_CACHE
+        now = time.monotonic()
+        with self._lock:
+            read = max((tok for tok, h, _ in eligible if self._alive(h, now)), default=0)
+            last_tok, last_hash, _ = eligible[-1]
+            write = 0 if self._alive(last_hash, now) else last_tok - read
+        ttl = {"1h": 3600.0}
+        return CacheUse(read=read, write=write,
+                        store=[(h, ttl.get(t or "", self.ttl)) for _, h, t in eligible])
+
+    def commit(self, use: CacheUse) -> None:
+        """The call has completed: its prefixes are in the cache (or live on)."""
+        if not use.store:
+            return
+        now = time.monotonic()
+        with self._lock:
+            for h, ttl in use.store:
+                self._entries.pop(h, None)
+                self._entries[h] = now + ttl
+            while len(self._entries) > MAX_CACHE_ENTRIES:
+                self._entries.pop(next(iter(self._entries)))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def _alive(self, h: str, now: float) -> bool:
+        expires = self._entries.get(h)
+        if expires is None:
+            return False
+        if expires <= now:
+            del self._entries[h]
+            return False
+        return True
+
+
+def _registry_cache_minimums() -> dict[str, int | None]:
+    """The registry's cache minimum per snapshot id (None: the model is not cached)."""
+    from hbpsych_utils.llm.models import load_registry
+
+    return {m.api_model: (m.cache_min_tokens if m.cache_mode != "none" else None)
+            for m in load_registry().models.values()}
+
+
+def _prefix_hashes(seed: str, msgs: list[tuple[str, str]], cuts: list[int]) -> list[str]:
+    """sha256 of the prompt's first ``c`` characters for each of the sorted ``cuts`` (counted
+    over the texts alone; each message's role enters the hash where the message starts)."""
+    h = hashlib.sha256(seed.encode())
+    out: list[str] = []
+    pos = i = 0
+    for role, text in msgs:
+        h.update(b"\x1e" + role.encode() + b"\x1f")
+        fed = 0
+        while i < len(cuts) and cuts[i] - pos <= len(text):
+            k = cuts[i] - pos
+            h.update(text[fed:k].encode())
+            fed = k
+            out.append(h.copy().hexdigest())
+            i += 1
+        h.update(text[fed:].encode())
+        pos += len(text)
+    return out
+
+
+def _anthropic_segments(body: dict[str, Any]
+                        ) -> tuple[list[tuple[str, str]], list[tuple[int, str | None]]]:
+    """A Messages body as (role, text) per message (system first; blocks of one message joined,
+    as the model reads them) and its cache breakpoints: (characters up to the end of the
+    marked block, the breakpoint's ttl), in prompt order. A top-level ``cache_control`` marks
+    the last block."""
+    segments: list[tuple[str, str]] = []
+    marks: list[tuple[int, str | None]] = []
+    pos = 0
+
+    def add(role: str, content: Any) -> None:
+        nonlocal pos
+        blocks = content if isinstance(content, list) else [{"text": content or ""}]
+        texts = []
+        for b in blocks:
+            text = _text_of(b) if isinstance(b, dict) else str(b)
+            texts.append(text)
+            pos += len(text)
+            cc = b.get("cache_control") if isinstance(b, dict) else None
+            if isinstance(cc, dict):
+                marks.append((pos, cc.get("ttl")))
+        segments.append((role, "".join(texts)))
+
+    if body.get("system"):
+        add("system", body["system"])
+    for m in body.get("messages", []):
+        add(str(m.get("role", "")), m.get("content"))
+    top = body.get("cache_control")
+    if isinstance(top, dict) and pos and (not marks or marks[-1][0] != pos):
+        marks.append((pos, top.get("ttl")))
+    return segments, marks
+
+
 # ---------------------------------------------------------------- the server
 class _State:
     """Everything the handlers share; touched only from the server's event loop."""
 
     def __init__(self, latency: float, rpm: float | None, faults: list[Fault],
-                 batch_latency: float, hang: float, keep_log: bool) -> None:
+                 batch_latency: float, hang: float, keep_log: bool,
+                 caches: PromptCaches | None = None) -> None:
+        self.caches = caches if caches is not None else PromptCaches()
         self.latency = latency
         self.rpm = rpm
         self.faults = faults
@@ -369,8 +563,11 @@ class Simulator:
 
     def __init__(self, *, latency: float = 0.0, rpm: float | None = None,
                  faults: Iterable[Fault] = (), batch_latency: float = 0.0, hang: float = 30.0,
-                 keep_log: bool = True, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.state = _State(latency, rpm, list(faults), batch_latency, hang, keep_log)
+                 keep_log: bool = True, host: str = "127.0.0.1", port: int = 0,
+                 prompt_cache: bool = True, cache_ttl: float = DEFAULT_CACHE_TTL,
+                 cache_min_tokens: dict[str, int | None] | None = None) -> None:
+        caches = PromptCaches(cache_ttl, cache_min_tokens, enabled=prompt_cache)
+        self.state = _State(latency, rpm, list(faults), batch_latency, hang, keep_log, caches)
         self.host = host
         self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -405,12 +602,14 @@ class Simulator:
         return fault
 
     def clear(self) -> None:
-        """Forget faults, the log and the rate window (batches and files stay)."""
+        """Forget faults, the log, the rate window and the prompt caches (batches and files
+        stay)."""
         with self.state.lock:
             self.state.log.clear()
         self.state.faults.clear()
         self.state.counts.clear()
         self.state.buckets.clear()
+        self.state.caches.clear()
 
     # lifecycle -----------------------------------------------------------------
     def start(self) -> Simulator:
@@ -592,7 +791,8 @@ class Simulator:
         h = sim_hash(model, msgs, schema)
         entry = {"api": api, "tenant": tenant, "model": model, "hash": h, "kind": "sync",
                  "user": _last_user(msgs), "user_sha256": _last_user_sha256(msgs),
-                 "system": "\n".join(t for r, t in msgs if r == "system")[:200]}
+                 "system": "\n".join(t for r, t in msgs if r == "system")[:200],
+                 "start": time.time()}
         wait = st.rate_limited(f"{api}/{tenant}")
         if wait is not None:
             st.record(**entry, status=429, fault="rpm")
@@ -602,6 +802,7 @@ class Simulator:
             st.record(**entry, status=400, fault="invalid_request")
             return _error(api, 400, invalid)
         fault = st.fault_for(api, model, msgs)
+        use = st.caches.lookup(api, tenant, model, body, msgs)  # as the call arrives
         if st.latency:
             await asyncio.sleep(st.latency)
         kind = fault.kind if fault else None
@@ -629,9 +830,10 @@ class Simulator:
         else:
             text = answer_text(model, msgs, schema, h)
             text = _fault_text(kind, text)
-            body_obj = _BUILD[api](model, msgs, h, text, kind, cap, body)
+            body_obj = _BUILD[api](model, msgs, h, text, kind, cap, body, use)
+            st.caches.commit(use)  # answered: the prefix is in the cache from now on
             reply = _json_reply(body_obj)
-            entry["reply"] = text
+            entry.update(reply=text, cache_read=use.read, cache_write=use.write)
             if kind == "truncated":
                 reply.action = "truncate"
         st.record(**entry, status=status, fault=kind)
@@ -686,9 +888,10 @@ class Simulator:
                 return _json_reply(b["obj"])
             processed, unprocessed = _split_for_end(b["items"], end)
             out, err = [], []
+            done: list[CacheUse] = []
             for line in processed:
                 body = line.get("body", {})
-                res = self._item("openai", str(body.get("model", "")), body)
+                res = self._item("openai", str(body.get("model", "")), body, done)
                 rid = "batch_req_" + uuid.uuid4().hex[:16]
                 if isinstance(res, dict):
                     out.append({"id": rid, "custom_id": line.get("custom_id"),
@@ -705,6 +908,7 @@ class Simulator:
             why = "batch_cancelled" if end is not None and end.kind == "batch_cancelled" else (
                 "batch_expired")
             err += [_openai_unprocessed(line, why) for line in unprocessed]
+            self._batch_ended(done)
             obj = b["obj"]
             if out:
                 fid = "file-" + uuid.uuid4().hex[:24]
@@ -751,9 +955,10 @@ class Simulator:
             counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0,
                       "expired": 0}
             lines = []
+            done = []
             for r in processed:
                 params = r.get("params", {})
-                res = self._item("anthropic", str(params.get("model", "")), params)
+                res = self._item("anthropic", str(params.get("model", "")), params, done)
                 if isinstance(res, dict):
                     result: dict[str, Any] = {"type": "succeeded", "message": res}
                 elif res is None:  # Anthropic writes a line for every request
@@ -763,6 +968,7 @@ class Simulator:
                         "type": "api_error", "message": res}}}
                 counts[result["type"]] += 1
                 lines.append({"custom_id": r.get("custom_id"), "result": result})
+            self._batch_ended(done)
             gone = "canceled" if end is not None and end.kind == "batch_cancelled" else "expired"
             for r in unprocessed:
                 counts[gone] += 1
@@ -825,8 +1031,9 @@ class Simulator:
             b["items"] = []
             return _json_reply(b["obj"])
         out = []
+        done = []
         for r in b["items"]:
-            res = self._item("google", b["model"], r.get("request", {}))
+            res = self._item("google", b["model"], r.get("request", {}), done)
             if res is None:
                 continue
             if isinstance(res, dict):
@@ -834,6 +1041,7 @@ class Simulator:
             else:
                 out.append({"error": {"code": 500, "message": res, "status": "INTERNAL"},
                             "metadata": r.get("metadata")})
+        self._batch_ended(done)
         meta.update(state="BATCH_STATE_SUCCEEDED", endTime=_iso(time.time()),
                     output={"inlinedResponses": {"inlinedResponses": out}})
         b["obj"]["done"] = True
@@ -843,27 +1051,45 @@ class Simulator:
     def _due(self, b: dict[str, Any]) -> bool:
         return time.time() - b["created"] >= self.state.batch_latency
 
-    def _item(self, api: str, model: str, body: dict[str, Any]) -> dict[str, Any] | str | None:
-        """One batch item: a response body, an error message (str) or None (dropped)."""
+    def _item(self, api: str, model: str, body: dict[str, Any], done: list[CacheUse]
+              ) -> dict[str, Any] | str | None:
+        """One batch item: a response body, an error message (str) or None (dropped). The items
+        of a batch run side by side: each reads the prompt cache as it was when the batch
+        started; what an answered item leaves in it (appended to ``done``) is stored when the
+        batch ends (:meth:`_batch_ended`)."""
         st = self.state
         msgs, schema, cap = _NORM[api](body)
         h = sim_hash(model, msgs, schema)
         fault = st.fault_for(api, model, msgs)
         kind = fault.kind if fault else None
+        use = NO_CACHE
+        if kind not in ("batch_item_missing", *_ITEM_FAILURES):
+            use = st.caches.lookup(api, "", model, body, msgs)
         st.record(api=api, tenant="", model=model, hash=h, kind="batch",
                   user=_last_user(msgs), user_sha256=_last_user_sha256(msgs),
-                  status=0 if kind == "batch_item_missing" else 200, fault=kind)
+                  status=0 if kind == "batch_item_missing" else 200, fault=kind,
+                  start=time.time(), cache_read=use.read, cache_write=use.write)
         if kind == "batch_item_missing":
             return None
-        if kind in ("http_500", "http_503", "batch_item_error", "reset", "timeout",
-                    "malformed", "truncated", "rate_limit", "quota", "overloaded"):
+        if kind in _ITEM_FAILURES:
             return f"simulated batch item failure ({kind})"
         invalid = _invalid_request(api, model, body)
         if invalid is not None:  # the real API errors the item as it would the call
             return invalid
         text = answer_text(model, msgs, schema, h)
         text = _fault_text(kind, text)
-        return _BUILD[api](model, msgs, h, text, kind, cap, body)
+        done.append(use)
+        return _BUILD[api](model, msgs, h, text, kind, cap, body, use)
+
+    def _batch_ended(self, done: list[CacheUse]) -> None:
+        """The batch's answered items have completed: their prefixes enter the cache."""
+        for use in done:
+            self.state.caches.commit(use)
+
+
+_ITEM_FAILURES = ("http_500", "http_503", "batch_item_error", "reset", "timeout", "malformed",
+                  "truncated", "rate_limit", "quota", "overloaded")
+"""Fault kinds that make a batch item errored."""
 
 
 def _split_for_end(items: list[Any], end: Fault | None) -> tuple[list[Any], list[Any]]:
@@ -919,7 +1145,8 @@ def _cut(text: str, cap: int | None) -> tuple[str, bool]:
 
 
 def _openai_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kind: str | None,
-                 cap: int | None, req: dict[str, Any]) -> dict[str, Any]:
+                 cap: int | None, req: dict[str, Any], use: CacheUse = NO_CACHE
+                 ) -> dict[str, Any]:
     text, cut = _cut(text, cap)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
     finish = "length" if cut else "stop"
@@ -940,11 +1167,13 @@ def _openai_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kin
             "choices": [{"index": 0, "message": message, "finish_reason": finish,
                          "logprobs": None}],
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct,
+                      "prompt_tokens_details": {"cached_tokens": use.read, "audio_tokens": 0},
                       "completion_tokens_details": {"reasoning_tokens": reasoning}}}
 
 
 def _anthropic_body(model: str, msgs: list[tuple[str, str]], h: str, text: str,
-                    kind: str | None, cap: int | None, req: dict[str, Any]) -> dict[str, Any]:
+                    kind: str | None, cap: int | None, req: dict[str, Any],
+                    use: CacheUse = NO_CACHE) -> dict[str, Any]:
     text, cut = _cut(text, cap)
     content: list[dict[str, Any]] = []
     thinking = (req.get("thinking") or {}).get("type") == "enabled"
@@ -963,16 +1192,28 @@ def _anthropic_body(model: str, msgs: list[tuple[str, str]], h: str, text: str,
     if text or kind == "empty":
         content.append({"type": "text", "text": text})
     pt = _tokens("".join(t for _, t in msgs))
+    one_hour = any((b.get("cache_control") or {}).get("ttl") == "1h"
+                   for m in req.get("messages", []) if isinstance(m.get("content"), list)
+                   for b in m["content"] if isinstance(b, dict))
+    # input_tokens leaves out what was read from or written to the cache
+    usage = {"input_tokens": pt - use.read - use.write,
+             "cache_creation_input_tokens": use.write, "cache_read_input_tokens": use.read,
+             "cache_creation": {"ephemeral_5m_input_tokens": 0 if one_hour else use.write,
+                                "ephemeral_1h_input_tokens": use.write if one_hour else 0},
+             "output_tokens": out or (_tokens(text) if text else 0), "service_tier": "standard"}
     return {"id": f"msg_{h[:24]}", "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": pt, "output_tokens": out or (_tokens(text) if text else 0)}}
+            "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}
 
 
 def _google_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kind: str | None,
-                 cap: int | None, req: dict[str, Any]) -> dict[str, Any]:
+                 cap: int | None, req: dict[str, Any], use: CacheUse = NO_CACHE
+                 ) -> dict[str, Any]:
     text, cut = _cut(text, cap)
     pt = _tokens("".join(t for _, t in msgs))
-    usage = {"promptTokenCount": pt}
+    usage: dict[str, Any] = {"promptTokenCount": pt}
+    if use.read:  # counted in promptTokenCount; sent only when there is a hit
+        usage.update(cachedContentTokenCount=use.read,
+                     cacheTokensDetails=[{"modality": "TEXT", "tokenCount": use.read}])
     if kind == "refusal":
         cand = {"index": 0, "finishReason": "SAFETY", "safetyRatings": [
             {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
@@ -1112,12 +1353,23 @@ def _quota_error(api: str, model: str = "") -> _Reply:
 def _invalid_request(api: str, model: str, body: dict[str, Any]) -> str | None:
     """The message of the 400 the real API gives a request it rejects, or None.
 
-    Anthropic: extended thinking needs ``budget_tokens`` >= 1024 and < ``max_tokens``. Gemini: a
+    Anthropic: a text block must hold non-whitespace text and at most 4 blocks may carry
+    ``cache_control``; extended thinking needs ``budget_tokens`` >= 1024 and < ``max_tokens``.
+    Gemini: a
     ``thinkingBudget`` outside the model's range (2.5 Pro 128-32768 and thinking cannot be
     switched off; others 0-24576; -1 is dynamic). Gemini accepts a budget above
     ``maxOutputTokens``: the thoughts then count against the cap.
     """
     if api == "anthropic":
+        blocks = [b for m in body.get("messages", []) if isinstance(m.get("content"), list)
+                  for b in m["content"] if isinstance(b, dict)]
+        if isinstance(body.get("system"), list):
+            blocks += [b for b in body["system"] if isinstance(b, dict)]
+        if any(b.get("type") == "text" and not str(b.get("text") or "").strip() for b in blocks):
+            return "messages: text content blocks must contain non-whitespace text"
+        marked = sum(isinstance(b.get("cache_control"), dict) for b in blocks)
+        if marked > 4:
+            return f"A maximum of 4 blocks with cache_control may be provided. Found {marked}."
         thinking = body.get("thinking") or {}
         if thinking.get("type") != "enabled":
             return None
