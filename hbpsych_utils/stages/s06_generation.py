@@ -6,6 +6,12 @@ with :func:`generation.read_responses`) and ``summary.csv``. The engine prints i
 before the first call is sent; the plan also comes back as a view. ``paper`` reports what the
 released run logs say about generation, since the responses themselves are not released:
 ``spend_by_candidate.csv`` and ``anomalies.csv``.
+
+Either mode also plans what the run costs (``cost_plan.csv``, :mod:`evaluation.cost_plan`): live,
+this run's candidates × its conversations; paper, the study's design (its candidates × the
+released subset, measured on the conversations the corpus holds and scaled to the subset's
+size). Generation and the grading the profile configures (its judges, ``llm.mode``,
+``llm.prompt_caching``) are priced three ways: as the study ran it, as configured, optimised.
 """
 
 from __future__ import annotations
@@ -14,21 +20,25 @@ from typing import Any
 
 import pandas as pd
 
+from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subsets
-from hbpsych_utils.core.config import GenerationParams
+from hbpsych_utils.construction.corpus import Conversation
+from hbpsych_utils.core import config
+from hbpsych_utils.core.config import GenerationParams, GradingParams
 from hbpsych_utils.core.stage import Stage
-from hbpsych_utils.evaluation import generation, refusals, runlog
+from hbpsych_utils.evaluation import cost_plan, generation, grading, refusals, runlog
 from hbpsych_utils.stages.base import ProfileRun, StageResult
 
 STAGE = "06_generation"
 RESPONSES_FILE = "responses.jsonl"
+PLAN_FILE = "cost_plan.csv"
 
 
 def run(run: ProfileRun, params: GenerationParams) -> StageResult:
     """Generate (``live``) or summarise the released logs (``paper``); write and return."""
     stage = run.stage(STAGE)
-    result = _live(run, stage, params) if params.mode == "live" else _paper(stage)
+    result = _live(run, stage, params) if params.mode == "live" else _paper(run, stage, params)
     return result.write()
 
 
@@ -39,6 +49,7 @@ def _live(run: ProfileRun, stage: Stage, params: GenerationParams) -> StageResul
              for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
     wanted = subsets.stage_ids(stage, params.subset)
     ids = [i for i in wanted if i in by_id][:params.n_conversations]
+    planned = planned_cost(run, stage, params, [by_id[i] for i in ids])
     requests = generation.generation_requests([by_id[i] for i in ids], params.candidates,
                                               temperature=params.temperature,
                                               max_tokens=params.max_tokens)
@@ -54,7 +65,7 @@ def _live(run: ProfileRun, stage: Stage, params: GenerationParams) -> StageResul
                            plan_est_cost=plan.est_cost,
                            stopped_by_budget=report.stopped_by_budget)
     return StageResult(
-        stage, metrics, tables={"summary.csv": summary},
+        stage, metrics, tables={"summary.csv": summary, PLAN_FILE: planned},
         views={"Cost plan (estimated before any call was sent)": generation.plan_table(plan),
                "Responses per candidate": summary},
         findings=findings(metrics),
@@ -77,7 +88,48 @@ def live_metrics(params: GenerationParams, ids: list[str], responses: pd.DataFra
     }
 
 
-def _paper(stage: Stage) -> StageResult:
+def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams,
+                 conversations: list[Conversation] | None = None) -> pd.DataFrame:
+    """The planned cost of this run per (phase, model), as the study ran it, as configured and
+    optimised (``cost_plan.compare``; its assumptions are in ``evaluation.cost_plan``): live,
+    ``params.candidates`` on ``conversations`` (what this run sends); paper, the study's design
+    on the released subset (``params.candidates`` or the study's 20), measured on the
+    conversations the corpus holds and scaled to the subset's size. Grading is the profile's:
+    its judges (the study's panel when null), ``llm.mode``, ``llm.prompt_caching``."""
+    from hbpsych_utils.llm.models import load_registry
+
+    judges = tuple(profile_grading(run.profile).judges or study.JUDGE_PANEL)
+    if conversations is None:
+        design = cost_plan.study_design(
+            params.subset, candidates=tuple(params.candidates or study.CANDIDATES),
+            judges=judges, fetch=stage.fetch)
+    elif not conversations or not params.candidates:
+        return pd.DataFrame()
+    else:
+        template = grading.load_template(stage.fetch(grading.TEMPLATE_ARTIFACT))
+        design = cost_plan.Design(
+            conversations=tuple(cost_plan.measure(conversations, template)),
+            n_conversations=len(conversations), candidates=tuple(params.candidates),
+            judges=judges)
+    llm = run.llm
+    registry = load_registry(config.resolve_path(llm.registry_file) if llm.registry_file
+                             else None)
+    routings = [cost_plan.AS_STUDY_RAN, cost_plan.configured(llm.mode, llm.prompt_caching),
+                cost_plan.OPTIMISED]
+    return cost_plan.compare(design, registry, routings)
+
+
+def profile_grading(profile: str) -> GradingParams:
+    """The grading section of the run's profile (``params/<profile>.yaml``), for the judges
+    the plan prices; a run without such a file (a notebook run by hand under another name,
+    tests) gets the section's defaults, i.e. the study's panel."""
+    if not config.profile_path(profile).is_file():
+        return GradingParams()
+    return config.load_profile(profile).grading
+
+
+def _paper(run: ProfileRun, stage: Stage, params: GenerationParams) -> StageResult:
+    planned = planned_cost(run, stage, params)
     spend = runlog.read_spend(stage.fetch("run_spend"))
     events = refusals.read_error_log(stage.fetch("run_errors"))
     gen_spend = runlog.spend_by(spend, "generate")
@@ -86,7 +138,7 @@ def _paper(stage: Stage) -> StageResult:
     return StageResult(
         stage, metrics,
         tables={"spend_by_candidate.csv": gen_spend.rename_axis("candidate").to_frame(),
-                "anomalies.csv": gen_anomalies},
+                "anomalies.csv": gen_anomalies, PLAN_FILE: planned},
         views={"Generation spend per candidate (USD)": gen_spend.to_frame(),
                "Anomalies logged while generating": gen_anomalies},
         findings=findings(metrics, gen_spend),
