@@ -9,7 +9,14 @@
 - ratelimit: simulator limited to RPM with 0.5 s latency; N calls through the engine vs a
   120-thread pool with no limiter and 2^n back-off (the reference harness's approach).
 - resume: a finished N-call job re-run: requests made (must be 0) and wall time.
-- scale: N judge requests through the batch path (plan, chunk, submit, poll, collect, store).
+- scale: N judge requests through the batch path (plan, chunk, submit, poll, collect, store):
+  `results_per_s` of the run step and `bytes_per_result` (the store on disk after close,
+  WAL and shared-memory files included, divided by the stored results).
+- faults: N grader requests over the three judges' providers on the batch path, under a fault
+  schedule on every endpoint (sync calls, batch items, batch status and results reads, a batch
+  that expires), against a fault-free run of the same requests: answers lost, answers that
+  differ, completed answers asked again, and batch answers the provider gave that were bought
+  again synchronously (all must be 0 after at most one re-run).
 Prints a JSON summary and a Markdown table (paste into docs/engine.md).
 """
 
@@ -32,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hbpsych_utils.llm import Engine, Request, load_registry
 from hbpsych_utils.llm.providers import adapter_class
 from hbpsych_utils.llm.testing import SimulatorProcess
+from hbpsych_utils.llm.testing.simulator import COLLECT_FAULT_KINDS
 
 REG = load_registry()
 # The engine imports a provider's SDK on its first request. Import them all here, once, so the
@@ -157,13 +165,80 @@ def bench_scale(n: int, workdir: Path) -> dict:
         out = e.run(rs, mode="batch")
         t_run = time.perf_counter() - t0
         ok = sum(r.status == "ok" for r in out)
+        stored = e.store.count()
         e.store.close()
+        # the whole store on disk once closed: main file, WAL and shared-memory index
         size = sum(p.stat().st_size for p in workdir.glob("scale.db*"))
         rep = e.last_report
     return {"n": n, "build_requests_s": round(t_build, 1), "plan_s": round(t_plan, 1),
             "plan_est_cost_usd": round(plan.est_cost, 2), "run_s": round(t_run, 1),
+            "results_per_s": round(n / t_run, 1),
             "ok": ok, "batches": len(rep.batches) if rep else None,
-            "fallback": rep.fallback if rep else None, "store_mb": round(size / 2**20, 1)}
+            "fallback": rep.fallback if rep else None, "store_mb": round(size / 2**20, 1),
+            "stored_results": stored, "bytes_per_result": round(size / max(stored, 1), 1)}
+
+
+def fault_schedule() -> list[dict]:
+    """Every endpoint of every judge provider fails some of the time; nothing fails for good."""
+    per_api = [("http_500", 15), ("http_503", 15), ("reset", 8), ("rate_limit", 8),
+               ("truncated", 5), ("malformed", 5), ("empty", 5), ("timeout", 2),
+               ("batch_item_error", 10), ("batch_item_missing", 10),
+               *((k, 2) for k in COLLECT_FAULT_KINDS), ("batch_expired", 1)]
+    return [{"kind": k, "api": api, "times": t, "retry_after": 0.05}
+            for api in ("openai", "anthropic", "google") for k, t in per_api]
+
+
+def _answers(db: Path, keys: list[str]) -> dict[str, str | None]:
+    """The stored answers of ``keys`` (completed ones only), read through the store's API."""
+    from hbpsych_utils.llm.store import Store
+
+    with Store(db) as store:
+        return {k: r.text for k, r in store.get_many(keys, completed_only=True).items()}
+
+
+def bench_faults(n: int, workdir: Path) -> dict:
+    import hashlib
+
+    rs = reqs(n, "faults", JUDGES)
+    opts = {"batch_latency": 0.2, "hang": 3.0}
+    engine_opts = {"limits": free(32), "progress": False, "env": {}, "poll_interval": 0.1,
+                   "backoff_base": 0.05, "backoff_max": 0.5, "timeout": 2.0}
+    with SimulatorProcess(keep_log=False, **opts) as sim:
+        clean = Engine(workdir / "clean.db", REG, base_urls=sim.base_urls_for(REG),
+                       **engine_opts)
+        keys = [r.key for r in clean.run(rs, mode="batch")]
+        reference = _answers(workdir / "clean.db", keys)
+    sha = dict(zip(keys, (hashlib.sha256(r.messages[-1].content.encode()).hexdigest()
+                          for r in rs), strict=True))
+    with SimulatorProcess(keep_log=True, faults=fault_schedule(), **opts) as sim:
+        e = Engine(workdir / "faults.db", REG, base_urls=sim.base_urls_for(REG), **engine_opts)
+        t0 = time.perf_counter()
+        e.run(rs, mode="batch")
+        first = _answers(workdir / "faults.db", keys)
+        rerun_at, reruns = float("inf"), 0
+        if len(first) < len(rs):  # left for the next run (e.g. a batch still uncollected)
+            rerun_at, reruns = time.time(), 1
+            e.run(rs, mode="batch")
+        t_run = time.perf_counter() - t0
+        final = _answers(workdir / "faults.db", keys)
+        log = sim.fetch_log()
+    entries = log["log"]
+    answered_in_batch = {x["user_sha256"] for x in entries
+                         if x["kind"] == "batch" and x["status"] == 200 and x["fault"] is None}
+    sync_calls = [x["user_sha256"] for x in entries if x["kind"] == "sync"]
+    completed_first = {sha[k] for k in first}
+    kinds = {f["kind"] for f in fault_schedule()}
+    return {
+        "n": n, "reruns": reruns, "run_s": round(t_run, 1),
+        "faults_injected": sum(x["fault"] is not None for x in entries) + sum(
+            v for k, v in log["counts"].items() if k.split(":", 1)[1] in kinds),
+        "lost": sum(k not in final for k in reference),
+        "differing": sum(k in final and final[k] != t for k, t in reference.items()),
+        "completed_resent": sum(x["user_sha256"] in completed_first for x in entries
+                                if x["t"] >= rerun_at),
+        "batch_items_resent_sync": sum(s in answered_in_batch for s in sync_calls),
+        "sync_calls": len(sync_calls), "batches": len(e.store.batches()),
+    }
 
 
 def main() -> None:
@@ -175,7 +250,9 @@ def main() -> None:
     ap.add_argument("--rl-latency", type=float, default=0.5)
     ap.add_argument("--resume-n", type=int, default=3000)
     ap.add_argument("--scale-n", type=int, default=30000)
-    ap.add_argument("--only", nargs="*", default=["overhead", "ratelimit", "resume", "scale"])
+    ap.add_argument("--faults-n", type=int, default=1500)
+    ap.add_argument("--only", nargs="*",
+                    default=["overhead", "ratelimit", "resume", "scale", "faults"])
     ap.add_argument("--out", type=Path, default=None, help="write the JSON summary here")
     a = ap.parse_args()
     res: dict = {"cpus": os.cpu_count()}
@@ -193,6 +270,9 @@ def main() -> None:
         if "scale" in a.only:
             res["scale"] = bench_scale(a.scale_n, w)
             print(json.dumps(res["scale"]), flush=True)
+        if "faults" in a.only:
+            res["faults"] = bench_faults(a.faults_n, w)
+            print(json.dumps(res["faults"]), flush=True)
     print(json.dumps(res, indent=2))
     if a.out:
         a.out.write_text(json.dumps(res, indent=2) + "\n")
