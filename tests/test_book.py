@@ -246,3 +246,19 @@ def test_cli_builds_a_book_and_names_a_missing_run(tmp_path: Path, capsys) -> No
     assert "index.html" in capsys.readouterr().out
     assert cli(["book", "nosuch", "--outputs", str(tmp_path)]) == 1
     assert "nosuch" in capsys.readouterr().err
+
+
+def test_after_a_failed_notebook_the_earlier_runs_chapters_are_left_out(tmp_path: Path) -> None:
+    notebooks = ["01_corpus", "03_review_round1", "05_subset", "09_judges"]
+    manifest = {"profile": "default", "notebooks": [
+        {"notebook": "01_corpus", "status": "ok"},
+        {"notebook": "03_review_round1", "status": "failed"}]}
+    run = make_run(tmp_path, METRICS, notebooks, manifest)
+    assert [p.stem for p in book.chapters_of(run, manifest)] == ["01_corpus",
+                                                                "03_review_round1"]
+    html = pages(book.render(run).index)
+    assert "03_review_round1.html" in html
+    assert "05_subset.html" not in html and "09_judges.html" not in html
+    # a run of some notebooks that stopped nowhere keeps the other chapters
+    manifest["notebooks"][1]["status"] = "ok"
+    assert len(book.chapters_of(run, manifest)) == len(notebooks)

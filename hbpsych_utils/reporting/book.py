@@ -592,9 +592,20 @@ def sphinx_config(title: str, banner: str) -> dict[str, Any]:
     }
 
 
-def chapters_of(profile_dir: Path) -> list[Path]:
-    """The executed notebooks of a run folder, in order."""
-    return sorted((Path(profile_dir) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+def chapters_of(profile_dir: Path, manifest: Mapping[str, Any] | None = None) -> list[Path]:
+    """The executed notebooks of a run folder, in order.
+
+    When the manifest says the last run stopped at a notebook (``failed`` or
+    ``interrupted``), the executed copies of the notebooks after it are an earlier run's and
+    are left out, so the book never shows them as this run's. A run of some notebooks only
+    (``--only``) that stopped nowhere leaves the others' chapters in."""
+    found = sorted((Path(profile_dir) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    entries = (manifest or {}).get("notebooks") or []
+    stopped = [e.get("notebook") for e in entries if isinstance(e, dict)
+               and e.get("status") in ("failed", "interrupted")]
+    if not stopped or not isinstance(stopped[-1], str):
+        return found
+    return [nb for nb in found if nb.stem <= stopped[-1]]
 
 
 def _read_manifest(profile_dir: Path) -> dict[str, Any] | None:
@@ -616,7 +627,7 @@ def write_sources(profile_dir: Path, src: Path) -> str:
     profile = str((manifest or {}).get("profile") or profile_dir.name)
     src.mkdir(parents=True, exist_ok=True)
     chapters = []
-    for nb in chapters_of(profile_dir):
+    for nb in chapters_of(profile_dir, manifest):
         prepare_notebook(nb, src / nb.name)
         chapters.append(nb.stem)
     values = (manifest or {}).get("profile_values") or _profile_values(profile) or {}
