@@ -447,3 +447,26 @@ def test_ctrl_c_after_a_notebook_finished_stops_before_the_next(project: Path) -
     assert manifest_of(out)["notebooks"] == [
         {**manifest_of(out)["notebooks"][0], "notebook": "01_a", "status": "ok"},
         {"notebook": "02_b", "status": "interrupted", "seconds": 0.0, "started": False}]
+
+
+# --- the run's --set overrides reach a stage that reads another section of its profile ---------
+
+GRADING_CELL = """\
+import json
+from pathlib import Path
+from hbpsych_utils.stages.s06_generation import profile_grading
+judges = profile_grading(profile).judges
+(Path(outputs_root).parent / "judges.json").write_text(json.dumps(judges))"""
+
+
+def test_a_stage_reading_another_section_sees_the_runs_overrides(project: Path) -> None:
+    from hbpsych_utils import study
+
+    notebook(project / "notebooks" / "01_a.ipynb", GRADING_CELL, params=PARAMS)
+    judge = study.JUDGE_PANEL[1]
+    assert runner.run_profile("p", outputs_root=project / "out",
+                              overrides={"grading.judges": [judge]}, echo=print).ok
+    assert json.loads((project / "judges.json").read_text()) == [judge]
+    assert runner.run_profile("p", outputs_root=project / "out", echo=print).ok
+    assert json.loads((project / "judges.json").read_text()) is None  # the file's
+    assert os.environ.get("HBPSYCH_OVERRIDES") is None  # only the runner's kernels get it

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -364,6 +365,22 @@ def applied_overrides(profile: Profile, overrides: Mapping[str, Any]) -> dict[st
             node = node[part]
         applied[dotted] = node
     return applied
+
+
+OVERRIDES_ENV = "HBPSYCH_OVERRIDES"
+"""Set by the runner for its kernels: the run's ``--set`` overrides as JSON, so a stage that
+reads another section of its profile (06's cost plan reads ``grading``) sees them too."""
+
+
+def run_overrides() -> dict[str, Any]:
+    """The ``--set`` overrides of the run this kernel belongs to ({} outside the runner)."""
+    raw = os.environ.get(OVERRIDES_ENV)
+    if not raw:
+        return {}
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ProfileError(f"{OVERRIDES_ENV}: expected a JSON object, got {raw[:80]!r}")
+    return value
 
 
 def describe_overrides(overrides: Mapping[str, Any]) -> str:

@@ -120,12 +120,13 @@ def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams,
 
 
 def profile_grading(profile: str) -> GradingParams:
-    """The grading section of the run's profile (``params/<profile>.yaml``), for the judges
-    the plan prices; a run without such a file (a notebook run by hand under another name,
-    tests) gets the section's defaults, i.e. the study's panel."""
+    """The grading section of the run's profile (``params/<profile>.yaml`` with the run's
+    ``--set`` overrides), for the judges the plan prices; a run without such a file (a notebook
+    run by hand under another name, tests) gets the section's defaults, i.e. the study's
+    panel."""
     if not config.profile_path(profile).is_file():
         return GradingParams()
-    return config.load_profile(profile).grading
+    return config.load_profile(profile, config.run_overrides()).grading
 
 
 def _paper(run: ProfileRun, stage: Stage, params: GenerationParams) -> StageResult:
