@@ -465,3 +465,34 @@ def test_smoke_verdicts_and_scores_are_the_same_with_caching_off(smoke_on_off) -
     for table in ("verdicts.csv", "scores.csv", "census.csv"):
         assert (on / "07_grading" / table).read_bytes() == (off / "07_grading" / table).read_bytes()
     assert json.loads((off / "07_grading" / "metrics.json").read_text())["prompt_caching"] is False
+
+
+def test_a_profiles_simulator_takes_cache_minimums_from_the_runs_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A registry file that changes a judge's minimum decides what the run's simulator caches."""
+    import yaml
+
+    from hbpsych_utils import study
+    from hbpsych_utils.core import paths
+    from hbpsych_utils.llm import testing
+    from hbpsych_utils.llm.session import open_engine
+
+    raw = yaml.safe_load((paths.params_dir() / "models.yaml").read_text(encoding="utf-8"))
+    judge = study.JUDGE_PANEL[0]
+    raw["models"][judge]["cache_min_tokens"] = 4321
+    registry_file = tmp_path / "models.yaml"
+    registry_file.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    snapshot = load_registry(registry_file).model(judge).api_model
+    made: list[Simulator] = []
+
+    class Recording(testing.Simulator):
+        def __init__(self, **options) -> None:
+            super().__init__(**options)
+            made.append(self)
+
+    monkeypatch.setattr(testing, "Simulator", Recording)
+    with open_engine({"simulator": True, "registry_file": str(registry_file)}, tmp_path,
+                     progress=False):
+        (sim,) = made
+        assert sim.state.caches.minimum("openai", snapshot) == 4321

@@ -57,9 +57,11 @@ def open_engine(
     with ExitStack() as stack:
         if settings.get("simulator"):
             from hbpsych_utils.llm.testing import Simulator  # tests and the smoke profile only
+            from hbpsych_utils.llm.testing.simulator import cache_minimums
 
-            sim = stack.enter_context(Simulator(faults=_faults(settings.get("faults") or [],
-                                                               conversations)))
+            sim = stack.enter_context(Simulator(
+                faults=_faults(settings.get("faults") or [], conversations),
+                cache_min_tokens=cache_minimums(registry)))  # the run's registry decides
             base_urls = {**sim.base_urls_for(registry), **base_urls}
             # the simulator has no real rate limits; pacing calls for them would only slow tests
             limits = {p: {"rpm": None, "tpm": None} for p in registry.providers} | limits

@@ -413,12 +413,18 @@ class PromptCaches:
         return True
 
 
+def cache_minimums(registry: Any) -> dict[str, int | None]:
+    """A registry's cache minimum per snapshot id (None: the model is not cached): what
+    ``Simulator(cache_min_tokens=...)`` takes so that a run's own registry decides."""
+    return {m.api_model: (m.cache_min_tokens if m.cache_mode != "none" else None)
+            for m in registry.models.values()}
+
+
 def _registry_cache_minimums() -> dict[str, int | None]:
-    """The registry's cache minimum per snapshot id (None: the model is not cached)."""
+    """The default registry's cache minimums (a simulator started without its run's)."""
     from hbpsych_utils.llm.models import load_registry
 
-    return {m.api_model: (m.cache_min_tokens if m.cache_mode != "none" else None)
-            for m in load_registry().models.values()}
+    return cache_minimums(load_registry())
 
 
 def _prefix_hashes(seed: str, msgs: list[tuple[str, str]], cuts: list[int]) -> list[str]:
