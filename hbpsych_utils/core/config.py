@@ -198,6 +198,10 @@ class GradingParams(Section):
     """Constrain judge output to the verdict JSON schema where the server supports it. A
     deviation from the reference (which sends none), for small local models; off in the study."""
 
+    def judge_panel(self) -> list[str]:
+        """The judges a run uses: ``judges``, or the study's panel when it names none."""
+        return list(study.JUDGE_PANEL) if self.judges is None else list(self.judges)
+
 
 class ScoresParams(Section):
     """08_scores: per-judge and panel scores, intervals, paired differences."""
@@ -246,6 +250,11 @@ class HarnessValidationParams(Section):
     max_tokens: int = Field(default=study.GRADER_MAX_TOKENS, ge=1)
     n_conversations: int | None = Field(default=None, ge=1)
     """Live mode: only the first N Hard conversations of the corpus (sorted ids)."""
+
+    def model_of(self, role: Literal["candidate", "judge"]) -> str:
+        """The model a run uses in ``role``: the one named, or ``study.HARNESS_MODEL``."""
+        name = getattr(self, role)
+        return study.HARNESS_MODEL if name is None else name
 
 
 class FiguresTablesParams(Section):
@@ -512,15 +521,15 @@ def model_references(profile: Profile) -> list[tuple[str, str]]:
     if grading.judges is not None:
         refs += [(f"grading.judges[{i}]", m) for i, m in enumerate(grading.judges)]
     elif grading.mode == "live":
-        refs += [("grading.judges (null: the study's panel)", m) for m in study.JUDGE_PANEL]
+        refs += [("grading.judges (null: the study's panel)", m)
+                 for m in grading.judge_panel()]
     harness = profile.harness_validation
-    for field in ("candidate", "judge"):
-        name = getattr(harness, field)
-        if name is not None:
-            refs.append((f"harness_validation.{field}", name))
+    for role in ("candidate", "judge"):
+        if getattr(harness, role) is not None:
+            refs.append((f"harness_validation.{role}", harness.model_of(role)))
         elif harness.mode == "live":
-            refs.append((f"harness_validation.{field} (null: the study's harness model)",
-                         study.HARNESS_MODEL))
+            refs.append((f"harness_validation.{role} (null: the study's harness model)",
+                         harness.model_of(role)))
     return refs
 
 

@@ -98,7 +98,7 @@ def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams,
     its judges (the study's panel when null), ``llm.mode``, ``llm.prompt_caching``."""
     from hbpsych_utils.llm.models import load_registry
 
-    judges = tuple(profile_grading(run.profile).judges or study.JUDGE_PANEL)
+    judges = tuple(profile_grading(run.profile).judge_panel())
     if conversations is None:
         design = cost_plan.study_design(
             params.subset, candidates=tuple(params.candidates or study.CANDIDATES),

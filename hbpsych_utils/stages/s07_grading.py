@@ -32,7 +32,7 @@ SCORES_FILE = "scores.csv"
 
 def judges_of(params: GradingParams) -> list[str]:
     """The judges a run uses: the profile's, or the study's panel when it names none."""
-    return list(study.JUDGE_PANEL) if params.judges is None else list(params.judges)
+    return params.judge_panel()
 
 
 def run(run: ProfileRun, params: GradingParams) -> StageResult:

@@ -16,7 +16,6 @@ from typing import Any
 
 import pandas as pd
 
-from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import HarnessValidationParams
 from hbpsych_utils.core.stage import Stage
@@ -29,10 +28,7 @@ STAGE = "11_harness_validation"
 def settings_of(params: HarnessValidationParams) -> dict[str, Any]:
     """The candidate, judge and decoding settings a run uses (``None`` models are the
     study's ``HARNESS_MODEL``), as ``metrics.json`` reports them under ``settings``."""
-    def model(name: str | None) -> str:
-        return study.HARNESS_MODEL if name is None else name
-
-    return {"candidate": model(params.candidate), "judge": model(params.judge),
+    return {"candidate": params.model_of("candidate"), "judge": params.model_of("judge"),
             "temperature": params.temperature, "max_tokens": params.max_tokens}
 
 
