@@ -50,6 +50,7 @@ its task runs on the subset with ``--sample-id`` (README).
 # No `from __future__ import annotations`: `inspect eval FILE@task` executes this file as a
 # module missing from sys.modules, where dataclasses cannot resolve string annotations.
 import asyncio
+import functools
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -93,7 +94,7 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import sources
 from hbpsych_utils.evaluation import grading, scoring
-from hbpsych_utils.llm import ConfigError, load_registry
+from hbpsych_utils.llm import ConfigError, Registry, load_registry
 from hbpsych_utils.reporting.interop import resolve_subset
 
 log = logging.getLogger(__name__)
@@ -165,9 +166,15 @@ def to_sample(conv: Conversation) -> Sample:
 # Judges
 
 
+@functools.cache
+def _registry() -> Registry:
+    """params/models.yaml, read once per process (the scorer asks for every sample)."""
+    return load_registry()
+
+
 def inspect_model_name(model_id: str) -> str:
     """``provider/api_model`` for a registry model reached by a first-party Inspect provider."""
-    registry = load_registry()
+    registry = _registry()
     spec = registry.model(model_id)
     kind = registry.providers[spec.provider].kind
     if kind not in INSPECT_PROVIDER:
@@ -196,8 +203,7 @@ def judge_config(name: str, temperature: float, max_tokens: int) -> GenerateConf
     """Decoding of one judge: the study's temperature and cap, plus the registry's thinking
     budget for a model whose snapshot id (the name's last part) is in the registry."""
     snapshot = name.rsplit("/", 1)[-1]
-    registry = load_registry()
-    spec = next((m for m in registry.models.values() if m.api_model == snapshot), None)
+    spec = next((m for m in _registry().models.values() if m.api_model == snapshot), None)
     budget = None
     if spec is not None:
         budget = spec.params.get("thinking_config", {}).get("thinking_budget")
