@@ -184,6 +184,36 @@ def test_tiny_design_by_hand() -> None:
     assert (jo.groups, jo.groups_cached) == (1, 1)
 
 
+def test_caching_ceiling_by_hand() -> None:
+    """The ceiling caches the whole 1,017-token prefix for both judges (no minimum, no OpenAI
+    granularity), the first call of a group writes it at the input price, the later one reads
+    it, and the batch discount stacks; the rubric item and the instructions stay uncached.
+    Generation and the as-run plan do not change."""
+    ceiling = cost_plan.caching_ceiling(registry(), ["jo", "ja"])
+    assert ceiling.model("cand") == registry().model("cand")
+    every = {k: 1.0 for k in HALF}
+    rows = by_key(cost_plan.plan(design(), ceiling, OPTIMISED, every))
+    jo, ja = rows["grading", "jo"], rows["grading", "ja"]
+    reads = writes = 10 * 1017
+    for r in (jo, ja):
+        assert (r.cache_read_tokens, r.cache_write_tokens) == (reads, writes)
+    uncached = 30_360 - reads - writes
+    assert jo.usd == pytest.approx((uncached * 1 + 1600 * 4 + reads * 0.25 + writes * 1)
+                                   * 0.5 / 1e6)
+    assert ja.usd == pytest.approx((uncached * 3 + 1600 * 15 + (reads * 0.1 + writes) * 3)
+                                   * 0.5 / 1e6)
+    assert rows["generation", "cand"].usd == by_key(cost_plan.plan(
+        design(), registry(), OPTIMISED, every))["generation", "cand"].usd
+    as_run = cost_plan.plan(design(), ceiling, AS_STUDY_RAN, every)
+    assert cost_plan.total_usd(as_run) == pytest.approx(
+        cost_plan.total_usd(cost_plan.plan(design(), registry(), AS_STUDY_RAN, every)))
+    # a prefix far below any real minimum is still cached whole at the ceiling
+    short = Design(conversations=design().conversations, n_conversations=1,
+                   candidates=("cand",), judges=("jo",), reply_scale={"cand": 0.01})
+    (_, jo_short) = cost_plan.plan(short, ceiling, OPTIMISED, every)
+    assert jo_short.cache_read_tokens == pytest.approx(-(-(65 + 40) // 4))
+
+
 def test_sums_scale_with_the_design_size_and_sync_providers_never_batch() -> None:
     small = cost_plan.plan(design(10), registry(), OPTIMISED, HALF)
     large = cost_plan.plan(design(25), registry(), OPTIMISED, HALF)
@@ -281,6 +311,16 @@ def test_study_report_on_the_release(mirror: Path) -> None:
     assert (table["optimised_usd"] <= table["as_run_usd"] + 1e-9).all()
     assert table.loc[("generation", "gpt-4.1-2025-04-14"), "optimised_vs_as_run"] == 0.5
     assert table.loc[("generation", "grok-4.5"), "optimised_vs_as_run"] == 1.0
+    # the ceiling bounds every caching assumption with the same replies
+    sens = s["sensitivity"]
+    for ceiling, others in (("caching_ceiling", ["no_cache_hit", "every_later_call_hits"]),
+                            ("caching_ceiling_with_those_replies",
+                             ["replies_as_long_as_the_generation_ledger_implies",
+                              "those_replies_and_every_later_call_hits"])):
+        for other in others:
+            assert sens[ceiling]["plan_optimised_usd"] <= sens[other]["plan_optimised_usd"]
+            assert sens[ceiling]["plan_as_study_ran_usd"] == sens[other]["plan_as_study_ran_usd"]
+    assert sens["caching_ceiling"]["ratio"] <= s["ratio"]
     assert set(s) >= {"study_spend_usd", "plan_as_study_ran_usd", "plan_optimised_usd",
                       "ratio"}
     assert list(s)[:4] == ["study_spend_usd", "plan_as_study_ran_usd", "plan_optimised_usd",

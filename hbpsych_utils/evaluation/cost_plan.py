@@ -273,6 +273,25 @@ def group_cache_tokens(prefix_tokens: int, n_calls: int, spec: ModelSpec, kind: 
     return reads, writes
 
 
+def caching_ceiling(registry: Registry, models: Iterable[str]) -> Registry:
+    """``registry`` with the prompt cache of ``models`` made as generous as any provider could
+    be: a prefix of any length is cached whole (minimum 1 token, no granularity), writing it
+    costs no premium, and the batch discount stacks with the cache price. Planned with every
+    later call a hit, this bounds what caching can save on the reference grader prompt, whose
+    rubric item and instructions follow the shared prefix and are never cached. The models'
+    cache-read prices are kept."""
+    models = set(models)
+    relaxed = {}
+    for name, spec in registry.models.items():
+        if name in models:
+            price = spec.price.model_copy(update={"cache_write": None,
+                                                  "batch_cache_stacks": True})
+            spec = spec.model_copy(update={"cache_mode": "breakpoint", "cache_min_tokens": 1,
+                                           "price": price})
+        relaxed[name] = spec
+    return Registry(registry.providers, relaxed, source=f"{registry.source} (caching ceiling)")
+
+
 # --------------------------------------------------------------------------------------------
 # The plan
 
@@ -562,13 +581,17 @@ def study_report(design: Design, registry: Registry, spend: pd.DataFrame,
                  hit_rates: Mapping[tuple[str, bool], float] = CACHE_HIT_RATE) -> StudyReport:
     """The design planned as the study ran it and optimised, beside the ledger ``spend``
     (``runlog.read_spend``), with the ratio under other assumptions: no cache hit at all,
-    every later call a hit, and replies as long as the generation ledger implies per
-    candidate (:func:`ledger_reply_scale`)."""
+    every later call a hit, replies as long as the generation ledger implies per candidate
+    (:func:`ledger_reply_scale`), and the judges' caches at their ceiling
+    (:func:`caching_ceiling`, every later call a hit), with either reply length."""
     ledger = ledger_by_model(spend)
 
-    def totals(d: Design, rates: Mapping[tuple[str, bool], float]) -> dict[str, float]:
-        run = total_usd(plan(d, registry, AS_STUDY_RAN, rates))
-        opt = total_usd(plan(d, registry, OPTIMISED, rates))
+    ceiling = caching_ceiling(registry, design.judges)
+
+    def totals(d: Design, rates: Mapping[tuple[str, bool], float],
+               reg: Registry = registry) -> dict[str, float]:
+        run = total_usd(plan(d, reg, AS_STUDY_RAN, rates))
+        opt = total_usd(plan(d, reg, OPTIMISED, rates))
         return {"plan_as_study_ran_usd": round(run, 2), "plan_optimised_usd": round(opt, 2),
                 "ratio": round(opt / run, 3)}
 
@@ -580,6 +603,9 @@ def study_report(design: Design, registry: Registry, spend: pd.DataFrame,
         "replies_as_long_as_the_generation_ledger_implies": totals(by_ledger, hit_rates),
         "those_replies_and_every_later_call_hits": totals(by_ledger,
                                                           {k: 1.0 for k in hit_rates}),
+        "caching_ceiling": totals(design, {k: 1.0 for k in hit_rates}, ceiling),
+        "caching_ceiling_with_those_replies": totals(by_ledger, {k: 1.0 for k in hit_rates},
+                                                     ceiling),
     }
     return StudyReport(design, registry, plan(design, registry, AS_STUDY_RAN, hit_rates),
                        plan(design, registry, OPTIMISED, hit_rates), ledger, hit_rates,
