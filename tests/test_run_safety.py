@@ -394,12 +394,19 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_exit_130(project: Path) -> None:
     assert not (out / "p" / runlock.HOLDER_FILE).exists()
 
 
+MARKER = "open(f'{outputs_root}/{profile}/after.txt', 'w').write('ran')"
+"""A cell that leaves ``after.txt`` behind if it runs (it must not after a Ctrl-C)."""
+
+SWALLOWED_SIGINT = ("import os, signal, time\ntry:\n    os.kill(os.getppid(), signal.SIGINT)\n"
+                    "    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass")
+"""A cell that sends the runner a Ctrl-C and catches the KeyboardInterrupt the runner forwards."""
+
+
 def test_ctrl_c_forwarded_to_the_kernel_stops_the_cell(project: Path) -> None:
     """In process: the notebook sends SIGINT to this (the runner's) process, as a terminal
     would; the runner forwards it to the kernel and raises RunInterrupted once recorded."""
     interrupt = "import os, signal, time\nos.kill(os.getppid(), signal.SIGINT)\ntime.sleep(60)"
-    marker = "open(f'{outputs_root}/{profile}/after.txt', 'w').write('ran')"
-    notebook(project / "notebooks" / "01_a.ipynb", interrupt, marker, params=PARAMS)
+    notebook(project / "notebooks" / "01_a.ipynb", interrupt, MARKER, params=PARAMS)
     out = project / "out" / "p"
     handler = signal.getsignal(signal.SIGINT)
     start = time.monotonic()
@@ -415,11 +422,8 @@ def test_ctrl_c_forwarded_to_the_kernel_stops_the_cell(project: Path) -> None:
 
 
 def test_ctrl_c_swallowed_by_a_cell_still_stops_before_the_next(project: Path) -> None:
-    swallow = ("import os, signal, time\ntry:\n    os.kill(os.getppid(), signal.SIGINT)\n"
-               "    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass")
-    marker = "open(f'{outputs_root}/{profile}/after.txt', 'w').write('ran')"
-    notebook(project / "notebooks" / "01_a.ipynb", swallow, marker, params=PARAMS)
-    notebook(project / "notebooks" / "02_b.ipynb", marker, params=PARAMS)
+    notebook(project / "notebooks" / "01_a.ipynb", SWALLOWED_SIGINT, MARKER, params=PARAMS)
+    notebook(project / "notebooks" / "02_b.ipynb", MARKER, params=PARAMS)
     with pytest.raises(runner.RunInterrupted) as caught:
         runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
     assert caught.value.notebook == "01_a"
@@ -430,14 +434,12 @@ def test_ctrl_c_swallowed_by_a_cell_still_stops_before_the_next(project: Path) -
 
 
 def test_ctrl_c_after_a_notebook_finished_stops_before_the_next(project: Path) -> None:
-    swallow = ("import os, signal, time\ntry:\n    os.kill(os.getppid(), signal.SIGINT)\n"
-               "    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n"
-               'StageResult(Stage(profile, "01_a", outputs_root), {"done": True}).write()')
+    swallow = (SWALLOWED_SIGINT
+               + '\nStageResult(Stage(profile, "01_a", outputs_root), {"done": True}).write()')
     imports = ("from hbpsych_utils.core.stage import Stage\n"
                "from hbpsych_utils.stages.base import StageResult")
-    marker = "open(f'{outputs_root}/{profile}/after.txt', 'w').write('ran')"
     notebook(project / "notebooks" / "01_a.ipynb", imports, swallow, params=PARAMS)
-    notebook(project / "notebooks" / "02_b.ipynb", marker, params=PARAMS)
+    notebook(project / "notebooks" / "02_b.ipynb", MARKER, params=PARAMS)
     with pytest.raises(runner.RunInterrupted) as caught:
         runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
     assert caught.value.where == "02_b (before it started)"
