@@ -281,6 +281,17 @@ def test_stages_run_on_a_graded_run(tmp_path):
         assert t12[col].to_numpy() == pytest.approx(t08.loc[t12.index, col].to_numpy(), abs=1e-6)
     assert "(20 resamples)" in (out / "12_figures_tables" / "table1_v1.md").read_text()
     assert all(r.findings for r in (r08, r09, r10, r12))
+    # 12 publishes the Table 1 08 wrote (read back exactly), it does not bootstrap again
+    t08_exact = scoring.read_table1(out / "08_scores" / "table1_v1.csv")
+    pd.testing.assert_frame_equal(t08_exact, r08.tables["table1_v1.csv"], check_exact=True)
+    t08_exact.loc[t08_exact.index[0], JUDGES[0]] = 0.123456
+    t08_exact.to_csv(out / "08_scores" / "table1_v1.csv")
+    s12_figures_tables.run(run, FiguresTablesParams(mode="live", publish=False))
+    t12 = pd.read_csv(out / "12_figures_tables" / "table1_v1.csv", index_col="candidate")
+    assert t12.loc[t08_exact.index[0], JUDGES[0]] == 0.123456
+    # 12 and 08 in different modes: an error naming both settings
+    with pytest.raises(scoring.ScoringError, match=r"figures_tables\.mode and scores\.mode"):
+        s12_figures_tables.run(run, FiguresTablesParams(mode="paper", publish=False))
 
 
 def test_explorer_stage_writes_no_folder(tmp_path):

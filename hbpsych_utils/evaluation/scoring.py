@@ -533,6 +533,16 @@ def read_scores(path: Path | str) -> pd.DataFrame:
     return scores
 
 
+def read_table1(path: Path | str) -> pd.DataFrame:
+    """A ``table1_<subset>.csv`` as 08_scores wrote it (:meth:`EvaluationSource.table1`, indexed
+    by candidate), so a later stage shows 08's numbers, not a second computation of them."""
+    table = read_csv(path, error=ScoringError, dtype={"candidate": str}, keep_default_na=False,
+                     na_values=[""])
+    if "candidate" not in table.columns:
+        raise ScoringError(f"{path}: no 'candidate' column (expected 08_scores' Table 1)")
+    return table.set_index("candidate")
+
+
 # --------------------------------------------------------------------------------------------
 # Evaluation sources: what a subset's scores come from, in either mode
 

@@ -43,7 +43,8 @@ def run(run: ProfileRun, params: ScoresParams) -> StageResult:
     primary = next(iter(tables))
     source = sources[primary]
     metrics: dict[str, Any] = {
-        "mode": params.mode, "subset": primary, **source.metrics(tables[primary]),
+        "mode": params.mode, "include_later": params.include_later, "subset": primary,
+        **source.metrics(tables[primary]),
         "by_subset": {key: sources[key].metrics(t) for key, t in tables.items()},
     }
     files = {f"table1_{key}.csv": t for key, t in tables.items()}

@@ -1,11 +1,11 @@
 """12_figures_tables: the paper's figures and Table 1, from what the earlier stages computed.
 
 One source per element, in either mode: the category figure from 05_subset's categories;
-Table 1, the ranking and the heatmap of each subset from the same evaluation source 08_scores
-uses (``scoring.evaluation_source``: the released matrices' point estimates, or a graded run's
-scores with 08's number of bootstrap resamples); the severity and self-preference figure from
-09_judges' metrics. Figures are PNG and SVG, Table 1 is CSV, Markdown and LaTeX; with
-``publish`` they are copied to the top-level ``figures/`` folder.
+Table 1 and the ranking of each subset from the Table 1 08_scores wrote (its numbers, not a
+second bootstrap), the heatmap from the same evaluation source 08 used
+(``scoring.evaluation_source``, with 08's mode and ``include_later``); the severity and
+self-preference figure from 09_judges' metrics. Figures are PNG and SVG, Table 1 is CSV,
+Markdown and LaTeX; with ``publish`` they are copied to the top-level ``figures/`` folder.
 """
 
 from __future__ import annotations
@@ -28,31 +28,38 @@ from hbpsych_utils.stages.base import ProfileRun, StageResult
 STAGE = "12_figures_tables"
 
 
-def _bootstrap_resamples(stage: Stage, sources: Sequence[scoring.EvaluationSource]) -> int | None:
-    """The resamples behind 08_scores' intervals (None when no source has intervals)."""
-    if not any(s.intervals for s in sources):
-        return None
-    return int(stage.upstream_metrics("08_scores")["n_resamples"])
+def scores_run(stage: Stage, mode: str) -> dict[str, Any]:
+    """08_scores' metrics, checked to be of the same mode as this stage: its Table 1 files are
+    the ones this stage publishes."""
+    scores = stage.upstream_metrics("08_scores")
+    if scores["mode"] != mode:
+        raise scoring.ScoringError(
+            f"{STAGE} is in {mode!r} mode but 08_scores ran in {scores['mode']!r} mode in "
+            f"profile {stage.profile!r}: set figures_tables.mode and scores.mode alike")
+    return scores
 
 
 def run(run: ProfileRun, params: FiguresTablesParams) -> StageResult:
-    """Draw the figures, write Table 1 per subset, publish when asked, and state the files."""
+    """Draw the figures, write Table 1 per subset (08_scores' numbers), publish when asked, and
+    state the files."""
     stage = run.stage(STAGE)
     categories = subset_files.read_categories(stage.upstream("05_subset", "categories_v1.csv"))
     figs = {"fig_categories_v1": figures.category_distribution(
         subset_files.category_counts(categories),
         title=f"{study.SUBSET_TITLES['v1']}: modal reviewer category")}
+    scored = scores_run(stage, params.mode)
     sources = {}
     for key in params.subsets:
-        source = scoring.evaluation_source(stage, key, mode=params.mode)
+        source = scoring.evaluation_source(stage, key, mode=params.mode,
+                                           include_later=scored.get("include_later", False))
         if source is not None:  # a live run may have graded nothing of a subset
             sources[key] = source
-    n_resamples = _bootstrap_resamples(stage, list(sources.values()))
+    n_resamples = scored["n_resamples"] if any(s.intervals for s in sources.values()) else None
     table_files: list[Path] = []
     top: dict[str, list[str]] = {}
     for key, source in sources.items():
         title = study.SUBSET_TITLES[key]
-        table = source.table1(n_resamples=n_resamples, seed=run.seed)
+        table = scoring.read_table1(stage.upstream("08_scores", f"table1_{key}.csv"))
         top[key] = table.sort_values("rank").index[:3].tolist()
         figs[f"fig_ranking_{key}"] = figures.panel_ranking(table, subset=title)
         figs[f"fig_heatmap_{key}"] = figures.judge_heatmap(source.per_judge, subset=title)
