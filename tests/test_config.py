@@ -67,19 +67,46 @@ def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> No
     assert values["seed"] == profile.seed
     assert values["max_conversations"] == profile.corpus.max_conversations
     assert config.section_name("11_harness_validation") == "harness_validation"
+    assert "judges" not in values  # another section's values go only where they are asked
+
+
+def test_notebook_06_gets_the_grading_panel_it_prices(tmp_path: Path) -> None:
+    from hbpsych_utils import study
+
+    judge = study.JUDGE_PANEL[1]
+    values = config.notebook_parameters(config.load_profile("smoke"), "06_generation", tmp_path)
+    assert values["judges"] == list(study.JUDGE_PANEL)  # smoke's null judges: the study's
+    tweaked = config.load_profile("smoke", {"grading.judges": [judge]})
+    assert config.notebook_parameters(tweaked, "06_generation", tmp_path)["judges"] == [judge]
+    assert values["candidates"] == config.load_profile("smoke").generation.candidates
+
+
+@pytest.mark.parametrize("section", ["screening", "recall"])
+def test_a_live_screen_without_a_model_fails_at_load(tmp_path: Path, section: str) -> None:
+    p = write(tmp_path, "nomodel", f"{section}:\n  mode: live\n")
+    with pytest.raises(config.ProfileError) as exc:
+        config.load_profile(p)
+    msg = str(exc.value)
+    assert msg.startswith(f"profile 'nomodel' ({p}) is invalid:")
+    assert f"{section}.model: mode is 'live' but no model is set" in msg
+    with pytest.raises(config.ProfileError, match=rf"--set {section}.mode=\"live\"\) is inv"):
+        config.load_profile("default", {f"{section}.mode": "live"})
+    assert config.load_profile("default", {f"{section}.mode": "live",
+                                           f"{section}.model": "gpt-4.1-2025-04-14"})
+    # the same rule guards the stage of a notebook run by hand, without a profile
+    params = config.Profile.model_fields[section].annotation(mode="live")
+    assert config.unset_live_model(section, params).startswith(f"{section}.model: mode is")
 
 
 @pytest.mark.parametrize("name", config.available_profiles())
 def test_profile_models_are_in_the_registry(name: str) -> None:
-    from hbpsych_utils.llm import load_registry
-    from hbpsych_utils.stages import s07_grading
+    from hbpsych_utils.llm.models import profile_registry
 
     profile = config.load_profile(name)
-    registry = load_registry(config.resolve_path(profile.llm.registry_file)
-                             if profile.llm.registry_file else None)
+    registry = profile_registry(profile.llm.registry_file)
     for model in profile.generation.candidates:
         assert {"candidate", "local"} & set(registry.model(model).roles), model
-    for model in s07_grading.judges_of(profile.grading):
+    for model in profile.grading.judge_panel():
         assert {"judge", "local"} & set(registry.model(model).roles), model
 
 

@@ -21,7 +21,12 @@ def test_parameters_cell_matches_profile_section(nb: Path) -> None:
     field = config.section_name(nb.stem)
     model = config.Profile.model_fields.get(field)
     section_fields = model.annotation.model_fields if model else {}
-    assert set(declared) - RUN_KEYS - OPTIONAL_RUN_KEYS == set(section_fields), (
+    # values of another section the runner passes (06: grading's judges), default None
+    cross = set(config.CROSS_SECTION_PARAMETERS.get(nb.stem, {}))
+    assert cross <= set(declared), f"{nb.name} must declare {cross}"
+    for key in cross:
+        assert eval(declared[key]["default"]) is None, f"{nb.name}: {key} must default to None"
+    assert set(declared) - RUN_KEYS - OPTIONAL_RUN_KEYS - cross == set(section_fields), (
         f"{nb.name}: parameters cell and Profile.{field} declare different keys"
     )
     for key, info in section_fields.items():

@@ -451,24 +451,30 @@ def test_ctrl_c_after_a_notebook_finished_stops_before_the_next(project: Path) -
         {"notebook": "02_b", "status": "interrupted", "seconds": 0.0, "started": False}]
 
 
-# --- the run's --set overrides reach a stage that reads another section of its profile ---------
-
-GRADING_CELL = """\
-import json
-from pathlib import Path
-from hbpsych_utils.stages.s06_generation import profile_grading
-judges = profile_grading(profile).judges
-(Path(outputs_root).parent / "judges.json").write_text(json.dumps(judges))"""
+# --- 06's cost plan prices the judges of the run's profile, however the profile was given -----
 
 
-def test_a_stage_reading_another_section_sees_the_runs_overrides(project: Path) -> None:
+def priced_judges(run_dir: Path) -> list[str]:
+    """The judges the grading rows of 06's ``cost_plan.csv`` price."""
+    import pandas as pd
+
+    plan = pd.read_csv(run_dir / "06_generation" / "cost_plan.csv")
+    return sorted(plan[(plan.phase == "grading") & (plan.model != "total")].model)
+
+
+@pytest.mark.notebook
+def test_06_prices_the_judges_of_a_set_override_and_of_a_profile_given_by_path(
+        tmp_path: Path, mirror: Path) -> None:
     from hbpsych_utils import study
 
-    notebook(project / "notebooks" / "01_a.ipynb", GRADING_CELL, params=PARAMS)
-    judge = study.JUDGE_PANEL[1]
-    assert runner.run_profile("p", outputs_root=project / "out",
-                              overrides={"grading.judges": [judge]}, echo=print).ok
-    assert json.loads((project / "judges.json").read_text()) == [judge]
-    assert runner.run_profile("p", outputs_root=project / "out", echo=print).ok
-    assert json.loads((project / "judges.json").read_text()) is None  # the file's
-    assert os.environ.get("HBPSYCH_OVERRIDES") is None  # only the runner's kernels get it
+    one, two = study.JUDGE_PANEL[1], study.JUDGE_PANEL[2]
+    out = tmp_path / "out"
+    assert runner.run_profile("default", outputs_root=out, only=["06_generation"],
+                              overrides={"grading.judges": [one]}, echo=print).ok
+    assert priced_judges(out / "default") == [one]
+    path = tmp_path / "elsewhere" / "mine.yaml"  # no params/mine.yaml to fall back on
+    path.parent.mkdir()
+    path.write_text(f"description: judges of its own\ngrading:\n  judges: [{one}, {two}]\n")
+    assert runner.run_profile(str(path), outputs_root=out, only=["06_generation"],
+                              echo=print).ok
+    assert priced_judges(out / "mine") == sorted([one, two])

@@ -114,9 +114,9 @@ def test_07_paper_findings() -> None:
 
 def test_07_judges_default_to_the_study_panel() -> None:
     assert GradingParams().judges is None
-    assert s07_grading.judges_of(GradingParams()) == list(study.JUDGE_PANEL)
-    assert s07_grading.judges_of(GradingParams(judges=["x"])) == ["x"]
-    assert s07_grading.judges_of(GradingParams(judges=[])) == []
+    assert GradingParams().judge_panel() == list(study.JUDGE_PANEL)
+    assert GradingParams(judges=["x"]).judge_panel() == ["x"]
+    assert GradingParams(judges=[]).judge_panel() == []
 
 
 def test_07_metrics_from_a_panel_run() -> None:

@@ -366,11 +366,16 @@ def _record_problem(spec: ScreenSpec, rec: Any) -> str | None:
     return None
 
 
+LOG_COLUMNS = ("batch", "attempt", "prompt_id", "problem")
+"""The columns of a live screen's problem log (``LiveScreen.log``), as 02 and 04 write it."""
+
+
 @dataclass
 class LiveScreen:
     table: pd.DataFrame
     log: list[dict[str, Any]] = field(default_factory=list)
-    """Every problem met: batch, attempt, prompt_id (when known) and what was wrong."""
+    """Every problem met: batch, attempt, prompt_id (when known) and what was wrong
+    (``LOG_COLUMNS``)."""
 
 
 def run_screen(

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
@@ -376,22 +375,6 @@ def applied_overrides(profile: Profile, overrides: Mapping[str, Any]) -> dict[st
     return applied
 
 
-OVERRIDES_ENV = "HBPSYCH_OVERRIDES"
-"""Set by the runner for its kernels: the run's ``--set`` overrides as JSON, so a stage that
-reads another section of its profile (06's cost plan reads ``grading``) sees them too."""
-
-
-def run_overrides() -> dict[str, Any]:
-    """The ``--set`` overrides of the run this kernel belongs to ({} outside the runner)."""
-    raw = os.environ.get(OVERRIDES_ENV)
-    if not raw:
-        return {}
-    value = json.loads(raw)
-    if not isinstance(value, dict):
-        raise ProfileError(f"{OVERRIDES_ENV}: expected a JSON object, got {raw[:80]!r}")
-    return value
-
-
 def describe_overrides(overrides: Mapping[str, Any]) -> str:
     """``seed=123, corpus.allow_partial=true`` (values as JSON), for messages and progress."""
     return ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in overrides.items())
@@ -504,6 +487,16 @@ def _check_notebooks(profile: Profile, path: Path) -> None:
             )
 
 
+def unset_live_model(section: str, params: ScreeningParams | RecallParams) -> str | None:
+    """What is wrong with a screening or recall section whose live mode has no model to call
+    (unlike judges and harness models, these have no study default), or ``None``. Checked when
+    a profile loads, and again by the stage, for a notebook run by hand without a profile."""
+    if params.mode == "live" and params.model is None:
+        return (f"{section}.model: mode is 'live' but no model is set (expected a model name "
+                "of the registry, params/models.yaml or llm.registry_file)")
+    return None
+
+
 def model_references(profile: Profile) -> list[tuple[str, str]]:
     """``(key, model)`` for every model the profile names. A live section that leaves its
     judges or harness models null uses the study's (``study.JUDGE_PANEL``,
@@ -539,20 +532,22 @@ def check_references(profile: Profile, where: str) -> None:
     (``llm.registry_file`` or params/models.yaml) must load; every model named must be in it;
     fault kinds must be the simulator's; ``llm.limits`` must name registry providers with
     valid limits, ``llm.base_urls`` registry providers or provider kinds with http(s) URLs;
-    the corpus, ratings and rubric files must pass their own readers' checks.
+    the corpus, ratings and rubric files must pass their own readers' checks; a live screening
+    or recall section must name its model (:func:`unset_live_model`).
 
     The readers live above ``core`` and are imported here, when a profile is checked, not
     with this module."""
-    from hbpsych_utils.llm.models import ConfigError, load_registry
+    from hbpsych_utils.llm.models import ConfigError, profile_registry
 
     llm = profile.llm
     try:
-        registry = load_registry(resolve_path(llm.registry_file) if llm.registry_file else None)
+        registry = profile_registry(llm.registry_file)
     except ConfigError as exc:
         key = "llm.registry_file" + ("" if llm.registry_file else " (null: params/models.yaml)")
         raise ProfileError(f"{where}: {key}: {exc}") from None
-    problems = [*_model_problems(profile, registry), *_llm_problems(llm, registry),
-                *_file_problems(profile)]
+    unset = [unset_live_model(key, getattr(profile, key)) for key in ("screening", "recall")]
+    problems = [*(p for p in unset if p), *_model_problems(profile, registry),
+                *_llm_problems(llm, registry), *_file_problems(profile)]
     if problems:
         raise ProfileError("\n".join([f"{where} is invalid:", *(f"  - {p}" for p in problems)]))
 
@@ -642,6 +637,15 @@ resolve_path = paths.resolve_path
 """A profile path: absolute as given, otherwise relative to the project root."""
 
 
+CROSS_SECTION_PARAMETERS: dict[str, dict[str, Callable[[Profile], Any]]] = {
+    "06_generation": {"judges": lambda profile: profile.grading.judge_panel()},
+}
+"""Notebook stem -> parameter -> its value from another section of the profile: 06's cost plan
+prices the grading the profile configures, so it is given ``grading``'s resolved panel (the
+kernel never re-reads the profile, which may have been given by path or tweaked with
+``--set``). Each such parameter defaults to ``None`` in its notebook, meaning the study's."""
+
+
 def notebook_parameters(profile: Profile, notebook: str, outputs_root: Path) -> dict[str, Any]:
     """The values run_all injects into a notebook's ``parameters`` cell."""
     values: dict[str, Any] = {
@@ -653,4 +657,6 @@ def notebook_parameters(profile: Profile, notebook: str, outputs_root: Path) -> 
     section = profile.section_for(notebook)
     if section is not None:
         values.update(section.model_dump(mode="json"))
+    for key, value_of in CROSS_SECTION_PARAMETERS.get(Path(notebook).stem, {}).items():
+        values[key] = value_of(profile)
     return values

@@ -411,7 +411,7 @@ def _run_locked(profile: config.Profile, notebooks: list[Path], root: Path, out:
 
     tweaks = f" with --set {config.describe_overrides(applied)}" if applied else ""
     echo(f"profile {profile.name!r}{tweaks}: {len(notebooks)} notebook(s) -> {out}")
-    with _RunWatch() as watch, _environment(config.OVERRIDES_ENV, json.dumps(applied)):
+    with _RunWatch() as watch:
         for i, nb in enumerate(notebooks, start=1):
             target = executed_dir / nb.name
             start = time.perf_counter()

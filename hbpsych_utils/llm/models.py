@@ -155,6 +155,13 @@ def default_registry_path() -> Path:
     return paths.params_dir() / "models.yaml"
 
 
+def profile_registry(registry_file: str | None) -> Registry:
+    """The model registry a profile's ``llm.registry_file`` names (relative to the project
+    root), or params/models.yaml when it is null: one reading for the profile check, the
+    engine and the cost plan, so they never price or check against different registries."""
+    return load_registry(paths.resolve_path(registry_file) if registry_file else None)
+
+
 def load_registry(path: str | Path | None = None) -> Registry:
     """Read and validate a registry file; errors name the file, the entry and the field.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.llm.engine import Engine
-from hbpsych_utils.llm.models import load_registry
+from hbpsych_utils.llm.models import profile_registry
 
 STORE_NAME = "llm_store.sqlite"
 
@@ -48,10 +48,7 @@ def open_engine(
     progress: bool = True,
 ) -> Iterator[Engine]:
     """The run's engine (and simulator, when the settings ask for one) for a ``with`` block."""
-    from hbpsych_utils.core.config import resolve_path
-
-    registry_file = settings.get("registry_file")
-    registry = load_registry(resolve_path(registry_file) if registry_file else None)
+    registry = profile_registry(settings.get("registry_file"))
     base_urls = dict(settings.get("base_urls") or {})
     limits = dict(settings.get("limits") or {})
     with ExitStack() as stack:
@@ -69,7 +66,3 @@ def open_engine(
                         limits=limits or None, max_cost=settings.get("max_cost"),
                         progress=progress)
         yield engine
-
-
-def run_mode(settings: Mapping[str, Any]) -> str:
-    return str(settings.get("mode", "batch"))

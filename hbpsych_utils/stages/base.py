@@ -16,15 +16,21 @@ the runner its staging folder, swapped into place when the notebook succeeds); t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from hbpsych_utils import study
 from hbpsych_utils.core.config import LLMSettings
 from hbpsych_utils.core.stage import Stage
+
+if TYPE_CHECKING:
+    from hbpsych_utils.construction.corpus import Conversation
+    from hbpsych_utils.llm.engine import Engine
 
 
 class ProfileRun(BaseModel):
@@ -40,6 +46,17 @@ class ProfileRun(BaseModel):
     def stage(self, name: str) -> Stage:
         """The output folder of stage ``name`` (``01_corpus`` ...) in this run."""
         return Stage(self.profile, name, self.outputs_root)
+
+    def open_engine(self, stage: Stage, conversations: Sequence[Conversation] = ()
+                    ) -> AbstractContextManager[Engine]:
+        """The run's engine for a ``with`` block, its store in the run folder that ``stage``
+        belongs to (shared by every stage of the run); ``conversations`` resolve the
+        ``prompt_id`` of simulator faults. The LLM package is imported here, by live stages
+        only, so a replay or paper run never loads it."""
+        from hbpsych_utils.llm.session import open_engine
+
+        return open_engine(self.llm.model_dump(mode="json"), stage.root,
+                           conversations=conversations)
 
 
 @dataclass

@@ -16,12 +16,10 @@ from typing import Any
 import pandas as pd
 
 from hbpsych_utils.construction import corpus, screening, translation
-from hbpsych_utils.core.config import ScreeningParams
-from hbpsych_utils.llm.session import open_engine, run_mode
+from hbpsych_utils.core.config import ScreeningParams, unset_live_model
 from hbpsych_utils.stages.base import ProfileRun, StageResult
 
 STAGE = "02_screening"
-PROBLEM_COLUMNS = ["batch", "attempt", "prompt_id", "problem"]
 TOP_CATEGORIES = 3
 """How many of the commonest RELEVANT categories the findings name."""
 
@@ -32,13 +30,11 @@ def run(run: ProfileRun, params: ScreeningParams) -> StageResult:
     rubric = screening.rubric_text(params.rubric_artifact, params.rubric_file, stage.fetch)
     spec = screening.screening_spec(rubric, params.vocabulary)
     vocabulary = spec.choices["category"]
-    if params.mode == "live" and params.model is None:
-        raise ValueError("profile section 'screening': mode is 'live' but 'model' is not set "
-                         "(a model name from params/models.yaml)")
+    if problem := unset_live_model("screening", params):  # a notebook run by hand
+        raise ValueError(problem)
     conversations = None
     if params.mode == "live" or params.translation_model is not None:
         conversations = corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))
-    llm = run.llm.model_dump()
     tables: dict[str, pd.DataFrame] = {}
     views: dict[str, Any] = {"mode": f"Mode **{params.mode}**. Category vocabulary "
                                      f"({len(vocabulary)} terms): "
@@ -51,12 +47,12 @@ def run(run: ProfileRun, params: ScreeningParams) -> StageResult:
         views["screen_note"] = (f"Replayed the study's released screen: {len(screen):,} "
                                 "records, each validated against the rubric's vocabulary.")
     else:
-        with open_engine(llm, stage.root, conversations=conversations) as engine:
-            ask = screening.engine_ask(engine, params.model, mode=run_mode(llm))
+        with run.open_engine(stage, conversations=conversations) as engine:
+            ask = screening.engine_ask(engine, params.model, mode=run.llm.mode)
             live = screening.run_screen(spec, conversations, ask, batch_size=params.batch_size,
                                         max_reasks=params.max_reasks)
         screen = live.table
-        tables["screen_problems.csv"] = pd.DataFrame(live.log, columns=PROBLEM_COLUMNS)
+        tables["screen_problems.csv"] = pd.DataFrame(live.log, columns=list(screening.LOG_COLUMNS))
         extra = {"model": params.model, "batch_size": params.batch_size,
                  "n_screen_problems": len(live.log)}
         views["screen_note"] = (f"Screened {len(screen):,} conversations with `{params.model}` in "
@@ -111,11 +107,10 @@ def _translate(run: ProfileRun, params: ScreeningParams, stage: Any,
     wanted = set(translation.non_english_ids(flags))
     instructions = translation.prompt_instructions(
         stage.fetch(params.translation_artifact).read_text(encoding="utf-8"))
-    llm = run.llm.model_dump()
-    with open_engine(llm, stage.root, conversations=conversations) as engine:
+    with run.open_engine(stage, conversations=conversations) as engine:
         return translation.translate(
             engine, params.translation_model, [c for c in conversations if c.prompt_id in wanted],
-            instructions, mode=run_mode(llm), max_reasks=params.max_reasks)
+            instructions, mode=run.llm.mode, max_reasks=params.max_reasks)
 
 
 def findings(metrics: dict[str, Any]) -> list[str]:

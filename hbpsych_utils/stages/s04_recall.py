@@ -29,8 +29,7 @@ from hbpsych_utils.construction import (
     tally,
 )
 from hbpsych_utils.construction.corpus import Conversation
-from hbpsych_utils.core.config import RecallParams, resolve_path
-from hbpsych_utils.llm.session import open_engine, run_mode
+from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_model
 from hbpsych_utils.stages import s03_review_round1
 from hbpsych_utils.stages.base import ProfileRun, StageResult
 
@@ -43,7 +42,6 @@ ROUND2_STATES = (TALLIED, AWAITING_ROUND1, NOT_NEEDED, AWAITING_RATINGS)
 ROUND2_FILES = ("review_set.csv", "packet.json", "instrument.html", "recall_screen.csv",
                 "recall_problems.csv")
 """What a round 2 writes besides its votes; removed when this run has no round-2 set."""
-PROBLEM_COLUMNS = ["batch", "attempt", "prompt_id", "problem"]
 
 
 def round2_state(mode: str, round1: dict[str, Any], has_ratings: bool) -> str:
@@ -87,7 +85,8 @@ def run(run: ProfileRun, params: RecallParams) -> StageResult:
     elif state in (TALLIED, AWAITING_RATINGS):
         recall = _recall_screen(run, params, stage, conversations, pool)
         tables["recall_screen.csv"] = recall.table
-        tables["recall_problems.csv"] = pd.DataFrame(recall.log, columns=PROBLEM_COLUMNS)
+        tables["recall_problems.csv"] = pd.DataFrame(recall.log,
+                                                     columns=list(screening.LOG_COLUMNS))
         provenance = recall.table.provenance
         metrics.update(recall_model=params.model, n_recall_screened=len(recall.table),
                        n_recall_refused=int((provenance == "model_refused").sum()),
@@ -142,16 +141,14 @@ def run(run: ProfileRun, params: RecallParams) -> StageResult:
 def _recall_screen(run: ProfileRun, params: RecallParams, stage: Any,
                    conversations: list[Conversation], pool: list[str]) -> Any:
     """The recall rubric over the pool, through the engine (a refusal makes a candidate)."""
-    if params.model is None:
-        raise ValueError("profile section 'recall': mode is 'live' but 'model' is not set "
-                         "(a model name from params/models.yaml)")
+    if problem := unset_live_model("recall", params):  # a notebook run by hand
+        raise ValueError(problem)
     spec = screening.recall_spec(
         screening.rubric_text(params.rubric_artifact, params.rubric_file, stage.fetch))
     by_id = {c.prompt_id: c for c in conversations}
     pool_conversations = [by_id[p] for p in pool if p in by_id]
-    llm = run.llm.model_dump()
-    with open_engine(llm, stage.root, conversations=conversations) as engine:
-        ask = screening.engine_ask(engine, params.model, mode=run_mode(llm), tag="recall")
+    with run.open_engine(stage, conversations=conversations) as engine:
+        ask = screening.engine_ask(engine, params.model, mode=run.llm.mode, tag="recall")
         return screening.run_screen(spec, pool_conversations, ask, batch_size=params.batch_size,
                                     max_reasks=params.max_reasks)
 

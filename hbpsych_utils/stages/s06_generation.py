@@ -10,8 +10,9 @@ released run logs say about generation, since the responses themselves are not r
 Either mode also plans what the run costs (``cost_plan.csv``, :mod:`evaluation.cost_plan`): live,
 this run's candidates × its conversations; paper, the study's design (its candidates × the
 released subset, measured on the conversations the corpus holds and scaled to the subset's
-size). Generation and the grading the profile configures (its judges, ``llm.mode``,
-``llm.prompt_caching``) are priced three ways: as the study ran it, as configured, optimised.
+size). Generation and the grading the profile configures (its judges, which the runner passes
+as ``judges``, ``llm.mode``, ``llm.prompt_caching``) are priced three ways: as the study ran it,
+as configured, optimised.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subsets
 from hbpsych_utils.construction.corpus import Conversation
-from hbpsych_utils.core import config
 from hbpsych_utils.core.config import GenerationParams, GradingParams
 from hbpsych_utils.core.stage import Stage
 from hbpsych_utils.evaluation import cost_plan, generation, grading, refusals, runlog
@@ -35,28 +35,32 @@ RESPONSES_FILE = "responses.jsonl"
 PLAN_FILE = "cost_plan.csv"
 
 
-def run(run: ProfileRun, params: GenerationParams) -> StageResult:
-    """Generate (``live``) or summarise the released logs (``paper``); write and return."""
+def run(run: ProfileRun, params: GenerationParams,
+        judges: list[str] | None = None) -> StageResult:
+    """Generate (``live``) or summarise the released logs (``paper``); write and return.
+
+    ``judges`` are the grading judges the cost plan prices (the profile's ``grading`` panel,
+    passed by the runner); ``None`` is the study's panel."""
     stage = run.stage(STAGE)
-    result = _live(run, stage, params) if params.mode == "live" else _paper(run, stage, params)
+    judges = GradingParams(judges=judges).judge_panel()
+    result = (_live(run, stage, params, judges) if params.mode == "live"
+              else _paper(run, stage, params, judges))
     return result.write()
 
 
-def _live(run: ProfileRun, stage: Stage, params: GenerationParams) -> StageResult:
-    from hbpsych_utils.llm.session import open_engine, run_mode  # live mode only
-
+def _live(run: ProfileRun, stage: Stage, params: GenerationParams,
+          judges: list[str]) -> StageResult:
     by_id = {c.prompt_id: c
              for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
     wanted = subsets.stage_ids(stage, params.subset)
     ids = [i for i in wanted if i in by_id][:params.n_conversations]
-    planned = planned_cost(run, stage, params, [by_id[i] for i in ids])
+    planned = planned_cost(run, stage, params, judges, [by_id[i] for i in ids])
     requests = generation.generation_requests([by_id[i] for i in ids], params.candidates,
                                               temperature=params.temperature,
                                               max_tokens=params.max_tokens)
-    settings = run.llm.model_dump(mode="json")
-    with open_engine(settings, stage.root, conversations=list(by_id.values())) as engine:
-        plan = engine.plan(requests, mode=run_mode(settings))
-        results = engine.run(requests, mode=run_mode(settings))
+    with run.open_engine(stage, conversations=list(by_id.values())) as engine:
+        plan = engine.plan(requests, mode=run.llm.mode)
+        results = engine.run(requests, mode=run.llm.mode)
         report = engine.last_report
     responses = generation.responses_table(results)
     generation.write_responses(responses, stage.path(RESPONSES_FILE))
@@ -88,21 +92,20 @@ def live_metrics(params: GenerationParams, ids: list[str], responses: pd.DataFra
     }
 
 
-def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams,
+def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams, judges: list[str],
                  conversations: list[Conversation] | None = None) -> pd.DataFrame:
     """The planned cost of this run per (phase, model), as the study ran it, as configured and
     optimised (``cost_plan.compare``; its assumptions are in ``evaluation.cost_plan``): live,
     ``params.candidates`` on ``conversations`` (what this run sends); paper, the study's design
     on the released subset (``params.candidates`` or the study's 20), measured on the
     conversations the corpus holds and scaled to the subset's size. Grading is the profile's:
-    its judges (the study's panel when null), ``llm.mode``, ``llm.prompt_caching``."""
-    from hbpsych_utils.llm.models import load_registry
+    ``judges`` (its resolved panel), ``llm.mode``, ``llm.prompt_caching``."""
+    from hbpsych_utils.llm.models import profile_registry
 
-    judges = tuple(profile_grading(run.profile).judge_panel())
     if conversations is None:
         design = cost_plan.study_design(
             params.subset, candidates=tuple(params.candidates or study.CANDIDATES),
-            judges=judges, fetch=stage.fetch)
+            judges=tuple(judges), fetch=stage.fetch)
     elif not conversations or not params.candidates:
         return pd.DataFrame()
     else:
@@ -110,27 +113,17 @@ def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams,
         design = cost_plan.Design(
             conversations=tuple(cost_plan.measure(conversations, template)),
             n_conversations=len(conversations), candidates=tuple(params.candidates),
-            judges=judges)
+            judges=tuple(judges))
     llm = run.llm
-    registry = load_registry(config.resolve_path(llm.registry_file) if llm.registry_file
-                             else None)
+    registry = profile_registry(llm.registry_file)
     routings = [cost_plan.AS_STUDY_RAN, cost_plan.configured(llm.mode, llm.prompt_caching),
                 cost_plan.OPTIMISED]
     return cost_plan.compare(design, registry, routings)
 
 
-def profile_grading(profile: str) -> GradingParams:
-    """The grading section of the run's profile (``params/<profile>.yaml`` with the run's
-    ``--set`` overrides), for the judges the plan prices; a run without such a file (a notebook
-    run by hand under another name, tests) gets the section's defaults, i.e. the study's
-    panel."""
-    if not config.profile_path(profile).is_file():
-        return GradingParams()
-    return config.load_profile(profile, config.run_overrides()).grading
-
-
-def _paper(run: ProfileRun, stage: Stage, params: GenerationParams) -> StageResult:
-    planned = planned_cost(run, stage, params)
+def _paper(run: ProfileRun, stage: Stage, params: GenerationParams,
+           judges: list[str]) -> StageResult:
+    planned = planned_cost(run, stage, params, judges)
     spend = runlog.read_spend(stage.fetch("run_spend"))
     events = refusals.read_error_log(stage.fetch("run_errors"))
     gen_spend = runlog.spend_by(spend, "generate")

@@ -30,11 +30,6 @@ VERDICTS_FILE = "verdicts.csv"
 SCORES_FILE = "scores.csv"
 
 
-def judges_of(params: GradingParams) -> list[str]:
-    """The judges a run uses: the profile's, or the study's panel when it names none."""
-    return params.judge_panel()
-
-
 def run(run: ProfileRun, params: GradingParams) -> StageResult:
     """Grade (``live``) or summarise the released grading logs (``paper``); write and return."""
     stage = run.stage(STAGE)
@@ -53,17 +48,14 @@ def run(run: ProfileRun, params: GradingParams) -> StageResult:
 
 def _live(run: ProfileRun, stage: Stage, params: GradingParams, template: str,
           template_sha256: str) -> StageResult:
-    from hbpsych_utils.llm.session import open_engine, run_mode  # live mode only
-
     responses = generation.read_responses(stage.upstream("06_generation", "responses.jsonl"))
     by_id = {c.prompt_id: c
              for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
-    judges = judges_of(params)
-    settings = run.llm.model_dump(mode="json")
-    with open_engine(settings, stage.root, conversations=list(by_id.values())) as engine:
+    judges = params.judge_panel()
+    with run.open_engine(stage, conversations=list(by_id.values())) as engine:
         graded = panel.grade(engine, responses, by_id, judges, template,
                              temperature=params.temperature, max_tokens=params.max_tokens,
-                             max_reasks=params.max_reasks, mode=run_mode(settings),
+                             max_reasks=params.max_reasks, mode=run.llm.mode,
                              response_schema=grading.VERDICT_SCHEMA if params.response_schema
                              else None, prompt_caching=run.llm.prompt_caching)
         ledger = engine.spend()  # everything this run's store has paid for (06 and 07)

@@ -62,8 +62,6 @@ def _live_scores(run: ProfileRun, stage: Stage, params: HarnessValidationParams,
                  settings: dict[str, Any], released: list[harness.HarnessLine]
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-conversation scores of the live re-run, and the generation's cost plan."""
-    from hbpsych_utils.llm.session import open_engine, run_mode  # live mode only
-
     hard = {line.prompt_id for line in released}
     by_id = {c.prompt_id: c
              for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
@@ -72,13 +70,12 @@ def _live_scores(run: ProfileRun, stage: Stage, params: HarnessValidationParams,
     requests = generation.generation_requests(selected, [settings["candidate"]],
                                               temperature=params.temperature,
                                               max_tokens=params.max_tokens)
-    llm = run.llm.model_dump(mode="json")
-    with open_engine(llm, stage.root, conversations=list(by_id.values())) as engine:
-        plan = engine.plan(requests, mode=run_mode(llm))
-        responses = generation.responses_table(engine.run(requests, mode=run_mode(llm)))
+    with run.open_engine(stage, conversations=list(by_id.values())) as engine:
+        plan = engine.plan(requests, mode=run.llm.mode)
+        responses = generation.responses_table(engine.run(requests, mode=run.llm.mode))
         graded = panel.grade(engine, responses, by_id, [settings["judge"]], template,
                              temperature=params.temperature, max_tokens=params.max_tokens,
-                             mode=run_mode(llm), prompt_caching=run.llm.prompt_caching)
+                             mode=run.llm.mode, prompt_caching=run.llm.prompt_caching)
     return grading.scores_from_verdicts(graded.verdicts, by_id), generation.plan_table(plan)
 
 
