@@ -8,8 +8,11 @@ same transaction, poll until every batch ends, map results back by custom id (th
 or empty items through the synchronous path. Requests for providers without a batch API run
 synchronously alongside. The same request gives the same stored answer on both paths; only the
 price differs (``batch_discount``). Requests arranged for the prompt cache keep their wire body
-(OpenAI's hint, Anthropic's breakpoint) and go in two waves (:func:`waves`): the first call of
-every prefix group (with every ungrouped request), then, once those batches have ended, the rest.
+(OpenAI's hint, Anthropic's breakpoint) and go in two waves
+(:func:`~hbpsych_utils.llm.run_context.split_groups`): the first call of every prefix group (with
+every ungrouped request), then, once those batches have ended, the rest. Items of one batch run
+side by side and none sees another's cache write, so a group's later calls can only read its
+prefix from the cache in a later batch.
 
 A batch is paid for once. Reading its status or its results is retried like any call
 (bounded, jittered back-off) when the provider answers with a transport error, 429 or 5xx; a
@@ -29,7 +32,13 @@ from typing import Any
 
 from hbpsych_utils.llm.providers import CallError, Reply
 from hbpsych_utils.llm.requests import Result
-from hbpsych_utils.llm.run_context import Item, ProviderFatalError, RunContext, is_answer
+from hbpsych_utils.llm.run_context import (
+    Item,
+    ProviderFatalError,
+    RunContext,
+    is_answer,
+    split_groups,
+)
 from hbpsych_utils.llm.store import OPEN_BATCH
 from hbpsych_utils.llm.sync import run_sync
 
@@ -61,7 +70,7 @@ async def run_batch(ctx: RunContext, items: list[Item]) -> dict[str, Result]:
     sync_items: list[Item] = []
     by_provider: dict[str, list[Item]] = {}
     for it in items:
-        if it.provider.batch and ctx.adapter(it.provider).supports_batch:
+        if ctx.adapter(it.provider).supports_batch:  # the registry's flag and the adapter's hooks
             by_provider.setdefault(it.provider.name, []).append(it)
         else:
             sync_items.append(it)
@@ -73,27 +82,9 @@ async def run_batch(ctx: RunContext, items: list[Item]) -> dict[str, Result]:
     return results
 
 
-def waves(items: list[Item]) -> tuple[list[Item], list[Item]]:
-    """The items of a provider's first batches (requests in no prefix group, and the first of
-    each group) and of the batches sent once those have ended (the rest of every group), each
-    in request order. Items of one batch run side by side and none sees another's cache write,
-    so a group's later calls can only read its prefix from the cache in a later batch."""
-    first: list[Item] = []
-    later: list[Item] = []
-    seen: set[str] = set()
-    for it in items:
-        if it.group is not None and it.group in seen:
-            later.append(it)
-        else:
-            first.append(it)
-            if it.group is not None:
-                seen.add(it.group)
-    return first, later
-
-
 async def _provider_waves(ctx: RunContext, provider: str, items: list[Item],
                           results: dict[str, Result]) -> None:
-    first, later = waves(items)
+    first, later = split_groups(items)
     await _provider_batches(ctx, provider, first, results)
     if later:
         await _provider_batches(ctx, provider, later, results)
@@ -140,7 +131,9 @@ async def _provider_batches(ctx: RunContext, provider: str, items: list[Item],
             keys = [it.key for it in chunk]
             store.add_batch(bid, provider, model, keys, info)
             ctx.report.batches.append(bid)
-            tracked.append({"batch_id": bid, "info": info, "keys": keys, "reserved": est,
+            # the same fields as an adopted batch (Store.open_batches), so messages name both
+            tracked.append({"batch_id": bid, "provider": provider, "model": model,
+                            "info": info, "keys": keys, "reserved": est,
                             "submitted": time.time()})
     outs = await asyncio.gather(*[_finish(ctx, adapter, b, by_key, results) for b in tracked])
     for out in outs:
@@ -196,7 +189,7 @@ async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict
         ctx.budget.finish(b["reserved"], 0.0)
         ctx.report.uncollected += len(items)
         _not_run(ctx, items, results,
-                 f"batch {bid} ({b.get('provider', '')}): {problem}; it stays open and the next "
+                 f"batch {bid} ({b['provider']}): {problem}; it stays open and the next "
                  "run collects it")
         return []
     turnaround = time.time() - b["submitted"]
@@ -235,7 +228,7 @@ async def _poll(ctx: RunContext, adapter: Any, b: dict[str, Any]
             err = adapter.classify(exc)
             if err.kind == "fatal":
                 ctx.fatal = ctx.fatal or ProviderFatalError(
-                    f"provider {b.get('provider', '')}: batch status: {err}")
+                    f"provider {b['provider']}: batch status: {err}")
                 return f"status unreadable ({err})", info
             if err.kind == "permanent":
                 return ("gone", info) if err.status == 404 else (

@@ -9,6 +9,7 @@ the same question asked by two stages is answered (and paid for) once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -103,6 +104,12 @@ class Request:
     def cache_prefix_key(self) -> str | None:
         """sha256 of the shared prefix and the response schema (which providers put in front of
         the prompt); the same for every request of a prefix group, whatever the model."""
+        return self._prefix_key
+
+    @functools.cached_property
+    def _prefix_key(self) -> str | None:
+        # computed once per request: the engine (prefix group) and the adapter's body (OpenAI's
+        # routing hint) both need it, and the prefix is the long part of a grading prompt
         prefix = self.shared_prefix()
         if prefix is None:
             return None

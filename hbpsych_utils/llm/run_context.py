@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +23,6 @@ from hbpsych_utils.llm.requests import Request, Result
 from hbpsych_utils.llm.store import Store
 
 CallMode = Literal["sync", "batch"]
-log = logging.getLogger("hbpsych_utils.llm")
 
 
 class ProviderFatalError(RuntimeError):
@@ -68,6 +66,24 @@ class Item:
         if self.group is None:
             return self.decoding
         return {**self.decoding, "prompt_caching": self.spec.cache_mode}
+
+
+def split_groups(items: Sequence[Item]) -> tuple[list[Item], list[Item]]:
+    """The items that can go at once (requests in no prefix group, and the first of each
+    group) and those that wait for their group's first call to return (the rest of every
+    group), each in request order. One split for both paths: the sync queue holds the second
+    list back group by group, the batch path sends it as a second wave of batches."""
+    first: list[Item] = []
+    later: list[Item] = []
+    seen: set[str] = set()
+    for it in items:
+        if it.group is not None and it.group in seen:
+            later.append(it)
+        else:
+            first.append(it)
+            if it.group is not None:
+                seen.add(it.group)
+    return first, later
 
 
 @dataclass
@@ -310,17 +326,8 @@ class RunContext:
 
 
 def reply_cost(it: Item, reply: Reply, mode: CallMode) -> float:
-    """What one reply costs at the registry's prices, cached and cache-write tokens included.
-
-    A provider reporting more cached tokens than prompt tokens (a server's own usage fields)
-    has its cache counts cut to the prompt (and the reply corrected), not the run stopped."""
-    if reply.cache_read_tokens + reply.cache_write_tokens > reply.input_tokens:
-        log.warning("%s: %d cache-read + %d cache-write tokens reported for %d prompt tokens; "
-                    "counted within the prompt", it.spec.name, reply.cache_read_tokens,
-                    reply.cache_write_tokens, reply.input_tokens)
-        reply.cache_read_tokens = min(reply.cache_read_tokens, reply.input_tokens)
-        reply.cache_write_tokens = min(reply.cache_write_tokens,
-                                       reply.input_tokens - reply.cache_read_tokens)
+    """What one reply costs at the registry's prices, cached and cache-write tokens included
+    (a :class:`Reply` already holds its cache counts within its prompt)."""
     return call_cost(it.spec.price, reply.input_tokens, reply.output_tokens, mode == "batch",
                      cache_read_tokens=reply.cache_read_tokens,
                      cache_write_tokens=reply.cache_write_tokens)

@@ -25,7 +25,13 @@ from collections.abc import Sequence
 
 from hbpsych_utils.llm.providers import CallError, Reply
 from hbpsych_utils.llm.requests import Result
-from hbpsych_utils.llm.run_context import Item, ProviderFatalError, RunContext, is_answer
+from hbpsych_utils.llm.run_context import (
+    Item,
+    ProviderFatalError,
+    RunContext,
+    is_answer,
+    split_groups,
+)
 
 log = logging.getLogger("hbpsych_utils.llm")
 
@@ -67,25 +73,19 @@ class SendQueue:
     """
 
     def __init__(self, items: Sequence[Item]) -> None:
-        self._ready: deque[Item] = deque()
+        first, later = split_groups(items)
+        self._ready: deque[Item] = deque(first)
+        # the first item of every group that has not returned yet, and what waits for it
+        self._leaders = {it.key for it in first if it.group is not None}
         self._waiting: dict[str, list[Item]] = {}
-        self._leaders: set[str] = set()
-        for it in items:
-            if it.group is None:
-                self._ready.append(it)
-            elif it.group in self._waiting:
-                self._waiting[it.group].append(it)
-            else:
-                self._waiting[it.group] = []
-                self._leaders.add(it.key)
-                self._ready.append(it)
-        self._open = len(self._leaders)  # groups whose first item has not returned yet
+        for it in later:
+            self._waiting.setdefault(str(it.group), []).append(it)
         self._changed = asyncio.Condition()
 
     async def next(self) -> Item | None:
         """The next item to send; None once every item has been handed out."""
         async with self._changed:
-            while not self._ready and self._open:
+            while not self._ready and self._leaders:
                 await self._changed.wait()
             return self._ready.popleft() if self._ready else None
 
@@ -96,7 +96,6 @@ class SendQueue:
         async with self._changed:
             self._leaders.discard(it.key)
             self._ready.extendleft(reversed(self._waiting.pop(str(it.group), [])))
-            self._open -= 1
             self._changed.notify_all()
 
 

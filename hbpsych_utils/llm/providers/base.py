@@ -18,6 +18,7 @@ message's own "try again in 1.5s" / "retry in 37s".
 from __future__ import annotations
 
 import email.utils
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from hbpsych_utils.llm.models import ModelSpec, ProviderSpec
 from hbpsych_utils.llm.requests import Request
 
 ErrorKind = Literal["transient", "fatal", "permanent"]
+log = logging.getLogger("hbpsych_utils.llm")
 
 # Phrases by which providers say "no money / no quota" rather than "slow down".
 _FATAL_PHRASES = ("insufficient_quota", "credit balance", "credits are depleted",
@@ -43,7 +45,10 @@ class Reply:
 
     ``input_tokens`` counts every prompt token (for Anthropic, whose ``input_tokens`` leaves
     them out, the adapter adds the cache reads and writes); ``cache_read_tokens`` of them were
-    read from the provider's prompt cache and ``cache_write_tokens`` written to it."""
+    read from the provider's prompt cache and ``cache_write_tokens`` written to it. A provider
+    reporting more cache tokens than prompt tokens (a server's own usage fields) has its cache
+    counts cut to the prompt here, with a warning, so that what is priced and what is stored
+    agree and the run goes on."""
 
     text: str
     stop_reason: str | None
@@ -52,6 +57,15 @@ class Reply:
     output_tokens: int
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.cache_read_tokens + self.cache_write_tokens > self.input_tokens:
+            log.warning("%d cache-read + %d cache-write tokens reported for %d prompt tokens "
+                        "(stop reason %r); counted within the prompt", self.cache_read_tokens,
+                        self.cache_write_tokens, self.input_tokens, self.stop_reason)
+            self.cache_read_tokens = min(self.cache_read_tokens, self.input_tokens)
+            self.cache_write_tokens = min(self.cache_write_tokens,
+                                          self.input_tokens - self.cache_read_tokens)
 
 
 class CallError(Exception):
@@ -212,7 +226,6 @@ class Adapter:
         return None
 
     # batch hooks (adapters of providers with batch APIs override them and the limits)
-    supports_batch = False
     max_batch_items = 0
     max_batch_bytes = 0
 
