@@ -73,8 +73,11 @@ def main() -> int:
     print("- Cache hit rate (share of a prefix group's calls after the first that read the "
           "cache; the first call never does): "
           + ", ".join(f"{k} {v:.0%}" for k, v in a["cache_hit_rate"].items()) + ".")
-    print("- Cached length: the whole prefix at or above the model's minimum; OpenAI in steps "
-          "of 128 above 1,024. Anthropic's breakpoint: the first call and every miss write.")
+    steps = ", ".join(f"{kind} in steps of {step}"
+                      for kind, step in cost_plan.CACHE_GRANULARITY.items())
+    print("- Cached length: the whole prefix at or above the model's minimum; implicit caches "
+          f"of {steps} above it (cost_plan.CACHE_GRANULARITY). Anthropic's breakpoint: the "
+          "first call and every miss write.")
     print("- Batch APIs and cache prices, from the registry:")
     for model, f in a["registry"].items():
         print(f"  {model:<28} provider {f['provider']:<10} batch {f['batch_api']!s:<5} "

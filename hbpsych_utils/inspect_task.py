@@ -27,9 +27,10 @@ Judges: the Inspect model role ``judges`` (``--model-role judges=A,B,C``; one mo
 judge), else the task argument ``judges`` (a list, or names joined by commas), else the study's
 panel (GPT-4.1, Claude Haiku 4.5, Gemini 2.5 Flash, as ``openai/``, ``anthropic/`` and
 ``google/`` models; keys from the providers' usual environment variables). Each judge runs at
-``judge_temperature`` (the study's 0.0; the reference grader uses 0.5) with the registry's
-per-model settings where the model is in ``params/models.yaml`` (Gemini 2.5 Flash: thinking
-budget 0, as ``reasoning_tokens=0``).
+``judge_temperature`` (the study's 0.0; the reference grader uses 0.5) under the registry's
+per-model settings where the model is in ``params/models.yaml`` (:func:`judge_config`: its
+temperature rule and output cap, and a Gemini thinking budget, Gemini 2.5 Flash's 0 as
+``reasoning_tokens=0``).
 
 Score value per sample: ``healthbench_score`` (the panel score, unclipped; NaN when unscored,
 the key filter-results reads) and one key per judge (its unclipped score). Metrics:
@@ -95,6 +96,7 @@ from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import sources
 from hbpsych_utils.evaluation import grading, scoring
 from hbpsych_utils.llm import ConfigError, Registry, load_registry
+from hbpsych_utils.llm.models import resolve_decoding
 from hbpsych_utils.reporting.interop import resolve_subset
 
 log = logging.getLogger(__name__)
@@ -176,7 +178,7 @@ def inspect_model_name(model_id: str) -> str:
     """``provider/api_model`` for a registry model reached by a first-party Inspect provider."""
     registry = _registry()
     spec = registry.model(model_id)
-    kind = registry.providers[spec.provider].kind
+    kind = registry.provider_of(model_id).kind
     if kind not in INSPECT_PROVIDER:
         raise ConfigError(f"model {model_id!r}: provider kind {kind!r} has no first-party "
                           f"Inspect provider (have {sorted(INSPECT_PROVIDER)}); name it directly")
@@ -200,15 +202,23 @@ def judge_names(judges: str | Sequence[str] | None) -> list[str] | None:
 
 
 def judge_config(name: str, temperature: float, max_tokens: int) -> GenerateConfig:
-    """Decoding of one judge: the study's temperature and cap, plus the registry's thinking
-    budget for a model whose snapshot id (the name's last part) is in the registry."""
+    """Decoding of one judge. For a model whose snapshot id (the name's last part) is in the
+    registry, the study's temperature as the engine sends it (``llm.models.resolve_decoding``:
+    none for a ``rejected`` temperature, the model's own for a fixed one), the cap lowered to
+    its ``max_tokens_cap``, and Gemini's thinking budget as ``reasoning_tokens``; its other
+    provider parameters (Anthropic's ``thinking``) have no one-to-one Inspect setting and are
+    left to Inspect's defaults. Any other model gets the study's temperature and cap."""
+    registry = _registry()
     snapshot = name.rsplit("/", 1)[-1]
-    spec = next((m for m in _registry().models.values() if m.api_model == snapshot), None)
-    budget = None
-    if spec is not None:
-        budget = spec.params.get("thinking_config", {}).get("thinking_budget")
-    return GenerateConfig(temperature=temperature, max_tokens=max_tokens,
-                          reasoning_tokens=budget)
+    model_id = next((n for n, m in registry.models.items() if m.api_model == snapshot), None)
+    if model_id is None:
+        return GenerateConfig(temperature=temperature, max_tokens=max_tokens)
+    spec = registry.model(model_id)
+    sent = resolve_decoding(spec, registry.provider_of(model_id).kind, temperature, max_tokens)
+    if spec.max_tokens_cap is not None:
+        max_tokens = min(max_tokens, spec.max_tokens_cap)
+    return GenerateConfig(temperature=sent.get("temperature"), max_tokens=max_tokens,
+                          reasoning_tokens=sent.get("thinking_config", {}).get("thinking_budget"))
 
 
 def judge_key(model: Model, taken: set[str]) -> str:

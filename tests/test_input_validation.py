@@ -26,6 +26,7 @@ from hbpsych_utils.core import config, jsonl, records, sources, yaml_loader
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.llm import ConfigError, load_registry
 from hbpsych_utils.llm.testing.simulator import FAULT_KINDS
+from hbpsych_utils.reporting import interop
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY_CORPUS = ROOT / "tests" / "data" / "toy_specialty" / "corpus.jsonl"
@@ -242,6 +243,41 @@ def test_every_table_reader_names_file_and_line_of_bytes_that_are_not_utf8(
     path.write_bytes(b"prompt_id,category\n" + b"a,x" + NOT_UTF8 + b"\n")
     with pytest.raises(error, match=rf"{path}:2: .*not UTF-8 text: byte 0xff at column 4"):
         reader(path)
+
+
+@pytest.mark.parametrize(("reader", "error"), [
+    (records.read_json, records.NotJSON),
+    (subset.load_subset, ValueError),
+    (subset.read_index, ValueError),
+    (screening.read_vocabulary, screening.ScreenError),
+    (interop.read_simple_evals, interop.InteropError),
+    (lambda p: interop.resolve_subset(str(p)), interop.InteropError),
+], ids=["records", "subset", "subset-index", "vocabulary", "simple-evals", "interop-subset"])
+def test_every_json_reader_names_file_and_line_of_text_that_is_not_json(
+        tmp_path: Path, reader, error) -> None:
+    path = tmp_path / "x_allresults.json"
+    path.write_text('{"prompt_ids": [],\n oops}', encoding="utf-8")
+    with pytest.raises(error, match=rf"{path}:2: not valid JSON: Expecting property name"):
+        reader(path)
+
+
+def test_a_ratings_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "R1.json"
+    path.write_text('{"reviewer": "R1",\n oops}', encoding="utf-8")
+    with pytest.raises(ratings.RatingsError) as exc:
+        ratings.check_format(path)
+    (problem,) = exc.value.problems
+    assert (problem.file, problem.field) == (str(path), "<json>")
+    assert problem.message.startswith("line 2: not valid JSON: Expecting property name")
+
+
+def test_a_validators_own_message_is_reported_without_pydantics_prefix(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.csv"
+    path.write_text("candidate,judge,clipped_mean_score,n_prompts\nc,j,1.5,10\n",
+                    encoding="utf-8")
+    with pytest.raises(scoring.ScoringError) as exc:
+        scoring.read_matrix(path)
+    assert str(exc.value) == f"{path}:2: field 'clipped_mean_score': 1.5 outside [0, 1]"
 
 
 @pytest.mark.parametrize(("reader", "error"), [

@@ -35,6 +35,7 @@ from inspect_ai.log import EvalLog, read_eval_log
 from hbpsych_utils import inspect_task, study
 from hbpsych_utils.construction.corpus import Conversation, RubricItem
 from hbpsych_utils.evaluation import grading, scoring
+from hbpsych_utils.llm.models import registry_from_dict
 from hbpsych_utils.llm.testing import Fault, Simulator
 from hbpsych_utils.reporting import export, interop
 from hbpsych_utils.reporting.interop import resolve_subset
@@ -214,6 +215,38 @@ def test_judge_config_carries_the_registry_thinking_budget() -> None:
     assert flash.reasoning_tokens == 0 and flash.temperature == 0.0 and flash.max_tokens == 2048
     gpt = inspect_task.judge_config(f"openai/{study.JUDGE_PANEL[0]}", 0.5, 100)
     assert gpt.reasoning_tokens is None and gpt.temperature == 0.5
+
+
+def test_judge_config_follows_the_registry_decoding_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A registry judge gets what the engine would send it (``resolve_decoding``): no
+    temperature where the model rejects one, its fixed one, its cap; others the study's."""
+    price = {"input": 1, "output": 1}
+    registry = registry_from_dict({
+        "providers": {"po": {"kind": "openai", "api_key_env": None},
+                      "pa": {"kind": "anthropic", "api_key_env": None},
+                      "pg": {"kind": "google", "api_key_env": None}},
+        "models": {
+            "rejects": {"provider": "po", "api_model": "snap-r", "temperature": "rejected",
+                        "price": price},
+            "fixed": {"provider": "pa", "api_model": "snap-f", "temperature": 1.0,
+                      "price": price},
+            "capped": {"provider": "po", "api_model": "snap-c", "max_tokens_cap": 100,
+                       "price": price},
+            "thinks": {"provider": "pg", "api_model": "snap-g", "price": price,
+                       "params": {"thinking_config": {"thinking_budget": 0}}},
+        },
+    })
+    monkeypatch.setattr(inspect_task, "_registry", lambda: registry)
+
+    def config(name: str) -> tuple[float | None, int | None, int | None]:
+        c = inspect_task.judge_config(name, 0.0, 2048)
+        return c.temperature, c.max_tokens, c.reasoning_tokens
+
+    assert config("openai/snap-r") == (None, 2048, None)
+    assert config("anthropic/snap-f") == (1.0, 2048, None)
+    assert config("openai-api/sim/snap-c") == (0.0, 100, None)
+    assert config("google/snap-g") == (0.0, 2048, 0)
+    assert config("openai/not-in-the-registry") == (0.0, 2048, None)
 
 
 def test_panel_value_and_statistics() -> None:

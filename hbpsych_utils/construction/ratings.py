@@ -13,9 +13,8 @@ tally and the subset are computed from; ``read_votes`` reads it back from a stag
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,12 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from hbpsych_utils.construction.review_set import ReviewSetError, check_set
 from hbpsych_utils.core.records import (
     FileRecord,
+    NotJSON,
     NotUTF8,
     invalid,
     problems,
     read_csv,
-    read_text,
+    read_json,
 )
 
 VOTES = ("Y", "N")
@@ -155,12 +155,40 @@ class _Assigned(FileRecord):
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(read_text(path))
-    except NotUTF8 as exc:
-        raise RatingsError([Problem(str(path), None, "<bytes>",
+        return read_json(path)
+    except (NotUTF8, NotJSON) as exc:
+        where = "<bytes>" if isinstance(exc, NotUTF8) else "<json>"
+        raise RatingsError([Problem(str(path), None, where,
                                     f"line {exc.line}: {exc.problem}")]) from None
-    except json.JSONDecodeError as exc:
-        raise RatingsError([Problem(str(path), None, "<json>", f"not valid JSON: {exc}")]) from None
+
+
+def _read_file(path: Path) -> tuple[dict[str, Any], RatingsFile, list[Problem]]:
+    """A ratings file's JSON object, its header and the header's problems (an invalid header
+    comes back unvalidated, so the rows can still be checked and every problem reported)."""
+    doc = _read_json(path)
+    if not isinstance(doc, dict):
+        raise RatingsError([Problem(str(path), None, "<root>", "expected a JSON object")])
+    try:
+        return doc, RatingsFile.model_validate(doc), []
+    except ValidationError as exc:
+        found = [Problem(str(path), None, fld, msg) for fld, msg in problems(exc)]
+        return doc, RatingsFile.model_construct(**doc), found
+
+
+def _validated_rows(
+    path: Path, rows: Sequence[Any], found: list[Problem], context: dict[str, Any] | None = None
+) -> Iterator[tuple[int, dict[str, Any], RatingRow | None, list[tuple[str, str]]]]:
+    """``(index, row, RatingRow or None, its problems)`` for every object row; a row that is
+    not an object is added to ``found`` and skipped."""
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            found.append(Problem(str(path), None, f"ratings[{i}]", "expected an object"))
+            continue
+        try:
+            row, errors = RatingRow.model_validate(r, context=context), []
+        except ValidationError as exc:
+            row, errors = None, problems(exc)
+        yield i, r, row, errors
 
 
 def _rows_of(doc: Any) -> list[Any] | None:
@@ -259,20 +287,11 @@ def load_ratings(
     context = {"vocabulary": frozenset(vocabulary)}
     expected = dict(zip(review_set["review_id"], review_set["prompt_id"], strict=True))
     owner = {pid: rid for rid, pid in expected.items()}
-    doc = _read_json(path)
-    found: list[Problem] = []
+    doc, header, found = _read_file(path)
 
     def bad(rid: str | None, fld: str, msg: str) -> None:
         found.append(Problem(f, rid, fld, msg))
 
-    if not isinstance(doc, dict):
-        raise RatingsError([Problem(f, None, "<root>", "expected a JSON object")])
-    try:
-        header = RatingsFile.model_validate(doc)
-    except ValidationError as exc:
-        for fld, msg in problems(exc):
-            bad(None, fld, msg)
-        header = RatingsFile.model_construct(**doc)
     if expected_packet is not None and header.packet != expected_packet:
         bad(None, "packet", f"expected {expected_packet!r}, got {header.packet!r}")
     rows = _rows_of(doc)
@@ -282,16 +301,7 @@ def load_ratings(
     seen: set[str] = set()
     good: list[dict[str, str]] = []
     n_empty_cat = n_empty_conf = 0
-    for i, r in enumerate(rows):
-        if not isinstance(r, dict):
-            bad(None, f"ratings[{i}]", "expected an object")
-            continue
-        try:
-            row = RatingRow.model_validate(r, context=context)
-            errors = []
-        except ValidationError as exc:
-            row = None
-            errors = problems(exc)
+    for i, r, row, errors in _validated_rows(path, rows, found, context):
         rid = r.get("review_id")
         if any(fld == "review_id" for fld, _ in errors):
             bad(None, f"ratings[{i}].review_id", dict(errors)["review_id"])
@@ -344,25 +354,11 @@ def check_format(path: Path | str) -> None:
     fields and types. The category vocabulary and the review set are checked by
     ``load_ratings``. Every problem is raised at once as one ``RatingsError``."""
     path = Path(path)
-    f = str(path)
-    doc = _read_json(path)
-    if not isinstance(doc, dict):
-        raise RatingsError([Problem(f, None, "<root>", "expected a JSON object")])
-    found: list[Problem] = []
-    try:
-        RatingsFile.model_validate(doc)
-    except ValidationError as exc:
-        found += [Problem(f, None, fld, msg) for fld, msg in problems(exc)]
-    for i, r in enumerate(_rows_of(doc) or []):
-        if not isinstance(r, dict):
-            found.append(Problem(f, None, f"ratings[{i}]", "expected an object"))
-            continue
-        try:
-            RatingRow.model_validate(r)
-        except ValidationError as exc:
-            rid = r.get("review_id") if isinstance(r.get("review_id"), str) else None
-            found += [Problem(f, rid, fld if rid else f"ratings[{i}].{fld}", msg)
-                      for fld, msg in problems(exc)]
+    doc, _, found = _read_file(path)
+    for i, r, _, errors in _validated_rows(path, _rows_of(doc) or [], found):
+        rid = r.get("review_id") if isinstance(r.get("review_id"), str) else None
+        found += [Problem(str(path), rid, fld if rid else f"ratings[{i}].{fld}", msg)
+                  for fld, msg in errors]
     if found:
         raise RatingsError(found)
 

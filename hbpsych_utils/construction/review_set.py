@@ -25,6 +25,7 @@ import pandas as pd
 from pydantic import field_validator
 
 from hbpsych_utils.construction.corpus import Conversation, Message
+from hbpsych_utils.construction.screening import RECALL_CANDIDATE_TIERS, RECALL_NO_TIER
 from hbpsych_utils.core.records import FileRecord, invalid, read_csv, validate
 from hbpsych_utils.core.stage import write_json
 
@@ -353,8 +354,8 @@ def design_round2(
     n_controls: int,
     seed: int,
     *,
-    candidate_tiers: Sequence[str] = ("CLEAR", "POSSIBLE"),
-    no_tier: str = "NO",
+    candidate_tiers: Sequence[str] = RECALL_CANDIDATE_TIERS,
+    no_tier: str = RECALL_NO_TIER,
 ) -> pd.DataFrame:
     """Round 2 from a recall screen: its candidates plus fresh controls from its ``NO`` pool.
 

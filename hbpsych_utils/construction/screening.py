@@ -27,13 +27,17 @@ from pydantic import TypeAdapter, ValidationInfo, field_validator
 
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import jsonl
-from hbpsych_utils.core.records import FileRecord, invalid, read_csv, read_text, validate
+from hbpsych_utils.core.records import FileRecord, invalid, read_csv, read_json, read_text, validate
 
 log = logging.getLogger(__name__)
 
 LABELS = ("RELEVANT", "BORDERLINE", "NOT_RELEVANT")
 CONFIDENCES = ("high", "medium", "low")
-RECALL_TIERS = ("CLEAR", "POSSIBLE", "NO")
+RECALL_CANDIDATE_TIERS = ("CLEAR", "POSSIBLE")
+"""The recall screen's tiers that make a round-2 candidate (the subgroups of its tally)."""
+RECALL_NO_TIER = "NO"
+"""The recall screen's tier that stays out: round 2 draws its controls from it."""
+RECALL_TIERS = (*RECALL_CANDIDATE_TIERS, RECALL_NO_TIER)
 RECALL_BUCKETS = (
     "A_substance", "B_somatic_emotion", "C_topical", "D_nonenglish", "standard", "none",
 )
@@ -230,10 +234,7 @@ def read_screen(path: Path | str) -> pd.DataFrame:
 
 def read_vocabulary(path: Path | str) -> tuple[str, ...]:
     """02's ``vocabulary.json``: the category vocabulary the reviewers choose from."""
-    try:
-        data = json.loads(read_text(path, error=ScreenError))
-    except json.JSONDecodeError as exc:
-        raise ScreenError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    data = read_json(path, error=ScreenError)
     return validate(TypeAdapter(tuple[str, ...]), data, str(path), ScreenError)
 
 
@@ -511,7 +512,7 @@ def agreement_with_release(live: pd.DataFrame, released: pd.DataFrame) -> dict[s
 def rubric_text(rubric_artifact: str, rubric_file: str | None, fetch: Callable[[str], Path]) -> str:
     """The rubric a profile names: a local file when given, else the registry artifact."""
     if rubric_file is not None:
-        from hbpsych_utils.core.config import resolve_path
+        from hbpsych_utils.core.paths import resolve_path
 
         return read_text(resolve_path(rubric_file), error=ScreenError)
     return read_text(fetch(rubric_artifact), error=ScreenError)

@@ -27,7 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 from hbpsych_utils.construction.corpus import ids_hash
 from hbpsych_utils.construction.review_set import CANDIDATE, CONTROL, SCREENED_IN
 from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY, included_ids, modal_categories
-from hbpsych_utils.core.records import FileRecord, problems, read_csv, read_text, validate
+from hbpsych_utils.core.records import FileRecord, problems, read_csv, read_json, validate
 from hbpsych_utils.core.stage import write_text
 
 
@@ -120,7 +120,7 @@ class SubsetFile(FileRecord):
 
 def load_subset(path: Path | str) -> dict[str, Any]:
     """Read a subset file and check that its hash matches its ids."""
-    data = _read_json(path)
+    data = read_json(path)
     try:
         parsed = SubsetFile.model_validate(data)
     except ValidationError as exc:
@@ -196,16 +196,7 @@ _INDEX = TypeAdapter(dict[str, str])
 
 def read_index(path: Path | str) -> dict[str, str]:
     """05_subset's ``subsets.json``: subset key -> file name, validated."""
-    return validate(_INDEX, _read_json(path), str(path))
-
-
-def _read_json(path: Path | str) -> Any:
-    """A subset or index file's JSON; bytes or text that are not UTF-8 JSON name the file and
-    line."""
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    return validate(_INDEX, read_json(path), str(path))
 
 
 def stage_ids(stage: Any, key: str) -> list[str]:

@@ -20,11 +20,9 @@ import pandas as pd
 from hbpsych_utils import study
 from hbpsych_utils.construction.ratings import reviewer_names
 from hbpsych_utils.construction.review_set import CANDIDATE, CONTROL, SCREENED_IN, ReviewSetError
+from hbpsych_utils.construction.screening import RECALL_CANDIDATE_TIERS
 
 NO_CATEGORY_MAJORITY = "no category majority"
-
-RECALL_TIERS = ("CLEAR", "POSSIBLE")
-"""The recall screen's tiers that make a round-2 candidate (the subgroups of its tally)."""
 
 ROUND1_NAMES: dict[str, str] = {
     "n_reviewed": "n_reviewed",
@@ -218,13 +216,13 @@ def tally_round2(
 ) -> RoundTally:
     """Round 2: recall candidates (by recall tier, joined from the key) versus fresh controls."""
     return tally(votes, names=ROUND2_NAMES, test_kind=CANDIDATE, threshold=threshold,
-                 subgroup_column=tier_column, subgroups=RECALL_TIERS)
+                 subgroup_column=tier_column, subgroups=RECALL_CANDIDATE_TIERS)
 
 
 def design_counts(
     review_set: pd.DataFrame, *, names: Mapping[str, str] = ROUND2_NAMES,
     test_kind: str = CANDIDATE, subgroup_column: str = "recovery_tier",
-    subgroups: Sequence[str] = RECALL_TIERS,
+    subgroups: Sequence[str] = RECALL_CANDIDATE_TIERS,
 ) -> dict[str, int]:
     """What a designed round holds before any vote, under the round's metrics names: items
     under test, each subgroup, controls (04_recall while it awaits its ratings)."""

@@ -8,16 +8,21 @@ models are strict (a string is not a number, a bool is not a number) and ignore 
 accepts a NaN or infinite number (JSON readers let ``NaN`` through). Errors become the field
 paths a reader of the file recognises (``rubrics[0].points``, ``ratings[3].review_id``) and a
 short problem, so every loader reports file, line or record, and field, in its own error type.
+The compendium's loaders report the first bad field; ``validate(..., every=True)`` reports every
+one in prose, with a model's ``missing_hints`` (the style of the results reader
+:mod:`hbpsych_utils.reporting.interop`, whose users fix files written by other tools).
 
 Files are decoded here too: :func:`read_text` and :func:`utf8_lines` turn bytes that are not
 UTF-8 into a :class:`NotUTF8` error naming the file, the line and the column, instead of a bare
 ``UnicodeDecodeError`` (``utf8_lines`` hands it back per line, so a skip mode can count the line
-and go on).
+and go on); :func:`read_json` adds :class:`NotJSON`, naming the file and the line, for text that
+does not parse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -29,6 +34,8 @@ _EXPECTED = {
     "model_attributes_type": "an object", "int_type": "int", "float_type": "float",
     "bool_type": "bool",
 }
+_EXPECTED_PROSE = {"dict_type": "an object", "model_type": "an object",
+                   "model_attributes_type": "an object", "list_type": "a list"}
 
 
 class FileRecord(BaseModel):
@@ -40,6 +47,9 @@ class FileRecord(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True, allow_inf_nan=False)
     error: ClassVar[type[Exception]] = ValueError
+    missing_hints: ClassVar[Mapping[str, str]] = {}
+    """Field path -> what its absence tells about the file, added to a missing field's problem
+    when :func:`validate` reports every bad field (e.g. "not an Inspect eval log")."""
 
     @classmethod
     def parse(cls, data: Any, where: str) -> Self:
@@ -67,13 +77,23 @@ def field_path(loc: Sequence[int | str]) -> str:
     return out or "<record>"
 
 
-def problem_text(error: Any) -> str:
-    """One pydantic error as the short problem the loaders report."""
+def problem_text(error: Any, *, prose: bool = False) -> str:
+    """One pydantic error as the short problem the loaders report. A validator's own
+    ``ValueError`` reads as raised (no pydantic prefix); a wrong type as ``expected str, got
+    int``. With ``prose``: ``expected an object`` / ``expected a list``, and any other failed
+    check names the value given (``Input should be a valid integer, got '2'``)."""
     kind = error["type"]
     if kind == "missing":
         return "missing"
+    if kind == "value_error":
+        return str((error.get("ctx") or {}).get("error", error["msg"]))
+    got = type(error["input"]).__name__
+    if prose:
+        if kind in _EXPECTED_PROSE:
+            return f"expected {_EXPECTED_PROSE[kind]}, got {got}"
+        return f"{error['msg']}, got {error['input']!r}"
     if kind in _EXPECTED:
-        return f"expected {_EXPECTED[kind]}, got {type(error['input']).__name__}"
+        return f"expected {_EXPECTED[kind]}, got {got}"
     return str(error["msg"])
 
 
@@ -82,17 +102,44 @@ def problems(exc: ValidationError, prefix: Sequence[int | str] = ()) -> list[tup
     return [(field_path([*prefix, *err["loc"]]), problem_text(err)) for err in exc.errors()]
 
 
+def _problem_sentences(exc: ValidationError, prefix: Sequence[int | str] = (),
+                       hints: Mapping[str, str] | None = None) -> list[str]:
+    """Every error of ``exc`` in prose: ``field 'a.b': <problem>``, ``field 'a' is missing``
+    with its hint (``hints``: field path without ``prefix`` -> text; each hint is given once,
+    so two missing fields with one hint do not repeat it), or the bare problem when the record
+    itself is wrong (``expected an object, got str``)."""
+    left = dict(hints or {})
+    out = []
+    for err in exc.errors():
+        loc = [*prefix, *err["loc"]]
+        name = field_path(loc) if loc else ""
+        if err["type"] == "missing":
+            hint = left.get(field_path(err["loc"]))
+            left = {k: v for k, v in left.items() if v != hint}
+            out.append(f"field '{name}' is missing" + (f": {hint}" if hint else ""))
+        else:
+            problem = problem_text(err, prose=True)
+            out.append(f"field '{name}': {problem}" if name else problem)
+    return out
+
+
 def validate(schema: type[BaseModel] | TypeAdapter[Any], data: Any, where: str,
-             error: type[Exception] = ValueError, *, context: dict[str, Any] | None = None
-             ) -> Any:
+             error: type[Exception] = ValueError, *, context: dict[str, Any] | None = None,
+             every: bool = False, prefix: Sequence[int | str] = ()) -> Any:
     """``data`` validated by a model class or a TypeAdapter, else ``error`` with the message
-    ``<where>: field '<path>': <problem>`` for the first bad field."""
+    ``<where>: field '<path>': <problem>`` for the first bad field; with ``every``,
+    ``<where>: `` and every problem (:func:`_problem_sentences`, with the model's
+    ``missing_hints``) joined by ``; ``. ``prefix`` heads every field path (``data`` sits
+    there in its file)."""
     try:
         if isinstance(schema, TypeAdapter):
             return schema.validate_python(data, context=context)
         return schema.model_validate(data, context=context)
     except ValidationError as exc:
-        name, problem = problems(exc)[0]
+        if every:
+            hints = getattr(schema, "missing_hints", None)
+            raise error(f"{where}: {'; '.join(_problem_sentences(exc, prefix, hints))}") from None
+        name, problem = problems(exc, prefix)[0]
         raise error(f"{where}: field {name!r}: {problem}") from None
 
 
@@ -127,6 +174,27 @@ def read_text(path: Path | str, *, error: type[Exception] | None = None,
         bad = _not_utf8(path, data, exc)
         raise (bad if error is None else error(str(bad))) from None
     return text.replace("\r\n", "\n").replace("\r", "\n") if newline is None else text
+
+
+class NotJSON(ValueError):
+    """A JSON file's text that does not parse; names file and line (1-based)."""
+
+    def __init__(self, file: Path | str, line: int, detail: str) -> None:
+        self.file, self.line = str(file), line
+        self.problem = f"not valid JSON: {detail}"
+        super().__init__(f"{file}:{line}: {self.problem}")
+
+
+def read_json(path: Path | str, *, error: type[Exception] | None = None) -> Any:
+    """A whole JSON file, decoded. Bytes that are not UTF-8 raise :class:`NotUTF8` and text
+    that does not parse :class:`NotJSON` (or ``error`` with their message:
+    ``<file>:<line>: ...``), so every reader of a JSON file names the file and the line."""
+    text = read_text(path, error=error)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        bad = NotJSON(path, exc.lineno, exc.msg)
+        raise (bad if error is None else error(str(bad))) from None
 
 
 def utf8_lines(path: Path | str) -> Iterator[tuple[int, str | NotUTF8]]:

@@ -45,7 +45,7 @@ import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
-from hbpsych_utils.evaluation import grading
+from hbpsych_utils.evaluation import grading, runlog
 from hbpsych_utils.llm.cost import CHARS_PER_TOKEN, call_cost, estimate_input_tokens
 from hbpsych_utils.llm.models import ConfigError, ModelSpec, ProviderSpec, Registry
 
@@ -136,13 +136,11 @@ def measure(conversations: Iterable[Conversation], template: str,
     mean_reply = round(statistics.fmean(known)) if known else 0
     out = []
     for c in convs:
-        head = template.replace(grading.CONVERSATION_SLOT,
-                                grading.render_conversation(c.prompt, ""))
         reply = replies[c.prompt_id] or (mean_reply, "mean")
         out.append(ConversationTokens(
             prompt_id=c.prompt_id,
             prompt_chars=sum(len(m.content) for m in c.prompt),
-            prefix_chars=len(system) + head.index(grading.RUBRIC_SLOT),
+            prefix_chars=len(system) + grading.shared_prefix_chars(template, c.prompt, ""),
             criterion_chars=tuple(
                 len(system) + len(grading.render_grader_prompt(template, c.prompt, "", item))
                 for item in c.rubrics),
@@ -189,11 +187,10 @@ class Design:
     def reply_chars(self, candidate: str, conv: ConversationTokens) -> float:
         return conv.reply_chars * self.reply_scale.get(candidate, 1.0)
 
-    def prefix_tokens(self, candidate: str = "") -> list[int]:
-        """Each measured conversation's shared grader prefix (tokens) with this candidate's
-        assumed reply."""
-        return [tokens(c.prefix_chars + self.reply_chars(candidate, c))
-                for c in self.conversations]
+    def prefix_tokens(self) -> list[int]:
+        """Each measured conversation's shared grader prefix (tokens) with its assumed reply
+        (before any per-candidate scale)."""
+        return [tokens(c.prefix_chars + c.reply_chars) for c in self.conversations]
 
     def unshared_tokens(self) -> list[int]:
         """Each measured criterion's tokens after the shared prefix (its rubric item and the
@@ -201,10 +198,10 @@ class Design:
         return [tokens(n - c.prefix_chars) for c in self.conversations
                 for n in c.criterion_chars]
 
-    def mean_reply_tokens(self, candidate: str | None = None) -> float:
-        """The assumed reply length in tokens, over the measured conversations."""
-        return statistics.fmean(tokens(self.reply_chars(candidate or "", c))
-                                for c in self.conversations)
+    def mean_reply_tokens(self) -> float:
+        """The assumed reply length in tokens (before any per-candidate scale), over the
+        measured conversations."""
+        return statistics.fmean(tokens(c.reply_chars) for c in self.conversations)
 
 
 @dataclass(frozen=True)
@@ -215,13 +212,6 @@ class Routing:
     generation_batch: bool
     grading_batch: bool
     prompt_caching: bool
-
-    def describe(self) -> str:
-        def path(batch: bool) -> str:
-            return "batch APIs where the provider has one" if batch else "sync"
-        return (f"{self.name}: candidates {path(self.generation_batch)}, judges "
-                f"{path(self.grading_batch)}, prompt caching "
-                f"{'on' if self.prompt_caching else 'off'}")
 
 
 AS_STUDY_RAN = Routing("as the study ran it", generation_batch=False, grading_batch=True,
@@ -448,15 +438,15 @@ def study_design(subset: str = "v1", *, candidates: Sequence[str] = study.CANDID
                  fetch: Callable[[str], Path] | None = None) -> Design:
     """The study's design on a released subset: its candidates and judge panel on every
     conversation of the subset, measured on those the corpus artifact holds (72 of v1's 610
-    offline) and scaled to the subset's size. ``fetch`` is ``sources.fetch`` or a stage's
-    recording version of it."""
+    offline; verified as a profile's corpus is, ``corpus.load_for_profile``) and scaled to the
+    subset's size. ``fetch`` is ``sources.fetch`` or a stage's recording version of it."""
+    from hbpsych_utils.construction import corpus
     from hbpsych_utils.construction import subset as subsets
-    from hbpsych_utils.construction.corpus import load_corpus
     from hbpsych_utils.core import sources
 
     fetch = fetch or sources.fetch
     ids = subsets.load_subset(fetch(study.SUBSET_ARTIFACTS[subset]))["prompt_ids"]
-    held = {c.prompt_id: c for c in load_corpus(fetch("healthbench_oss")).conversations}
+    held = corpus.load_for_profile(allow_partial=True, fetch=fetch).by_id()
     convs = [held[i] for i in ids if i in held]
     if not convs:
         raise PlanError(f"none of the {len(ids)} conversations of subset {subset!r} is in the "
@@ -466,11 +456,12 @@ def study_design(subset: str = "v1", *, candidates: Sequence[str] = study.CANDID
                   candidates=tuple(candidates), judges=tuple(judges))
 
 
-def ledger_by_model(spend: pd.DataFrame) -> dict[tuple[str, str], float]:
-    """The released ledger (``runlog.read_spend``) summed per (phase, model), phases renamed
-    as here (``generate`` -> ``generation``, ``grade`` -> ``grading``)."""
-    sums = spend.groupby(["phase", "who"])["cost"].sum()
-    return {(LEDGER_PHASES.get(p, p), m): float(v) for (p, m), v in sums.items()}
+def ledger_by_phase(spend: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """The released ledger (``runlog.read_spend``) as phase -> model -> USD
+    (``runlog.spend_by``), phases renamed as here (``generate`` -> ``generation``, ``grade``
+    -> ``grading``)."""
+    return {LEDGER_PHASES.get(p, p): runlog.spend_by(spend, p).to_dict()
+            for p in spend["phase"].unique()}
 
 
 @dataclass(frozen=True)
@@ -481,26 +472,22 @@ class StudyReport:
     registry: Registry
     as_run: list[PlanRow]
     optimised: list[PlanRow]
-    ledger: dict[tuple[str, str], float]
+    ledger: dict[str, dict[str, float]]
+    """Phase -> model -> USD spent (:func:`ledger_by_phase`)."""
     hit_rates: Mapping[tuple[str, bool], float]
     sensitivity: dict[str, dict[str, float]]
     """The totals and ratio under other assumptions: name -> ``plan_as_study_ran_usd``,
     ``plan_optimised_usd``, ``ratio``."""
 
-    @property
-    def ratio(self) -> float:
-        return total_usd(self.optimised) / total_usd(self.as_run)
-
     def table(self) -> pd.DataFrame:
         """Per (phase, model): the ledger's USD, the plan as run, optimised, and their ratios;
         for candidates, the output per reply the ledger implies (:func:`ledger_output_tokens`)
         beside the reply length assumed."""
-        implied = ledger_output_tokens(
-            {m: v for (p, m), v in self.ledger.items() if p == "generation"}, self.design,
-            self.registry)
+        implied = ledger_output_tokens(self.ledger.get("generation", {}), self.design,
+                                       self.registry)
         records = []
         for run, opt in zip(self.as_run, self.optimised, strict=True):
-            spent = self.ledger.get((run.phase, run.model), 0.0)
+            spent = self.ledger.get(run.phase, {}).get(run.model, 0.0)
             gen = run.phase == "generation"
             records.append({
                 "phase": run.phase, "model": run.model, "calls": round(run.calls),
@@ -520,12 +507,11 @@ class StudyReport:
 
     def summary(self) -> dict[str, object]:
         """The JSON summary: totals and ratio first, then per phase and per judge."""
-        ledger_total = sum(self.ledger.values())
+        ledger_total = sum(sum(models.values()) for models in self.ledger.values())
         as_run, opt = total_usd(self.as_run), total_usd(self.optimised)
 
         def phase(name: str) -> dict[str, float]:
-            return {"study_spend_usd": round(sum(v for (p, _), v in self.ledger.items()
-                                                 if p == name), 2),
+            return {"study_spend_usd": round(sum(self.ledger.get(name, {}).values()), 2),
                     "plan_as_study_ran_usd": round(total_usd(self.as_run, name), 2),
                     "plan_optimised_usd": round(total_usd(self.optimised, name), 2)}
 
@@ -533,7 +519,8 @@ class StudyReport:
         for run, o in zip(self.as_run, self.optimised, strict=True):
             if run.phase == "grading":
                 judges[run.model] = {
-                    "study_spend_usd": round(self.ledger.get(("grading", run.model), 0.0), 2),
+                    "study_spend_usd": round(self.ledger.get("grading", {}).get(run.model,
+                                                                                0.0), 2),
                     "plan_as_study_ran_usd": round(run.usd, 2),
                     "plan_optimised_usd": round(o.usd, 2),
                     "groups_reaching_cache_minimum": round(o.groups_cached / o.groups, 3)
@@ -584,9 +571,9 @@ def study_report(design: Design, registry: Registry, spend: pd.DataFrame,
     every later call a hit, replies as long as the generation ledger implies per candidate
     (:func:`ledger_reply_scale`), and the judges' caches at their ceiling
     (:func:`caching_ceiling`, every later call a hit), with either reply length."""
-    ledger = ledger_by_model(spend)
-
+    ledger = ledger_by_phase(spend)
     ceiling = caching_ceiling(registry, design.judges)
+    every_hit = {k: 1.0 for k in hit_rates}
 
     def totals(d: Design, rates: Mapping[tuple[str, bool], float],
                reg: Registry = registry) -> dict[str, float]:
@@ -595,17 +582,15 @@ def study_report(design: Design, registry: Registry, spend: pd.DataFrame,
         return {"plan_as_study_ran_usd": round(run, 2), "plan_optimised_usd": round(opt, 2),
                 "ratio": round(opt / run, 3)}
 
-    gen_ledger = {m: v for (p, m), v in ledger.items() if p == "generation"}
-    by_ledger = replace(design, reply_scale=ledger_reply_scale(gen_ledger, design, registry))
+    by_ledger = replace(design, reply_scale=ledger_reply_scale(ledger.get("generation", {}),
+                                                               design, registry))
     sensitivity = {
         "no_cache_hit": totals(design, {}),
-        "every_later_call_hits": totals(design, {k: 1.0 for k in hit_rates}),
+        "every_later_call_hits": totals(design, every_hit),
         "replies_as_long_as_the_generation_ledger_implies": totals(by_ledger, hit_rates),
-        "those_replies_and_every_later_call_hits": totals(by_ledger,
-                                                          {k: 1.0 for k in hit_rates}),
-        "caching_ceiling": totals(design, {k: 1.0 for k in hit_rates}, ceiling),
-        "caching_ceiling_with_those_replies": totals(by_ledger, {k: 1.0 for k in hit_rates},
-                                                     ceiling),
+        "those_replies_and_every_later_call_hits": totals(by_ledger, every_hit),
+        "caching_ceiling": totals(design, every_hit, ceiling),
+        "caching_ceiling_with_those_replies": totals(by_ledger, every_hit, ceiling),
     }
     return StudyReport(design, registry, plan(design, registry, AS_STUDY_RAN, hit_rates),
                        plan(design, registry, OPTIMISED, hit_rates), ledger, hit_rates,

@@ -561,7 +561,6 @@ class EvaluationSource:
     """
 
     subset: str
-    mode: EvaluationMode
     judges: list[str]
     per_judge: pd.DataFrame
     """candidate x judge clipped means (paper mode adds ``in_study``)."""
@@ -625,10 +624,10 @@ def evaluation_source(
         artifact = study.MATRIX_ARTIFACTS[subset]
         matrix = read_matrix(stage.fetch(artifact))
         per_judge = paper_per_judge(matrix, include_later=include_later, source=artifact)
-        return EvaluationSource(subset, mode, list(study.JUDGE_PANEL), per_judge, matrix=matrix)
+        return EvaluationSource(subset, list(study.JUDGE_PANEL), per_judge, matrix=matrix)
     scores = read_scores(stage.upstream("07_grading", "scores.csv"))
     scores = scores[scores["prompt_id"].isin(subset_files.stage_ids(stage, subset))]
     if scores.empty:
         return None
     judges = graded_judges(stage)
-    return EvaluationSource(subset, mode, judges, per_judge_means(scores)[judges], scores=scores)
+    return EvaluationSource(subset, judges, per_judge_means(scores)[judges], scores=scores)

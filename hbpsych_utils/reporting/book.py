@@ -150,9 +150,9 @@ def read_metrics(profile_dir: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for path in sorted(Path(profile_dir).glob("[0-9][0-9]_*/metrics.json")):
         try:
-            data = json.loads(records.read_text(path, error=BookError))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise BookError(f"{path}: not readable as JSON ({exc})") from exc
+            data = records.read_json(path, error=BookError)
+        except OSError as exc:
+            raise BookError(f"{path}: not readable ({exc})") from exc
         if not isinstance(data, dict):
             raise BookError(f"{path}: expected a JSON object, got {type(data).__name__}")
         out[path.parent.name] = data
@@ -612,10 +612,7 @@ def _read_manifest(profile_dir: Path) -> dict[str, Any] | None:
     path = profile_dir / "manifest.json"
     if not path.is_file():
         return None
-    try:
-        data = json.loads(records.read_text(path, error=BookError))
-    except json.JSONDecodeError as exc:
-        raise BookError(f"{path}: not readable as JSON ({exc})") from exc
+    data = records.read_json(path, error=BookError)
     return data if isinstance(data, dict) else None
 
 

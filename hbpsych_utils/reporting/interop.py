@@ -76,16 +76,7 @@ from typing import Annotated, Any, ClassVar
 
 import pandas as pd
 import zstandard
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    TypeAdapter,
-    ValidationError,
-    model_validator,
-)
-from pydantic_core import ErrorDetails
+from pydantic import ConfigDict, Field, PlainValidator, TypeAdapter, model_validator
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
@@ -221,61 +212,24 @@ _TEXT = TypeAdapter(Text)
 _SCORE_OR_NONE = TypeAdapter(ScoreOrNone)
 
 
-class _Record(BaseModel):
-    """An input record: the fields the report needs; the many others are ignored."""
+class _Record(records.FileRecord):
+    """An input record: the fields the report needs; the many others are ignored. Lax types
+    (the scores have their own validators, :data:`Score`), and a missing field's
+    ``missing_hints`` say what its absence tells about the file."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    missing_hints: ClassVar[dict[str, str]] = {}
-    """What a missing field (dotted path) tells about the file, added to the error."""
+    model_config = ConfigDict(strict=False, extra="ignore", frozen=True)
 
 
-def _validate(
-    schema: type[_Record] | TypeAdapter[Any], data: Any, where: str,
-    *, within: tuple[str | int, ...] = (),
-) -> Any:
+def _validate(schema: type[_Record] | TypeAdapter[Any], data: Any, where: str,
+              *, within: tuple[str | int, ...] = ()) -> Any:
     """``data`` validated by ``schema``, or an :class:`InteropError` that names ``where`` (file
-    and record) and every bad field (``within`` prefixes the field path)."""
-    try:
-        if isinstance(schema, TypeAdapter):
-            return schema.validate_python(data)
-        return schema.model_validate(data)
-    except ValidationError as exc:
-        hints = dict(getattr(schema, "missing_hints", {}))
-        problems = "; ".join(_problem(err, within, hints) for err in exc.errors())
-        raise InteropError(f"{where}: {problems}") from None
-
-
-def _dotted(loc: Iterable[str | int]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-
-
-def _problem(err: ErrorDetails, within: tuple[str | int, ...], hints: dict[str, str]) -> str:
-    """One failed check as ``field 'a.b[0].c': what is wrong``; a missing field's hint is
-    given once (``hints`` is consumed, so two missing fields with one hint do not repeat it)."""
-    name = _dotted((*within, *err["loc"]))
-    kind = err["type"]
-    if kind == "missing":
-        hint = hints.get(_dotted(err["loc"]))
-        for key in [k for k, v in hints.items() if v == hint]:
-            del hints[key]
-        return f"field '{name}' is missing" + (f": {hint}" if hint else "")
-    if kind == "value_error":
-        text = str((err.get("ctx") or {}).get("error", err["msg"]))
-    elif kind in ("model_type", "dict_type"):
-        text = f"expected an object, got {type(err['input']).__name__}"
-    elif kind == "list_type":
-        text = f"expected a list, got {type(err['input']).__name__}"
-    else:
-        text = f"{err['msg']}, got {err['input']!r}"
-    return f"field '{name}': {text}" if name else text
+    and record) and every bad field (``records.validate(every=True)``; ``within`` prefixes the
+    field path)."""
+    return records.validate(schema, data, where, InteropError, every=True, prefix=within)
 
 
 def _load_json(path: Path) -> Any:
-    text = records.read_text(path, error=InteropError)  # bad bytes: file, line and column
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InteropError(f"{path}: not valid JSON: {exc}") from None
+    return records.read_json(path, error=InteropError)  # errors name the file and line
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,7 +243,7 @@ class SimpleEvalsExample(_Record):
     score: Score
     """Unclipped: met points / positive points."""
 
-    missing_hints: ClassVar[dict[str, str]] = {
+    missing_hints: ClassVar[Mapping[str, str]] = {
         "prompt_id": "this simple-evals output does not record which conversation each score "
         "belongs to, so it cannot be filtered to a subset; re-run with a healthbench_eval.py "
         "that stores prompt_id in example_level_metadata, or export the scores in the hbpsych "
@@ -308,7 +262,7 @@ class SimpleEvalsFile(_Record):
 
     metadata: SimpleEvalsMetadata
 
-    missing_hints: ClassVar[dict[str, str]] = {
+    missing_hints: ClassVar[Mapping[str, str]] = {
         name: "not a simple-evals HealthBench *_allresults.json"
         for name in ("metadata", "metadata.example_level_metadata")
     }
@@ -374,7 +328,7 @@ class InspectHeader(_Record):
     eval: InspectEvalSpec
     status: str | None = None
 
-    missing_hints: ClassVar[dict[str, str]] = {"eval": "not an Inspect eval log"}
+    missing_hints: ClassVar[Mapping[str, str]] = {"eval": "not an Inspect eval log"}
 
 
 class InspectLog(InspectHeader):
@@ -384,7 +338,7 @@ class InspectLog(InspectHeader):
     samples: list[Any] | None = None
     """``EvalSample`` objects (validated one by one, so an error names its index)."""
 
-    missing_hints: ClassVar[dict[str, str]] = {
+    missing_hints: ClassVar[Mapping[str, str]] = {
         "eval": "not an Inspect eval log", "status": "not an Inspect eval log"}
 
 
@@ -694,8 +648,8 @@ def detect_format(path: Path | str) -> str:
     if path.suffix.lower() in (".jsonl", ".csv"):
         return "hbpsych"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        data = records.read_json(path)
+    except (records.NotUTF8, records.NotJSON):
         return "hbpsych"  # not one JSON document: JSON lines, or an error reported there
     if _is_simple_evals(data):
         return "simple-evals"
@@ -810,8 +764,6 @@ def resolve_subset(spec: str) -> Subset:
             )
     try:
         data = subset_mod.load_subset(path)
-    except json.JSONDecodeError as exc:
-        raise InteropError(f"{path}: not valid JSON: {exc}") from None
     except ValueError as exc:
         raise InteropError(str(exc)) from None
     ids = data["prompt_ids"]
