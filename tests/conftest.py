@@ -1,15 +1,25 @@
 """Shared fixtures: the offline mirror, isolated artifact caches, and the default and smoke runs
-the notebook tests read (run once per session), with the helpers that read what they wrote."""
+the notebook tests read (run once per session), with the helpers that read what they wrote;
+a throw-away project for runner tests; the engine settings the LLM tests share.
+
+Plain helpers and constants are imported by name (``from conftest import released_jsonl``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from hbpsych_utils import study
+from hbpsych_utils.core import paths
+from hbpsych_utils.llm import load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MIRROR = ROOT.parent / "shared" / "mirror"
@@ -104,6 +114,48 @@ def released_jsonl(name: str) -> list[dict]:
     from hbpsych_utils.core import sources
 
     return [json.loads(x) for x in sources.fetch(name).read_text().splitlines() if x.strip()]
+
+
+def released_json(name: str) -> dict:
+    """A released JSON artifact read with plain json (independent of the package)."""
+    from hbpsych_utils.core import sources
+
+    return json.loads(sources.fetch(name).read_text(encoding="utf-8"))
+
+
+# --- the LLM engine's tests: the registry's providers and the study's judges -------------------
+
+_REGISTRY = load_registry()
+FREE = {p: {"rpm": None, "tpm": None} for p in _REGISTRY.providers}
+"""Engine ``limits`` with no client-side rate limit (the simulator answers as fast as asked)."""
+JUDGE_BY_API = {_REGISTRY.providers[_REGISTRY.model(j).provider].kind: j
+                for j in study.JUDGE_PANEL}
+"""The panel judge of each provider API (openai, anthropic, google): one model per adapter."""
+
+
+# --- a throw-away project for the runner's tests ------------------------------------------------
+
+def notebook(path: Path, *cells: str, params: str = 'profile = "x"\noutputs_root = "."\nseed = 0'):
+    """Write a notebook: a ``parameters`` cell (``params``), then one code cell per string."""
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    p = new_code_cell(params)
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, *(new_code_cell(c) for c in cells)]
+    nbformat.write(nb, path)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project (HBPSYCH_ROOT): ``params/`` with the real model registry (a profile is
+    checked against it when it loads) and a profile ``p``; ``notebooks/`` for the test to fill."""
+    (tmp_path / "params").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(paths.project_root() / "params" / "models.yaml", tmp_path / "params")
+    (tmp_path / "params" / "p.yaml").write_text("description: test\nseed: 1\n")
+    monkeypatch.setenv("HBPSYCH_ROOT", str(tmp_path))
+    return tmp_path
 
 
 CHROMIUM = Path("/usr/bin/chromium")

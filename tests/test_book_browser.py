@@ -7,8 +7,9 @@ exists; every request the page makes is a ``file://`` URL inside the book folder
 are intercepted; anything else is aborted and fails the test). Screenshots of the landing page
 and one chapter are saved under the test's tmp folder (the path is printed).
 
-Debian's Chromium (/usr/bin/chromium) through Playwright, as in test_instrument_browser.py:
-skipped when it is absent on a developer machine, a failure under CI=true.
+Debian's Chromium (/usr/bin/chromium) through Playwright, from conftest's ``browser`` fixture:
+skipped when it is absent on a developer machine, a failure under CI=true. It reads the default
+and smoke runs, so it is also a ``notebook`` test (``-m "not notebook"`` leaves it out).
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ from hbpsych_utils.reporting import book
 
 SCREENSHOT_CHAPTER = "03_review_round1.html"
 
-pytestmark = pytest.mark.browser
-
-
+pytestmark = [pytest.mark.browser, pytest.mark.notebook]
 
 
 def file_path(url: str) -> Path:
@@ -37,9 +36,10 @@ def inside(path: Path, folder: Path) -> bool:
 
 
 def the_book(run: Path) -> Path:
-    """The run's book: the runner builds it; build it here if this checkout's runner does not."""
+    """The run's book, which the runner builds at the end of every successful run."""
     index = run / book.BOOK_DIR / "index.html"
-    return index if index.is_file() else book.build_book(run)
+    assert index.is_file(), f"the run {run} has no book: the runner did not build {index}"
+    return index
 
 
 PAGE_FACTS = """() => ({

@@ -6,11 +6,11 @@ module's output."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import released_jsonl
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
@@ -278,13 +278,6 @@ def test_ledger_output_tokens_inverts_the_price() -> None:
 # ------------------------------------------------------------------ the study
 
 
-def released_spend(mirror: Path) -> list[dict]:
-    from hbpsych_utils.core import sources
-
-    lines = sources.fetch("run_spend").read_text(encoding="utf-8").splitlines()
-    return [json.loads(x) for x in lines if x.strip()]
-
-
 def test_study_report_on_the_release(mirror: Path) -> None:
     from hbpsych_utils.core import sources
     from hbpsych_utils.evaluation import runlog
@@ -296,7 +289,7 @@ def test_study_report_on_the_release(mirror: Path) -> None:
     report = cost_plan.study_report(d, load_registry(),
                                     runlog.read_spend(sources.fetch("run_spend")))
     s = report.summary()
-    lines = released_spend(mirror)
+    lines = released_jsonl("run_spend")
     assert s["study_spend_usd"] == pytest.approx(sum(x["cost"] for x in lines), abs=0.01)
     assert s["by_judge"]["gpt-4.1-2025-04-14"]["study_spend_usd"] == pytest.approx(
         sum(x["cost"] for x in lines if x["phase"] == "grade"

@@ -8,14 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import released_json
 
 from hbpsych_utils.core import sources
 from hbpsych_utils.reporting import export
 from hbpsych_utils.reporting.interop import Subset
-
-
-def released(name: str) -> dict:
-    return json.loads(sources.fetch(name).read_text(encoding="utf-8"))
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -24,7 +21,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ids_of_the_hard_subset_in_every_format(mirror: Path) -> None:
-    hard = released("subset_hard_v1")
+    hard = released_json("subset_hard_v1")
     ids = sorted(hard["prompt_ids"])
     proc = cli("ids", "--subset", "hard")
     assert proc.returncode == 0, proc.stderr
@@ -36,7 +33,7 @@ def test_ids_of_the_hard_subset_in_every_format(mirror: Path) -> None:
 
 
 def test_export_writes_the_corpus_lines_of_the_subset(mirror: Path, tmp_path: Path) -> None:
-    wanted = set(released("subset_hard_v1")["prompt_ids"])
+    wanted = set(released_json("subset_hard_v1")["prompt_ids"])
     corpus_lines = sources.fetch("healthbench_oss").read_text(encoding="utf-8").splitlines()
     expected = [ln for ln in corpus_lines if json.loads(ln)["prompt_id"] in wanted]
     out = tmp_path / "hard.jsonl"

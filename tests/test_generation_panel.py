@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FREE
 
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 from hbpsych_utils.evaluation import generation, grading, panel
@@ -13,7 +14,6 @@ from hbpsych_utils.llm import Engine, load_registry
 from hbpsych_utils.llm.testing import Fault, Simulator
 
 REG = load_registry()
-FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}
 CANDIDATES = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001"]
 JUDGES = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001", "gemini-2.5-flash"]
 TEMPLATE = ("Conversation:\n<<conversation>>\n\nRubric item:\n<<rubric_item>>\n\n"

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import FREE, JUDGE_BY_API
 
-from hbpsych_utils import study
 from hbpsych_utils.llm import Engine, Request, load_registry
 from hbpsych_utils.llm.batch import COLLECT_ATTEMPTS
 from hbpsych_utils.llm.cost import call_cost
@@ -28,10 +25,8 @@ from hbpsych_utils.llm.testing import Fault, Simulator, base_urls_for
 from hbpsych_utils.llm.testing.simulator import COLLECT_FAULT_KINDS
 
 REG = load_registry()
-JUDGE_OF = {REG.providers[REG.model(j).provider].kind: j for j in study.JUDGE_PANEL}
 APIS = ("openai", "anthropic", "google")
 N = 12
-FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}
 
 
 def engine(sim: Simulator, store: Path) -> Engine:
@@ -71,7 +66,7 @@ def assert_ledger_is_billed_items(store: Path, model: str) -> None:
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("kind", COLLECT_FAULT_KINDS)
 def test_a_transient_collect_failure_rebuys_nothing(tmp_path: Path, api: str, kind: str) -> None:
-    model = JUDGE_OF[api]
+    model = JUDGE_BY_API[api]
     store = tmp_path / "store.db"
     with Simulator(faults=[Fault(kind, api=api, times=2)]) as sim:
         out = engine(sim, store).run(requests(model), mode="batch")
@@ -88,7 +83,7 @@ def test_a_transient_collect_failure_rebuys_nothing(tmp_path: Path, api: str, ki
 def test_unreadable_results_stay_open_and_the_next_run_collects_them(
     tmp_path: Path, api: str
 ) -> None:
-    model = JUDGE_OF[api]
+    model = JUDGE_BY_API[api]
     store = tmp_path / "store.db"
     fault = Fault("batch_results_error", api=api)  # every read of the results fails
     with Simulator(faults=[fault]) as sim:
@@ -115,7 +110,7 @@ def test_unreadable_results_stay_open_and_the_next_run_collects_them(
 def test_a_batch_that_ends_badly_resends_only_what_it_did_not_answer(
     tmp_path: Path, api: str, end: str
 ) -> None:
-    model = JUDGE_OF[api]
+    model = JUDGE_BY_API[api]
     store = tmp_path / "store.db"
     with Simulator(faults=[Fault(end, api=api, times=1)]) as sim:
         out = engine(sim, store).run(requests(model), mode="batch")
@@ -137,7 +132,7 @@ def test_items_reported_missing_or_errored_go_sync_and_the_rest_stay_batch(
 ) -> None:
     """Anthropic writes a line for every request (an unanswered one is ``expired``), OpenAI an
     error-file line with ``response: null``: both are asked again, nothing else is."""
-    model = JUDGE_OF[api]
+    model = JUDGE_BY_API[api]
     store = tmp_path / "store.db"
     faults = [Fault("batch_item_missing", match="item 3", api=api, times=1),
               Fault("batch_item_error", match="item 5", api=api, times=1)]
@@ -149,57 +144,6 @@ def test_items_reported_missing_or_errored_go_sync_and_the_rest_stay_batch(
     assert_ledger_is_billed_items(store, model)
 
 
-CHILD = """
-import sys
-from hbpsych_utils.llm import Engine, Request, load_registry
-from hbpsych_utils.llm.testing import base_urls_for
-url, store = sys.argv[1:3]
-reg = load_registry()
-reqs = [Request(m, [{{"role": "user", "content": f"collect {{m}} item {{i}}"}}], temperature=0,
-                max_tokens=256) for m in {models!r} for i in range({n})]
-Engine(store, reg, base_urls=base_urls_for(url, reg), progress=False, env={{}},
-       limits={{p: {{"rpm": None, "tpm": None}} for p in reg.providers}},
-       poll_interval=0.05).run(reqs, mode="batch")
-"""
-
-
-def test_a_run_killed_before_collection_collects_on_resume(tmp_path: Path) -> None:
-    models = list(JUDGE_OF.values())
-    store = tmp_path / "store.db"
-    with Simulator(batch_latency=3600) as sim:
-        child = subprocess.Popen([sys.executable, "-c", CHILD.format(models=models, n=N),
-                                  sim.url, str(store)])
-        t0 = time.monotonic()
-        while len(sim.state.batches) < len(models) or not _batches_recorded(store, len(models)):
-            assert child.poll() is None and time.monotonic() - t0 < 60
-            time.sleep(0.05)
-        child.kill()
-        child.wait()
-        submitted = set(sim.state.batches)
-        sim.state.batch_latency = 0.0  # the provider finishes the batches meanwhile
-        out = engine(sim, store).run([r for m in models for r in requests(m)], mode="batch")
-        assert set(sim.state.batches) == submitted
-        calls = {m: asked(sim, m) for m in models}
-    assert all(r.status == "ok" and r.mode == "batch" for r in out)
-    assert calls == {m: Counter({"batch": N}) for m in models}
-    for m in models:
-        price = REG.model(m).price
-        with sqlite3.connect(store) as db:
-            rows = db.execute("SELECT input_tokens, output_tokens, cost, mode FROM ledger "
-                              "WHERE model = ?", (m,)).fetchall()
-        assert len(rows) == N and {r[3] for r in rows} == {"batch"}
-        assert sum(r[2] for r in rows) == pytest.approx(
-            sum(call_cost(price, r[0], r[1], batch=True) for r in rows))
-
-
-def _batches_recorded(store: Path, n: int) -> bool:
-    try:
-        with sqlite3.connect(store) as db:
-            return db.execute("SELECT COUNT(*) FROM batches WHERE status='open'").fetchone()[0] >= n
-    except sqlite3.OperationalError:
-        return False
-
-
 # --- the simulator's batch objects are what the SDKs' own types accept, strictly -------------
 
 
@@ -208,7 +152,7 @@ def _drive_openai_batch(sim: Simulator, end: str | None) -> tuple[dict, list[dic
 
     sim.state.faults[:] = [Fault(end, api="openai", times=1)] if end else []
     base = f"{sim.url}/v1"
-    body = {"model": REG.model(JUDGE_OF["openai"]).api_model, "max_tokens": 64,
+    body = {"model": REG.model(JUDGE_BY_API["openai"]).api_model, "max_tokens": 64,
             "messages": [{"role": "user", "content": "hello"}]}
     lines = "".join(
         f'{{"custom_id": "k{i}", "method": "POST", "url": "/v1/chat/completions", '
@@ -253,7 +197,7 @@ def test_anthropic_batch_objects_validate_against_the_sdk(end: str | None) -> No
     import httpx
     from anthropic.types.messages import MessageBatch, MessageBatchIndividualResponse
 
-    model = REG.model(JUDGE_OF["anthropic"]).api_model
+    model = REG.model(JUDGE_BY_API["anthropic"]).api_model
     faults = [Fault("batch_item_error", match="item 1", api="anthropic")]
     if end:
         faults.append(Fault(end, api="anthropic", times=1))

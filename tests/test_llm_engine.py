@@ -8,13 +8,13 @@ import logging
 from pathlib import Path
 
 import pytest
+from conftest import FREE, JUDGE_BY_API
 
 from hbpsych_utils.llm import ConfigError, Engine, Request, call_cost, load_registry
 from hbpsych_utils.llm.testing import Fault, Simulator
 
 REG = load_registry()
-FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}  # no client-side rate limit
-JUDGES = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001", "gemini-2.5-flash"]
+JUDGES = list(JUDGE_BY_API.values())
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import FREE
+from conftest import JUDGE_BY_API as MODELS
 
 from hbpsych_utils.llm import Engine, ProviderFatalError, Request, call_cost, load_registry
 from hbpsych_utils.llm.providers import CallError, Reply, make_adapter
 from hbpsych_utils.llm.testing import Fault, Simulator
 
 REG = load_registry()
-FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}  # no client-side rate limit
-MODELS = {"openai": "gpt-4.1-2025-04-14", "anthropic": "claude-haiku-4-5-20251001",
-          "google": "gemini-2.5-flash"}
 # OpenAI structured-output refusals stop normally and explain themselves in `message.refusal`
 REFUSAL_STOP = {"openai": "stop", "anthropic": "refusal", "google": "SAFETY"}
 CAP_STOP = {"openai": "length", "anthropic": "max_tokens", "google": "MAX_TOKENS"}

@@ -9,15 +9,17 @@ import subprocess
 import sys
 import time
 import zlib
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import FREE, JUDGE_BY_API
 
-from hbpsych_utils.llm import Engine, Request, load_registry
+from hbpsych_utils.llm import Engine, Request, call_cost, load_registry
 from hbpsych_utils.llm.testing import Simulator
 
 REG = load_registry()
-MODELS = ["gpt-4.1-2025-04-14", "claude-haiku-4-5-20251001", "gemini-2.5-flash"]
+MODELS = list(JUDGE_BY_API.values())  # one model per provider API
 N = 40  # per model
 
 CHILD = """
@@ -33,9 +35,6 @@ Engine(store, reg, base_urls=base_urls_for(url, reg), progress=False, env={{}},
        limits={{p: {{"concurrency": 1, "rpm": None, "tpm": None}} for p in reg.providers}},
        poll_interval=0.05).run(reqs, mode=mode)
 """
-
-
-FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}  # no client-side rate limit
 
 
 def requests() -> list[Request]:
@@ -121,9 +120,19 @@ def test_kill_9_while_batches_are_open_then_resume_polls_them(tmp_path: Path) ->
         out = e.run(requests(), mode="batch")
         assert set(sim.state.batches) == set(submitted)  # polled, not resubmitted
         assert all(r.status == "ok" and r.mode == "batch" for r in out)
-        items = [x for x in sim.log if x["kind"] == "batch"]
-        assert len(items) == len(MODELS) * N and not [x for x in sim.log if x["kind"] == "sync"]
+        items = Counter(x["model"] for x in sim.log if x["kind"] == "batch")
+        assert items == {REG.model(m).api_model: N for m in MODELS}  # each item processed once
+        assert not [x for x in sim.log if x["kind"] == "sync"]
         assert e.store.open_batches() == []
+        # Paid once per item, at the batch price, whatever the run that collected it.
+        with sqlite3.connect(store) as db:
+            ledger = db.execute("SELECT model, input_tokens, output_tokens, cost, mode "
+                                "FROM ledger").fetchall()
+        for m in MODELS:
+            rows = [r for r in ledger if r[0] == m]
+            assert len(rows) == N and {r[4] for r in rows} == {"batch"}
+            assert sum(r[3] for r in rows) == pytest.approx(
+                sum(call_cost(REG.model(m).price, r[1], r[2], batch=True) for r in rows))
         sync = Engine(tmp_path / "sync.db", REG, base_urls=sim.base_urls_for(REG),
                       progress=False, env={}, limits=FREE).run(requests())
         assert [r.text for r in sync] == [r.text for r in out]

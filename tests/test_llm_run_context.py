@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FREE
+from conftest import JUDGE_BY_API as MODELS
 
 from hbpsych_utils.llm import Engine, Request, Store, call_cost, load_registry
 from hbpsych_utils.llm.cost import Budget
@@ -18,9 +20,6 @@ from hbpsych_utils.llm.run_context import Progress, RunContext, RunReport, RunSe
 from hbpsych_utils.llm.testing import Fault, Simulator
 
 REG = load_registry()
-FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}
-MODELS = {"openai": "gpt-4.1-2025-04-14", "anthropic": "claude-haiku-4-5-20251001",
-          "google": "gemini-2.5-flash"}
 ROOT = Path(__file__).resolve().parent.parent
 SDKS = ["openai", "anthropic", "google.genai"]
 

@@ -17,6 +17,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import FREE
 
 from hbpsych_utils.llm import Engine, Store, load_registry
 from hbpsych_utils.llm.store import SCHEMA_VERSION, StoreError
@@ -26,7 +27,6 @@ DATA = Path(__file__).resolve().parent / "data"
 FIXTURE = DATA / "llm_store_v1.sqlite"
 LISTING = json.loads((DATA / "llm_store_v1.json").read_text(encoding="utf-8"))
 REG = load_registry()
-FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}
 LEDGER_COLS = ("ts", "run_id", "provider", "model", "key", "mode", "input_tokens",
                "output_tokens", "cost")
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import FREE
+from conftest import JUDGE_BY_API as JUDGE
 
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core import sources
@@ -30,9 +32,6 @@ from hbpsych_utils.llm.sync import SendQueue
 from hbpsych_utils.llm.testing import Simulator
 
 REG = load_registry()
-FREE = {p: {"rpm": None, "tpm": None} for p in REG.providers}
-JUDGE = {"openai": "gpt-4.1-2025-04-14", "anthropic": "claude-haiku-4-5-20251001",
-         "google": "gemini-2.5-flash"}
 SYSTEM = grading.SYSTEM_MESSAGE
 
 

@@ -28,6 +28,7 @@ import httpx2
 import openai
 import pytest
 from anthropic.types import ErrorResponse, Message
+from conftest import JUDGE_BY_API as MODEL
 from google.genai import errors as genai_errors
 from google.genai.types import GenerateContentResponse
 from openai.types.chat import ChatCompletion
@@ -47,8 +48,6 @@ from hbpsych_utils.llm.testing.simulator import SYNC_FAULT_KINDS
 
 FIXTURES = Path(__file__).parent / "data" / "provider_errors"
 REG = load_registry()
-MODEL = {"openai": "gpt-4.1-2025-04-14", "anthropic": "claude-haiku-4-5-20251001",
-         "google": "gemini-2.5-flash"}
 PROVIDER = {api: REG.providers[REG.model(m).provider] for api, m in MODEL.items()}
 
 

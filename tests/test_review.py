@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import released_json
 
 from hbpsych_utils.construction import ratings, review_set, tally
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem, hard_ids, ids_hash
@@ -379,10 +380,6 @@ def released(request: pytest.FixtureRequest) -> dict:
             "v1": ratings.votes_table(s1, r1), "v2": ratings.votes_table(s2, r2)}
 
 
-def subset(name: str) -> dict:
-    return json.loads(sources.fetch(name).read_text(encoding="utf-8"))
-
-
 def test_replayed_round1_set_matches_the_key(released: dict) -> None:
     s1 = released["s1"]
     # the recovery rubric: 150 clinician-reviewed controls; 4,209 NOT_RELEVANT left over
@@ -459,7 +456,7 @@ def test_tally_rebuilds_the_released_subsets(released: dict) -> None:
     r1_included = tally.included_ids(v1)
     r2_candidates = tally.included_ids(v2, kinds=[review_set.CANDIDATE])
     r2_controls = tally.included_ids(v2, kinds=[review_set.CONTROL])
-    s1, s2, hard = subset("subset_v1"), subset("subset_v2"), subset("subset_hard_v1")
+    s1, s2, hard = (released_json(n) for n in ("subset_v1", "subset_v2", "subset_hard_v1"))
 
     # the round-1 subset the release cites as "n=596 (sha 65cb46f5c770)": its hash is over the
     # sorted ids joined by newlines, not the json.dumps form the final subsets use

@@ -3,34 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
+from conftest import notebook
 
-from hbpsych_utils.core import paths, runner
-
-
-def notebook(path: Path, *cells: str, params: str = 'profile = "x"\noutputs_root = "."\nseed = 0'):
-    nb = new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    p = new_code_cell(params)
-    p.metadata["tags"] = ["parameters"]
-    nb.cells = [p, *(new_code_cell(c) for c in cells)]
-    nbformat.write(nb, path)
-
-
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "params").mkdir()
-    (tmp_path / "notebooks").mkdir()
-    # The model registry a profile is checked against when it loads.
-    shutil.copy(paths.project_root() / "params" / "models.yaml", tmp_path / "params")
-    monkeypatch.setenv("HBPSYCH_ROOT", str(tmp_path))
-    return tmp_path
+from hbpsych_utils.core import runner
 
 
 def test_runs_in_order_and_stops_at_first_failure(project: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import released_json
 
 from hbpsych_utils.construction import corpus, ratings, review_set, screening, subset
 from hbpsych_utils.core import sources
@@ -87,14 +88,10 @@ def derive(round1_files: list[Path]) -> dict[str, list[str]]:
     return out
 
 
-def released(name: str) -> dict:
-    return json.loads(sources.fetch(name).read_text())
-
-
 def test_derived_subsets_match_the_release(mirror: Path) -> None:
     ids = derive([sources.fetch(f"ratings_round1_R{i}") for i in (1, 2, 3)])
     for key, art in (("v1", "subset_v1"), ("v2", "subset_v2"), ("hard", "subset_hard_v1")):
-        rel = released(art)
+        rel = released_json(art)
         assert ids[key] == rel["prompt_ids"], key
         assert corpus.ids_hash(ids[key]) == rel["prompt_id_sha256"], key
     assert (len(ids["v1"]), len(ids["v2"]), len(ids["hard"])) == (610, 611, 119)
@@ -109,7 +106,7 @@ def test_one_changed_vote_changes_the_subset(mirror: Path, tmp_path: Path) -> No
     docs = [json.loads(f.read_text()) for f in files]
     by_review = [{r["review_id"]: r for r in d["ratings"]} for d in docs]
     # a conversation included 2/3 with R1 among the Y-voters, in the hard subset if possible
-    hard = set(released("subset_hard_v1")["prompt_ids"])
+    hard = set(released_json("subset_hard_v1")["prompt_ids"])
     two_of_three = [rid for rid, r in by_review[0].items()
                     if r["is_mental_health"] == "Y"
                     and sum(b[rid]["is_mental_health"] == "Y" for b in by_review) == 2]
@@ -120,7 +117,7 @@ def test_one_changed_vote_changes_the_subset(mirror: Path, tmp_path: Path) -> No
     files[0].write_text(json.dumps(docs[0], indent=1))
 
     ids = derive(files)
-    rel = released("subset_v1")
+    rel = released_json("subset_v1")
     assert pid in rel["prompt_ids"] and pid not in ids["v1"]
     assert len(ids["v1"]) == len(rel["prompt_ids"]) - 1
     assert corpus.ids_hash(ids["v1"]) != rel["prompt_id_sha256"]
