@@ -25,7 +25,7 @@ from typing import Any
 from packaging.requirements import Requirement
 
 from hbpsych_utils import __version__
-from hbpsych_utils.core import paths
+from hbpsych_utils.core import paths, records
 from hbpsych_utils.core.stage import write_json
 
 SECRET_ENV_VARS = (
@@ -97,7 +97,7 @@ def collect_artifacts(profile_dir: Path) -> dict[str, Any]:
     """Merge the ``stage.json`` records of every stage folder."""
     merged: dict[str, Any] = {}
     for rec in sorted(profile_dir.glob("*/stage.json")):
-        data = json.loads(rec.read_text(encoding="utf-8"))
+        data = records.read_json(rec)
         for name, info in data.get("artifacts", {}).items():
             entry = merged.setdefault(name, {**info, "used_by": []})
             entry["used_by"].append(data.get("stage", rec.parent.name))
@@ -106,7 +106,7 @@ def collect_artifacts(profile_dir: Path) -> dict[str, Any]:
 
 def _metrics(profile_dir: Path, stage: str) -> dict[str, Any]:
     path = profile_dir / stage / "metrics.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return records.read_json(path) if path.is_file() else {}
 
 
 def collect_run_facts(profile_dir: Path) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hbpsych_utils.core import sources
+from hbpsych_utils.core import records, sources
 
 STAGING_ENV = "HBPSYCH_STAGING"
 """Set by the runner only, for the kernel: ``outputs/<profile>/.staging/<stage>``, where the
@@ -124,7 +124,7 @@ class Stage:
     def upstream_metrics(self, stage: str) -> dict[str, Any]:
         """The ``metrics.json`` an earlier stage of the same run wrote (``upstream``'s error
         when it has not run)."""
-        return json.loads(self.upstream(stage, "metrics.json").read_text(encoding="utf-8"))
+        return records.read_json(self.upstream(stage, "metrics.json"))
 
     def write_metrics(self, metrics: dict[str, Any]) -> Path:
         return write_json(self.path("metrics.json"), metrics)
