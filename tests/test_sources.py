@@ -164,3 +164,21 @@ def test_derive_harness_scores_keeps_three_fields(mirror: Path) -> None:
 def test_unknown_artifact_lists_known() -> None:
     with pytest.raises(sources.ArtifactError, match=r"unknown artifact 'nope'.*grader_template"):
         sources.artifact("nope")
+
+
+def test_harness_scores_recipe_reproduces_the_registered_bytes_from_harness_results(
+    mirror: Path, fresh_cache: Path
+) -> None:
+    """The derived scores file is what the recipe makes of the upstream byte copy, line for line."""
+    derived = sources.derive_harness_scores(sources.fetch("harness_results").read_bytes())
+    assert hashlib.sha256(derived).hexdigest() == sources.artifact("harness_scores").sha256
+    assert derived == sources.fetch("harness_scores").read_bytes()
+    assert len(derived.splitlines()) == 1000
+
+
+def test_results_schema_is_a_draft_2020_12_schema(mirror: Path, fresh_cache: Path) -> None:
+    schema = json.loads(sources.fetch("results_schema").read_text(encoding="utf-8"))
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert {"schema_version", "benchmark", "model", "run", "scoring", "metrics"} <= set(
+        schema["required"]
+    )
