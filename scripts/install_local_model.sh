@@ -9,7 +9,9 @@
 # downloaded or built. llama-cpp-python has no Linux wheel on PyPI, so pip compiles llama.cpp
 # from source; the CMake flags below keep that to what the server loads (measured: about
 # 2 minutes on 2 idle cores; a reinstall takes seconds from pip's wheel cache, which does not
-# notice changed CMAKE_ARGS: `pip cache remove llama_cpp_python` forces a rebuild).
+# notice changed CMAKE_ARGS: `pip cache remove llama_cpp_python` forces a rebuild). An installed
+# or cached 0.3.36 that is not the portable build below (an older -march=native build) is
+# detected from the library's own feature list and rebuilt.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,7 +43,21 @@ server_importable() {
     "$PY" -c 'import llama_cpp, llama_cpp.server.app' >/dev/null 2>&1
 }
 
-if have_version llama_cpp_python "$LLAMA_CPP_VERSION" && server_importable; then
+portable_build() {
+    # Exit 0 when the installed llama.cpp CPU library is the portable build made below: its
+    # compile-time feature list (e.g. "AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | ...") has
+    # AVX2 and nothing newer (no AVX512*, AMX*, AVX_VNNI, which a -march=native build has here).
+    "$PY" - <<'PY' >/dev/null 2>&1
+import re, sys
+import llama_cpp
+info = llama_cpp.llama_print_system_info().decode()
+feats = set(re.findall(r"(\w+) = 1", info))
+newer = {f for f in feats if f.startswith(("AVX512", "AMX")) or f == "AVX_VNNI"}
+sys.exit(0 if "AVX2" in feats and not newer else 1)
+PY
+}
+
+if have_version llama_cpp_python "$LLAMA_CPP_VERSION" && server_importable && portable_build; then
     echo "llama-cpp-python $LLAMA_CPP_VERSION already installed"
 else
     if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; then
@@ -49,9 +65,19 @@ else
              "(Debian: apt-get install -y cmake g++)" >&2
         exit 1
     fi
-    # Only what the server needs: the CPU backend tuned for this machine (GGML_NATIVE), no
-    # multimodal library, no llamafile sgemm kernels, no BLAS/GPU backends, no HTTPS client,
-    # and none of llama.cpp's own tools, examples or tests.
+    # Only what the server needs: the CPU backend, no multimodal library, no llamafile sgemm
+    # kernels, no BLAS/GPU backends, no HTTPS client, and none of llama.cpp's own tools,
+    # examples or tests.
+    #
+    # The CPU backend is built for a fixed, conservative x86-64 level (AVX2/FMA/F16C/BMI2: Intel
+    # Haswell, AMD Zen and newer), not with GGML_NATIVE=ON (-march=native). A native build only
+    # runs on CPUs with every feature of the build machine, and on this project's machines
+    # (Xeons with AVX-512 and AMX) it crashed at the first matrix multiplication with a general
+    # protection fault in libggml-cpu.so: -march=native turns on ggml's AMX kernels, whose tile
+    # setup (ldtilecfg) Debian 12's GCC 12 miscompiles (its _tile_loadconfig tells the compiler
+    # that only 8 bytes are read, so the stores of the tile shapes are dropped and the CPU faults
+    # on the uninitialised rest of the config). GGML_NATIVE=OFF with the explicit flags below
+    # leaves AMX and AVX-512 out.
     #
     # llama-cpp-python also forces llama.cpp's `common` library on (with FORCE, so -D cannot
     # turn it off), although the Python package never loads it; it is about half of the
@@ -62,7 +88,9 @@ else
     trap 'rm -f "$no_common"' EXIT
     echo 'set(LLAMA_BUILD_COMMON OFF)' > "$no_common"
     export CMAKE_ARGS="${CMAKE_ARGS:-} -DCMAKE_PROJECT_INCLUDE=$no_common -DLLAVA_BUILD=OFF \
--DGGML_NATIVE=ON -DGGML_LLAMAFILE=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
+-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+-DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+-DGGML_AMX_BF16=OFF -DGGML_LLAMAFILE=OFF -DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
 -DGGML_METAL=OFF -DGGML_OPENCL=OFF -DGGML_RPC=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
 -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
     export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
@@ -71,9 +99,22 @@ else
     start=$SECONDS
     "$PY" -m pip install --disable-pip-version-check --quiet \
         "llama-cpp-python[server]==$LLAMA_CPP_VERSION"
+    if ! portable_build; then
+        # An older native build, installed before or taken from pip's wheel cache: drop the
+        # cached wheel and rebuild with the flags above (its dependencies are in place now).
+        echo "llama-cpp-python $LLAMA_CPP_VERSION is not the portable build: rebuilding it ..."
+        "$PY" -m pip cache remove llama_cpp_python >/dev/null 2>&1 || true
+        "$PY" -m pip install --disable-pip-version-check --quiet --force-reinstall --no-deps \
+            "llama-cpp-python==$LLAMA_CPP_VERSION"
+    fi
     echo "llama-cpp-python installed in $((SECONDS - start)) s"
     server_importable || {
         echo "error: llama-cpp-python installed but 'import llama_cpp.server.app' fails" >&2
+        exit 1
+    }
+    portable_build || {
+        echo "error: llama-cpp-python installed but its CPU library is not the portable" \
+             "AVX2 build (see llama_cpp.llama_print_system_info())" >&2
         exit 1
     }
 fi
