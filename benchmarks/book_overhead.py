@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hbpsych_utils.core import runner
+from hbpsych_utils import runner
 from hbpsych_utils.reporting import book
 
 LIMIT = 0.30

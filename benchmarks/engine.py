@@ -37,9 +37,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hbpsych_utils.llm import Engine, Request, load_registry
+from hbpsych_utils.llm.faults import COLLECT_FAULT_KINDS
 from hbpsych_utils.llm.providers import adapter_class
 from hbpsych_utils.llm.testing import SimulatorProcess
-from hbpsych_utils.llm.testing.simulator import COLLECT_FAULT_KINDS
 
 REG = load_registry()
 # The engine imports a provider's SDK on its first request. Import them all here, once, so the

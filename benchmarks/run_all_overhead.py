@@ -23,7 +23,8 @@ import nbformat
 import papermill
 from nbformat.v4 import new_code_cell, new_notebook
 
-from hbpsych_utils.core import config, runner
+from hbpsych_utils import runner
+from hbpsych_utils.core import config
 
 
 def empty_notebook(path: Path) -> None:

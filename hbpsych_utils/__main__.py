@@ -24,9 +24,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = argv[0], argv[1:]
     if command == "run":
-        from hbpsych_utils.core import runner
+        from hbpsych_utils.runner import cli
 
-        return runner.main(rest)
+        return cli.main(rest)
     if command == "book":
         from hbpsych_utils.reporting import book
 

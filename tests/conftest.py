@@ -83,7 +83,7 @@ def default_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     """The default profile, every notebook, run once for all the notebook tests that read it.
 
     Figures it publishes go to a temp folder, not the checkout's figures/."""
-    from hbpsych_utils.core import runner
+    from hbpsych_utils import runner
 
     out = tmp_path_factory.mktemp("default")
     with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
@@ -95,7 +95,7 @@ def default_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     """The smoke profile, every notebook, run once with fake API keys in the environment."""
-    from hbpsych_utils.core import runner
+    from hbpsych_utils import runner
 
     out = tmp_path_factory.mktemp("smoke")
     with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):

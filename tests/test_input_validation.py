@@ -25,7 +25,7 @@ from hbpsych_utils.construction import corpus, ratings, review_set, screening, s
 from hbpsych_utils.core import config, jsonl, records, sources, yaml_loader
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.llm import ConfigError, load_registry
-from hbpsych_utils.llm.testing.simulator import FAULT_KINDS
+from hbpsych_utils.llm.faults import FAULT_KINDS
 from hbpsych_utils.reporting import interop
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,7 +272,7 @@ def test_a_ratings_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) 
 
 
 def test_an_upstream_metrics_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) -> None:
-    from hbpsych_utils.core.stage import Stage
+    from hbpsych_utils.pipeline.stage import Stage
 
     path = tmp_path / "p" / "08_scores" / "metrics.json"
     path.parent.mkdir(parents=True)

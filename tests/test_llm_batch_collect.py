@@ -21,8 +21,8 @@ from conftest import FREE, JUDGE_BY_API
 from hbpsych_utils.llm import Engine, Request, load_registry
 from hbpsych_utils.llm.batch import COLLECT_ATTEMPTS
 from hbpsych_utils.llm.cost import call_cost
+from hbpsych_utils.llm.faults import COLLECT_FAULT_KINDS
 from hbpsych_utils.llm.testing import Fault, Simulator, base_urls_for
-from hbpsych_utils.llm.testing.simulator import COLLECT_FAULT_KINDS
 
 REG = load_registry()
 APIS = ("openai", "anthropic", "google")

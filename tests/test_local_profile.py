@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hbpsych_utils.core import config, runner
+from hbpsych_utils import runner
+from hbpsych_utils.core import config
 from hbpsych_utils.llm import local_server
 
 pytestmark = [pytest.mark.local_model, pytest.mark.notebook]

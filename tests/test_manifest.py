@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils.core import manifest
+from hbpsych_utils.runner import manifest
 
 
 def test_installed_packages_cover_requirements_and_dev_extra() -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import stage_metrics as metrics
 
-from hbpsych_utils.core import config, runner, sources
+from hbpsych_utils import runner
+from hbpsych_utils.core import config, sources
 
 pytestmark = pytest.mark.notebook
 

@@ -425,7 +425,7 @@ SMOKE_UP_TO_GRADING = ["01_corpus", "02_screening", "03_review_round1", "04_reca
 @pytest.fixture(scope="module")
 def smoke_on_off(tmp_path_factory, mirror) -> dict[bool, Path]:
     """The smoke profile up to grading, with ``llm.prompt_caching`` on (the default) and off."""
-    from hbpsych_utils.core import runner
+    from hbpsych_utils import runner
 
     out = {}
     for caching in (True, False):

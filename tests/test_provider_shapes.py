@@ -36,6 +36,7 @@ from openai.types.shared import ErrorObject
 from pydantic import BaseModel, ConfigDict
 
 from hbpsych_utils.llm import load_registry
+from hbpsych_utils.llm.faults import SYNC_FAULT_KINDS
 from hbpsych_utils.llm.providers import CallError, Reply, google_genai, make_adapter
 from hbpsych_utils.llm.providers.base import (
     classify_status,
@@ -44,7 +45,6 @@ from hbpsych_utils.llm.providers.base import (
     retry_hint,
 )
 from hbpsych_utils.llm.testing import Fault, Simulator
-from hbpsych_utils.llm.testing.simulator import SYNC_FAULT_KINDS
 
 FIXTURES = Path(__file__).parent / "data" / "provider_errors"
 REG = load_registry()

@@ -19,7 +19,9 @@ import zmq
 from conftest import notebook
 from nbclient.exceptions import DeadKernelError
 
-from hbpsych_utils.core import config, runlock, runner, sources, stage
+from hbpsych_utils import runner
+from hbpsych_utils.core import config, runlock, sources
+from hbpsych_utils.pipeline import stage
 
 
 def make_store(out: Path) -> tuple[int, str]:
@@ -47,7 +49,7 @@ STAGE_CELL = """\
 import json
 from pathlib import Path
 import pandas as pd
-from hbpsych_utils.core.stage import Stage
+from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.stages.base import StageResult
 stage = Stage(profile, "01_stage", outputs_root)
 src = Path(outputs_root).parent / f"input_{seed}.txt"
@@ -59,7 +61,7 @@ seen = {"writes_to": str(stage.dir),
         "final_meanwhile": json.loads(final.read_text()) if final.is_file() else None}
 (Path(outputs_root).parent / f"seen_{seed}.json").write_text(json.dumps(seen))"""
 DOWNSTREAM_CELL = """\
-from hbpsych_utils.core.stage import Stage
+from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.stages.base import StageResult
 stage = Stage(profile, "02_down", outputs_root)
 StageResult(stage, {"upstream_seed": stage.upstream_metrics("01_stage")["seed"]}).write()"""
@@ -429,7 +431,7 @@ def test_ctrl_c_swallowed_by_a_cell_still_stops_before_the_next(project: Path) -
 def test_ctrl_c_after_a_notebook_finished_stops_before_the_next(project: Path) -> None:
     swallow = (SWALLOWED_SIGINT
                + '\nStageResult(Stage(profile, "01_a", outputs_root), {"done": True}).write()')
-    imports = ("from hbpsych_utils.core.stage import Stage\n"
+    imports = ("from hbpsych_utils.pipeline.stage import Stage\n"
                "from hbpsych_utils.stages.base import StageResult")
     notebook(project / "notebooks" / "01_a.ipynb", imports, swallow)
     notebook(project / "notebooks" / "02_b.ipynb", MARKER)

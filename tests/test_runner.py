@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import notebook
 
-from hbpsych_utils.core import runner
+from hbpsych_utils import runner
 
 
 def test_runs_in_order_and_stops_at_first_failure(project: Path) -> None:

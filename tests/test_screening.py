@@ -296,7 +296,7 @@ def test_notebook_02_live_on_the_partial_corpus(tmp_path: Path, mirror: Path) ->
 
     import yaml
 
-    from hbpsych_utils.core import runner
+    from hbpsych_utils import runner
 
     first = [json.loads(line)["prompt_id"] for line in
              sources.fetch("healthbench_oss").read_text().splitlines()[:8]]

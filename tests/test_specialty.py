@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hbpsych_utils.core import paths, runner
+from hbpsych_utils import runner
+from hbpsych_utils.core import paths
 
 pytestmark = pytest.mark.notebook
 DATA = Path(__file__).parent / "data" / "toy_specialty"

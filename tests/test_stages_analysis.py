@@ -19,8 +19,8 @@ from hbpsych_utils.core.config import (
     RefusalsParams,
     ScoresParams,
 )
-from hbpsych_utils.core.stage import Stage
 from hbpsych_utils.evaluation import generation, refusals, scoring
+from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.stages import (
     s08_scores,
     s09_judges,

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from hbpsych_utils.construction import corpus, ratings, review_set, screening, subset, tally
-from hbpsych_utils.core.stage import Stage
+from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.stages import (
     s01_corpus,
     s02_screening,

@@ -127,7 +127,7 @@ def test_one_changed_vote_changes_the_subset(mirror: Path, tmp_path: Path) -> No
 
 
 def test_write_all_and_stage_ids(tmp_path: Path) -> None:
-    from hbpsych_utils.core.stage import Stage
+    from hbpsych_utils.pipeline.stage import Stage
 
     stage = Stage("p", "05_subset", tmp_path)
     index = subset.write_all(stage, {"v1": subset.subset_record("toy-v1", ["b", "a"]),

@@ -480,12 +480,11 @@ def load_recorded(record_path: Path | str) -> list[Conversation]:
 
 
 def non_english_flags(
-    languages_csv: Path | str, conversations: Iterable[Conversation]
+    languages_csv: Path | str | None, conversations: Iterable[Conversation]
 ) -> dict[str, bool]:
     """prompt_id -> flagged non-English: 01_corpus's ``languages.csv`` when it exists (the same
     flags the corpus report showed), else detected now."""
-    path = Path(languages_csv)
-    if not path.is_file():
+    if languages_csv is None or not Path(languages_csv).is_file():
         return {pid: lang.non_english for pid, lang in language_flags(conversations).items()}
-    table = read_csv(path, dtype={"prompt_id": str})
+    table = read_csv(Path(languages_csv), dtype={"prompt_id": str})
     return dict(zip(table["prompt_id"], table["non_english"].astype(str) == "True", strict=True))

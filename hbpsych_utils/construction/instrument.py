@@ -28,7 +28,7 @@ from hbpsych_utils.construction.review_set import (
     pairs_fingerprint,
     write_packet,
 )
-from hbpsych_utils.core.stage import write_text
+from hbpsych_utils.core.writes import write_text
 
 TEMPLATE = "instrument_template.html"
 _SCRIPT_RE = re.compile(r'<script id="instrument-js">(.*?)</script>', re.DOTALL)

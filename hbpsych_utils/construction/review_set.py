@@ -27,7 +27,7 @@ from pydantic import field_validator
 from hbpsych_utils.construction.corpus import Conversation, Message
 from hbpsych_utils.construction.screening import RECALL_CANDIDATE_TIERS, RECALL_NO_TIER
 from hbpsych_utils.core.records import FileRecord, invalid, read_csv, validate
-from hbpsych_utils.core.stage import write_json
+from hbpsych_utils.core.writes import write_json
 
 SCREENED_IN = "screened_in"
 CANDIDATE = "candidate"

@@ -28,7 +28,7 @@ from hbpsych_utils.construction.corpus import ids_hash
 from hbpsych_utils.construction.review_set import CANDIDATE, CONTROL, SCREENED_IN
 from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY, included_ids, modal_categories
 from hbpsych_utils.core.records import FileRecord, problems, read_csv, read_json, validate
-from hbpsych_utils.core.stage import write_text
+from hbpsych_utils.core.writes import write_text
 
 
 @dataclass(frozen=True)

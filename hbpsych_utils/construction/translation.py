@@ -249,11 +249,12 @@ TRANSLATIONS_FILE = "translations.json"
 def read_translations(path: Any, *, missing_ok: bool = False) -> dict[str, list[dict[str, str]]]:
     """``translations.json`` as 02 writes it: prompt_id -> ``[{role, content}, ...]``.
 
-    ``missing_ok``: no file means no translations (02 ran without a translation model).
+    ``None`` (or, with ``missing_ok``, no file) means no translations: 02 ran without a
+    translation model.
     """
     from pathlib import Path
 
-    if missing_ok and not Path(path).is_file():
+    if path is None or (missing_ok and not Path(path).is_file()):
         return {}
     try:
         data = _TRANSLATIONS.validate_json(read_text(path, error=TranslationError))

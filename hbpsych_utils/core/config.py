@@ -3,21 +3,22 @@
 A profile has a few top-level keys and one section per notebook stage (``corpus`` for
 ``01_corpus``, ``screening`` for ``02_screening``, ...). Every section is a pydantic model that
 forbids unknown keys, so a typo is an error naming the profile, the key and what was expected
-instead of a silently ignored setting. ``run_all`` injects a section's values into the
-matching notebook's ``parameters`` cell; the notebook's own defaults equal the model defaults
-(tests/test_notebooks_params.py keeps the two in step).
+instead of a silently ignored setting. The construction stages (02-04) each have a ``mode``
+(``replay`` or ``live``); the evaluation stages (06-13) share one, the profile's
+``evaluation_mode`` (``paper`` or ``live``), which only ``harness_validation.mode`` may
+override. What each stage reads of a profile, and the values the runner injects into its
+notebook's ``parameters`` cell, are declared by the stage graph
+(:mod:`hbpsych_utils.pipeline.graph`).
 
 ``--set section.key=value`` on the command line tweaks one value of a profile without copying
 its YAML: :func:`parse_overrides` reads the values as YAML, :func:`load_profile` applies them to
 the file's mapping and validates the result with the same models, so a typo in an override is
 the same error, naming the key, as a typo in the file.
 
-Loading also checks everything the profile refers to (:func:`check_references`): the model
-registry, every model it names, simulator fault kinds, the providers in ``llm.limits`` and
-``llm.base_urls``, and the corpus, ratings and rubric files, so a bad reference stops the run
-before notebook 01 rather than when the stage that uses it starts. The YAML itself is read
-strictly (:mod:`hbpsych_utils.core.yaml_loader`): a key written twice is an error naming both
-lines.
+What a profile refers to (models, fault kinds, providers, corpus, ratings and rubric files) is
+checked against the readers of the layers above by :mod:`hbpsych_utils.runner.checks` when the
+runner loads it, before notebook 01. The YAML itself is read strictly
+(:mod:`hbpsych_utils.core.yaml_loader`): a key written twice is an error naming both lines.
 """
 
 from __future__ import annotations
@@ -25,18 +26,14 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlparse
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hbpsych_utils import study
 from hbpsych_utils.core import paths, yaml_loader
-
-if TYPE_CHECKING:
-    from hbpsych_utils.llm.models import Registry
 
 
 class ProfileError(ValueError):
@@ -51,7 +48,8 @@ class FaultSpec(Section):
     """A simulator fault (tests and the smoke profile): see ``hbpsych_utils.llm.testing.Fault``."""
 
     kind: str
-    """One of the simulator's ``FAULT_KINDS`` (checked when the profile loads)."""
+    """One of ``hbpsych_utils.llm.faults.FAULT_KINDS`` (checked when the runner loads the
+    profile)."""
     match: str | None = None
     """Inject into calls whose messages contain this text."""
     prompt_id: str | None = None
@@ -171,7 +169,6 @@ class SubsetParams(Section):
 class GenerationParams(Section):
     """06_generation: candidate responses (paper mode summarises the released run's logs)."""
 
-    mode: Literal["paper", "live"] = "paper"
     candidates: list[str] = []
     """Live mode: models to generate with (names in params/models.yaml)."""
     subset: Literal["v1", "v2", "hard"] = "v1"
@@ -185,7 +182,6 @@ class GenerationParams(Section):
 class GradingParams(Section):
     """07_grading: the judge panel's verdicts (paper mode summarises the released logs)."""
 
-    mode: Literal["paper", "live"] = "paper"
     judges: list[str] | None = None
     """Live mode: the judge models (names in params/models.yaml); ``None`` is the study's
     panel (``study.JUDGE_PANEL``). The stage resolves it and reports the judges it used."""
@@ -205,7 +201,6 @@ class GradingParams(Section):
 class ScoresParams(Section):
     """08_scores: per-judge and panel scores, intervals, paired differences."""
 
-    mode: Literal["paper", "live"] = "paper"
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     include_later: bool = False
     """Also show the three candidates added after the study (flagged ``in_study: false``)."""
@@ -217,7 +212,6 @@ class ScoresParams(Section):
 class JudgesParams(Section):
     """09_judges: rank agreement, severity and self-preference of the judge panel."""
 
-    mode: Literal["paper", "live"] = "paper"
     subset: Literal["v1", "v2", "hard"] = "v1"
     n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
 
@@ -225,15 +219,17 @@ class JudgesParams(Section):
 class RefusalsParams(Section):
     """10_refusals: refused conversations per model and the sensitivity analysis."""
 
-    mode: Literal["paper", "live"] = "paper"
     subset: Literal["v1", "v2", "hard"] = "v1"
 
 
 class HarnessValidationParams(Section):
     """11_harness_validation: the GPT-4.1 HealthBench-Hard run against the published figure."""
 
-    mode: Literal["replay", "live"] = "replay"
-    """``replay`` summarises the released run; ``live`` re-runs it through the engine."""
+    mode: Literal["replay", "live"] | None = None
+    """``replay`` summarises the released run; ``live`` re-runs it through the engine; ``None``
+    follows the profile's ``evaluation_mode`` (paper: replay). The one evaluation stage whose
+    mode may differ from the rest, because it depends on nothing else of the evaluation: a live
+    re-run of the candidates may keep the released harness check (the ``live`` profile does)."""
     published: float | None = Field(default=None, ge=0, le=1)
     """OpenAI's published HealthBench-Hard score for GPT-4.1 (a fraction); ``None`` when not
     given, and then no difference is reported."""
@@ -259,7 +255,6 @@ class HarnessValidationParams(Section):
 class FiguresTablesParams(Section):
     """12_figures_tables: the paper's figures and Table 1."""
 
-    mode: Literal["paper", "live"] = "paper"
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     publish: bool = True
     """Also copy the figures and tables to the top-level ``figures/`` folder (the default
@@ -276,6 +271,10 @@ class Profile(BaseModel):
     seed: int = study.SEED
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
+    evaluation_mode: Literal["paper", "live"] = "paper"
+    """The mode of the evaluation stages 06-13: ``paper`` reads the released study's logs and
+    matrices, ``live`` generates and grades through the engine (``harness_validation.mode``
+    alone may differ)."""
     llm: LLMSettings = LLMSettings()
     corpus: CorpusParams = CorpusParams()
     screening: ScreeningParams = ScreeningParams()
@@ -289,22 +288,6 @@ class Profile(BaseModel):
     refusals: RefusalsParams = RefusalsParams()
     harness_validation: HarnessValidationParams = HarnessValidationParams()
     figures_tables: FiguresTablesParams = FiguresTablesParams()
-
-    def section_for(self, notebook: str) -> Section | None:
-        """The parameter section of a notebook stem such as ``01_corpus`` (None if it has none)."""
-        field = section_name(notebook)
-        return getattr(self, field, None) if field in type(self).model_fields else None
-
-
-_STEM = re.compile(r"^(\d+)_(.+)$")
-
-
-def section_name(notebook: str) -> str:
-    """``01_corpus`` -> ``corpus``; ``11_harness_validation`` -> ``harness_validation``."""
-    m = _STEM.match(Path(notebook).stem)
-    if not m:
-        raise ValueError(f"notebook name {notebook!r} does not start with a number and '_'")
-    return m.group(2)
 
 
 NOT_PROFILES = frozenset({"models"})
@@ -417,7 +400,6 @@ def load_profile(
         raise ProfileError(_describe(path, exc, where)) from None
     _check_files(profile, path)
     _check_notebooks(profile, path)
-    check_references(profile, f"profile {path.stem!r} {where}")
     return profile
 
 
@@ -497,166 +479,5 @@ def unset_live_model(section: str, params: ScreeningParams | RecallParams) -> st
     return None
 
 
-def model_references(profile: Profile) -> list[tuple[str, str]]:
-    """``(key, model)`` for every model the profile names. A live section that leaves its
-    judges or harness models null uses the study's (``study.JUDGE_PANEL``,
-    ``study.HARNESS_MODEL``, as stages 07 and 11 resolve them); those are listed too, so a
-    registry that lacks them fails here."""
-    refs: list[tuple[str, str]] = []
-    for key in ("screening.model", "screening.translation_model", "recall.model"):
-        section, field = key.split(".")
-        name = getattr(getattr(profile, section), field)
-        if name is not None:
-            refs.append((key, name))
-    refs += [(f"generation.candidates[{i}]", m)
-             for i, m in enumerate(profile.generation.candidates)]
-    grading = profile.grading
-    if grading.judges is not None:
-        refs += [(f"grading.judges[{i}]", m) for i, m in enumerate(grading.judges)]
-    elif grading.mode == "live":
-        refs += [("grading.judges (null: the study's panel)", m)
-                 for m in grading.judge_panel()]
-    harness = profile.harness_validation
-    for role in ("candidate", "judge"):
-        if getattr(harness, role) is not None:
-            refs.append((f"harness_validation.{role}", harness.model_of(role)))
-        elif harness.mode == "live":
-            refs.append((f"harness_validation.{role} (null: the study's harness model)",
-                         harness.model_of(role)))
-    return refs
-
-
-def check_references(profile: Profile, where: str) -> None:
-    """Everything ``profile`` refers to must exist, else one ``ProfileError`` (headed by
-    ``where``) lists every problem with the key and the allowed values: the model registry
-    (``llm.registry_file`` or params/models.yaml) must load; every model named must be in it;
-    fault kinds must be the simulator's; ``llm.limits`` must name registry providers with
-    valid limits, ``llm.base_urls`` registry providers or provider kinds with http(s) URLs;
-    the corpus, ratings and rubric files must pass their own readers' checks; a live screening
-    or recall section must name its model (:func:`unset_live_model`).
-
-    The readers live above ``core`` and are imported here, when a profile is checked, not
-    with this module."""
-    from hbpsych_utils.llm.models import ConfigError, profile_registry
-
-    llm = profile.llm
-    try:
-        registry = profile_registry(llm.registry_file)
-    except ConfigError as exc:
-        key = "llm.registry_file" + ("" if llm.registry_file else " (null: params/models.yaml)")
-        raise ProfileError(f"{where}: {key}: {exc}") from None
-    unset = [unset_live_model(key, getattr(profile, key)) for key in ("screening", "recall")]
-    problems = [*(p for p in unset if p), *_model_problems(profile, registry),
-                *_llm_problems(llm, registry), *_file_problems(profile)]
-    if problems:
-        raise ProfileError("\n".join([f"{where} is invalid:", *(f"  - {p}" for p in problems)]))
-
-
-def _model_problems(profile: Profile, registry: Registry) -> list[str]:
-    known = ", ".join(sorted(registry.models))
-    return [f"{key}: unknown model {name!r} (expected a model of {registry.source}: {known})"
-            for key, name in model_references(profile) if name not in registry.models]
-
-
-def _llm_problems(llm: LLMSettings, registry: Registry) -> list[str]:
-    problems = []
-    if llm.faults:
-        from hbpsych_utils.llm.testing.simulator import FAULT_KINDS  # aiohttp: only if needed
-
-        wire = set(registry.models) | {m.api_model for m in registry.models.values()}
-        for i, fault in enumerate(llm.faults):
-            if fault.kind not in FAULT_KINDS:
-                problems.append(f"llm.faults[{i}].kind: unknown fault kind {fault.kind!r} "
-                                f"(expected one of: {', '.join(FAULT_KINDS)})")
-            if fault.model is not None and fault.model not in wire:
-                problems.append(f"llm.faults[{i}].model: unknown model {fault.model!r} "
-                                f"(expected a model of {registry.source}: "
-                                f"{', '.join(sorted(registry.models))})")
-    providers = ", ".join(registry.providers)
-    for name, values in llm.limits.items():
-        if name not in registry.providers:
-            problems.append(f"llm.limits.{name}: unknown provider (expected one of the "
-                            f"providers of {registry.source}: {providers})")
-        try:
-            LimitOverride.model_validate(values)
-        except ValidationError as exc:
-            for err in exc.errors():
-                key = f"llm.limits.{name}." + ".".join(str(p) for p in err["loc"])
-                problems.append(
-                    f"{key}: unknown key (expected one of: {', '.join(LimitOverride.model_fields)})"
-                    if err["type"] == "extra_forbidden" else
-                    f"{key}: {err['msg']} (got {err.get('input')!r})")
-    targets = {*registry.providers, *(p.kind for p in registry.providers.values())}
-    for name, url in llm.base_urls.items():
-        if name not in targets:
-            problems.append(f"llm.base_urls.{name}: unknown provider (expected a provider of "
-                            f"{registry.source} or a provider kind: {', '.join(sorted(targets))})")
-        parts = urlparse(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            problems.append(f"llm.base_urls.{name}: {url!r} is not an http(s) URL "
-                            "(expected e.g. http://127.0.0.1:8000/v1)")
-    return problems
-
-
-def _file_problems(profile: Profile) -> list[str]:
-    """The files a profile names, checked by the readers that will read them (existence was
-    checked before)."""
-    from hbpsych_utils.construction.corpus import load_corpus
-    from hbpsych_utils.core.records import read_text
-
-    problems = []
-    c = profile.corpus
-    if c.corpus_file is not None:
-        try:
-            load_corpus(resolve_path(c.corpus_file), invalid_records=c.invalid_records,
-                        max_records=c.max_conversations)
-        except ValueError as exc:
-            problems.append(f"corpus.corpus_file: {exc}")
-    for key in ("screening.rubric_file", "recall.rubric_file"):
-        section, field = key.split(".")
-        if (name := getattr(getattr(profile, section), field)) is not None:
-            try:
-                read_text(resolve_path(name))
-            except ValueError as exc:
-                problems.append(f"{key}: {exc}")
-    ratings_files = [(f"{section}.ratings_files[{i}]", name)
-                     for section in ("review_round1", "recall")
-                     for i, name in enumerate(getattr(profile, section).ratings_files or [])]
-    if ratings_files:
-        from hbpsych_utils.construction.ratings import RatingsError, check_format  # pandas
-
-        for key, name in ratings_files:
-            try:
-                check_format(resolve_path(name))
-            except RatingsError as exc:
-                problems.append(f"{key}: " + "\n      ".join(str(exc).splitlines()))
-    return problems
-
-
 resolve_path = paths.resolve_path
 """A profile path: absolute as given, otherwise relative to the project root."""
-
-
-CROSS_SECTION_PARAMETERS: dict[str, dict[str, Callable[[Profile], Any]]] = {
-    "06_generation": {"judges": lambda profile: profile.grading.judge_panel()},
-}
-"""Notebook stem -> parameter -> its value from another section of the profile: 06's cost plan
-prices the grading the profile configures, so it is given ``grading``'s resolved panel (the
-kernel never re-reads the profile, which may have been given by path or tweaked with
-``--set``). Each such parameter defaults to ``None`` in its notebook, meaning the study's."""
-
-
-def notebook_parameters(profile: Profile, notebook: str, outputs_root: Path) -> dict[str, Any]:
-    """The values run_all injects into a notebook's ``parameters`` cell."""
-    values: dict[str, Any] = {
-        "profile": profile.name,
-        "outputs_root": str(outputs_root),
-        "seed": profile.seed,
-        "llm": profile.llm.model_dump(mode="json"),
-    }
-    section = profile.section_for(notebook)
-    if section is not None:
-        values.update(section.model_dump(mode="json"))
-    for key, value_of in CROSS_SECTION_PARAMETERS.get(Path(notebook).stem, {}).items():
-        values[key] = value_of(profile)
-    return values

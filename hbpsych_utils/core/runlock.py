@@ -62,7 +62,7 @@ def refuse_if_running(profile_dir: Path, profile: str) -> None:
 def run_lock(profile_dir: Path, profile: str, command: str) -> Iterator[None]:
     """Hold the run lock of ``profile_dir`` (created if needed) or raise :class:`RunLocked`
     at once, naming the profile, the folder and the process holding it."""
-    from hbpsych_utils.core.stage import write_json
+    from hbpsych_utils.core.writes import write_json
 
     profile_dir.mkdir(parents=True, exist_ok=True)
     lock = _acquire(profile_dir, profile)

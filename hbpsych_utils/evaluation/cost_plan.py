@@ -435,19 +435,23 @@ LEDGER_PHASES = {"generate": "generation", "grade": "grading"}
 
 def study_design(subset: str = "v1", *, candidates: Sequence[str] = study.CANDIDATES,
                  judges: Sequence[str] = study.JUDGE_PANEL,
-                 fetch: Callable[[str], Path] | None = None) -> Design:
+                 fetch: Callable[[str], Path] | None = None,
+                 held: Sequence[Conversation] | None = None) -> Design:
     """The study's design on a released subset: its candidates and judge panel on every
-    conversation of the subset, measured on those the corpus artifact holds (72 of v1's 610
-    offline; verified as a profile's corpus is, ``corpus.load_for_profile``) and scaled to the
-    subset's size. ``fetch`` is ``sources.fetch`` or a stage's recording version of it."""
+    conversation of the subset, measured on those the corpus holds (``held``: a run's corpus;
+    by default the registry's, verified as a profile's corpus is, ``corpus.load_for_profile``:
+    72 of v1's 610 offline) and scaled to the subset's size. ``fetch`` is ``sources.fetch`` or
+    a stage's recording version of it."""
     from hbpsych_utils.construction import corpus
     from hbpsych_utils.construction import subset as subsets
     from hbpsych_utils.core import sources
 
     fetch = fetch or sources.fetch
     ids = subsets.load_subset(fetch(study.SUBSET_ARTIFACTS[subset]))["prompt_ids"]
-    held = corpus.load_for_profile(allow_partial=True, fetch=fetch).by_id()
-    convs = [held[i] for i in ids if i in held]
+    if held is None:
+        held = corpus.load_for_profile(allow_partial=True, fetch=fetch).conversations
+    by_id = {c.prompt_id: c for c in held}
+    convs = [by_id[i] for i in ids if i in by_id]
     if not convs:
         raise PlanError(f"none of the {len(ids)} conversations of subset {subset!r} is in the "
                         "corpus: nothing to measure")

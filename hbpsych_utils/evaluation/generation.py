@@ -105,7 +105,7 @@ def responses_table(results: Iterable[Any]) -> pd.DataFrame:
 
 def write_responses(df: pd.DataFrame, path: Any) -> None:
     """JSON Lines, one response per line: text and stop reasons survive exactly (CSV would not)."""
-    from hbpsych_utils.core.stage import write_text
+    from hbpsych_utils.core.writes import write_text
 
     lines = [json.dumps({k: _plain(v) for k, v in row.items()}, ensure_ascii=False)
              for row in df.to_dict(orient="records")]

@@ -1,42 +1,32 @@
-"""Scores: clipped means, the judge-panel score, bootstrap intervals, paired comparisons, Table 1.
+"""Score statistics: clipped means, the judge-panel score, bootstrap intervals, paired
+comparisons with Holm's correction, Table 1.
 
-Two modes.
+*Per-conversation* scores (a live run): a long table with columns ``judge, candidate,
+prompt_id, score`` (NaN = not scored by that judge). A model's score under one judge is the mean
+over its scored conversations, clipped to [0, 1] (HealthBench's rule). The panel score averages,
+per conversation, the judges that all scored it (equal weights), then takes the clipped mean.
+Uncertainty is a seeded conversation-level bootstrap: 1,000 resamples, each resample mean
+clipped, 95% percentile interval. The reference's ``bootstrap_std`` is computed as well so
+numbers can be set beside published HealthBench ones.
 
-*Per-conversation* (live and smoke runs): input is a long table of per-conversation scores,
-columns ``judge, candidate, prompt_id, score`` (NaN = not scored by that judge). A model's score
-under one judge is the mean over its scored conversations, clipped to [0, 1] (HealthBench's
-rule). The panel score averages, per conversation, the judges that all scored it (equal
-weights), then takes the clipped mean. Uncertainty is a seeded conversation-level bootstrap:
-1,000 resamples, each resample mean clipped, 95% percentile interval. The reference's
-``bootstrap_std`` is computed as well so numbers can be set beside published HealthBench ones.
+*Per-(candidate, judge) means* (the released matrices, paper mode): the panel mean is the plain
+mean of the judges' clipped means: a point estimate, with no interval, because the
+per-conversation grades behind it are not released.
 
-*Paper mode*: the released matrices hold only per-(candidate, judge) clipped means. The panel
-mean there is the plain mean of the three judges' scores: a point estimate, with no interval,
-because the per-conversation grades behind it are not available offline.
-
-``evaluation_source`` resolves the mode for a subset and returns an ``EvaluationSource`` (the
-per-judge table, n per candidate, per-conversation scores when they exist, and Table 1): the one
-place 08_scores, 09_judges, 10_refusals and 12_figures_tables get their scores from.
+Reading the files these come from, and choosing between them by mode, is
+:mod:`hbpsych_utils.evaluation.score_sources`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, field_validator
 
 from hbpsych_utils import study
-from hbpsych_utils.construction import subset as subset_files
-from hbpsych_utils.core.records import FileRecord, read_csv, read_text, validate
-from hbpsych_utils.core.stage import Stage
 
 
 class ScoringError(ValueError):
@@ -145,7 +135,7 @@ def reference_bootstrap_std(
 SCORE_COLUMNS = ("judge", "candidate", "prompt_id", "score")
 
 
-def _check_scores_table(scores: pd.DataFrame, where: str = "score table") -> None:
+def check_scores_table(scores: pd.DataFrame, where: str = "score table") -> None:
     missing = set(SCORE_COLUMNS) - set(scores.columns)
     if missing:
         raise ScoringError(f"{where}: missing column(s) {sorted(missing)}")
@@ -160,7 +150,7 @@ def _check_scores_table(scores: pd.DataFrame, where: str = "score table") -> Non
 
 def score_matrix(scores: pd.DataFrame, candidate: str) -> pd.DataFrame:
     """One candidate's scores as prompt_id x judge (NaN where a judge did not score)."""
-    _check_scores_table(scores)
+    check_scores_table(scores)
     sub = scores[scores["candidate"] == candidate]
     return sub.pivot(index="prompt_id", columns="judge", values="score").sort_index()
 
@@ -183,7 +173,7 @@ def panel_conversation_scores(
 
 def per_judge_means(scores: pd.DataFrame) -> pd.DataFrame:
     """candidate x judge clipped means over each judge's scored conversations."""
-    _check_scores_table(scores)
+    check_scores_table(scores)
     ok = scores.dropna(subset=["score"])
     out = ok.groupby(["candidate", "judge"])["score"].agg(clipped_mean).unstack("judge")
     return out
@@ -204,7 +194,7 @@ def table1(
     bootstrap uses a generator seeded with ``seed``, so a row does not depend on which other
     candidates are in the table.
     """
-    _check_scores_table(scores)
+    check_scores_table(scores)
     judges = list(judges) if judges is not None else sorted(scores["judge"].unique())
     cands = list(candidates) if candidates is not None else sorted(scores["candidate"].unique())
     pj = per_judge_means(scores)
@@ -340,70 +330,6 @@ def top_k(table: pd.DataFrame, k: int) -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Paper mode: the released matrices
 
-MATRIX_COLUMNS = ("candidate", "judge", "clipped_mean_score", "n_prompts")
-
-
-class MatrixCell(FileRecord):
-    """One line of a released result matrix: a (candidate, judge) clipped mean and its n."""
-
-    model_config = ConfigDict(strict=False, extra="forbid", frozen=True,
-                              str_strip_whitespace=True)
-    """Not strict: a CSV cell is text, and its numbers are parsed here."""
-
-    candidate: str = Field(min_length=1)
-    judge: str = Field(min_length=1)
-    clipped_mean_score: float
-    """A clipped mean, so within [0, 1]."""
-    n_prompts: int
-    """Conversations behind the mean."""
-
-    @field_validator("clipped_mean_score")
-    @classmethod
-    def _in_unit_interval(cls, value: float) -> float:
-        if not 0.0 <= value <= 1.0:
-            raise ValueError(f"{value} outside [0, 1]")
-        return value
-
-
-def read_matrix(path: Path | str) -> pd.DataFrame:
-    """A released result matrix, every line validated (``MatrixCell``: errors name file, line
-    and field) and one line per (candidate, judge)."""
-    path = Path(path)
-    with io.StringIO(read_text(path, error=ScoringError, newline="")) as fh:
-        reader = csv.DictReader(fh)
-        if reader.fieldnames is None or tuple(reader.fieldnames) != MATRIX_COLUMNS:
-            raise ScoringError(
-                f"{path}: header must be {','.join(MATRIX_COLUMNS)}, got {reader.fieldnames}"
-            )
-        rows = []
-        seen: dict[tuple[str, str], int] = {}
-        for rec in reader:
-            lineno = reader.line_num
-            cell = validate(MatrixCell, rec, f"{path}:{lineno}", ScoringError)
-            key = (cell.candidate, cell.judge)
-            if key in seen:
-                raise ScoringError(
-                    f"{path}:{lineno}: candidate {key[0]}, judge {key[1]} repeats line {seen[key]}"
-                )
-            seen[key] = lineno
-            rows.append(cell.model_dump())
-    if not rows:
-        raise ScoringError(f"{path}: no rows")
-    return pd.DataFrame(rows, columns=list(MATRIX_COLUMNS))
-
-
-def matrix_n(matrix: pd.DataFrame) -> pd.Series:
-    """Paper mode's n per candidate: the smallest ``n_prompts`` over its judges' cells.
-
-    The released matrices give each cell's conversation count; the panel can rest on no more
-    conversations than its least-covered judge.
-    """
-    missing = [c for c in ("candidate", "n_prompts") if c not in matrix.columns]
-    if missing:
-        raise ValueError(f"matrix: no column(s) {missing}")
-    return matrix.groupby("candidate")["n_prompts"].min().astype(int).rename("n")
-
-
 def paper_per_judge(
     matrix: pd.DataFrame,
     *,
@@ -464,28 +390,13 @@ def paper_table(per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PAN
     return out
 
 
-def paper_metrics(
-    per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
-) -> dict[str, Any]:
-    """``metrics.json`` fields of 08_scores in paper mode (no ci_low/ci_high: not computable)."""
-    panel = paper_panel_means(per_judge, judges)
-    return {
-        "panel_mean": {c: float(v) for c, v in panel.items()},
-        "ranking": ranking(panel),
-        "per_judge": {
-            j: {c: float(v) for c, v in per_judge[j].items()} for j in judges
-        },
-        "point_estimates_only": True,
-    }
-
-
 # --------------------------------------------------------------------------------------------
 # Live mode: from per-conversation scores
 
 
 def panel_scores_long(scores: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
     """Per-(candidate, conversation) panel scores, long format: candidate, prompt_id, score."""
-    _check_scores_table(scores)
+    check_scores_table(scores)
     frames = []
     for cand in sorted(scores["candidate"].unique()):
         s = panel_conversation_scores(scores, cand, judges)
@@ -509,125 +420,3 @@ def with_reference_std(
     return out
 
 
-def live_metrics(table: pd.DataFrame, judges: Sequence[str]) -> dict[str, Any]:
-    """``metrics.json`` fields of 08_scores from a Table 1 frame (``table1``)."""
-    return {
-        "panel_mean": {c: float(v) for c, v in table["panel_mean"].items()},
-        "ranking": table.sort_values("rank").index.tolist(),
-        "per_judge": {j: {c: float(v) for c, v in table[j].items() if pd.notna(v)}
-                      for j in judges},
-        "ci_low": {c: float(v) for c, v in table["ci_low"].items()},
-        "ci_high": {c: float(v) for c, v in table["ci_high"].items()},
-        "n_panel": {c: int(v) for c, v in table["n_panel"].items()},
-        "point_estimates_only": False,
-    }
-
-
-def read_scores(path: Path | str) -> pd.DataFrame:
-    """``scores.csv`` as 07_grading wrote it (``grading.scores_from_verdicts``): one row per
-    (judge, candidate, conversation), ids as text, an empty score as NaN (unscored)."""
-    ids = {"judge": str, "candidate": str, "prompt_id": str}
-    scores = read_csv(path, error=ScoringError, dtype=ids, keep_default_na=False,
-                      na_values={"score": [""], "status": [""]})
-    _check_scores_table(scores, where=str(path))
-    return scores
-
-
-def read_table1(path: Path | str) -> pd.DataFrame:
-    """A ``table1_<subset>.csv`` as 08_scores wrote it (:meth:`EvaluationSource.table1`, indexed
-    by candidate), so a later stage shows 08's numbers, not a second computation of them."""
-    table = read_csv(path, error=ScoringError, dtype={"candidate": str}, keep_default_na=False,
-                     na_values=[""])
-    if "candidate" not in table.columns:
-        raise ScoringError(f"{path}: no 'candidate' column (expected 08_scores' Table 1)")
-    return table.set_index("candidate")
-
-
-# --------------------------------------------------------------------------------------------
-# Evaluation sources: what a subset's scores come from, in either mode
-
-EvaluationMode = Literal["paper", "live"]
-
-
-@dataclass(frozen=True)
-class EvaluationSource:
-    """One subset's scores as the analysis stages (08, 09, 10, 12) read them.
-
-    *Paper mode*: the released matrix, i.e. per-(candidate, judge) clipped means only: point
-    estimates, ``scores`` is None and no interval can be computed. *Live mode*: 07_grading's
-    per-conversation scores restricted to the subset, from which intervals follow. Either way
-    ``per_judge`` is the candidate x judge table of clipped means and ``n`` the conversations
-    behind each candidate's panel score, so a stage asks the source rather than the mode.
-    """
-
-    subset: str
-    judges: list[str]
-    per_judge: pd.DataFrame
-    """candidate x judge clipped means (paper mode adds ``in_study``)."""
-    scores: pd.DataFrame | None = None
-    """Per-conversation scores (``SCORE_COLUMNS``) in live mode; None in paper mode."""
-    matrix: pd.DataFrame | None = None
-    """The released matrix in paper mode; None in live mode."""
-
-    @property
-    def intervals(self) -> bool:
-        """Whether per-conversation scores exist, so bootstrap intervals can be computed."""
-        return self.scores is not None
-
-    @cached_property
-    def panel_long(self) -> pd.DataFrame | None:
-        """Per-(candidate, conversation) panel scores (live mode; None in paper mode)."""
-        return None if self.scores is None else panel_scores_long(self.scores, self.judges)
-
-    @property
-    def n(self) -> pd.Series:
-        """Conversations per candidate: the panel's in live mode, the least-covered judge's
-        ``n_prompts`` in paper mode."""
-        if self.matrix is not None:
-            return matrix_n(self.matrix)
-        assert self.panel_long is not None
-        return self.panel_long.groupby("candidate").size().rename("n")
-
-    def table1(self, *, n_resamples: int | None, seed: int) -> pd.DataFrame:
-        """Table 1 for this source: ``paper_table`` (point estimates) or ``table1`` with
-        seeded bootstrap intervals and the reference's ``bootstrap_std`` (live)."""
-        if self.scores is None:
-            return paper_table(self.per_judge, self.judges)
-        if n_resamples is None:
-            raise ScoringError(f"{self.subset}: Table 1 with intervals needs n_resamples")
-        t1 = table1(self.scores, judges=self.judges, n_resamples=n_resamples, seed=seed)
-        return with_reference_std(t1, self.scores, self.judges, n_resamples=n_resamples,
-                                  seed=seed)
-
-    def metrics(self, table: pd.DataFrame) -> dict[str, Any]:
-        """08_scores' ``metrics.json`` fields of a Table 1 frame from ``table1``."""
-        if self.scores is None:
-            return paper_metrics(table.drop(columns=["rank", "panel_mean"]), self.judges)
-        return live_metrics(table, self.judges)
-
-
-def graded_judges(stage: Stage) -> list[str]:
-    """The judge panel of this run's 07_grading (its ``metrics.json``), in the panel's order."""
-    return list(stage.upstream_metrics("07_grading")["judges"])
-
-
-def evaluation_source(
-    stage: Stage, subset: str, *, mode: EvaluationMode, include_later: bool = False
-) -> EvaluationSource | None:
-    """The scores of subset ``subset`` (v1, v2, hard) for this run, resolved by mode.
-
-    Paper: the released matrix (fetched through ``stage``, so ``stage.json`` records it), the
-    study's candidates (plus the later ones when ``include_later``). Live: 07_grading's
-    ``scores.csv`` on the ids 05_subset wrote; None when this run graded none of them.
-    """
-    if mode == "paper":
-        artifact = study.MATRIX_ARTIFACTS[subset]
-        matrix = read_matrix(stage.fetch(artifact))
-        per_judge = paper_per_judge(matrix, include_later=include_later, source=artifact)
-        return EvaluationSource(subset, list(study.JUDGE_PANEL), per_judge, matrix=matrix)
-    scores = read_scores(stage.upstream("07_grading", "scores.csv"))
-    scores = scores[scores["prompt_id"].isin(subset_files.stage_ids(stage, subset))]
-    if scores.empty:
-        return None
-    judges = graded_judges(stage)
-    return EvaluationSource(subset, judges, per_judge_means(scores)[judges], scores=scores)

@@ -14,26 +14,23 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.llm.engine import Engine
 from hbpsych_utils.llm.models import profile_registry
 
 STORE_NAME = "llm_store.sqlite"
 
 
-def _faults(specs: Sequence[Mapping[str, Any]], conversations: Sequence[Conversation]) -> list:
+def _faults(specs: Sequence[Mapping[str, Any]], first_user_turns: Mapping[str, str]) -> list:
     from hbpsych_utils.llm.testing import Fault
 
-    by_id = {c.prompt_id: c for c in conversations}
     out = []
     for spec in specs:
         match = spec.get("match")
         pid = spec.get("prompt_id")
         if pid is not None:
-            conv = by_id.get(pid)
-            if conv is None:
+            if pid not in first_user_turns:
                 raise ValueError(f"llm.faults: prompt_id {pid} is not in this run's corpus")
-            match = next(m.content for m in conv.prompt if m.role == "user")[:200]
+            match = first_user_turns[pid][:200]
         out.append(Fault(spec["kind"], match=match, api=spec.get("api"), model=spec.get("model"),
                          times=spec.get("times")))
     return out
@@ -44,10 +41,13 @@ def open_engine(
     settings: Mapping[str, Any],
     run_dir: Path | str,
     *,
-    conversations: Sequence[Conversation] = (),
+    first_user_turns: Mapping[str, str] | None = None,
     progress: bool = True,
 ) -> Iterator[Engine]:
-    """The run's engine (and simulator, when the settings ask for one) for a ``with`` block."""
+    """The run's engine (and simulator, when the settings ask for one) for a ``with`` block.
+
+    ``first_user_turns`` (prompt id -> the conversation's first user message) lets a simulator
+    fault name a conversation by ``prompt_id``."""
     registry = profile_registry(settings.get("registry_file"))
     base_urls = dict(settings.get("base_urls") or {})
     limits = dict(settings.get("limits") or {})
@@ -57,7 +57,7 @@ def open_engine(
             from hbpsych_utils.llm.testing.simulator import cache_minimums
 
             sim = stack.enter_context(Simulator(
-                faults=_faults(settings.get("faults") or [], conversations),
+                faults=_faults(settings.get("faults") or [], first_user_turns or {}),
                 cache_min_tokens=cache_minimums(registry)))  # the run's registry decides
             base_urls = {**sim.base_urls_for(registry), **base_urls}
             # the simulator has no real rate limits; pacing calls for them would only slow tests

@@ -1,89 +1,63 @@
 """One notebook's output folder: metrics, tables and the artifacts it used.
 
 Every stage writes under ``outputs/<profile>/<stage>/``: ``metrics.json`` (the stage's key
-numbers, flat, as its issue names them), its tables, and ``stage.json`` (which external
-artifacts it used, with their sha256), from which the run manifest is assembled. Files are
-written atomically, so an interrupted stage never leaves a half-written file behind.
+numbers, from its typed metrics model), its tables, ``stage.json`` (which external artifacts it
+used, with their sha256), from which the run manifest is assembled, and ``build.json`` (who
+made the outputs from what: :mod:`hbpsych_utils.pipeline.state`). Files are written atomically,
+so an interrupted stage never leaves a half-written file behind. A stage reads an earlier
+stage's file only through :meth:`Stage.upstream`, which refuses a file the stage graph
+(:mod:`hbpsych_utils.pipeline.graph`) does not declare for it.
 
-Under the runner a stage's outputs are replaced only when its notebook succeeds: the runner
-sets ``HBPSYCH_STAGING`` for the kernel, the notebook's own stage (named like the notebook)
-then writes into ``outputs/<profile>/.staging/<stage>/``, and the runner swaps that folder
-into place after papermill returns (:func:`publish_staged`) or, on failure, replaces the stage
-folder with a failure record and keeps the partial outputs under ``.failed/``
-(:func:`retire_stage`). Earlier stages are always read from their final folders. A notebook
-run by hand (no variable) writes in place, as before.
+A stage's outputs are replaced only when its notebook succeeds. Under the runner, which sets
+``HBPSYCH_STAGING`` for the kernel, the notebook's own stage (named like the notebook) writes
+into ``outputs/<profile>/.staging/<stage>/`` and the runner swaps that folder into place after
+papermill returns (:func:`publish_staged`) or, on failure, replaces the stage folder with a
+failure record and keeps the partial outputs under ``.failed/`` (:func:`retire_stage`). A
+notebook run by hand writes into ``outputs/<profile>/.hand/<stage>/`` (``write_dir``), swapped
+into place when the chapter finishes; a hand run that fails leaves the runner's outputs as they
+were. Earlier stages are always read from their final folders.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import shutil
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from hbpsych_utils.core import records, sources
+from hbpsych_utils.core.writes import write_json, write_text
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.state import FAILURE_RECORD
 
 STAGING_ENV = "HBPSYCH_STAGING"
 """Set by the runner only, for the kernel: ``outputs/<profile>/.staging/<stage>``, where the
 stage of the notebook it runs (named like the notebook) writes."""
 STAGING_DIR = ".staging"
 FAILED_DIR = ".failed"
-FAILURE_RECORD = "failed.json"
+HAND_DIR = ".hand"
+"""Where a notebook run by hand stages its outputs until the chapter finishes."""
 
 
-def _jsonable(value: Any) -> Any:
-    """numpy/pandas scalars and containers -> plain JSON values (NaN -> null)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalar
-        value = value.item()
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-def write_json(path: Path, data: Any) -> Path:
-    """Write JSON atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_jsonable(data), indent=2, ensure_ascii=False) + "\n"
-    write_text(path, text)
-    return path
-
-
-def write_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes files private; outputs are for reading
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+class UndeclaredInput(RuntimeError):
+    """A stage read an earlier stage's file that the stage graph does not declare for it."""
 
 
 class Stage:
     """The output folder of one notebook stage in one profile run."""
 
-    def __init__(self, profile: str, name: str, outputs_root: str | Path) -> None:
+    def __init__(self, profile: str, name: str, outputs_root: str | Path,
+                 write_dir: Path | None = None) -> None:
         self.profile = profile
         self.name = name
         self.root = Path(outputs_root) / profile
         self.final_dir = self.root / name
         """Where the stage's outputs are read from once its notebook has succeeded."""
         staging = staging_dir(self.root, name)
-        self.dir = staging if staging is not None else self.final_dir
-        """Where this stage writes: the staging folder under the runner, else ``final_dir``."""
+        self.dir = staging if staging is not None else (write_dir or self.final_dir)
+        """Where this stage writes: the staging folder under the runner, else ``write_dir``
+        (a hand run's staging folder), else ``final_dir``."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self._record_path = self.dir / "stage.json"
         self._artifacts: dict[str, dict[str, Any]] = {}
@@ -105,8 +79,21 @@ class Stage:
     def path(self, filename: str) -> Path:
         return self.dir / filename
 
+    def _check_declared(self, stage: str, filename: str) -> None:
+        if self.name in graph.SPECS and not graph.spec(self.name).declares(stage, filename):
+            raise UndeclaredInput(
+                f"{self.name} read {stage}/{filename}, which the stage graph does not declare "
+                f"as one of its inputs (hbpsych_utils.pipeline.graph.SPECS[{self.name!r}])")
+
+    def upstream_optional(self, stage: str, filename: str) -> Path | None:
+        """A file an earlier stage may have written (``None`` when it did not)."""
+        self._check_declared(stage, filename)
+        p = self.root / stage / filename
+        return p if p.is_file() else None
+
     def upstream(self, stage: str, filename: str) -> Path:
         """A file an earlier stage of the same run wrote; a clear error when it is missing."""
+        self._check_declared(stage, filename)
         p = self.root / stage / filename
         if not p.is_file() and (self.root / stage / FAILURE_RECORD).is_file():
             raise FileNotFoundError(
@@ -179,6 +166,14 @@ def publish_staged(staging: Path, profile_root: Path) -> list[str]:
     if failed.is_dir() and not any(failed.iterdir()):
         failed.rmdir()
     return names
+
+
+def publish_folder(folder: Path, profile_root: Path) -> None:
+    """Swap one staged stage folder (a hand run's) into ``profile_root``, replacing that
+    stage's previous outputs or failure record."""
+    name = folder.name
+    _swap_in(folder, profile_root / name, folder.parent / f".replaced-{name}")
+    shutil.rmtree(profile_root / FAILED_DIR / name, ignore_errors=True)
 
 
 def retire_stage(profile_root: Path, name: str, record: dict[str, Any],

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core import records, sources
-from hbpsych_utils.core.stage import write_text
+from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.reporting.interop import InteropError, Subset, resolve_subset
 
 FORMATS = ("lines", "csv", "json", "inspect")

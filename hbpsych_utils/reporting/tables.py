@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hbpsych_utils import study
-from hbpsych_utils.core.stage import write_text
+from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.evaluation import scoring
 
 LATER_MARK = "†"

@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 
 from hbpsych_utils import __version__
 from hbpsych_utils.core import paths, records
-from hbpsych_utils.core.stage import write_json
+from hbpsych_utils.core.writes import write_json
 
 SECRET_ENV_VARS = (
     "OPENAI_API_KEY",
@@ -146,11 +146,16 @@ def write_manifest(
     *,
     overrides: Mapping[str, Any] | None = None,
     profile_values: Mapping[str, Any] | None = None,
+    stages: list[dict[str, Any]] | None = None,
+    command: str | None = None,
 ) -> Path:
     """Write ``manifest.json``; ``overrides`` are the ``--set`` keys with the values the run
-    used, ``profile_values`` the whole validated profile (overrides applied)."""
+    used, ``profile_values`` the whole validated profile (overrides applied), ``notebooks``
+    this invocation's notebooks, ``stages`` every stage of the graph with its state
+    (:func:`hbpsych_utils.pipeline.state.stage_states`), ``command`` how the run was started."""
     manifest = {
         "profile": profile,
+        "command": command,
         "overrides": dict(overrides or {}),
         "profile_values": dict(profile_values or {}),
         "package_version": __version__,
@@ -160,6 +165,7 @@ def write_manifest(
         "written_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "mirror": bool(os.environ.get("HBPSYCH_MIRROR")),
         "notebooks": notebooks,
+        "stages": list(stages or []),
         "artifacts": collect_artifacts(profile_dir),
         **collect_run_facts(profile_dir),
         **(extra or {}),

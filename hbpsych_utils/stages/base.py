@@ -1,90 +1,206 @@
-"""What every stage entry point takes (the run it belongs to) and returns (a ``StageResult``).
+"""What a chapter starts from (:class:`StageRun`) and how it leaves its outputs (:func:`write`).
 
-``ProfileRun`` is the part of a notebook's parameters that every stage shares: the profile's
-name, the outputs root, the seed and the ``llm`` settings. A stage's own parameters are its
-profile section (:mod:`hbpsych_utils.core.config`), validated by the same pydantic model, so a
-notebook run by hand or with ``papermill -p`` is checked exactly like a profile.
+A chapter's first call is ``sNN.start(globals())``: it takes the notebook's ``parameters`` cell
+as the stage graph declares it (:func:`hbpsych_utils.pipeline.graph.parameter_names`), checks
+every value with the stage's profile-section model (errors name the parameter), resolves the
+mode and opens the stage's output folder. The parameters are written twice only: in the section
+model and in the notebook's ``parameters`` cell (a test keeps the cell equal to the default
+profile's values).
 
-``StageResult`` is what a chapter shows and what it leaves on disk: ``metrics`` (written as
-``metrics.json``), ``tables`` (written as CSV under their file names), ``figures`` (written as
-PNG and SVG under their stems), ``views`` (shown, not written: small summaries and HTML) and
-``findings`` (the sentences of "What we found", each computed from the metrics by a tested
-function of the stage). ``write`` puts metrics, tables and figures in the stage folder (under
-the runner its staging folder, swapped into place when the notebook succeeds); the stage's
-``stage.json`` (artifacts used, with sha256) is kept by :class:`Stage` as it fetches.
+Outputs are written by the chapter's last call, ``sNN.write(...)``, through :func:`write`:
+tables, figures, and ``metrics.json`` from the stage's typed metrics
+(:mod:`hbpsych_utils.pipeline.metrics`), last. Under the runner they go to its staging folder,
+which the runner swaps into place with its ``build.json``. A notebook run by hand (JupyterLab,
+papermill) stages its outputs in ``outputs/<profile>/.hand/<stage>/`` and :func:`write` swaps
+them into place with a ``build.json`` that says so, which marks the stage (and what depends on
+it) not current until the runner runs it again; a hand run that fails before :func:`write`
+leaves the runner's outputs untouched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shutil
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ValidationError
 
-from hbpsych_utils import study
-from hbpsych_utils.core.config import LLMSettings
-from hbpsych_utils.core.stage import Stage
+from hbpsych_utils.core import paths
+from hbpsych_utils.core.config import LLMSettings, Profile, Section
+from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline.stage import HAND_DIR, Stage, publish_folder, staging_dir
 
 if TYPE_CHECKING:
     from hbpsych_utils.construction.corpus import Conversation
     from hbpsych_utils.llm.engine import Engine
 
+P = TypeVar("P", bound=Section)
 
-class ProfileRun(BaseModel):
-    """The run a stage belongs to: profile name, outputs root, seed and LLM settings."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class ParameterError(ValueError):
+    """A notebook parameter that its stage cannot use; the message names it."""
 
+
+@dataclass(frozen=True)
+class StageRun(Generic[P]):
+    """One chapter's run: its checked parameters, resolved mode and output folder."""
+
+    name: str
     profile: str
     outputs_root: Path
-    seed: int = study.SEED
-    llm: LLMSettings = LLMSettings()
+    mode: str | None
+    seed: int
+    llm: LLMSettings
+    params: P
+    """The stage's profile section, validated (``None`` fields are resolved by the stage)."""
+    stage: Stage
+    by: str
+    """``runner`` or ``hand``."""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    """The notebook parameters as given (what a hand build records)."""
 
-    def stage(self, name: str) -> Stage:
-        """The output folder of stage ``name`` (``01_corpus`` ...) in this run."""
-        return Stage(self.profile, name, self.outputs_root)
+    def value(self, parameter: str) -> Any:
+        """A parameter taken from another section (06: ``judges``)."""
+        return self.parameters.get(parameter)
 
-    def open_engine(self, stage: Stage, conversations: Sequence[Conversation] = ()
+    def open_engine(self, conversations: Sequence[Conversation] = ()
                     ) -> AbstractContextManager[Engine]:
-        """The run's engine for a ``with`` block, its store in the run folder that ``stage``
-        belongs to (shared by every stage of the run); ``conversations`` resolve the
-        ``prompt_id`` of simulator faults. The LLM package is imported here, by live stages
-        only, so a replay or paper run never loads it."""
+        """The run's engine for a ``with`` block, its store in the run folder (shared by every
+        stage of the run); ``conversations`` let simulator faults name a ``prompt_id``. The
+        LLM package is imported here, by live stages only."""
         from hbpsych_utils.llm.session import open_engine
 
-        return open_engine(self.llm.model_dump(mode="json"), stage.root,
-                           conversations=conversations)
+        turns = {c.prompt_id: next(m.content for m in c.prompt if m.role == "user")
+                 for c in conversations}
+        return open_engine(self.llm.model_dump(mode="json"), self.stage.root,
+                           first_user_turns=turns)
+
+
+def _section_model(name: str) -> type[Section] | None:
+    section = graph.spec(name).section
+    if section is None:
+        return None
+    model = Profile.model_fields[section].annotation
+    assert isinstance(model, type) and issubclass(model, Section)
+    return model
+
+
+def start(name: str, namespace: Mapping[str, Any]) -> StageRun[Any]:
+    """The chapter's run from its notebook's parameters (``globals()``), checked.
+
+    Parameters the namespace lacks take the section model's defaults (the run's, for
+    ``profile``, ``seed`` and ``llm``); ``mode`` defaults to the stage's first mode. A relative
+    ``outputs_root`` is taken from ``notebooks/`` (where a hand-run notebook's ``../outputs``
+    points), whatever the working directory."""
+    spec = graph.spec(name)
+    given = {p: namespace[p] for p in graph.parameter_names(name) if p in namespace}
+    mode = given.get("mode", spec.modes[0] if spec.modes else None)
+    if spec.modes and mode not in spec.modes:
+        raise ParameterError(f"notebook {name}: parameter mode = {mode!r} (expected one of: "
+                             f"{', '.join(spec.modes)})")
+    model = _section_model(name)
+    params: Any = None
+    if model is not None:
+        fields = {f: given[f] for f in graph.section_fields(name) if f in given}
+        if "mode" in model.model_fields:
+            fields["mode"] = mode
+        try:
+            params = model.model_validate(fields)
+        except ValidationError as exc:
+            raise ParameterError("\n".join(
+                [f"notebook {name}: invalid parameter(s):"]
+                + [f"  - {'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r}: {e['msg']}"
+                   for e in exc.errors()])) from None
+    try:
+        llm = LLMSettings.model_validate(given.get("llm") or {})
+    except ValidationError as exc:
+        raise ParameterError(f"notebook {name}: parameter llm: {exc}") from None
+    outputs_root = Path(given.get("outputs_root", paths.outputs_root()))
+    if not outputs_root.is_absolute():
+        outputs_root = (paths.notebooks_dir() / outputs_root).resolve()
+    profile = str(given.get("profile", "default"))
+    root = outputs_root / profile
+    by = state.RUNNER if staging_dir(root, name) is not None else state.HAND
+    write_dir = None
+    if by == state.HAND:
+        write_dir = root / HAND_DIR / name
+        if write_dir.exists():
+            shutil.rmtree(write_dir)  # an earlier hand run's unfinished attempt
+    seed = given.get("seed", Profile.model_fields["seed"].default)
+    return StageRun(name=name, profile=profile, outputs_root=outputs_root, mode=mode,
+                    seed=int(seed), llm=llm, params=params,
+                    stage=Stage(profile, name, outputs_root, write_dir=write_dir), by=by,
+                    parameters=dict(given))
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a chapter's ``write`` left in its stage folder (shown at the chapter's end)."""
+
+    stage: str
+    files: list[str]
+    by: str
+
+    def _repr_markdown_(self) -> str:
+        where = ("swapped into place when the notebook succeeds" if self.by == state.RUNNER
+                 else "written outside the runner: the book marks this chapter not current "
+                      "until `run_all.sh` runs it again")
+        return (f"Wrote {len(self.files)} file{'s' if len(self.files) != 1 else ''} to "
+                f"`{self.stage}/` ({', '.join(f'`{f}`' for f in self.files)}); {where}.")
+
+
+def metrics_json(metrics: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
+    """What ``metrics.json`` holds: a typed model's fields as set (none added by defaults)."""
+    if isinstance(metrics, BaseModel):
+        return metrics.model_dump(mode="json", exclude_unset=True)
+    return dict(metrics)
+
+
+def write(run: StageRun[Any], metrics: BaseModel | Mapping[str, Any] | None, *,
+          tables: Mapping[str, Any] | None = None,
+          figures: Mapping[str, Any] | None = None) -> Written:
+    """Write a stage's tables (CSV), figures (PNG and SVG) and ``metrics.json`` (last, so it
+    marks a finished stage); a hand run's outputs are then swapped into place."""
+    from hbpsych_utils.reporting import figures as figure_files
+
+    stage = run.stage
+    files = []
+    for filename, table in (tables or {}).items():
+        stage.write_table(table, filename)
+        files.append(filename)
+    for stem, fig in (figures or {}).items():
+        figure_files.save(fig, stage.path(stem))
+        files += [f"{stem}.png", f"{stem}.svg"]
+    if metrics is not None:
+        stage.write_metrics(metrics_json(metrics))
+        files.append(graph.METRICS)
+    if run.by == state.HAND:
+        state.write_build(stage.dir, run.name, by=state.HAND, parameters=run.parameters)
+        publish_folder(stage.dir, stage.root)
+    return Written(run.name, files, run.by)
 
 
 @dataclass
 class StageResult:
-    """A stage's metrics, tables, figures, views and findings, and where they are written."""
+    """A stage's metrics, tables, figures, views and findings (what a chapter shows)."""
 
-    stage: Stage
+    run: StageRun[Any]
     metrics: dict[str, Any]
     tables: dict[str, Any] = field(default_factory=dict)
-    """File name (``themes.csv``) -> DataFrame, written with ``Stage.write_table``."""
     figures: dict[str, Any] = field(default_factory=dict)
-    """Stem (``category_distribution``) -> matplotlib Figure, written as PNG and SVG."""
     views: dict[str, Any] = field(default_factory=dict)
-    """Name -> anything a chapter displays but no later stage reads (summaries, HTML)."""
     findings: list[str] = field(default_factory=list)
-    """The sentences of "What we found", computed from ``metrics``."""
+
+    @property
+    def stage(self) -> Stage:
+        return self.run.stage
 
     def write(self) -> StageResult:
-        """Write tables, figures and ``metrics.json`` (last, so it marks a finished stage)."""
-        from hbpsych_utils.reporting import figures
-
-        for name, table in self.tables.items():
-            self.stage.write_table(table, name)
-        for stem, fig in self.figures.items():
-            figures.save(fig, self.stage.path(stem))
-        self.stage.write_metrics(self.metrics)
+        write(self.run, self.metrics, tables=self.tables, figures=self.figures)
         return self
 
     def findings_markdown(self) -> str:
-        """The findings as one Markdown paragraph (what a chapter displays at its end)."""
         return " ".join(self.findings)

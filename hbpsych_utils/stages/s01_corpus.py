@@ -8,6 +8,7 @@ writes ``corpus_source.json``, the record every later stage reloads the same cor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -15,16 +16,23 @@ from matplotlib.figure import Figure
 
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import CorpusParams
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "01_corpus"
 _SPREAD = ("n_conversations", "n_rubric_items", "n_non_english", "non_english_share")
 """Keys of ``describe_corpus`` that the metrics place themselves (the rest follow as they are)."""
 
 
-def run(run: ProfileRun, params: CorpusParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[CorpusParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[CorpusParams]) -> StageResult:
     """Load and verify the corpus, describe it, record its source for later stages."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     loaded = corpus.load_for_profile(
         allow_partial=params.allow_partial,
         invalid_records=params.invalid_records,
@@ -74,7 +82,7 @@ def run(run: ProfileRun, params: CorpusParams) -> StageResult:
     stage.write_json(corpus.SOURCE_RECORD, corpus.source_record(loaded, {
         "invalid_records": params.invalid_records,
         "max_conversations": params.max_conversations}))
-    result = StageResult(stage, metrics, tables=tables, views=views, findings=findings(metrics))
+    result = StageResult(run, metrics, tables=tables, views=views, findings=findings(metrics))
     return result.write()
 
 

@@ -11,43 +11,51 @@ packets never show translations this run did not make.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from hbpsych_utils.construction import corpus, screening, translation
 from hbpsych_utils.core.config import ScreeningParams, unset_live_model
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "02_screening"
 TOP_CATEGORIES = 3
 """How many of the commonest RELEVANT categories the findings name."""
 
 
-def run(run: ProfileRun, params: ScreeningParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[ScreeningParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[ScreeningParams]) -> StageResult:
     """Replay or run the screen, compare, translate, tabulate; write 02's files."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     rubric = screening.rubric_text(params.rubric_artifact, params.rubric_file, stage.fetch)
     spec = screening.screening_spec(rubric, params.vocabulary)
     vocabulary = spec.choices["category"]
     if problem := unset_live_model("screening", params):  # a notebook run by hand
         raise ValueError(problem)
     conversations = None
-    if params.mode == "live" or params.translation_model is not None:
+    if run.mode == "live" or params.translation_model is not None:
         conversations = corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))
     tables: dict[str, pd.DataFrame] = {}
-    views: dict[str, Any] = {"mode": f"Mode **{params.mode}**. Category vocabulary "
+    views: dict[str, Any] = {"mode": f"Mode **{run.mode}**. Category vocabulary "
                                      f"({len(vocabulary)} terms): "
                                      + ", ".join(f"`{c}`" for c in vocabulary)}
-    metrics: dict[str, Any] = {"mode": params.mode}
+    metrics: dict[str, Any] = {"mode": run.mode}
 
-    if params.mode == "replay":
+    if run.mode == "replay":
         screen = screening.load_released_screen(stage.fetch("screening_labels"), vocabulary)
         extra: dict[str, Any] = {}
         views["screen_note"] = (f"Replayed the study's released screen: {len(screen):,} "
                                 "records, each validated against the rubric's vocabulary.")
     else:
-        with run.open_engine(stage, conversations=conversations) as engine:
+        with run.open_engine(conversations=conversations) as engine:
             ask = screening.engine_ask(engine, params.model, mode=run.llm.mode)
             live = screening.run_screen(spec, conversations, ask, batch_size=params.batch_size,
                                         max_reasks=params.max_reasks)
@@ -64,7 +72,7 @@ def run(run: ProfileRun, params: ScreeningParams) -> StageResult:
 
     views["agreement"] = pd.DataFrame()
     views["agreement_note"] = "No comparison: only a live screen is compared with the release."
-    if params.mode == "live" and params.compare_with_release:
+    if run.mode == "live" and params.compare_with_release:
         released = screening.load_released_screen(stage.fetch("screening_labels"), vocabulary)
         agreement = screening.agreement_with_release(screen, released)
         confusion = agreement["confusion"].rename_axis(index="released", columns="live")
@@ -96,18 +104,19 @@ def run(run: ProfileRun, params: ScreeningParams) -> StageResult:
     tables["label_by_confidence.csv"] = by_confidence
     views["refused"] = screen[screen.provenance == "model_refused"]
     stage.write_json(screening.VOCABULARY_FILE, list(vocabulary))
-    result = StageResult(stage, metrics, tables=tables, views=views, findings=findings(metrics))
+    result = StageResult(run, metrics, tables=tables, views=views, findings=findings(metrics))
     return result.write()
 
 
-def _translate(run: ProfileRun, params: ScreeningParams, stage: Any,
+def _translate(run: StageRun[Any], params: ScreeningParams, stage: Any,
                conversations: list[corpus.Conversation]) -> translation.TranslationRun:
     """Machine translations of the conversations 01 flagged non-English."""
-    flags = corpus.non_english_flags(stage.root / "01_corpus" / "languages.csv", conversations)
+    flags = corpus.non_english_flags(stage.upstream_optional("01_corpus", "languages.csv"),
+                                     conversations)
     wanted = set(translation.non_english_ids(flags))
     instructions = translation.prompt_instructions(
         stage.fetch(params.translation_artifact).read_text(encoding="utf-8"))
-    with run.open_engine(stage, conversations=conversations) as engine:
+    with run.open_engine(conversations=conversations) as engine:
         return translation.translate(
             engine, params.translation_model, [c for c in conversations if c.prompt_id in wanted],
             instructions, mode=run.llm.mode, max_reasks=params.max_reasks)

@@ -12,7 +12,7 @@ round) and inter-rater agreement. Without ratings yet it says so, and removes a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,8 @@ from hbpsych_utils.construction import (
     translation,
 )
 from hbpsych_utils.core.config import ReviewParams, resolve_path
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "03_review_round1"
 SCREENED_IN_LABELS = ("RELEVANT", "BORDERLINE")
@@ -54,17 +55,23 @@ def round_inputs(stage: Any) -> RoundInputs:
             stage.upstream("02_screening", screening.VOCABULARY_FILE)),
         conversations=corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD)),
         translations=translation.read_translations(
-            stage.root / "02_screening" / translation.TRANSLATIONS_FILE, missing_ok=True),
+            stage.upstream_optional("02_screening", translation.TRANSLATIONS_FILE)),
     )
 
 
-def run(run: ProfileRun, params: ReviewParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[ReviewParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[ReviewParams]) -> StageResult:
     """Build or replay the round-1 set, write packet and instrument, tally the ratings."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     inputs = round_inputs(stage)
     screen, vocabulary = inputs.screen, inputs.vocabulary
 
-    if params.mode == "replay":
+    if run.mode == "replay":
         ratings_paths = [stage.fetch(f"ratings_round1_R{i}") for i in (1, 2, 3)]
         review = review_set.replay_round1(stage.fetch("screening_key"),
                                           ratings.released_assignment(ratings_paths))
@@ -90,16 +97,16 @@ def run(run: ProfileRun, params: ReviewParams) -> StageResult:
         votes = ratings.votes_table(review, rated)
         tables[ratings.VOTES_FILE] = votes
         counted, agree = count_votes(votes, tally.tally_round1, params.threshold)
-        metrics = {"mode": params.mode, **counted.metrics(), **agree.metrics(),
+        metrics = {"mode": run.mode, **counted.metrics(), **agree.metrics(),
                    "tier_counts": counted.tier_counts, "threshold": params.threshold}
         views["outcomes"] = tally.outcomes(votes)
         views["ac1_pairs"] = pd.Series(agree.ac1_pairs, name="Gwet AC1").to_frame()
     else:
         stage.path(ratings.VOTES_FILE).unlink(missing_ok=True)  # no votes from an earlier run
-        metrics = {"mode": params.mode, "n_reviewed": len(review), "n_ratings_files": 0}
+        metrics = {"mode": run.mode, "n_reviewed": len(review), "n_ratings_files": 0}
         views["outcomes"] = pd.DataFrame()
         views["ac1_pairs"] = pd.DataFrame()
-    result = StageResult(stage, metrics, tables=tables, views=views, findings=findings(metrics))
+    result = StageResult(run, metrics, tables=tables, views=views, findings=findings(metrics))
     return result.write()
 
 

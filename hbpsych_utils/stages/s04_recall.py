@@ -17,6 +17,7 @@ tally so is ``votes.csv``: 05 reads ``round2`` and the votes, and must never mix
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -30,8 +31,8 @@ from hbpsych_utils.construction import (
 )
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_model
-from hbpsych_utils.stages import s03_review_round1
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.stages import base, s03_review_round1
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "04_recall"
 TALLIED = "tallied"
@@ -61,9 +62,15 @@ def read_round2_state(stage: Any) -> str:
     return str(stage.upstream_metrics(STAGE).get("round2", TALLIED))
 
 
-def run(run: ProfileRun, params: RecallParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[RecallParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[RecallParams]) -> StageResult:
     """Decide round 2's state; screen the recall pool, design, write and tally as it allows."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     inputs = s03_review_round1.round_inputs(stage)
     conversations, vocabulary = inputs.conversations, inputs.vocabulary
     round1_set = review_set.read_set(
@@ -71,14 +78,14 @@ def run(run: ProfileRun, params: RecallParams) -> StageResult:
     round1 = stage.upstream_metrics(s03_review_round1.STAGE)
     pool = review_set.recall_pool(inputs.screen, round1_set)
     ratings_paths = [resolve_path(p) for p in (params.ratings_files or [])]
-    state = round2_state(params.mode, round1, bool(ratings_paths))
-    metrics: dict[str, Any] = {"mode": params.mode, "round2": state, "n_recall_pool": len(pool)}
+    state = round2_state(run.mode, round1, bool(ratings_paths))
+    metrics: dict[str, Any] = {"mode": run.mode, "round2": state, "n_recall_pool": len(pool)}
     tables: dict[str, pd.DataFrame] = {}
     views: dict[str, Any] = {"pool": f"Recall pool: **{len(pool):,}** NOT_RELEVANT "
                                      "conversations not used as round-1 controls."}
 
     review = None
-    if params.mode == "replay":
+    if run.mode == "replay":
         ratings_paths = [stage.fetch(f"ratings_round2_R{i}") for i in (1, 2, 3)]
         review = review_set.replay_round2(stage.fetch("recovery_screening_key"),
                                           ratings.released_assignment(ratings_paths))
@@ -133,12 +140,12 @@ def run(run: ProfileRun, params: RecallParams) -> StageResult:
             metrics.update(tally.design_counts(review))
         if state == NOT_NEEDED:
             metrics["loop_terminated"] = True
-    result = StageResult(stage, metrics, tables=tables, views=views,
+    result = StageResult(run, metrics, tables=tables, views=views,
                          findings=findings(metrics, round1))
     return result.write()
 
 
-def _recall_screen(run: ProfileRun, params: RecallParams, stage: Any,
+def _recall_screen(run: StageRun[Any], params: RecallParams, stage: Any,
                    conversations: list[Conversation], pool: list[str]) -> Any:
     """The recall rubric over the pool, through the engine (a refusal makes a candidate)."""
     if problem := unset_live_model("recall", params):  # a notebook run by hand
@@ -147,7 +154,7 @@ def _recall_screen(run: ProfileRun, params: RecallParams, stage: Any,
         screening.rubric_text(params.rubric_artifact, params.rubric_file, stage.fetch))
     by_id = {c.prompt_id: c for c in conversations}
     pool_conversations = [by_id[p] for p in pool if p in by_id]
-    with run.open_engine(stage, conversations=conversations) as engine:
+    with run.open_engine(conversations=conversations) as engine:
         ask = screening.engine_ask(engine, params.model, mode=run.llm.mode, tag="recall")
         return screening.run_screen(spec, pool_conversations, ask, batch_size=params.batch_size,
                                     max_reasks=params.max_reasks)

@@ -11,6 +11,7 @@ when asked, compares each derived subset with the released file of the same key
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -19,17 +20,23 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, ratings, subset, tally
 from hbpsych_utils.core.config import SubsetParams
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.stages import s04_recall
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.stages import base, s04_recall
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "05_subset"
 TOP_CATEGORIES = 3
 """How many of the largest categories the findings name."""
 
 
-def run(run: ProfileRun, params: SubsetParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[SubsetParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[SubsetParams]) -> StageResult:
     """Assemble, write and check the subsets; count and draw their categories."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     round1 = ratings.read_votes(stage.upstream("03_review_round1", ratings.VOTES_FILE))
     state = s04_recall.read_round2_state(stage)
     if state == s04_recall.TALLIED:
@@ -78,7 +85,7 @@ def run(run: ProfileRun, params: SubsetParams) -> StageResult:
                                         "ids match": c.ids_match, "hash match": c.hash_match}
                                     for k, c in comparisons.items()}).T,
     }
-    result = StageResult(stage, metrics, tables={"categories_v1.csv": categories.to_frame()},
+    result = StageResult(run, metrics, tables={"categories_v1.csv": categories.to_frame()},
                          figures={"category_distribution": fig}, views=views,
                          findings=findings(metrics))
     return result.write()

@@ -17,6 +17,7 @@ as configured, optimised.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -26,29 +27,35 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subsets
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import GenerationParams, GradingParams
-from hbpsych_utils.core.stage import Stage
 from hbpsych_utils.evaluation import cost_plan, generation, grading, refusals, runlog
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "06_generation"
 RESPONSES_FILE = "responses.jsonl"
 PLAN_FILE = "cost_plan.csv"
 
 
-def run(run: ProfileRun, params: GenerationParams,
-        judges: list[str] | None = None) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[GenerationParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[GenerationParams]) -> StageResult:
     """Generate (``live``) or summarise the released logs (``paper``); write and return.
 
-    ``judges`` are the grading judges the cost plan prices (the profile's ``grading`` panel,
-    passed by the runner); ``None`` is the study's panel."""
-    stage = run.stage(STAGE)
-    judges = GradingParams(judges=judges).judge_panel()
-    result = (_live(run, stage, params, judges) if params.mode == "live"
+    The cost plan prices the grading the profile configures: its ``judges`` parameter (the
+    profile's ``grading.judges``; ``None`` is the study's panel)."""
+    params = run.params
+    stage = run.stage
+    judges = GradingParams(judges=run.value("judges")).judge_panel()
+    result = (_live(run, stage, params, judges) if run.mode == "live"
               else _paper(run, stage, params, judges))
     return result.write()
 
 
-def _live(run: ProfileRun, stage: Stage, params: GenerationParams,
+def _live(run: StageRun[Any], stage: Stage, params: GenerationParams,
           judges: list[str]) -> StageResult:
     by_id = {c.prompt_id: c
              for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
@@ -58,7 +65,7 @@ def _live(run: ProfileRun, stage: Stage, params: GenerationParams,
     requests = generation.generation_requests([by_id[i] for i in ids], params.candidates,
                                               temperature=params.temperature,
                                               max_tokens=params.max_tokens)
-    with run.open_engine(stage, conversations=list(by_id.values())) as engine:
+    with run.open_engine(conversations=list(by_id.values())) as engine:
         plan = engine.plan(requests, mode=run.llm.mode)
         results = engine.run(requests, mode=run.llm.mode)
         report = engine.last_report
@@ -68,8 +75,7 @@ def _live(run: ProfileRun, stage: Stage, params: GenerationParams,
     metrics = live_metrics(params, ids, responses, spend=report.spend,
                            plan_est_cost=plan.est_cost,
                            stopped_by_budget=report.stopped_by_budget)
-    return StageResult(
-        stage, metrics, tables={"summary.csv": summary, PLAN_FILE: planned},
+    return StageResult(run, metrics, tables={"summary.csv": summary, PLAN_FILE: planned},
         views={"Cost plan (estimated before any call was sent)": generation.plan_table(plan),
                "Responses per candidate": summary},
         findings=findings(metrics),
@@ -92,7 +98,7 @@ def live_metrics(params: GenerationParams, ids: list[str], responses: pd.DataFra
     }
 
 
-def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams, judges: list[str],
+def planned_cost(run: StageRun[Any], stage: Stage, params: GenerationParams, judges: list[str],
                  conversations: list[Conversation] | None = None) -> pd.DataFrame:
     """The planned cost of this run per (phase, model), as the study ran it, as configured and
     optimised (``cost_plan.compare``; its assumptions are in ``evaluation.cost_plan``): live,
@@ -105,7 +111,8 @@ def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams, judges
     if conversations is None:
         design = cost_plan.study_design(
             params.subset, candidates=tuple(params.candidates or study.CANDIDATES),
-            judges=tuple(judges), fetch=stage.fetch)
+            judges=tuple(judges), fetch=stage.fetch,
+            held=corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD)))
     elif not conversations or not params.candidates:
         return pd.DataFrame()
     else:
@@ -121,7 +128,7 @@ def planned_cost(run: ProfileRun, stage: Stage, params: GenerationParams, judges
     return cost_plan.compare(design, registry, routings)
 
 
-def _paper(run: ProfileRun, stage: Stage, params: GenerationParams,
+def _paper(run: StageRun[Any], stage: Stage, params: GenerationParams,
            judges: list[str]) -> StageResult:
     planned = planned_cost(run, stage, params, judges)
     spend = runlog.read_spend(stage.fetch("run_spend"))
@@ -129,8 +136,7 @@ def _paper(run: ProfileRun, stage: Stage, params: GenerationParams,
     gen_spend = runlog.spend_by(spend, "generate")
     gen_anomalies = runlog.anomalies(events, "generate")
     metrics = paper_metrics(gen_spend, gen_anomalies)
-    return StageResult(
-        stage, metrics,
+    return StageResult(run, metrics,
         tables={"spend_by_candidate.csv": gen_spend.rename_axis("candidate").to_frame(),
                 "anomalies.csv": gen_anomalies, PLAN_FILE: planned},
         views={"Generation spend per candidate (USD)": gen_spend.to_frame(),

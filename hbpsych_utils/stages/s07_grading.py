@@ -12,6 +12,7 @@ judges used are reported in the metrics either way.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -20,39 +21,46 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core import sources
 from hbpsych_utils.core.config import GradingParams
-from hbpsych_utils.core.stage import Stage
 from hbpsych_utils.evaluation import generation, grading, panel, refusals, runlog
 from hbpsych_utils.evaluation.refusals import ErrorEvent
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "07_grading"
 VERDICTS_FILE = "verdicts.csv"
 SCORES_FILE = "scores.csv"
 
 
-def run(run: ProfileRun, params: GradingParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[GradingParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[GradingParams]) -> StageResult:
     """Grade (``live``) or summarise the released grading logs (``paper``); write and return."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     template_path = stage.fetch(grading.TEMPLATE_ARTIFACT)
     template = grading.load_template(template_path)
     template_sha256 = sources.sha256_file(template_path)
-    if params.mode == "live":
+    if run.mode == "live":
         result = _live(run, stage, params, template, template_sha256)
     else:
-        result = _paper(stage, template_sha256)
+        result = _paper(run, stage, template_sha256)
     checked = pd.DataFrame({"characters": [len(template)], "sha256": [template_sha256]},
                            index=pd.Index([grading.TEMPLATE_ARTIFACT], name="artifact"))
     result.views = {"Grader template (sha256-verified)": checked, **result.views}
     return result.write()
 
 
-def _live(run: ProfileRun, stage: Stage, params: GradingParams, template: str,
+def _live(run: StageRun[Any], stage: Stage, params: GradingParams, template: str,
           template_sha256: str) -> StageResult:
     responses = generation.read_responses(stage.upstream("06_generation", "responses.jsonl"))
     by_id = {c.prompt_id: c
              for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
     judges = params.judge_panel()
-    with run.open_engine(stage, conversations=list(by_id.values())) as engine:
+    with run.open_engine(conversations=list(by_id.values())) as engine:
         graded = panel.grade(engine, responses, by_id, judges, template,
                              temperature=params.temperature, max_tokens=params.max_tokens,
                              max_reasks=params.max_reasks, mode=run.llm.mode,
@@ -63,8 +71,7 @@ def _live(run: ProfileRun, stage: Stage, params: GradingParams, template: str,
     census = graded.census()
     metrics = live_metrics(params, judges, template_sha256, graded, scores, census,
                            ledger["cost"], prompt_caching=run.llm.prompt_caching)
-    return StageResult(
-        stage, metrics,
+    return StageResult(run, metrics,
         tables={VERDICTS_FILE: graded.verdicts, SCORES_FILE: scores, "census.csv": census},
         views={"Verdicts per judge": census},
         findings=findings(metrics, max_reasks=params.max_reasks),
@@ -118,15 +125,14 @@ def spend_sentence(m: dict[str, Any]) -> str:
     return out
 
 
-def _paper(stage: Stage, template_sha256: str) -> StageResult:
+def _paper(run: StageRun[Any], stage: Stage, template_sha256: str) -> StageResult:
     spend = runlog.read_spend(stage.fetch("run_spend"))
     events = refusals.read_error_log(stage.fetch("run_errors"))
     grade_spend = runlog.spend_by(spend, "grade")
     grade_anomalies = runlog.anomalies(events, "grade")
     no_verdict = no_verdict_events(events)
     metrics = paper_metrics(template_sha256, grade_spend, grade_anomalies, no_verdict)
-    return StageResult(
-        stage, metrics,
+    return StageResult(run, metrics,
         tables={"spend_by_judge.csv": grade_spend.rename_axis("judge").to_frame(),
                 "anomalies.csv": grade_anomalies},
         views={"Grading spend per judge (USD)": grade_spend.to_frame(),

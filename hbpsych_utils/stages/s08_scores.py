@@ -1,15 +1,19 @@
-"""08_scores: per-judge and panel scores, Table 1 per subset, paired differences (live).
+"""Chapter 08, scores and the leaderboard: Table 1 per subset, its bootstrap, paired differences.
 
-The evaluation source of each subset (``scoring.evaluation_source``) decides what can be said:
-the released matrices give point estimates, a graded run gives bootstrap intervals and the
-paired differences among the ``top_k`` candidates, Holm-adjusted. The stage writes
-``table1_<subset>.csv`` for every subset with scores, ``paired_differences_<subset>.csv`` (live)
-and ``metrics.json``; the first subset with scores is the primary one.
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`evaluation_sources`
+(for each subset, the released matrix in paper mode or this run's graded conversations in live
+mode), :func:`table1` (per candidate, each judge's clipped mean and the panel's, with seeded
+bootstrap intervals where the source has per-conversation scores), :func:`paired_differences`
+(the top-k candidates pairwise, Holm-adjusted; live only), :func:`metrics`, :func:`write`
+(``table1_<subset>.csv``, ``paired_differences_<subset>.csv``, ``metrics.json``) and
+:func:`findings`. The first subset with scores is the primary one. :func:`run` makes the same
+calls, for scripts and tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -17,67 +21,144 @@ import pandas as pd
 from hbpsych_utils import study
 from hbpsych_utils.core.config import ScoresParams
 from hbpsych_utils.evaluation import scoring
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.evaluation.score_sources import EvaluationSource, evaluation_source
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import PairedDifferenceRow, ScoresMetrics
+from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "08_scores"
+STAGE = graph.SCORES
 
 
-def run(run: ProfileRun, params: ScoresParams) -> StageResult:
-    """Score every subset of ``params.subsets`` and write Table 1, the pairs and the metrics."""
-    stage = run.stage(STAGE)
-    sources: dict[str, scoring.EvaluationSource] = {}
-    tables: dict[str, pd.DataFrame] = {}
+def start(namespace: Mapping[str, Any]) -> StageRun[ScoresParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Each subset's evaluation source; the subsets this run has no scores for."""
+
+    by_subset: dict[str, EvaluationSource]
+    skipped: list[str]
+
+    @property
+    def primary(self) -> str:
+        return next(iter(self.by_subset))
+
+    @property
+    def intervals(self) -> bool:
+        return self.by_subset[self.primary].intervals
+
+    def _repr_markdown_(self) -> str:
+        lines = []
+        for key, source in self.by_subset.items():
+            judges = len(source.judges)
+            what = (f"this run's graded conversations ({len(source.per_judge)} candidates × "
+                    f"{judges} judge{'s' if judges != 1 else ''}; per-conversation scores, so "
+                    "intervals)" if source.intervals else
+                    f"the released matrix ({len(source.per_judge)} candidates × {judges} "
+                    "judges; one clipped mean per candidate and judge, so point estimates)")
+            lines.append(f"- **{study.SUBSET_TITLES[key]}**: {what}.")
+        lines += [f"- **{study.SUBSET_TITLES[key]}**: no graded conversation in this run, "
+                  "so it is left out." for key in self.skipped]
+        return "\n".join(lines)
+
+
+def evaluation_sources(run: StageRun[ScoresParams]) -> Sources:
+    """Where each subset's scores come from under the run's mode (``score_sources``)."""
+    params = run.params
+    found: dict[str, EvaluationSource] = {}
     skipped = []
     for key in params.subsets:
-        source = scoring.evaluation_source(stage, key, mode=params.mode,
-                                           include_later=params.include_later)
+        source = evaluation_source(run.stage, key, mode=run.mode or graph.PAPER,
+                                   include_later=params.include_later)
         if source is None:
             skipped.append(key)
-            continue
-        sources[key] = source
-        tables[key] = source.table1(n_resamples=params.n_resamples, seed=run.seed)
-    if not tables:
+        else:
+            found[key] = source
+    if not found:
         raise scoring.ScoringError(
-            f"08_scores: no subset of {params.subsets} has scores in profile {run.profile!r}"
-        )
-    primary = next(iter(tables))
-    source = sources[primary]
-    metrics: dict[str, Any] = {
-        "mode": params.mode, "include_later": params.include_later, "subset": primary,
-        **source.metrics(tables[primary]),
-        "by_subset": {key: sources[key].metrics(t) for key, t in tables.items()},
-    }
-    files = {f"table1_{key}.csv": t for key, t in tables.items()}
-    pairs = None
-    if source.intervals:
-        assert source.panel_long is not None
-        panel = source.panel_long.pivot(index="prompt_id", columns="candidate", values="score")
-        pairs = scoring.pairwise_differences(panel, scoring.top_k(tables[primary], params.top_k),
-                                             n_resamples=params.n_resamples, seed=run.seed)
-        files[f"paired_differences_{primary}.csv"] = pairs
-        metrics.update(
-            n_resamples=params.n_resamples,
-            bootstrap_std={c: float(v) for c, v in tables[primary]["bootstrap_std"].items()},
-            paired_differences=pairs.to_dict(orient="records"),
-        )
-    note = (f"95% bootstrap intervals, {params.n_resamples} resamples" if source.intervals
-            else "point estimates; no intervals in paper mode")
-    views: dict[str, Any] = {
-        "skipped": " ".join(f"No graded conversation of **{key}** in this run: skipped."
-                            for key in skipped),
-        "table1": [(f"**{study.SUBSET_TITLES[key]}** ({note})", t.style.format(precision=3))
-                   for key, t in tables.items()],
-        "paired_differences": (pairs.style.format(precision=4) if pairs is not None
-                               else "Paired differences need per-conversation scores "
-                                    "(live mode)."),
-    }
-    result = StageResult(stage, metrics, tables=files, views=views, findings=findings(metrics))
-    return result.write()
+            f"{STAGE}: no subset of {params.subsets} has scores in profile {run.profile!r}")
+    return Sources(found, skipped)
 
 
-def findings(
-    metrics: Mapping[str, Any], *, close: float = study.CLOSE_SCORES, alpha: float = study.ALPHA
-) -> list[str]:
+@dataclass(frozen=True)
+class Table1:
+    """Table 1 of each subset (index: candidate; best first)."""
+
+    tables: dict[str, pd.DataFrame]
+    intervals: bool
+    n_resamples: int | None
+
+    def _repr_html_(self) -> str:
+        how = (f"95% bootstrap intervals over conversations, {self.n_resamples:,} resamples"
+               if self.intervals else "point estimates: the released matrices carry no "
+               "per-conversation grades, so no interval")
+        return Tables([Table(t, caption=f"Table 1: {study.SUBSET_TITLES[key]} ({how})")
+                       for key, t in self.tables.items()])._repr_html_()
+
+
+def table1(run: StageRun[ScoresParams], sources: Sources) -> Table1:
+    """Table 1 of every subset with scores: each judge's clipped mean and the panel's, with
+    seeded bootstrap intervals and the reference's ``bootstrap_std`` where the source has
+    per-conversation scores (``EvaluationSource.table1``)."""
+    n = run.params.n_resamples
+    return Table1({key: source.table1(n_resamples=n, seed=run.seed)
+                   for key, source in sources.by_subset.items()},
+                  intervals=sources.intervals, n_resamples=n if sources.intervals else None)
+
+
+def paired_differences(run: StageRun[ScoresParams], sources: Sources,
+                       table: Table1) -> Table | Note:
+    """The top-k candidates of the primary subset compared pairwise: a paired bootstrap on the
+    conversations both have, Holm–Bonferroni over the pairs. Needs per-conversation scores."""
+    source = sources.by_subset[sources.primary]
+    if source.panel_long is None:
+        return unavailable("Paired differences need per-conversation grades; the released "
+                           "matrices give one clipped mean per candidate and judge.")
+    panel = source.panel_long.pivot(index="prompt_id", columns="candidate", values="score")
+    top = scoring.top_k(table.tables[sources.primary], run.params.top_k)
+    pairs = scoring.pairwise_differences(panel, top, n_resamples=run.params.n_resamples,
+                                         seed=run.seed)
+    return Table(pairs, caption=f"Paired differences among the top {len(top)} on "
+                 f"{study.SUBSET_TITLES[sources.primary]} (Holm-adjusted p)", precision=4,
+                 index=False)
+
+
+def metrics(run: StageRun[ScoresParams], sources: Sources, table: Table1,
+            pairs: Table | Note) -> ScoresMetrics:
+    """08's metrics: the primary subset's numbers at the top level, every subset's under
+    ``by_subset``; with intervals, the resamples, the reference ``bootstrap_std`` and the
+    pairs."""
+    primary = sources.primary
+    numbers = {key: sources.by_subset[key].numbers(t) for key, t in table.tables.items()}
+    extra: dict[str, Any] = {}
+    if isinstance(pairs, Table):
+        extra = {
+            "n_resamples": run.params.n_resamples,
+            "bootstrap_std": {c: float(v)
+                              for c, v in table.tables[primary]["bootstrap_std"].items()},
+            "paired_differences": [PairedDifferenceRow(**row)
+                                   for row in pairs.frame.to_dict(orient="records")],
+        }
+    top = numbers[primary].model_dump(exclude_unset=True)
+    return ScoresMetrics(mode=run.mode or graph.PAPER, include_later=run.params.include_later,
+                         subset=primary, **top, by_subset=numbers, **extra)
+
+
+def write(run: StageRun[ScoresParams], scores: ScoresMetrics, table: Table1,
+          pairs: Table | Note) -> Written:
+    """Table 1 per subset, the pairs (live) and ``metrics.json``."""
+    files = {graph.TABLE1.format(subset=key): t for key, t in table.tables.items()}
+    if isinstance(pairs, Table):
+        files[f"paired_differences_{scores.subset}.csv"] = pairs.frame
+    return base.write(run, scores, tables=files)
+
+
+def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
+             alpha: float = study.ALPHA) -> Findings:
     """The sentences of "What we found", from 08's metrics.
 
     The ranking of the primary subset (top three, last) and the start of every other subset's;
@@ -86,24 +167,24 @@ def findings(
     within ``close`` of the leader (a gap that small is not read as a ranking without
     intervals), or by how much the leader leads when none does.
     """
-    rank, pm = metrics["ranking"], metrics["panel_mean"]
-    points = bool(metrics["point_estimates_only"])
-    kind = "panel's point estimates" if points else "panel scores"
-    out = [f"On **{metrics['subset']}**, the {kind} rank **{rank[0]}** first ({pm[rank[0]]:.3f})"
+    rank, pm = m.ranking, m.panel_mean
+    kind = "panel's point estimates" if m.point_estimates_only else "panel scores"
+    out = [f"On **{m.subset}**, the {kind} rank **{rank[0]}** first ({pm[rank[0]]:.3f})"
            + "".join(f", then {c} ({pm[c]:.3f})" for c in rank[1:3])
            + f"; {rank[-1]} is last ({pm[rank[-1]]:.3f})."]
-    for key, sub in metrics["by_subset"].items():
-        if key != metrics["subset"]:
-            out.append(f"On **{key}** the order starts {', '.join(sub['ranking'][:3])}.")
-    if "paired_differences" in metrics:
-        best, pairs = rank[0], metrics["paired_differences"]
-        k = len({p["a"] for p in pairs} | {p["b"] for p in pairs})
-        n_sig = sum(p["p_holm"] < alpha for p in pairs)
-        out.append(f"The 95% interval of {best} is [{metrics['ci_low'][best]:.3f}, "
-                   f"{metrics['ci_high'][best]:.3f}] over {metrics['n_panel'][best]} "
-                   f"conversations; {n_sig} of {len(pairs)} top-{k} pairs differ after "
-                   f"Holm–Bonferroni (adjusted p < {alpha:g}).")
-    elif points and len(rank) > 1:
+    for key, sub in m.by_subset.items():
+        if key != m.subset:
+            out.append(f"On **{key}** the order starts {', '.join(sub.ranking[:3])}.")
+    if m.paired_differences is not None:
+        best, pairs = rank[0], m.paired_differences
+        k = len({p.a for p in pairs} | {p.b for p in pairs})
+        n_sig = sum(p.p_holm < alpha for p in pairs)
+        assert m.ci_low is not None and m.ci_high is not None and m.n_panel is not None
+        out.append(f"The 95% interval of {best} is [{m.ci_low[best]:.3f}, "
+                   f"{m.ci_high[best]:.3f}] over {m.n_panel[best]} conversations; {n_sig} of "
+                   f"{len(pairs)} top-{k} pairs differ after Holm–Bonferroni (adjusted p < "
+                   f"{alpha:g}).")
+    elif m.point_estimates_only and len(rank) > 1:
         near = [c for c in rank[1:] if pm[rank[0]] - pm[c] <= close]
         if near:
             out.append(f"The top of the table is close: {len(near)} candidate(s) lie within "
@@ -113,4 +194,14 @@ def findings(
         else:
             out.append(f"{rank[0]} leads {rank[1]} by {pm[rank[0]] - pm[rank[1]]:.3f}, more "
                        f"than {close:g}; these are point estimates without intervals.")
-    return out
+    return Findings(out)
+
+
+def run(run: StageRun[ScoresParams]) -> ScoresMetrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    sources = evaluation_sources(run)
+    table = table1(run, sources)
+    pairs = paired_differences(run, sources, table)
+    scores = metrics(run, sources, table, pairs)
+    write(run, scores, table, pairs)
+    return scores

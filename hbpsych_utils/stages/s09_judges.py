@@ -15,25 +15,32 @@ from typing import Any
 import pandas as pd
 
 from hbpsych_utils.core.config import JudgesParams
-from hbpsych_utils.core.stage import Stage
 from hbpsych_utils.evaluation import judges as judge_stats
 from hbpsych_utils.evaluation import scoring
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "09_judges"
 
 
-def run(run: ProfileRun, params: JudgesParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[JudgesParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[JudgesParams]) -> StageResult:
     """Judge statistics of ``params.subset``, with intervals where the source allows."""
-    stage = run.stage(STAGE)
-    source = scoring.evaluation_source(stage, params.subset, mode=params.mode)
+    params = run.params
+    stage = run.stage
+    source = scoring.evaluation_source(stage, params.subset, mode=run.mode)
     if source is None:
         raise scoring.ScoringError(
             f"09_judges: this run graded no conversation of subset {params.subset!r}"
         )
     own = judge_stats.own_models_present(source.per_judge.index)
     metrics: dict[str, Any] = {
-        "mode": params.mode, "subset": params.subset,
+        "mode": run.mode, "subset": params.subset,
         **judge_stats.judge_metrics(source.per_judge, source.judges, own=own),
     }
     files: dict[str, pd.DataFrame] = {}
@@ -57,7 +64,7 @@ def run(run: ProfileRun, params: JudgesParams) -> StageResult:
     views = {"summary": summary.style.format("{:+.4f}", na_rep="–"),
              "kendall_tau": pd.Series(metrics["kendall_tau"], name="Kendall tau").to_frame(),
              **views}
-    result = StageResult(stage, metrics, tables=files, views=views, findings=findings(metrics))
+    result = StageResult(run, metrics, tables=files, views=views, findings=findings(metrics))
     return result.write()
 
 

@@ -17,9 +17,10 @@ import pandas as pd
 
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core.config import RefusalsParams
-from hbpsych_utils.core.stage import Stage
 from hbpsych_utils.evaluation import generation, refusals, scoring
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "10_refusals"
 
@@ -57,17 +58,23 @@ def _from_run(stage: Stage, subset: str, ids: list[str],
                    by_model, 0, sensitivity)
 
 
-def run(run: ProfileRun, params: RefusalsParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[RefusalsParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[RefusalsParams]) -> StageResult:
     """The refusal census of ``params.subset`` and, with per-conversation scores, its
     sensitivity analysis."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     ids = subset_files.stage_ids(stage, params.subset)
     categories = subset_files.read_categories(
         stage.upstream("05_subset", "categories_v1.csv")).to_dict()
-    census = (_from_error_log(stage, ids, categories) if params.mode == "paper"
+    census = (_from_error_log(stage, ids, categories) if run.mode == "paper"
               else _from_run(stage, params.subset, ids, categories))
     metrics: dict[str, Any] = {
-        "mode": params.mode, "subset": params.subset, "refusals": census.counts,
+        "mode": run.mode, "subset": params.subset, "refusals": census.counts,
         "refused_conversations": census.by_model, "n_replaced_transient": census.n_replaced,
     }
     files = {"refusals.csv": census.table}
@@ -78,7 +85,7 @@ def run(run: ProfileRun, params: RefusalsParams) -> StageResult:
         metrics["sensitivity"] = census.sensitivity.reset_index().to_dict(orient="records")
         files["sensitivity.csv"] = census.sensitivity
         views["sensitivity"] = census.sensitivity.style.format(precision=4)
-    result = StageResult(stage, metrics, tables=files, views=views, findings=findings(metrics))
+    result = StageResult(run, metrics, tables=files, views=views, findings=findings(metrics))
     return result.write()
 
 

@@ -12,34 +12,46 @@ reported under ``settings``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import HarnessValidationParams
-from hbpsych_utils.core.stage import Stage
 from hbpsych_utils.evaluation import generation, grading, harness, panel
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "11_harness_validation"
 
 
-def settings_of(params: HarnessValidationParams) -> dict[str, Any]:
-    """The candidate, judge and decoding settings a run uses (``None`` models are the
-    study's ``HARNESS_MODEL``), as ``metrics.json`` reports them under ``settings``."""
+def settings_of(params: HarnessValidationParams, mode: str | None = "live") -> dict[str, Any]:
+    """The candidate, judge and decoding settings of the run summarised, as ``metrics.json``
+    reports them under ``settings``: a live run's (``None`` models are the study's
+    ``HARNESS_MODEL``); in replay, the released run's, made at the reference settings (the
+    section's live settings do not apply to it)."""
+    if mode != "live":
+        params = HarnessValidationParams()
     return {"candidate": params.model_of("candidate"), "judge": params.model_of("judge"),
             "temperature": params.temperature, "max_tokens": params.max_tokens}
 
 
-def run(run: ProfileRun, params: HarnessValidationParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[HarnessValidationParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[HarnessValidationParams]) -> StageResult:
     """Replay the released harness run or re-run it live; write and return the result."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     released = harness.read_harness_scores(stage.fetch("harness_scores"))
-    settings = settings_of(params)
+    settings = settings_of(params, run.mode)
     tables: dict[str, pd.DataFrame] = {}
     views: dict[str, Any] = {}
-    if params.mode == "live":
+    if run.mode == "live":
         scores, plan = _live_scores(run, stage, params, settings, released)
         summary = harness.summarize(scores["score"].tolist(), published=params.published,
                                     seed=run.seed)
@@ -51,14 +63,14 @@ def run(run: ProfileRun, params: HarnessValidationParams) -> StageResult:
     else:
         summary = harness.replay(released, published=params.published, seed=run.seed)
         extra = {}
-    metrics = {"mode": params.mode, **summary.metrics(),
+    metrics = {"mode": run.mode, **summary.metrics(),
                "published_source": params.published_source, "settings": settings, **extra}
     views = {"Summary": summary_table(metrics), **views}
-    return StageResult(stage, metrics, tables=tables, views=views,
+    return StageResult(run, metrics, tables=tables, views=views,
                        findings=findings(metrics)).write()
 
 
-def _live_scores(run: ProfileRun, stage: Stage, params: HarnessValidationParams,
+def _live_scores(run: StageRun[Any], stage: Stage, params: HarnessValidationParams,
                  settings: dict[str, Any], released: list[harness.HarnessLine]
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-conversation scores of the live re-run, and the generation's cost plan."""
@@ -70,7 +82,7 @@ def _live_scores(run: ProfileRun, stage: Stage, params: HarnessValidationParams,
     requests = generation.generation_requests(selected, [settings["candidate"]],
                                               temperature=params.temperature,
                                               max_tokens=params.max_tokens)
-    with run.open_engine(stage, conversations=list(by_id.values())) as engine:
+    with run.open_engine(conversations=list(by_id.values())) as engine:
         plan = engine.plan(requests, mode=run.llm.mode)
         responses = generation.responses_table(engine.run(requests, mode=run.llm.mode))
         graded = panel.grade(engine, responses, by_id, [settings["judge"]], template,

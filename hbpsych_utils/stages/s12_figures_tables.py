@@ -19,11 +19,11 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core import paths
 from hbpsych_utils.core.config import FiguresTablesParams
-from hbpsych_utils.core.stage import Stage
 from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.reporting import figures, tables
-from hbpsych_utils.stages import s09_judges
-from hbpsych_utils.stages.base import ProfileRun, StageResult
+from hbpsych_utils.stages import base, s09_judges
+from hbpsych_utils.stages.base import StageResult, StageRun
 
 STAGE = "12_figures_tables"
 
@@ -39,18 +39,24 @@ def scores_run(stage: Stage, mode: str) -> dict[str, Any]:
     return scores
 
 
-def run(run: ProfileRun, params: FiguresTablesParams) -> StageResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[FiguresTablesParams]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[FiguresTablesParams]) -> StageResult:
     """Draw the figures, write Table 1 per subset (08_scores' numbers), publish when asked, and
     state the files."""
-    stage = run.stage(STAGE)
+    params = run.params
+    stage = run.stage
     categories = subset_files.read_categories(stage.upstream("05_subset", "categories_v1.csv"))
     figs = {"fig_categories_v1": figures.category_distribution(
         subset_files.category_counts(categories),
         title=f"{study.SUBSET_TITLES['v1']}: modal reviewer category")}
-    scored = scores_run(stage, params.mode)
+    scored = scores_run(stage, run.mode)
     sources = {}
     for key in params.subsets:
-        source = scoring.evaluation_source(stage, key, mode=params.mode,
+        source = scoring.evaluation_source(stage, key, mode=run.mode,
                                            include_later=scored.get("include_later", False))
         if source is not None:  # a live run may have graded nothing of a subset
             sources[key] = source
@@ -71,11 +77,10 @@ def run(run: ProfileRun, params: FiguresTablesParams) -> StageResult:
         subset=study.SUBSET_TITLES[judge_metrics["subset"]])
     names = [p.name for p in table_files] + [f"{stem}.{ext}" for stem in figs
                                              for ext in ("png", "svg")]
-    metrics = {"mode": params.mode, "files": sorted(names), "n_files": len(names),
+    metrics = {"mode": run.mode, "files": sorted(names), "n_files": len(names),
                "published_to_figures": params.publish}
     primary = next(iter(sources))
-    result = StageResult(
-        stage, metrics, figures=figs,
+    result = StageResult(run, metrics, figures=figs,
         views={"categories": figs["fig_categories_v1"],
                "ranking_and_heatmap": [fig for stem, fig in figs.items()
                                        if stem.startswith(("fig_ranking_", "fig_heatmap_"))],

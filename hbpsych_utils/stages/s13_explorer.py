@@ -2,8 +2,8 @@
 
 Only a run that generated and graded (live mode) has responses and verdicts to browse; a run
 that replays the released matrices (paper mode) does not, and then the chapter says so. This
-stage writes nothing: it has no folder under ``outputs/<profile>/`` and no ``metrics.json``,
-so it returns its own small result (views and findings) instead of a ``StageResult``.
+stage computes no metrics: its folder holds only the records of what it read and how it was
+built, so it returns its own small result (views and findings) instead of a ``StageResult``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hbpsych_utils.construction import corpus
-from hbpsych_utils.core import sources
 from hbpsych_utils.reporting import explorer
-from hbpsych_utils.stages.base import ProfileRun
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageRun
 
 STAGE = "13_explorer"
 
@@ -37,20 +37,26 @@ class ExplorerResult:
         return " ".join(self.findings)
 
 
-def run(run: ProfileRun) -> ExplorerResult:
+def start(namespace: Mapping[str, Any]) -> StageRun[Any]:
+    """The chapter's run from its parameters cell (``globals()``), checked."""
+    return base.start(STAGE, namespace)
+
+
+def run(run: StageRun[Any]) -> ExplorerResult:
     """Open the explorer on this run's grades (Psych-Hard filter from HealthBench-Hard ids)."""
-    run_dir = run.outputs_root / run.profile
-    graded = (run_dir / explorer.VERDICTS_FILE[0] / explorer.VERDICTS_FILE[1]).is_file()
-    if not graded:
+    if run.mode != "live":
+        base.write(run, None)
         return ExplorerResult(None, findings=findings(None))
     from IPython.display import HTML
 
-    data = explorer.load_run(run_dir, hard_ids=corpus.hard_ids(sources.fetch("harness_scores")))
+    data = explorer.load_run(run.stage.root,
+                             hard_ids=corpus.hard_ids(run.stage.fetch("harness_scores")))
     disputed = explorer.filter_ids(data, disagreement=True)
     views: dict[str, Any] = {"explorer": explorer.Explorer(data).widget}
     if disputed:
         views["example"] = HTML(explorer.conversation_html(data, disputed[0]))
     summary = {"n_conversations": len(data.ids), "n_disputed": len(disputed)}
+    base.write(run, None)
     return ExplorerResult(data, len(disputed), views, findings(summary))
 
 

@@ -2,8 +2,8 @@
 fault injection. For tests, the smoke profile and benchmarks only; never imported at run time
 unless a profile asks for the simulator."""
 
+from hbpsych_utils.llm.faults import FAULT_KINDS
 from hbpsych_utils.llm.testing.simulator import (
-    FAULT_KINDS,
     Fault,
     Simulator,
     SimulatorProcess,

@@ -1,0 +1,42 @@
+"""The fault kinds a profile may ask the provider simulator to inject (``llm.faults``).
+
+Kept apart from :mod:`hbpsych_utils.llm.testing` (the simulator, which needs aiohttp) so that a
+profile's faults are checked when it loads without importing the simulator.
+"""
+
+from __future__ import annotations
+
+SYNC_FAULT_KINDS: tuple[str, ...] = (
+    "http_500", "http_503", "reset", "timeout", "malformed", "truncated", "refusal", "empty",
+    "rate_limit", "quota", "garbled", "no_verdict", "overloaded", "reasoning_at_cap",
+)
+"""Faults of one model call (sync, or the answer of one batch item). Each gives the provider's
+real shape: ``rate_limit`` a 429 (OpenAI: ``rate_limit_exceeded`` with ``retry-after-ms``;
+Anthropic: ``rate_limit_error`` with an integer ``retry-after``; Gemini: ``RESOURCE_EXHAUSTED``
+naming a per-minute quota, no header, ``RetryInfo`` after a long message and two other details);
+``quota`` the out-of-money error (OpenAI 429 ``insufficient_quota``; Anthropic's credit-balance
+400; Gemini a 429 naming a per-day quota); ``overloaded`` Anthropic's 529 ``overloaded_error``,
+503 elsewhere; ``refusal`` OpenAI's ``message.refusal`` with ``finish_reason: stop``, Anthropic's
+``stop_reason: refusal``, Gemini's ``finishReason: SAFETY``; ``reasoning_at_cap`` a reply whose
+reasoning used the whole output cap (no text; finish ``length`` / ``max_tokens`` /
+``MAX_TOKENS``; reasoning tokens = the cap)."""
+BATCH_ITEM_FAULT_KINDS: tuple[str, ...] = ("batch_item_error", "batch_item_missing")
+"""Faults of one batch item: errored, or absent from the results (Anthropic, which writes a line
+for every request, reports it ``expired``; OpenAI an error-file line with ``response: null``)."""
+COLLECT_FAULT_KINDS: tuple[str, ...] = (
+    "batch_status_error", "batch_results_error", "batch_results_reset",
+    "batch_results_truncated",
+)
+"""Faults of the steps that collect a batch, one endpoint call each (``times`` counts calls):
+the status endpoint answers 503 (``batch_status_error``); the results endpoint — OpenAI's file
+content, Anthropic's results stream, Gemini's fetch of a finished batch — answers 503, resets the
+connection, or sends half of its body."""
+BATCH_END_FAULT_KINDS: tuple[str, ...] = ("batch_expired", "batch_cancelled", "batch_failed")
+"""A batch that ends otherwise than completed: expired or cancelled with half of its items
+processed (the rest reported as such), or failed (OpenAI, Gemini: nothing processed)."""
+BATCH_FAULT_KINDS: tuple[str, ...] = (
+    BATCH_ITEM_FAULT_KINDS + COLLECT_FAULT_KINDS + BATCH_END_FAULT_KINDS)
+"""Faults of the batch endpoints and of a batch's items."""
+ENDPOINT_FAULT_KINDS = COLLECT_FAULT_KINDS + BATCH_END_FAULT_KINDS
+"""Faults that match an endpoint call or a batch (by ``api``), never a model call."""
+FAULT_KINDS: tuple[str, ...] = SYNC_FAULT_KINDS + BATCH_FAULT_KINDS

@@ -1,0 +1,441 @@
+"""Every stage's ``metrics.json``, typed: one pydantic model per stage (two where its modes write
+different things), used by the stage that writes it, its findings, the stages downstream, the
+manifest, the book and the tests. There is no second schema of these files anywhere.
+
+The models describe the files as they are: the keys and values a stage wrote before it was
+typed stay exactly the same. A key a mode does not write is left out of the file, not written
+as ``null`` (:func:`dump` writes the fields that were set); a number that could not be
+computed is ``null`` (``float | None``). Nested records (a Table 1 per subset, a bootstrap
+interval, a sensitivity row) have their own models.
+
+Read a stage's metrics with :func:`read` (the run folder and the stage's name or model), which
+names the file and the field when one does not fit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from hbpsych_utils.core import records
+from hbpsych_utils.pipeline import graph
+
+
+class Metrics(BaseModel):
+    """A stage's metrics (or a record inside them): exactly the keys the file holds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Counts = dict[str, int]
+ByModel = dict[str, float]
+
+
+# --- 01 ---------------------------------------------------------------------------------------
+
+class CorpusMetrics(Metrics):
+    corpus_source: str
+    """``registry`` or the path of a profile's own ``corpus_file``."""
+    complete: bool
+    n_conversations: int
+    n_expected: int
+    coverage: float
+    n_skipped: int
+    n_hard_ids: int
+    n_hard_in_corpus: int
+    n_rubric_items: int
+    n_non_english: int | None
+    non_english_share: float | None
+    ids_sha256: str
+    turns_mean: float | None
+    turns_median: float | None
+    turns_max: int | None
+    n_multi_turn: int
+    rubric_items_mean: float | None
+    n_negative_items: int
+    positive_points_total: int | float
+    negative_points_total: int | float
+    points_all_integer: bool
+
+
+# --- 02 ---------------------------------------------------------------------------------------
+
+class AgreementWithRelease(Metrics):
+    n_common: int
+    cohen_kappa: float | None
+    percent_agreement: float | None
+
+
+class ScreeningMetrics(Metrics):
+    mode: Literal["replay", "live"]
+    n_screened: int
+    n_relevant: int
+    n_borderline: int
+    n_not_relevant: int
+    n_model_refused: int
+    n_screen_failed: int
+    confidence_counts: Counts
+    relevant_by_category: Counts
+    borderline_by_category: Counts
+    model: str | None = None
+    """Live: the screening model."""
+    batch_size: int | None = None
+    n_screen_problems: int | None = None
+    agreement_with_release: AgreementWithRelease | None = None
+    translation_model: str | None = None
+    n_translation_requested: int | None = None
+    n_translation_translated: int | None = None
+    n_translation_is_english: int | None = None
+    n_translation_refused: int | None = None
+    n_translation_failed: int | None = None
+
+
+# --- 03 and 04 --------------------------------------------------------------------------------
+
+class RoundAgreement(Metrics):
+    """Agreement on relevance among a round's reviewers (``agreement.AgreementSummary``)."""
+
+    ac1_pairs: dict[str, float | None]
+    ac1_pairwise_mean: float | None
+    ac1_multirater: float | None
+    fleiss_kappa: float | None
+    cohen_kappa_pairs: dict[str, float | None]
+
+
+class ReviewRound1Metrics(Metrics):
+    mode: Literal["replay", "live"]
+    n_reviewed: int
+    n_ratings_files: int | None = None
+    """Only while no ratings are in (0)."""
+    n_screened_in: int | None = None
+    n_controls: int | None = None
+    n_included: int | None = None
+    n_screened_in_included: int | None = None
+    n_controls_included: int | None = None
+    control_inclusion_rate: float | None = None
+    recall_triggered: bool | None = None
+    ac1_pairs: dict[str, float | None] | None = None
+    ac1_pairwise_mean: float | None = None
+    ac1_multirater: float | None = None
+    fleiss_kappa: float | None = None
+    cohen_kappa_pairs: dict[str, float | None] | None = None
+    tier_counts: Counts | None = None
+    threshold: float | None = None
+
+    @property
+    def tallied(self) -> bool:
+        """Whether the round's ratings are in and counted."""
+        return self.recall_triggered is not None
+
+
+class RecallMetrics(Metrics):
+    mode: Literal["replay", "live"]
+    round2: Literal["tallied", "awaiting_round1_ratings", "not_needed", "awaiting_ratings"]
+    n_recall_pool: int
+    recall_model: str | None = None
+    n_recall_screened: int | None = None
+    n_recall_refused: int | None = None
+    n_recall_failed: int | None = None
+    n_recall_problems: int | None = None
+    n_candidates: int | None = None
+    n_clear: int | None = None
+    n_possible: int | None = None
+    n_controls: int | None = None
+    n_candidates_included: int | None = None
+    n_clear_included: int | None = None
+    n_possible_included: int | None = None
+    n_controls_included: int | None = None
+    control_inclusion_rate: float | None = None
+    loop_terminated: bool | None = None
+    ac1_pairs: dict[str, float | None] | None = None
+    ac1_pairwise_mean: float | None = None
+    ac1_multirater: float | None = None
+    fleiss_kappa: float | None = None
+    cohen_kappa_pairs: dict[str, float | None] | None = None
+    recall_triggered: bool | None = None
+    tier_counts: Counts | None = None
+    threshold: float | None = None
+
+
+# --- 05 ---------------------------------------------------------------------------------------
+
+class SubsetMetrics(Metrics):
+    n_v1: int
+    n_v2: int
+    n_hard: int
+    sha256_v1: str
+    sha256_v2: str
+    sha256_hard: str
+    matches_release_v1: bool | None = None
+    matches_release_v2: bool | None = None
+    matches_release_hard: bool | None = None
+    category_counts: Counts
+    n_no_category_majority: int
+
+    def sizes(self) -> dict[str, int]:
+        return {"v1": self.n_v1, "v2": self.n_v2, "hard": self.n_hard}
+
+    def hashes(self) -> dict[str, str]:
+        return {"v1": self.sha256_v1, "v2": self.sha256_v2, "hard": self.sha256_hard}
+
+    def matches(self) -> dict[str, bool]:
+        """Subset key -> whether it equals the released file (only those compared)."""
+        out = {"v1": self.matches_release_v1, "v2": self.matches_release_v2,
+               "hard": self.matches_release_hard}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+# --- 06 ---------------------------------------------------------------------------------------
+
+class GenerationPaperMetrics(Metrics):
+    mode: Literal["paper"]
+    n_candidates_charged: int
+    spend_generate_usd: float
+    anomalies: Counts
+
+
+class GenerationLiveMetrics(Metrics):
+    mode: Literal["live"]
+    subset: str
+    n_conversations: int
+    candidates: list[str]
+    n_responses: int
+    n_ok: int
+    n_refused: int
+    n_failed: int
+    spend_usd: float
+    plan_est_cost_usd: float
+    decoding_sent: dict[str, dict[str, Any]]
+    """Candidate -> the decoding settings actually sent (provider-specific keys)."""
+    stopped_by_budget: bool
+
+
+GenerationMetrics = Annotated[GenerationPaperMetrics | GenerationLiveMetrics,
+                              Field(discriminator="mode")]
+
+
+# --- 07 ---------------------------------------------------------------------------------------
+
+class GradingPaperMetrics(Metrics):
+    mode: Literal["paper"]
+    grader_template_sha256: str
+    spend_grade_usd: float
+    spend_by_judge: ByModel
+    anomalies: Counts
+    n_no_verdict: int
+
+
+class JudgeCensus(Metrics):
+    """One judge's criterion verdicts in a live grading."""
+
+    criteria: int
+    verdicts: int
+    recovered: int
+    reasked: int
+    excluded: int
+    call_failed: int
+
+
+class JudgeSpend(Metrics):
+    spend_usd: float
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+class GradingLiveMetrics(Metrics):
+    mode: Literal["live"]
+    judges: list[str]
+    temperature: float
+    response_schema: bool
+    grader_template_sha256: str
+    n_criteria_graded: int
+    n_recovered: int
+    n_reasked: int
+    n_excluded: int
+    n_replies_not_graded: int
+    n_scores: int
+    n_unscored: int
+    calls_by_attempt: Counts
+    census: dict[str, JudgeCensus]
+    ledger_cost_usd: float
+    prompt_caching: bool
+    spend_usd: float
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    spend_by_judge: dict[str, JudgeSpend]
+
+
+GradingMetrics = Annotated[GradingPaperMetrics | GradingLiveMetrics,
+                           Field(discriminator="mode")]
+
+
+# --- 08 ---------------------------------------------------------------------------------------
+
+class SubsetScores(Metrics):
+    """One subset's Table 1 as numbers: panel means, ranking, per-judge means; intervals and
+    n where the source has per-conversation scores."""
+
+    panel_mean: ByModel
+    ranking: list[str]
+    per_judge: dict[str, ByModel]
+    ci_low: ByModel | None = None
+    ci_high: ByModel | None = None
+    n_panel: Counts | None = None
+    point_estimates_only: bool
+
+
+class PairedDifferenceRow(Metrics):
+    a: str
+    b: str
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n: int
+    p_holm: float
+
+
+class ScoresMetrics(Metrics):
+    mode: Literal["paper", "live"]
+    include_later: bool
+    subset: str
+    """The primary subset (the first with scores); its numbers are also at the top level."""
+    panel_mean: ByModel
+    ranking: list[str]
+    per_judge: dict[str, ByModel]
+    ci_low: ByModel | None = None
+    ci_high: ByModel | None = None
+    n_panel: Counts | None = None
+    point_estimates_only: bool
+    by_subset: dict[str, SubsetScores]
+    n_resamples: int | None = None
+    bootstrap_std: ByModel | None = None
+    paired_differences: list[PairedDifferenceRow] | None = None
+
+
+# --- 09 ---------------------------------------------------------------------------------------
+
+class IntervalRow(Metrics):
+    """A judge statistic with its bootstrap interval (live)."""
+
+    stat: str
+    judge: str
+    estimate: float | None
+    low: float | None
+    high: float | None
+    n_resamples: int
+
+
+class JudgesMetrics(Metrics):
+    mode: Literal["paper", "live"]
+    subset: str
+    kendall_tau: dict[str, float | None]
+    """``"judge A|judge B"`` -> Kendall's tau between their rankings of the candidates."""
+    grand_mean: float | None
+    severity: ByModel
+    self_preference_raw: dict[str, float | None]
+    self_preference_corrected: dict[str, float | None]
+    n_candidates: int
+    intervals: list[IntervalRow] | None = None
+
+
+# --- 10 ---------------------------------------------------------------------------------------
+
+class SensitivityRow(Metrics):
+    candidate: str
+    n_refused: int
+    n_primary: int
+    mean_primary: float | None
+    n_excluded: int
+    mean_excluded: float | None
+    delta: float | None
+
+
+class RefusalsMetrics(Metrics):
+    mode: Literal["paper", "live"]
+    subset: str
+    refusals: Counts
+    refused_conversations: dict[str, list[str]]
+    n_replaced_transient: int
+    sensitivity: list[SensitivityRow] | None = None
+
+
+# --- 11 ---------------------------------------------------------------------------------------
+
+class HarnessSettings(Metrics):
+    candidate: str
+    judge: str
+    temperature: float
+    max_tokens: int
+
+
+class HarnessMetrics(Metrics):
+    mode: Literal["replay", "live"]
+    n_scored: int
+    clipped_mean: float | None
+    bootstrap_std: float | None
+    published: float | None
+    delta: float | None
+    published_source: str
+    settings: HarnessSettings
+    n_common_with_released: int | None = None
+    mean_difference_vs_released: float | None = None
+
+
+# --- 12 ---------------------------------------------------------------------------------------
+
+class FiguresTablesMetrics(Metrics):
+    mode: Literal["paper", "live"]
+    files: list[str]
+    n_files: int
+    published_to_figures: bool
+
+
+MODELS: dict[str, Any] = {
+    graph.CORPUS: CorpusMetrics,
+    graph.SCREENING: ScreeningMetrics,
+    graph.REVIEW_ROUND1: ReviewRound1Metrics,
+    graph.RECALL: RecallMetrics,
+    graph.SUBSET: SubsetMetrics,
+    graph.GENERATION: GenerationMetrics,
+    graph.GRADING: GradingMetrics,
+    graph.SCORES: ScoresMetrics,
+    graph.JUDGES: JudgesMetrics,
+    graph.REFUSALS: RefusalsMetrics,
+    graph.HARNESS: HarnessMetrics,
+    graph.FIGURES: FiguresTablesMetrics,
+}
+"""Stage -> the type of its ``metrics.json`` (13_explorer writes none)."""
+
+
+class MetricsError(ValueError):
+    """A ``metrics.json`` that does not fit its stage's model; names the file and field."""
+
+
+def parse(stage: str, data: Any, where: str = "metrics") -> Any:
+    """Validate a stage's metrics (a mapping, e.g. what its code computed) into its model."""
+    try:
+        return TypeAdapter(MODELS[stage]).validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        raise MetricsError(f"{where}: field {field}: {err['msg']} (got {err.get('input')!r:.80})"
+                           ) from None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read(run_dir: Path | str, stage: str) -> Any:
+    """Stage ``stage``'s ``metrics.json`` in a run folder, as its model."""
+    path = Path(run_dir) / stage / graph.METRICS
+    return parse(stage, records.read_json(path, error=MetricsError), str(path))
+
+
+def dump(metrics: BaseModel) -> dict[str, Any]:
+    """What ``metrics.json`` holds: the fields that were set, as JSON data."""
+    return metrics.model_dump(mode="json", exclude_unset=True)

@@ -1,0 +1,229 @@
+"""Executing one notebook with papermill in this process: kernels, staging, Ctrl-C.
+
+The kernels talk to this process over CurveZMQ-encrypted sockets (which also keeps ipykernel's
+"running over TCP without encryption" warning out of the run's output). A kernel that fails
+before the first cell starts is started once more; one that dies, or a second failure to
+start, is reported as the notebook's failure. Ctrl-C is forwarded to the running kernel once
+(:class:`RunWatch`), and no further cell starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hbpsych_utils.core import paths
+
+if TYPE_CHECKING:
+    from traitlets.config import Config
+
+
+class StopRequested(Exception):
+    """Raised by the cell-start hook after Ctrl-C: no further cell of the notebook starts."""
+
+
+class KernelFailure(Exception):
+    """The kernel did not start (twice), or died while a cell ran."""
+
+    def __init__(self, error: BaseException, cell_index: int | None, attempts: int) -> None:
+        super().__init__(str(error))
+        self.error, self.cell_index, self.attempts = error, cell_index, attempts
+
+
+def _kernel_errors() -> tuple[type[BaseException], ...]:
+    """What a kernel that does not start (or dies) raises through papermill: jupyter_client's
+    ``RuntimeError`` ('Kernel died before replying to kernel_info', "Kernel didn't respond"),
+    nbclient's ``DeadKernelError`` (a ``RuntimeError``), timeouts and zmq errors ('Address
+    already in use')."""
+    import zmq
+
+    return (RuntimeError, TimeoutError, zmq.error.ZMQError)
+
+
+class RunWatch:
+    """Ctrl-C and cell progress during a run.
+
+    The first Ctrl-C is noted and forwarded to the running kernel (its own process group:
+    jupyter_client starts kernels in a new session, so the terminal's SIGINT reaches only this
+    process); the cell stops with ``KeyboardInterrupt`` and papermill shuts the kernel down as
+    after any failing cell. No further cell starts once it is noted. A second Ctrl-C raises
+    ``KeyboardInterrupt`` here at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.cell_index: int | None = None
+        self.kernels: list[Any] = []
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> RunWatch:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+            self._installed = True
+        except ValueError:  # not the main thread: Ctrl-C keeps its default behaviour
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:  # None: a handler not set from Python; Python's own is the default
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None
+                          else signal.default_int_handler)
+            self._installed = False
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        for km in self.kernels:
+            pgid = getattr(getattr(km, "provisioner", None), "pgid", None)
+            if pgid:
+                try:
+                    os.killpg(pgid, signal.SIGINT)
+                except OSError:
+                    pass
+
+    def start_notebook(self) -> None:
+        self.cell_index = None
+        self.kernels.clear()
+
+    def on_cell_start(self, cell: Any = None, cell_index: int | None = None, **_: Any) -> None:
+        """nbclient's ``on_cell_start`` hook."""
+        if self.requested:
+            raise StopRequested
+        self.cell_index = cell_index
+
+    def kernel_manager_class(self) -> type:
+        """nbclient's default kernel manager, remembering each kernel it starts for Ctrl-C.
+
+        It also skips the SIGINT jupyter_client sends before every shutdown request: an idle
+        kernel (nbclient shuts it down after the last cell) needs none, and one still
+        finishing a reply logs "KeyboardInterrupt caught in kernel." into the run's output."""
+        from jupyter_client import AsyncKernelManager
+
+        watch = self
+
+        class WatchedKernelManager(AsyncKernelManager):
+            def __init__(self, **kwargs: Any) -> None:
+                super().__init__(**kwargs)
+                watch.kernels.append(self)
+
+            async def _async_interrupt_kernel(self) -> None:
+                if not self.shutting_down:
+                    await super()._async_interrupt_kernel()
+
+        return WatchedKernelManager
+
+
+class KernelStartLog(logging.Filter):
+    """Drops nbclient's log line for a kernel that did not start: the runner retries it and
+    reports it itself, naming the notebook."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Error occurred while starting new kernel")
+
+
+@contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """``os.environ[name] = value`` for the duration (kernels inherit it at start-up)."""
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def _reset(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+
+
+def execute(notebook: Path, target: Path, params: dict[str, Any], staging: Path,
+            watch: RunWatch, echo: Callable[[str], None]) -> None:
+    """Execute ``notebook`` into ``target`` with its stage writing into ``staging``.
+
+    A kernel that fails before the first cell starts is started once more; a second failure,
+    or a kernel that dies during a cell, is raised as ``KernelFailure``."""
+    import papermill
+
+    from hbpsych_utils.pipeline import stage
+
+    errors = _kernel_errors()
+    for attempt in (1, 2):
+        _reset(staging)
+        watch.start_notebook()
+        try:
+            with _environment(stage.STAGING_ENV, str(staging / notebook.stem)):
+                papermill.execute_notebook(
+                    str(notebook),
+                    str(target),
+                    parameters=params,
+                    kernel_name="python3",
+                    cwd=str(paths.project_root()),
+                    progress_bar=False,
+                    log_output=False,
+                    config=kernel_config(),
+                    on_cell_start=watch.on_cell_start,
+                    kernel_manager_class=watch.kernel_manager_class(),
+                )
+            return
+        except errors as exc:
+            if watch.cell_index is None and attempt == 1 and not watch.requested:
+                echo(f"  {notebook.stem}: the kernel did not start ({type(exc).__name__}: "
+                     f"{one_line(exc)}); starting it once more")
+                continue
+            raise KernelFailure(exc, watch.cell_index, attempt) from exc
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def declared_parameters(notebook: Path) -> set[str]:
+    import papermill
+
+    return set(papermill.inspect_notebook(str(notebook)))
+
+
+def source_cell_number(executed: Path, cell_index: int) -> int:
+    """1-based number of a cell in the source notebook (papermill's injected cell not counted).
+
+    ``cell_index`` counts the cells as executed: the error markers papermill adds to the saved
+    copy (one at the top, one before the failing cell) are not among them."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(str(executed), as_version=4).cells
+    except (OSError, ValueError):
+        return cell_index + 1
+    executed_cells = [c for c in cells
+                      if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
+    injected = sum(
+        "injected-parameters" in c.metadata.get("tags", []) for c in executed_cells[:cell_index]
+    )
+    return cell_index + 1 - injected
+
+
+def kernel_config() -> Config:
+    """nbclient configuration for the kernels a run starts.
+
+    jupyter_client provisions CurveZMQ keys for kernels whose kernelspec declares support
+    (ipykernel's does), so code and outputs are not sent in plain text and ipykernel has no
+    reason to warn. Without libzmq's CURVE support the setting would be an error, so it is
+    then left at jupyter_client's default."""
+    import zmq
+    from traitlets.config import Config
+
+    encryption = "auto" if zmq.has("curve") else "disabled"
+    return Config({"KernelManager": {"transport_encryption": encryption}})
