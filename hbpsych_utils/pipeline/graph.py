@@ -455,6 +455,13 @@ def unread_reason(profile: Profile, key: str) -> str | None:
     found = readers(key)
     if not found:
         return "no stage reads it"
+    if _declared_key(key) in GRADING_CALL_KEYS and not any(
+            name in stages and read.when.holds(profile, stage_mode(profile, name))
+            for name, read in found):
+        modes = ", ".join(f"{name} {stage_mode(profile, name)}" for name in
+                          dict.fromkeys(n for n, _ in found) if name in stages)
+        return ("no stage of this profile calls a model under its modes (" + modes
+                + "); the engine's settings apply when a stage runs live")
     reasons = []
     for name, read in found:
         if name not in stages:

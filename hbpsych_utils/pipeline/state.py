@@ -126,8 +126,7 @@ def _files_named(keys: Mapping[str, Any]) -> dict[str, str | None]:
     return out
 
 
-def _artifact_hashes(names: Iterable[str]) -> dict[str, str | None]:
-    mirror = sources.mirror_dir() is not None
+def _artifact_hashes(names: Iterable[str], mirror: bool) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name in names:
         try:
@@ -141,8 +140,14 @@ def notebook_path(name: str) -> Path:
     return paths.notebooks_dir() / f"{name}.ipynb"
 
 
-def expected_inputs(profile: Profile) -> dict[str, Inputs]:
-    """What each of the profile's stages should be computed from now, in run order."""
+def expected_inputs(profile: Profile, *, mirror: bool | None = None) -> dict[str, Inputs]:
+    """What each of the profile's stages should be computed from now, in run order.
+
+    ``mirror``: whether artifacts come from the offline mirror (whose corpus is partial), as
+    ``$HBPSYCH_MIRROR`` says now when ``None``; the book passes what the run's manifest
+    recorded, so a reader's environment does not change what counts as current."""
+    if mirror is None:
+        mirror = sources.mirror_dir() is not None
     stages = graph.profile_stages(profile)
     out: dict[str, Inputs] = {}
     for name in stages:
@@ -152,7 +157,7 @@ def expected_inputs(profile: Profile) -> dict[str, Inputs]:
             mode=spec.mode_of(profile),
             keys=keys,
             files=_files_named(keys),
-            artifacts=_artifact_hashes(graph.artifacts_used(profile, name)),
+            artifacts=_artifact_hashes(graph.artifacts_used(profile, name), mirror),
             notebook=_file_sha(notebook_path(name)),
             code=code_hash(),
             upstream={u: out[u].fingerprint() if u in out else None
@@ -261,15 +266,16 @@ def _failure_reason(run_dir: Path, name: str) -> str:
     return f"its last run was {status}"
 
 
-def stage_states(run_dir: Path, profile: Profile) -> list[StageState]:
+def stage_states(run_dir: Path, profile: Profile, *, mirror: bool | None = None
+                 ) -> list[StageState]:
     """Every stage of the graph in a run folder, against what ``profile`` implies now.
 
     ``current``: built by the runner from exactly the expected inputs, and every upstream
     current. ``not_current``: anything else with outputs (the reason says what). ``failed``:
     its last run failed. ``not_run``: no outputs. ``not_in_profile``: the profile does not run
-    it."""
+    it. ``mirror`` as for :func:`expected_inputs`."""
     run_dir = Path(run_dir)
-    expected = expected_inputs(profile)
+    expected = expected_inputs(profile, mirror=mirror)
     out: dict[str, StageState] = {}
     for name in graph.STAGES:
         folder = run_dir / name

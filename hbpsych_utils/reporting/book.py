@@ -22,23 +22,30 @@ function of the stages' metrics; the pages only lay them out.
 from __future__ import annotations
 
 import argparse
+import html
 import io
 import json
 import math
 import re
+import shlex
 import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hbpsych_utils import study
 from hbpsych_utils.core import records
+from hbpsych_utils.core.config import Profile
+from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline import metrics as metrics_models
+from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
+from hbpsych_utils.pipeline.state import StageState
 
 BOOK_DIR = "book"
 """The book's folder inside a run folder ``outputs/<profile>/``."""
@@ -76,61 +83,7 @@ class BookError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------
-# the metrics the landing page reads (pydantic at the boundary; every field optional, so a
-# stage that did not run or wrote fewer keys gives fewer headlines, never an error)
-
-
-class _Metrics(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class CorpusMetrics(_Metrics):
-    complete: bool | None = None
-    n_conversations: int | None = None
-    n_expected: int | None = None
-
-
-class SubsetMetrics(_Metrics):
-    n_v1: int | None = None
-    n_v2: int | None = None
-    n_hard: int | None = None
-    sha256_v1: str | None = None
-    sha256_v2: str | None = None
-    sha256_hard: str | None = None
-    matches_release_v1: bool | None = None
-    matches_release_v2: bool | None = None
-    matches_release_hard: bool | None = None
-
-
-class ReviewMetrics(_Metrics):
-    mode: str | None = None
-    round2: str | None = None
-    control_inclusion_rate: float | None = None
-    n_controls: int | None = None
-    n_controls_included: int | None = None
-    ac1_multirater: float | None = None
-
-
-class ScoresMetrics(_Metrics):
-    subset: str | None = None
-    ranking: list[str] = []
-    panel_mean: dict[str, float | None] = {}
-    point_estimates_only: bool | None = None
-
-
-class JudgesMetrics(_Metrics):
-    kendall_tau: dict[str, float | None] = {}
-
-
-class HarnessMetrics(_Metrics):
-    n_scored: int | None = None
-    clipped_mean: float | None = None
-    bootstrap_std: float | None = None
-    published: float | None = None
-    delta: float | None = None
-    published_source: str | None = None
-    n_common_with_released: int | None = None
-    mean_difference_vs_released: float | None = None
+# the run's state: each stage's typed metrics and whether it is current
 
 
 class Headline(BaseModel):
@@ -145,49 +98,68 @@ class Headline(BaseModel):
     chapter: str
 
 
-def read_metrics(profile_dir: Path) -> dict[str, dict[str, Any]]:
-    """Every stage's ``metrics.json`` in a run folder, keyed by stage folder name."""
-    out: dict[str, dict[str, Any]] = {}
-    for path in sorted(Path(profile_dir).glob("[0-9][0-9]_*/metrics.json")):
-        try:
-            data = records.read_json(path, error=BookError)
-        except OSError as exc:
-            raise BookError(f"{path}: not readable ({exc})") from exc
-        if not isinstance(data, dict):
-            raise BookError(f"{path}: expected a JSON object, got {type(data).__name__}")
-        out[path.parent.name] = data
+def read_metrics(profile_dir: Path) -> dict[str, Any]:
+    """Every stage's ``metrics.json`` in a run folder, typed (``pipeline.metrics``), by stage."""
+    out: dict[str, Any] = {}
+    for stage in metrics_models.MODELS:
+        if (Path(profile_dir) / stage / graph.METRICS).is_file():
+            try:
+                out[stage] = metrics_models.read(profile_dir, stage)
+            except (metrics_models.MetricsError, OSError) as exc:
+                raise BookError(str(exc)) from exc
     return out
 
 
-M = TypeVar("M", bound=_Metrics)
+def run_profile(profile_dir: Path, manifest: Mapping[str, Any] | None) -> Profile | None:
+    """The profile a run folder was made with: the manifest's values (overrides applied), or
+    the profile file of the folder's name; ``None`` when neither can be read."""
+    from hbpsych_utils.core import config
 
-
-def _parse(model: type[M], metrics: Mapping[str, Any], stage: str) -> M | None:
-    if stage not in metrics:
-        return None
+    values = (manifest or {}).get("profile_values")
+    if isinstance(values, dict) and values:
+        try:
+            return Profile.model_validate(values)
+        except ValidationError:
+            return None
     try:
-        return model.model_validate(metrics[stage])
-    except ValidationError as exc:
-        raise BookError(f"{stage}/metrics.json: {exc}") from exc
+        return config.load_profile(str((manifest or {}).get("profile") or profile_dir.name))
+    except (config.ProfileError, OSError, ValueError):
+        return None
 
 
-def corpus_partial(metrics: Mapping[str, Mapping[str, Any]]) -> bool:
+def stage_states(profile_dir: Path, profile: Profile | None,
+                 manifest: Mapping[str, Any] | None = None) -> dict[str, StageState]:
+    """Each stage's state in the run folder (empty when the profile is unknown), judged with
+    the artifact source the run recorded (mirror or download), not this reader's."""
+    if profile is None:
+        return {}
+    mirror = (manifest or {}).get("mirror")
+    return {s.stage: s for s in state.stage_states(
+        profile_dir, profile, mirror=mirror if isinstance(mirror, bool) else None)}
+
+
+def update_command(profile: str, manifest: Mapping[str, Any] | None) -> str:
+    """The command that brings every stage of the run up to date: the run's profile and
+    ``--set`` overrides, all stages (no ``--only``)."""
+    overrides = (manifest or {}).get("overrides") or {}
+    sets = "".join(f" --set {shlex.quote(f'{k}={json.dumps(v)}')}"
+                   for k, v in overrides.items()) if isinstance(overrides, dict) else ""
+    return f"bash run_all.sh {shlex.quote(profile)}{sets}"
+
+
+def corpus_partial(metrics: Mapping[str, Any]) -> bool:
     """Whether the run used a partial corpus (01_corpus says ``complete: false``)."""
-    corpus = _parse(CorpusMetrics, metrics, "01_corpus")
+    corpus = metrics.get(graph.CORPUS)
     return corpus is not None and corpus.complete is False
 
 
-def partial_banner(metrics: Mapping[str, Mapping[str, Any]]) -> str:
+def partial_banner(metrics: Mapping[str, Any]) -> str:
     """The sentence every page of a partial-corpus book carries ("" for a complete corpus)."""
     if not corpus_partial(metrics):
         return ""
-    c = _parse(CorpusMetrics, metrics, "01_corpus")
-    assert c is not None
-    have = f"{c.n_conversations:,}" if c.n_conversations is not None else "some"
-    of = f" of {c.n_expected:,}" if c.n_expected is not None else ""
-    return (f"Partial corpus: this run used {have}{of} HealthBench conversations, so its "
-            "numbers are not the study's.")
-
+    c = metrics[graph.CORPUS]
+    return (f"Partial corpus: this run used {c.n_conversations:,} of {c.n_expected:,} "
+            "HealthBench conversations, so its numbers are not the study's.")
 
 
 def _pct(x: float) -> str:
@@ -198,11 +170,13 @@ def _finite(x: float | None) -> bool:
     return x is not None and math.isfinite(x)
 
 
-def _review_headlines(m: ReviewMetrics | None, stage: str, round_name: str) -> list[Headline]:
+def _review_headlines(m: ReviewRound1Metrics | RecallMetrics | None, stage: str,
+                      round_name: str) -> list[Headline]:
     if m is None:
         return []
     out = []
     if _finite(m.control_inclusion_rate):
+        assert m.control_inclusion_rate is not None
         detail = ""
         if m.n_controls is not None and m.n_controls_included is not None:
             detail = f"{m.n_controls_included} of {m.n_controls} concealed controls included"
@@ -216,61 +190,56 @@ def _review_headlines(m: ReviewMetrics | None, stage: str, round_name: str) -> l
     return out
 
 
-def headline_numbers(metrics: Mapping[str, Mapping[str, Any]]) -> list[Headline]:
-    """The landing page's numbers, in reading order, from the stages' metrics.
+def headline_numbers(metrics: Mapping[str, Any]) -> list[Headline]:
+    """The landing page's numbers, in reading order, from the stages' typed metrics.
 
-    A stage that did not run (or a key it did not write) simply contributes nothing."""
+    A stage that did not run (or a number it could not compute) contributes nothing."""
     out: list[Headline] = []
-    corpus = _parse(CorpusMetrics, metrics, "01_corpus")
-    if corpus is not None and corpus.n_conversations is not None:
-        complete = {True: "complete", False: "partial", None: ""}[corpus.complete]
-        of = f" of {corpus.n_expected:,}" if corpus.n_expected is not None else ""
-        out.append(Headline(key="corpus", chapter="01_corpus", label="Corpus",
-                            value=f"{corpus.n_conversations:,}{of} conversations",
-                            detail=complete))
-    subset = _parse(SubsetMetrics, metrics, "05_subset")
+    corpus = metrics.get(graph.CORPUS)
+    if corpus is not None:
+        complete = "complete" if corpus.complete else "partial"
+        out.append(Headline(key="corpus", chapter=graph.CORPUS, label="Corpus",
+                            value=f"{corpus.n_conversations:,} of {corpus.n_expected:,} "
+                                  "conversations", detail=complete))
+    subset = metrics.get(graph.SUBSET)
     if subset is not None:
-        for key in study.SUBSET_KEYS:
-            n, sha = getattr(subset, f"n_{key}"), getattr(subset, f"sha256_{key}")
-            if n is None:
-                continue
-            match = getattr(subset, f"matches_release_{key}")
-            detail = f"sha256 {sha}" if sha else ""
-            if match is not None:
-                detail += ("; identical to the released file" if match
+        hashes, matches = subset.hashes(), subset.matches()
+        for key, n in subset.sizes().items():
+            detail = f"sha256 {hashes[key]}"
+            if key in matches:
+                detail += ("; identical to the released file" if matches[key]
                            else "; differs from the released file")
-            out.append(Headline(key=f"subset_{key}", chapter="05_subset",
+            out.append(Headline(key=f"subset_{key}", chapter=graph.SUBSET,
                                 label=study.SUBSET_TITLES.get(key, key),
-                                value=f"{n:,} conversations", detail=detail.lstrip("; ")))
-    out += _review_headlines(_parse(ReviewMetrics, metrics, "03_review_round1"),
-                             "03_review_round1", "round 1")
-    recall = _parse(ReviewMetrics, metrics, "04_recall")
-    out += _review_headlines(recall, "04_recall", "round 2 (recall)")
-    scores = _parse(ScoresMetrics, metrics, "08_scores")
+                                value=f"{n:,} conversations", detail=detail))
+    out += _review_headlines(metrics.get(graph.REVIEW_ROUND1), graph.REVIEW_ROUND1, "round 1")
+    out += _review_headlines(metrics.get(graph.RECALL), graph.RECALL, "round 2 (recall)")
+    scores = metrics.get(graph.SCORES)
     if scores is not None and scores.ranking:
-        top = []
-        for i, model in enumerate(scores.ranking[:3], start=1):
-            mean = scores.panel_mean.get(model)
-            top.append(f"{i}. {study.display_name(model)}"
-                       + (f" ({mean:.3f})" if _finite(mean) else ""))
-        where = study.SUBSET_TITLES.get(scores.subset or "", scores.subset or "the subset")
+        top = [f"{i}. {study.display_name(model)}"
+               + (f" ({scores.panel_mean[model]:.3f})"
+                  if _finite(scores.panel_mean.get(model)) else "")
+               for i, model in enumerate(scores.ranking[:3], start=1)]
+        where = study.SUBSET_TITLES.get(scores.subset, scores.subset)
         detail = f"panel mean on {where}, of {len(scores.ranking)} candidates"
         if scores.point_estimates_only:
             detail += "; point estimates"
-        out.append(Headline(key="ranking", chapter="08_scores", label="Top of the ranking",
+        out.append(Headline(key="ranking", chapter=graph.SCORES, label="Top of the ranking",
                             value=", ".join(top), detail=detail))
-    judges = _parse(JudgesMetrics, metrics, "09_judges")
+    judges = metrics.get(graph.JUDGES)
     if judges is not None:
         taus = [t for t in judges.kendall_tau.values() if _finite(t)]
         if taus:
             lo, hi = min(taus), max(taus)
-            out.append(Headline(key="judge_tau", chapter="09_judges",
+            where = study.SUBSET_TITLES.get(judges.subset, judges.subset)
+            pairs = f"{len(taus)} judge pair{'s' if len(taus) != 1 else ''}"
+            out.append(Headline(key="judge_tau", chapter=graph.JUDGES,
                                 label="Judges' rank agreement (Kendall's τ)",
                                 value=f"{lo:.3f}" if lo == hi else f"{lo:.3f} to {hi:.3f}",
-                                detail=f"{len(taus)} judge pair(s)"))
-    harness = _parse(HarnessMetrics, metrics, "11_harness_validation")
+                                detail=f"on {where}; {pairs}"))
+    harness = metrics.get(graph.HARNESS)
     if harness is not None and _finite(harness.clipped_mean):
-        n = f"n = {harness.n_scored:,}" if harness.n_scored is not None else ""
+        n = f"n = {harness.n_scored:,}"
         std = (f"bootstrap std {harness.bootstrap_std:.3f}"
                if _finite(harness.bootstrap_std) else "")
         if _finite(harness.delta) and _finite(harness.published):
@@ -281,11 +250,12 @@ def headline_numbers(metrics: Mapping[str, Mapping[str, Any]]) -> list[Headline]
         else:
             value = f"clipped mean {harness.clipped_mean:.3f}"
             detail = ", ".join(x for x in (std, n, "no published figure to compare") if x)
-            if _finite(harness.mean_difference_vs_released) and harness.n_common_with_released:
+            if (_finite(harness.mean_difference_vs_released)
+                    and harness.n_common_with_released):
                 detail += (f"; {harness.mean_difference_vs_released:+.3f} against the released "
                            f"run on the {harness.n_common_with_released:,} conversations in "
                            "common")
-        out.append(Headline(key="harness", chapter="11_harness_validation",
+        out.append(Headline(key="harness", chapter=graph.HARNESS,
                             label="Harness check (GPT-4.1, HealthBench-Hard)",
                             value=value, detail=detail))
     return out
@@ -333,31 +303,70 @@ def _profile_values(profile: str | None) -> dict[str, Any] | None:
         return None
 
 
-def landing_markdown(profile: str, metrics: Mapping[str, Mapping[str, Any]],
-                     chapters: Sequence[str], description: str = "",
-                     overrides: Mapping[str, Any] | None = None) -> str:
-    """The landing page: the study, this run's profile and modes, headline numbers, contents."""
+STATE_WORDS = {"current": "current", "not_current": "not current", "failed": "failed",
+               "not_run": "not run", "not_in_profile": "not in this profile"}
+
+
+def _md_text(text: object) -> str:
+    """Plain text safe in Markdown prose: HTML escaped, Markdown's inline markers neutralised."""
+    out = html.escape(str(text), quote=False)
+    for ch in "\\`*_[]|":
+        out = out.replace(ch, "\\" + ch)
+    return out.replace("\n", " ")
+
+
+def state_sentence(s: StageState, command: str) -> str:
+    """What a chapter's banner and the landing page say about a stage that is not current."""
+    word = STATE_WORDS[s.state].capitalize()
+    fix = f" Bring it up to date with `{command.replace('`', '')}`." if command else ""
+    return f"**{word}**: {_md_text(s.reason)}.{fix}"
+
+
+def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequence[str],
+                     description: str = "", overrides: Mapping[str, Any] | None = None,
+                     states: Mapping[str, StageState] | None = None,
+                     command: str = "") -> str:
+    """The landing page: the study, this run's profile, each stage's mode and state, the
+    headline numbers (each marked when its chapter is not current), contents."""
+    states = states or {}
     parts = [f"# HealthBench-Psych: the `{profile}` run\n", STUDY_SUMMARY + "\n"]
     parts.append(f"## This run\n\nProfile **{_cell(profile)}**"
-                 + (f": {description.strip()}" if description.strip() else ".") + "\n")
+                 + (f": {_md_text(description.strip())}" if description.strip() else ".")
+                 + "\n")
     if overrides:
         parts.append("Tweaked on the command line: " + ", ".join(
             _code(f"{k}={json.dumps(v, default=str)}") for k, v in overrides.items())
             + f" (see {{doc}}`provenance <{PROVENANCE_PAGE}>`).\n")
-    modes = [(stage, m["mode"] + (f" (round 2 {m['round2']})" if m.get("round2") else ""))
-             for stage, m in metrics.items() if isinstance(m.get("mode"), str)]
-    if modes:
-        parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
-                     "files, *live* calls models through the engine.\n")
-        parts.append(_table(["stage", "mode"], [
-            (_chapter_link(stage, stage, chapters), _cell(mode)) for stage, mode in modes]))
+    stale = [s for s in states.values() if s.state in ("not_current", "failed")]
+    if stale:
+        parts.append(f"**{len(stale)} of {len(states)} chapters are not current**: their "
+                     "numbers are not this run's until the runner runs them again "
+                     f"(`{command.replace('`', '')}`).\n")
+    rows = []
+    for stage in graph.STAGES:
+        m = metrics.get(stage)
+        st = states.get(stage)
+        if st is not None and st.state == "not_in_profile":
+            continue
+        mode = getattr(m, "mode", None) if m is not None else None
+        round2 = getattr(m, "round2", None) if m is not None else None
+        shown = (mode or "–") + (f" (round 2 {round2.replace('_', ' ')})" if round2 else "")
+        word = (STATE_WORDS[st.state] if st is not None else "unknown")
+        if st is not None and not st.current:
+            word = f"**{word}**: {_md_text(st.reason)}"
+        rows.append((_chapter_link(f"{stage} {graph.spec(stage).title}", stage, chapters),
+                     _cell(shown), word.replace("|", "\\|")))
+    parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
+                 "files, *live* calls models through the engine.\n")
+    parts.append(_table(["stage", "mode", "state"], rows))
     heads = headline_numbers(metrics)
     parts.append("## Headline numbers\n")
     if heads:
-        parts.append("Each number links to the chapter that computed it.\n")
+        parts.append("Each number links to the chapter that computed it; a number whose "
+                     "chapter is not current is marked so.\n")
         parts.append(_table(["", "this run", "detail"], [
-            (_cell(h.label), _chapter_link(h.value, h.chapter, chapters), _cell(h.detail))
-            for h in heads]))
+            (_cell(h.label), _chapter_link(h.value, h.chapter, chapters)
+             + _not_current_mark(states.get(h.chapter)), _cell(h.detail)) for h in heads]))
     else:
         parts.append("None: the stages that compute them did not run.\n")
     parts.append("## Contents\n")
@@ -366,10 +375,18 @@ def landing_markdown(profile: str, metrics: Mapping[str, Mapping[str, Any]],
     return "\n".join(parts)
 
 
-def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str]) -> str:
+def _not_current_mark(s: StageState | None) -> str:
+    if s is None or s.current:
+        return ""
+    return f" (**{STATE_WORDS[s.state]}**)"
+
+
+def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner: str = "") -> str:
     """The figures of 12_figures_tables and Table 1 with its downloads (``rel``: the folder of
-    the files' copies, relative to the page)."""
+    the files' copies, relative to the page); ``banner`` when 12 is not current."""
     parts = ["# Figures and Table 1\n"]
+    if banner:
+        parts.append(f"```{{warning}}\n{banner}\n```\n")
     pngs = _by_subset(stage_dir.glob("fig_*.png")) if stage_dir.is_dir() else []
     tables = _by_subset(stage_dir.glob("table1_*.md")) if stage_dir.is_dir() else []
     if not pngs and not tables:
@@ -417,8 +434,10 @@ class Spend(BaseModel):
 
 
 def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[str],
-                        metrics: Mapping[str, Mapping[str, Any]]) -> str:
-    """The provenance page: everything ``manifest.json`` records about the run."""
+                        metrics: Mapping[str, Any],
+                        states: Mapping[str, StageState] | None = None) -> str:
+    """The provenance page: everything ``manifest.json`` records about the run, and every
+    stage's build (who made its outputs, when, whether they are current)."""
     parts = ["# Provenance\n"]
     if manifest is None:
         parts.append("This run folder has no `manifest.json`.\n")
@@ -436,9 +455,19 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
         ("external artifacts from", "the offline mirror" if manifest.get("mirror")
          else "their upstream URLs (or the local cache)"),
     ]))
+    if states:
+        parts.append("## Stages\n")
+        parts.append("Who made each stage's outputs and when (`build.json` in its folder), "
+                     "and whether they are current.\n")
+        parts.append(_table(["stage", "state", "made by", "at"], [
+            (_chapter_link(name, name, chapters),
+             _cell(STATE_WORDS[st.state] + (f": {st.reason}" if st.reason else "")),
+             _cell({"runner": "the runner", "hand": "a notebook run by hand"}.get(
+                 st.by or "", "–")), _cell(st.written_at or "–"))
+            for name, st in states.items() if st.state != "not_in_profile"]))
     notebooks = manifest.get("notebooks") or []
     if notebooks:
-        parts.append("## Notebooks run\n")
+        parts.append("## Notebooks of the last invocation\n")
         parts.append(_table(["notebook", "status", "seconds"], [
             (_chapter_link(str(nb.get("notebook")), str(nb.get("notebook")), chapters),
              _cell(nb.get("status", "?")), _cell(nb.get("seconds", "")))
@@ -506,7 +535,7 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
     return "\n".join(parts)
 
 
-def _spend_markdown(spend: object, metrics: Mapping[str, Mapping[str, Any]]) -> str:
+def _spend_markdown(spend: object, metrics: Mapping[str, Any]) -> str:
     parts = []
     if spend is not None:
         try:
@@ -521,9 +550,9 @@ def _spend_markdown(spend: object, metrics: Mapping[str, Mapping[str, Any]]) -> 
                     (_cell(r.get("provider", "")), _code(r.get("model", "")),
                      _cell(r.get("mode", "")), _cell(r.get("calls", "")),
                      _cell(r.get("cost", ""))) for r in s.by_model]))
-    released = [(label, metrics.get(stage, {}).get(key)) for stage, key, label in (
-        ("06_generation", "spend_generate_usd", "generation"),
-        ("07_grading", "spend_grade_usd", "grading"))]
+    released = [(label, getattr(metrics.get(stage), key, None)) for stage, key, label in (
+        (graph.GENERATION, "spend_generate_usd", "generation"),
+        (graph.GRADING, "spend_grade_usd", "grading"))]
     released = [(label, v) for label, v in released if isinstance(v, int | float)]
     if released:
         parts.append("The released study's own spend (paper mode, from its run log): "
@@ -535,9 +564,10 @@ def _spend_markdown(spend: object, metrics: Mapping[str, Mapping[str, Any]]) -> 
 # chapters and the build
 
 
-def prepare_notebook(src: Path, dst: Path) -> None:
+def prepare_notebook(src: Path, dst: Path, banner: str = "") -> None:
     """Copy an executed notebook for the book: code folded behind a click, widget views
-    replaced by a note (their static outputs stay), widget state dropped (nothing to load)."""
+    replaced by a note (their static outputs stay), widget state dropped (nothing to load);
+    ``banner`` (Markdown), when given, is put under the chapter's title as a warning."""
     import nbformat
 
     nb = nbformat.read(str(src), as_version=4)
@@ -555,7 +585,20 @@ def prepare_notebook(src: Path, dst: Path) -> None:
             if WIDGET_VIEW in out.get("data", {}):
                 out["data"] = {"text/markdown": WIDGET_NOTE}
                 out["metadata"] = {}
+    if banner:
+        warning = nbformat.v4.new_markdown_cell(
+            f"```{{warning}}\n{banner}\n```")
+        first = 1 if nb.cells and nb.cells[0].cell_type == "markdown" else 0
+        nb.cells.insert(first, warning)
     nbformat.write(nb, str(dst))
+
+
+def chapter_banner(s: StageState | None, command: str) -> str:
+    """The warning a chapter that is not current carries ("" when it is current)."""
+    if s is None or s.current:
+        return ""
+    return (state_sentence(s, command) + " This page shows the runner's last execution of "
+            "the notebook, which may not match the stage's outputs.")
 
 
 def sphinx_config(title: str, banner: str) -> dict[str, Any]:
@@ -592,20 +635,14 @@ def sphinx_config(title: str, banner: str) -> dict[str, Any]:
     }
 
 
-def chapters_of(profile_dir: Path, manifest: Mapping[str, Any] | None = None) -> list[Path]:
-    """The executed notebooks of a run folder, in order.
-
-    When the manifest says the last run stopped at a notebook (``failed`` or
-    ``interrupted``), the executed copies of the notebooks after it are an earlier run's and
-    are left out, so the book never shows them as this run's. A run of some notebooks only
-    (``--only``) that stopped nowhere leaves the others' chapters in."""
+def chapters_of(profile_dir: Path, states: Mapping[str, StageState] | None = None
+                ) -> list[Path]:
+    """The executed notebooks of a run folder, in order: every stage of the graph the profile
+    runs (a stage that is not current keeps its page, marked so)."""
     found = sorted((Path(profile_dir) / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    entries = (manifest or {}).get("notebooks") or []
-    stopped = [e.get("notebook") for e in entries if isinstance(e, dict)
-               and e.get("status") in ("failed", "interrupted")]
-    if not stopped or not isinstance(stopped[-1], str):
-        return found
-    return [nb for nb in found if nb.stem <= stopped[-1]]
+    states = states or {}
+    return [nb for nb in found if nb.stem in graph.SPECS
+            and (nb.stem not in states or states[nb.stem].state != "not_in_profile")]
 
 
 def _read_manifest(profile_dir: Path) -> dict[str, Any] | None:
@@ -622,24 +659,28 @@ def write_sources(profile_dir: Path, src: Path) -> str:
     metrics = read_metrics(profile_dir)
     manifest = _read_manifest(profile_dir)
     profile = str((manifest or {}).get("profile") or profile_dir.name)
+    run = run_profile(profile_dir, manifest)
+    states = stage_states(profile_dir, run, manifest)
+    command = update_command(profile, manifest)
     src.mkdir(parents=True, exist_ok=True)
     chapters = []
-    for nb in chapters_of(profile_dir, manifest):
-        prepare_notebook(nb, src / nb.name)
+    for nb in chapters_of(profile_dir, states):
+        prepare_notebook(nb, src / nb.name, chapter_banner(states.get(nb.stem), command))
         chapters.append(nb.stem)
-    values = (manifest or {}).get("profile_values") or _profile_values(profile) or {}
     overrides = (manifest or {}).get("overrides")
     (src / "index.md").write_text(
-        landing_markdown(profile, metrics, chapters, str(values.get("description", "")),
-                         overrides if isinstance(overrides, dict) else None),
+        landing_markdown(profile, metrics, chapters, run.description if run else "",
+                         overrides if isinstance(overrides, dict) else None, states, command),
         encoding="utf-8")
     stage_dir = profile_dir / FIGURES_STAGE
     if stage_dir.is_dir():
         shutil.copytree(stage_dir, src / "files", ignore=shutil.ignore_patterns("*.json"))
     (src / f"{FIGURES_PAGE}.md").write_text(
-        figures_markdown(stage_dir, "files", chapters), encoding="utf-8")
+        figures_markdown(stage_dir, "files", chapters,
+                         chapter_banner(states.get(FIGURES_STAGE), command)),
+        encoding="utf-8")
     (src / f"{PROVENANCE_PAGE}.md").write_text(
-        provenance_markdown(manifest, chapters, metrics), encoding="utf-8")
+        provenance_markdown(manifest, chapters, metrics, states), encoding="utf-8")
     return partial_banner(metrics)
 
 

@@ -27,6 +27,7 @@ from packaging.requirements import Requirement
 from hbpsych_utils import __version__
 from hbpsych_utils.core import paths, records
 from hbpsych_utils.core.writes import write_json
+from hbpsych_utils.pipeline import graph, metrics
 
 SECRET_ENV_VARS = (
     "OPENAI_API_KEY",
@@ -104,9 +105,11 @@ def collect_artifacts(profile_dir: Path) -> dict[str, Any]:
     return merged
 
 
-def _metrics(profile_dir: Path, stage: str) -> dict[str, Any]:
-    path = profile_dir / stage / "metrics.json"
-    return records.read_json(path) if path.is_file() else {}
+def _metrics(profile_dir: Path, stage: str) -> Any:
+    """A stage's typed metrics, or ``None`` when it has none (or a failure record instead)."""
+    if not (profile_dir / stage / graph.METRICS).is_file():
+        return None
+    return metrics.read(profile_dir, stage)
 
 
 def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
@@ -114,21 +117,20 @@ def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
     subset hashes, models and decoding parameters sent, grader-template hash, error counts and
     the spend recorded in the run's LLM store (none of which can hold a key)."""
     facts: dict[str, Any] = {}
-    subset = _metrics(profile_dir, "05_subset")
-    if subset:
-        facts["subset_sha256"] = {k[len("sha256_"):]: v for k, v in subset.items()
-                                  if k.startswith("sha256_")}
-    gen = _metrics(profile_dir, "06_generation")
-    if gen.get("mode") == "live":
-        facts["generation"] = {k: gen.get(k) for k in (
-            "candidates", "n_conversations", "decoding_sent", "n_refused", "n_failed")}
-    grade = _metrics(profile_dir, "07_grading")
-    if grade.get("mode") == "live":
-        facts["grading"] = {k: grade.get(k) for k in (
+    subset = _metrics(profile_dir, graph.SUBSET)
+    if subset is not None:
+        facts["subset_sha256"] = subset.hashes()
+    gen = _metrics(profile_dir, graph.GENERATION)
+    if isinstance(gen, metrics.GenerationLiveMetrics):
+        facts["generation"] = gen.model_dump(mode="json", include={
+            "candidates", "n_conversations", "decoding_sent", "n_refused", "n_failed"})
+    grade = _metrics(profile_dir, graph.GRADING)
+    if isinstance(grade, metrics.GradingLiveMetrics):
+        facts["grading"] = grade.model_dump(mode="json", include={
             "judges", "temperature", "grader_template_sha256", "n_recovered", "n_reasked",
-            "n_excluded", "census")}
-    elif grade:
-        facts["grader_template_sha256"] = grade.get("grader_template_sha256")
+            "n_excluded", "census"})
+    elif grade is not None:
+        facts["grader_template_sha256"] = grade.grader_template_sha256
     store = profile_dir / "llm_store.sqlite"
     if store.is_file():
         from hbpsych_utils.llm.store import Store

@@ -65,11 +65,13 @@ class RunInterrupted(KeyboardInterrupt):
 
 @dataclass(frozen=True)
 class Step:
-    """One stage of the plan: whether it runs, and why."""
+    """One stage of the plan: whether it runs, and why; ``current`` whether its outputs are
+    already current (a stage neither run nor current is left as it is, and says why)."""
 
     stage: str
     run: bool
     reason: str
+    current: bool = False
 
 
 def default_command(profile: str, outputs_root: Path | None, only: list[str] | None,
@@ -120,20 +122,24 @@ def plan(profile: Profile, run_dir: Path, expected: Mapping[str, Inputs], *,
                        and not state.self_state(run_dir, u, expected[u])[0]]
             if blocked:
                 run, reason = False, (f"not current ({why}); left as is: its upstream "
-                                      f"{', '.join(blocked)} is not current and not selected "
-                                      "by --only")
+                                      f"{_names(blocked)} not current and not selected by "
+                                      "--only")
         if run and only and name in named:
             stale = [u for u in graph.spec(name).upstream(profile) if u not in running
                      and not state.self_state(run_dir, u, expected[u])[0]]
             if stale:
                 raise ProfileError(
-                    f"--only {name}: its upstream {', '.join(stale)} "
-                    f"{'is' if len(stale) == 1 else 'are'} not current, so {name} would read "
-                    f"stale inputs; add {' '.join(stale)} to --only, or run without --only")
+                    f"--only {name}: its upstream {_names(stale)} not current, so {name} would "
+                    f"read stale inputs; add {' '.join(stale)} to --only, or run without --only")
         if run:
             running.add(name)
-        steps.append(Step(name, run, reason))
+        steps.append(Step(name, run, reason, current))
     return steps
+
+
+def _names(stages: list[str]) -> str:
+    """``a is`` / ``a, b are`` (the stages named in a sentence, with its verb)."""
+    return f"{', '.join(stages)} {'is' if len(stages) == 1 else 'are'}"
 
 
 def run_profile(
@@ -248,7 +254,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         echo("  keys of the profile that no stage reads under its modes:\n"
              + "\n".join(f"    {line}" for line in unread))
     for s in steps:
-        if not s.run:
+        if not s.run and s.current:
             result.up_to_date.append(s.stage)
         echo(f"  {s.stage}: " + (f"runs ({s.reason})" if s.run else s.reason))
     with execute.RunWatch() as watch:
@@ -315,8 +321,10 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         _build_book(out, echo)
     except KeyboardInterrupt:
         raise RunInterrupted(profile.name, out, None, "the book (every notebook ran)") from None
+    left = len(steps) - len(to_run) - len(result.up_to_date)
     echo(f"profile {profile.name!r}: {len(to_run)} notebook(s) ran, "
-         f"{len(result.up_to_date)} up to date; outputs in {out}")
+         f"{len(result.up_to_date)} up to date" + (f", {left} left not current" if left else "")
+         + f"; outputs in {out}")
     return result
 
 
