@@ -407,7 +407,11 @@ def _describe(path: Path, exc: ValidationError, where: str) -> str:
     lines = [f"profile {path.stem!r} {where} is invalid:"]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden":
+        if err["type"] == "extra_forbidden" and err["loc"][-1] == "mode" and len(
+                err["loc"]) == 2:
+            lines.append(f"  - {key}: the evaluation stages share one mode: set "
+                         "evaluation_mode (paper or live) at the top of the profile instead")
+        elif err["type"] == "extra_forbidden":
             model = _model_at(err["loc"][:-1])
             allowed = ", ".join(model.model_fields) if model else "?"
             lines.append(f"  - {key}: unknown key (expected one of: {allowed})")

@@ -1,0 +1,122 @@
+"""The declared stage graph: complete, ordered, and what it says about tweaks and modes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hbpsych_utils.core import config
+from hbpsych_utils.core.config import Profile, Section
+from hbpsych_utils.pipeline import graph
+
+DEFAULT = config.load_profile("default")
+SMOKE = config.load_profile("smoke")
+
+
+def test_every_profile_key_is_read_by_a_stage() -> None:
+    """Each field of each stage's section, and each top-level input, is declared read by some
+    stage (so no value of a profile can silently do nothing in every mode)."""
+    declared = {k for s in graph.SPECS.values() for r in s.reads for k in r.keys}
+    for field, info in Profile.model_fields.items():
+        if field in graph.ALWAYS_ALLOWED:
+            continue
+        model = info.annotation
+        if isinstance(model, type) and issubclass(model, Section):
+            missing = {f"{field}.{f}" for f in model.model_fields} - declared
+            assert not missing, missing
+        else:
+            assert field in declared, field
+
+
+def test_declared_keys_exist_and_inputs_come_from_earlier_stages() -> None:
+    for name, spec in graph.SPECS.items():
+        for read in spec.reads:
+            for key in read.keys:
+                graph.value_at(DEFAULT, key)  # raises KeyError for a key the profile lacks
+        for i in spec.inputs:
+            assert graph.STAGES.index(i.stage) < graph.STAGES.index(name), (name, i.stage)
+
+
+def test_modes_resolve_from_the_profile() -> None:
+    assert {graph.stage_mode(DEFAULT, s) for s in graph.STAGES[5:]} == {"paper", "replay"}
+    assert graph.stage_mode(SMOKE, graph.HARNESS) == "live"
+    live = config.load_profile("live")  # the one mixed run: the released harness check
+    assert graph.stage_mode(live, graph.GRADING) == "live"
+    assert graph.stage_mode(live, graph.HARNESS) == "replay"
+    assert graph.stage_mode(DEFAULT, graph.SCREENING) == "replay"
+    assert graph.stage_mode(DEFAULT, graph.CORPUS) is None
+
+
+def test_upstream_follows_the_mode() -> None:
+    assert graph.spec(graph.SCORES).upstream(DEFAULT) == []
+    assert graph.spec(graph.SCORES).upstream(SMOKE) == [graph.SUBSET, graph.GRADING]
+    assert graph.dependents([graph.JUDGES], DEFAULT) == [graph.FIGURES]
+    assert graph.dependents([graph.CORPUS], DEFAULT) == [
+        graph.REVIEW_ROUND1, graph.RECALL, graph.SUBSET, graph.GENERATION, graph.REFUSALS,
+        graph.FIGURES]
+    assert graph.EXPLORER in graph.dependents([graph.CORPUS], SMOKE)
+
+
+def test_keys_read_depend_on_the_mode() -> None:
+    assert graph.keys_read(DEFAULT, graph.SCORES) == {
+        "evaluation_mode": "paper", "scores.subsets": ["v1", "hard"],
+        "scores.include_later": False}
+    live = graph.keys_read(SMOKE, graph.SCORES)
+    assert {"scores.n_resamples", "scores.top_k", "seed"} <= set(live)
+    assert "scores.include_later" not in live
+    # 06 prices the grading the profile configures, in either mode
+    assert "grading.judges" in graph.keys_read(DEFAULT, graph.GENERATION)
+
+
+def test_a_tweak_no_stage_reads_is_explained() -> None:
+    why = graph.unread_reason(DEFAULT, "scores.n_resamples")
+    assert why is not None and "08_scores" in why and "live mode" in why
+    assert "paper mode" in why and "point estimates" in why
+    assert graph.unread_reason(SMOKE, "scores.n_resamples") is None
+    assert graph.unread_reason(DEFAULT, "judges.subset") is None
+    assert graph.unread_reason(DEFAULT, "seed") is None  # 11's replay bootstrap is seeded
+    llm = graph.unread_reason(DEFAULT, "llm.limits.openai.rpm")
+    assert llm is not None and "calls a model" in llm and "06_generation paper" in llm
+    assert graph.unread_reason(DEFAULT, "llm.prompt_caching") is None  # 06's cost plan
+    later = graph.unread_reason(SMOKE, "scores.include_later")
+    assert later is not None and "released matrices" in later
+    local = config.load_profile("local")
+    assert "not among the profile's notebooks" in str(graph.unread_reason(local, "judges.subset"))
+    for key in ("description", "notebooks", "name"):
+        assert graph.unread_reason(DEFAULT, key) is None
+
+
+def test_file_keys_are_the_keys_the_yaml_sets() -> None:
+    assert graph.file_keys(DEFAULT) == ["name", "description", "seed", "corpus.allow_partial",
+                                        "corpus.invalid_records"]
+    assert "evaluation_mode" in graph.file_keys(SMOKE)
+
+
+def test_notebook_parameters_of_a_stage() -> None:
+    values = graph.notebook_parameters(SMOKE, graph.GENERATION, "/out")
+    assert values["mode"] == "live" and values["outputs_root"] == "/out"
+    assert values["judges"] is None  # grading.judges as the profile sets it: the study's panel
+    assert values["candidates"] == SMOKE.generation.candidates
+    assert "seed" not in values  # generation takes no seed
+    tweaked = config.load_profile("smoke", {"grading.judges": ["gpt-4.1-2025-04-14"]})
+    assert graph.notebook_parameters(tweaked, graph.GENERATION, "/o")["judges"] == [
+        "gpt-4.1-2025-04-14"]
+    assert graph.parameter_names(graph.EXPLORER) == ["profile", "outputs_root", "mode"]
+
+
+def test_an_old_per_section_mode_says_where_the_mode_went(tmp_path: Path) -> None:
+    path = tmp_path / "old.yaml"
+    path.write_text("grading:\n  mode: live\n")
+    with pytest.raises(config.ProfileError, match=r"grading\.mode: the evaluation stages share "
+                                                  "one mode: set evaluation_mode"):
+        config.load_profile(path)
+
+
+def test_undeclared_upstream_reads_are_refused(tmp_path: Path) -> None:
+    from hbpsych_utils.pipeline.stage import Stage, UndeclaredInput
+
+    stage = Stage("p", graph.JUDGES, tmp_path)
+    with pytest.raises(UndeclaredInput, match=r"09_judges read 06_generation/responses\.jsonl"):
+        stage.upstream(graph.GENERATION, graph.RESPONSES)
+    assert stage.upstream_optional(graph.GRADING, graph.SCORES_TABLE) is None  # declared
