@@ -120,3 +120,9 @@ def test_undeclared_upstream_reads_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UndeclaredInput, match=r"09_judges read 06_generation/responses\.jsonl"):
         stage.upstream(graph.GENERATION, graph.RESPONSES)
     assert stage.upstream_optional(graph.GRADING, graph.SCORES_TABLE) is None  # declared
+
+
+def test_the_docs_show_the_graph_as_the_code_declares_it() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "pipeline.md").read_text("utf-8")
+    shown = text.split("<!-- graph:start -->\n")[1].split("<!-- graph:end -->")[0]
+    assert shown == graph.describe_markdown()

@@ -496,3 +496,28 @@ def dependents(names: Iterable[str], profile: Profile) -> list[str]:
             reached.add(s)
             out.append(s)
     return out
+
+
+def describe_markdown() -> str:
+    """The graph as a Markdown table (``docs/pipeline.md`` holds it; a test keeps the two
+    equal): each stage, its modes, the stages it reads and when, the profile keys it reads."""
+    rows = ["| stage | modes | reads from | profile keys (when) |", "|---|---|---|---|"]
+    for name, s in SPECS.items():
+        inputs = "<br>".join(
+            f"{i.stage}: {', '.join(f'`{f}`' for f in i.files)}"
+            + ("" if i.when is ALWAYS else f" ({i.when.text})") for i in s.inputs) or "–"
+        keys = "<br>".join(
+            ", ".join(_shown_keys(r.keys)) + ("" if r.when is ALWAYS else f" ({r.when.text})")
+            for r in s.reads)
+        rows.append(f"| {name} | {', '.join(s.modes) or '–'} | {inputs} | {keys} |")
+    return "\n".join(rows) + "\n"
+
+
+def _shown_keys(keys: tuple[str, ...]) -> list[str]:
+    """Keys as the table shows them: the engine's call settings as one entry."""
+    if set(LLM_CALL_KEYS) <= set(keys):
+        rest = [k for k in keys if k not in LLM_CALL_KEYS and k != "llm.prompt_caching"]
+        engine = ("the engine's settings (`llm.*`)" if "llm.prompt_caching" in keys
+                  else "the engine's settings (`llm.*` but `prompt_caching`)")
+        return [f"`{k}`" for k in rest] + [engine]
+    return [f"`{k}`" for k in keys]

@@ -695,9 +695,56 @@ class BuildReport(BaseModel):
     seconds: float
 
 
-def render(profile_dir: Path, *, parallel: int = 0) -> BuildReport:
+BUILD_DIR = ".book-build"
+"""Sphinx's sources, environment and output between builds (inside the run folder), so a
+re-render after a tweak re-reads only the pages whose sources changed."""
+
+
+def _sync(new: Path, old: Path) -> None:
+    """Make folder ``old`` hold exactly ``new``'s files, rewriting only those whose bytes
+    differ (Sphinx decides what to re-read from their modification times)."""
+    old.mkdir(parents=True, exist_ok=True)
+    wanted = {p.relative_to(new) for p in new.rglob("*") if p.is_file()}
+    for rel in wanted:
+        src, dst = new / rel, old / rel
+        if not dst.is_file() or dst.read_bytes() != src.read_bytes():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+    for p in sorted(old.rglob("*"), reverse=True):
+        if p.is_file() and p.relative_to(old) not in wanted:
+            p.unlink()
+        elif p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+
+
+def _prune(html_dir: Path, app: Any) -> None:
+    """Drop what an earlier build left that this one no longer has: pages of removed
+    documents, images and downloads no page refers to."""
+    docs = set(app.env.found_docs)
+    for page in html_dir.glob("*.html"):
+        if page.stem not in docs and page.stem not in ("genindex", "search"):
+            page.unlink()
+    kept_downloads = {dest for _docs, dest in app.env.dlfiles.values()}
+    downloads = html_dir / "_downloads"
+    if downloads.is_dir():
+        for f in downloads.rglob("*"):
+            if f.is_file() and f.relative_to(downloads).as_posix() not in kept_downloads:
+                f.unlink()
+    kept_images = {dest for _docs, dest in app.env.images.values()}
+    images = html_dir / "_images"
+    if images.is_dir():
+        for f in images.iterdir():
+            if f.is_file() and f.name not in kept_images:
+                f.unlink()
+
+
+def render(profile_dir: Path, *, parallel: int = 0, fresh: bool = False) -> BuildReport:
     """Build ``<profile_dir>/book/`` and report Sphinx's warnings (``build_book`` is the
-    one-line entry point; tests use this to see the warnings)."""
+    one-line entry point; tests use this to see the warnings).
+
+    Sphinx keeps its environment in ``<profile_dir>/.book-build/`` between builds and re-reads
+    only the pages whose sources changed; ``fresh`` (or a failed build) starts it over. The
+    finished site replaces ``book/`` whole."""
     from sphinx.application import Sphinx
     from sphinx.util.docutils import docutils_namespace, patch_docutils
 
@@ -706,25 +753,36 @@ def render(profile_dir: Path, *, parallel: int = 0) -> BuildReport:
         raise BookError(f"{profile_dir}: no such run folder (run the profile first)")
     start = time.perf_counter()
     dest = profile_dir / BOOK_DIR
-    with tempfile.TemporaryDirectory(prefix=".book-", dir=profile_dir) as tmp:
-        work = Path(tmp)
-        banner = write_sources(profile_dir, work / "src")
+    work = profile_dir / BUILD_DIR
+    if fresh and work.exists():
+        shutil.rmtree(work)
+    warnings = io.StringIO()
+    try:
+        with tempfile.TemporaryDirectory(prefix=".book-src-", dir=profile_dir) as tmp:
+            banner = write_sources(profile_dir, Path(tmp))
+            _sync(Path(tmp), work / "src")
         title = f"HealthBench-Psych · {profile_dir.name}"
-        warnings = io.StringIO()
         # as sphinx-build does: docutils' global registries are restored after the build, so
         # a second book in the same process (tests, the runner) starts clean
         with patch_docutils(None), docutils_namespace():
             app = Sphinx(str(work / "src"), None, str(work / "html"), str(work / "doctrees"),
                          "html", confoverrides=sphinx_config(title, banner), status=None,
-                         warning=warnings, freshenv=True, parallel=parallel)
-            app.build(force_all=True)
+                         warning=warnings, freshenv=False, parallel=parallel)
+            app.build(force_all=False)
+            _prune(work / "html", app)
         if app.statuscode:
             raise BookError(f"the book of {profile_dir} failed to build:\n{warnings.getvalue()}")
-        (work / "html" / ".buildinfo").unlink(missing_ok=True)
-        shutil.rmtree(work / "html" / "_sources", ignore_errors=True)  # html_copy_source off
-        if dest.exists():
-            shutil.rmtree(dest)
-        (work / "html").rename(dest)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)  # the next build starts over
+        raise
+    staged = profile_dir / f".{BOOK_DIR}-new"
+    if staged.exists():
+        shutil.rmtree(staged)
+    shutil.copytree(work / "html", staged, ignore=shutil.ignore_patterns(
+        ".buildinfo", "_sources", ".doctrees"))
+    if dest.exists():
+        shutil.rmtree(dest)
+    staged.rename(dest)
     lines = [_ANSI.sub("", x) for x in warnings.getvalue().splitlines() if x.strip()]
     return BuildReport(index=dest / "index.html", warnings=lines,
                        seconds=round(time.perf_counter() - start, 2))
