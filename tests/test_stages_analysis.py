@@ -116,8 +116,8 @@ def test_09_findings_range_extremes_and_self_preference():
 
 def test_09_findings_name_the_subset_of_the_taus():
     hard = _judge_metrics({"A|B": 0.8}, {"A": 0.01, "B": -0.01}, subset_key="hard")
-    assert "On HealthBench-Psych-Hard v1, over 20 candidates" in " ".join(
-        s09_judges.findings(hard))
+    assert ("On HealthBench-Psych-Hard v1, over 20 candidates the two judges' rankings agree "
+            "with Kendall's tau 0.80.") in " ".join(s09_judges.findings(hard))
     undefined = _judge_metrics({"A|B": None}, {"A": 0.0, "B": 0.0})
     assert "undefined for every pair" in " ".join(s09_judges.findings(undefined))
     empty = JudgesMetrics(mode="live", subset="v2", kendall_tau={}, grand_mean=None,

@@ -247,7 +247,10 @@ def findings(m: JudgesMetrics) -> Findings:
     sev = m.severity
     taus = [t for t in m.kendall_tau.values() if t is not None]
     out = []
-    if taus:
+    if len(taus) == 1:
+        out.append(f"On {title}, over {m.n_candidates} candidates the two judges' rankings "
+                   f"agree with Kendall's tau {taus[0]:.2f}.")
+    elif taus:
         out.append(f"On {title}, over {m.n_candidates} candidates the judges' rankings agree "
                    f"with Kendall's tau between {min(taus):.2f} and {max(taus):.2f}.")
     elif m.kendall_tau:
