@@ -194,7 +194,8 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
     assert set(judged["severity"]) == set(judged["self_preference_raw"]) == set(two)
     figures = metrics(run, "12_figures_tables")
     assert "fig_heatmap_v1.png" in figures["files"] and "fig_judges_v1.svg" in figures["files"]
-    assert all((run / "12_figures_tables" / f).stat().st_size > 1_000 for f in figures["files"])
+    assert all((run / "12_figures_tables" / f).stat().st_size > 0 for f in figures["files"])
+    assert (run / "12_figures_tables" / "fig_heatmap_v1.png").stat().st_size > 10_000
     with open(run / "12_figures_tables" / "table1_v1.csv") as fh:
         header = next(csv.reader(fh))
     assert [c for c in header if c in study.JUDGE_PANEL] == two
