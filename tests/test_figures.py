@@ -14,7 +14,7 @@ from matplotlib.patches import Rectangle
 
 from hbpsych_utils import study
 from hbpsych_utils.core import sources
-from hbpsych_utils.evaluation import judges, scoring
+from hbpsych_utils.evaluation import judges, score_sources, scoring
 from hbpsych_utils.reporting import figures
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
@@ -233,7 +233,7 @@ def test_judge_stats_frame_needs_every_field():
 @needs_mirror
 @pytest.mark.parametrize("name, n", [("matrix_v1", 610), ("matrix_hard_v1", 119)])
 def test_figures_on_released_matrices(tmp_path: Path, name: str, n: int):
-    m = scoring.read_matrix(sources.fetch(name))
+    m = score_sources.read_matrix(sources.fetch(name))
     pj = scoring.paper_per_judge(m, include_later=True)
     table = scoring.paper_table(pj)
     subset = f"{name} (n = {n})"
@@ -258,7 +258,7 @@ def test_figures_on_released_matrices(tmp_path: Path, name: str, n: int):
 
 @needs_mirror
 def test_released_v1_ranking_hand_checked():
-    m = scoring.read_matrix(sources.fetch("matrix_v1"))
+    m = score_sources.read_matrix(sources.fetch("matrix_v1"))
     table = scoring.paper_table(scoring.paper_per_judge(m))
     fig = figures.panel_ranking(table, subset="HealthBench-Psych v1")
     labels = _ytick_labels(fig.axes[0])
@@ -267,3 +267,53 @@ def test_released_v1_ranking_hand_checked():
     assert labels[:2] == ["kimi-k2.6", "gpt-5.5"] and labels[-1] == "gpt-3.5-turbo"
     assert len(labels) == 20
     assert "0.627" in _texts(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# Smaller panels: the figures follow the judges used
+
+
+@pytest.mark.parametrize("used", [["J1", "J3"], ["J2"]], ids=["two", "one"])
+def test_heatmap_and_ranking_for_the_judges_used(used: list[str], tmp_path: Path):
+    per_judge = PER_JUDGE[used]  # a live run's table has only its judges' columns
+    fig = figures.judge_heatmap(per_judge, subset="toy subset", judges=used)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == used
+    assert ax.images[0].get_array().shape == (5, len(used))
+    boxes = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+    assert len(boxes) == len(used)  # each judge's own model, outlined
+    _check_saved(fig, tmp_path / "heatmap")
+    table = scoring.paper_table(per_judge, used)
+    fig = figures.panel_ranking(table, subset="toy subset", judge_models=used, later=())
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "judge model (also a candidate)" in legend
+    # a candidate that judges nothing here is a study candidate, not a judge model
+    markers = {c: line.get_marker() for c, line in zip(
+        _ytick_labels(fig.axes[0]), [c.lines[0] for c in fig.axes[0].containers], strict=True)}
+    assert {c for c, m in markers.items() if m == "D"} == set(used)
+
+
+def test_judge_bias_with_two_judges():
+    metrics = judges.judge_metrics(PER_JUDGE.loc[["J1", "J2", "J3", "X"], ["J1", "J3"]],
+                                   ["J1", "J3"], own=OWN)
+    fig = figures.judge_bias(metrics, subset="toy subset")
+    ax_s, ax_p = fig.axes
+    assert _ytick_labels(ax_s) == ["J1", "J3"]
+    assert [t.get_text() for t in ax_s.texts] == ["-0.050", "+0.050"]
+    assert [t.get_text() for t in ax_p.texts] == ["+0.100", "+0.300", "+0.200", "+0.200"]
+    assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == [
+        "raw", "severity-corrected"]
+
+
+def test_judge_bias_with_one_judge_says_why_there_is_no_self_preference(tmp_path: Path):
+    metrics = judges.judge_metrics(PER_JUDGE.loc[["J1", "J2", "J3", "X"], ["J2"]], ["J2"],
+                                   own=OWN)
+    fig = figures.judge_bias(metrics, subset="toy subset")
+    ax_s, _ = fig.axes
+    assert _ytick_labels(ax_s) == ["J2"]
+    texts = _texts(fig)
+    assert "no other judge to compare with" in texts
+    assert "own model not a candidate" not in texts
+    assert "a single judge" in fig._suptitle.get_text()
+    assert not fig.legends  # no marker drawn, so no legend
+    _check_saved(fig, tmp_path / "bias_one")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hbpsych_utils import study
-from hbpsych_utils.evaluation import judges, scoring
+from hbpsych_utils.evaluation import judges, score_sources, scoring
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -107,7 +107,7 @@ def test_bootstrap_estimates_match_point_statistics():
 def test_paper_mode_v1_by_hand():
     from hbpsych_utils.core import sources
 
-    m = scoring.read_matrix(sources.fetch("matrix_v1"))
+    m = score_sources.read_matrix(sources.fetch("matrix_v1"))
     for judge in study.JUDGE_PANEL:  # every judge model is also a candidate
         assert judge in set(m["candidate"])
     met = judges.paper_judge_metrics(m, source="matrix_v1")
@@ -130,3 +130,61 @@ def test_paper_mode_v1_by_hand():
     pj = scoring.paper_per_judge(m)
     assert judges.grand_mean(pj) == pytest.approx(met["grand_mean"])
     assert not set(study.LATER_CANDIDATES) & set(pj.index)
+
+
+# --------------------------------------------------------------------------------------------
+# Smaller panels: two judges, one judge
+
+
+def test_two_judges_by_hand():
+    two = ["J1", "J3"]
+    taus = judges.kendall_taus(TABLE, two)
+    assert list(taus) == ["J1|J3"] and taus["J1|J3"] == pytest.approx(4 / 6)
+    # column sums 1.6 and 2.0 over 4 candidates: grand mean 3.6 / 8
+    sev = judges.severity(TABLE, two)
+    assert sev == {"J1": pytest.approx(0.4 - 0.45), "J3": pytest.approx(0.5 - 0.45)}
+    # the other judges' mean is the one other judge: J1 0.6 - 0.5, J3 0.8 - 0.5
+    raw = judges.self_preference(TABLE, two, own=OWN)
+    assert raw == {"J1": pytest.approx(0.1), "J3": pytest.approx(0.3)}
+    # corrected: raw - own severity + the other's: 0.1 + 0.05 + 0.05, 0.3 - 0.05 - 0.05
+    cor = judges.self_preference(TABLE, two, own=OWN, corrected=True)
+    assert cor == {"J1": pytest.approx(0.2), "J3": pytest.approx(0.2)}
+    out = judges.bootstrap_judge_stats(_per_conversation(TABLE[two], 5), judges=two, own=OWN,
+                                       n_resamples=50, seed=0)
+    assert len(out) == 6 and set(out["judge"]) == set(two)
+
+
+def test_one_judge_has_no_pair_and_no_self_preference():
+    one = ["J2"]
+    m = judges.judge_metrics(TABLE, one, own=OWN)
+    assert m["kendall_tau"] == {} and m["severity"] == {"J2": 0.0}
+    assert m["self_preference_raw"] == {} and m["self_preference_corrected"] == {}
+    assert m["grand_mean"] == pytest.approx(1.6 / 4) and m["n_candidates"] == 4
+    out = judges.bootstrap_judge_stats(_per_conversation(TABLE[one], 5), judges=one, own=OWN,
+                                       n_resamples=50, seed=0)
+    assert out["stat"].tolist() == ["severity"] and out["estimate"].tolist() == [0.0]
+    assert not out[["estimate", "low", "high"]].isna().any(axis=None)
+
+
+def test_undefined_tau_is_none_not_nan():
+    flat = TABLE.assign(J2=0.5)  # J2 gives every candidate the same score
+    taus = judges.kendall_taus(flat, J)
+    assert taus["J1|J2"] is None and taus["J2|J3"] is None
+    assert taus["J1|J3"] == pytest.approx(4 / 6)
+
+
+def test_judge_stats_from_typed_metrics():
+    from hbpsych_utils.pipeline.metrics import IntervalRow, JudgesMetrics
+
+    point = JudgesMetrics(mode="paper", subset="v1", kendall_tau={"J1|J2": 0.5},
+                          grand_mean=0.4, severity={"J1": -0.1, "J2": 0.1},
+                          self_preference_raw={"J1": 0.05},
+                          self_preference_corrected={"J1": 0.15}, n_candidates=4)
+    stats = judges.judge_stats(point)
+    assert isinstance(stats, dict) and stats["n_candidates"] == 4
+    row = IntervalRow(stat="severity", judge="J1", estimate=-0.1, low=-0.2, high=0.0,
+                      n_resamples=10)
+    live = point.model_copy(update={"mode": "live", "intervals": [row]})
+    table = judges.judge_stats(live)
+    assert isinstance(table, pd.DataFrame)
+    assert table.to_dict(orient="records") == [row.model_dump()]

@@ -171,3 +171,39 @@ def test_live_harness_check_at_reference_settings(run: Path) -> None:
     assert m["n_scored"] == len(scores) == n
     assert m["clipped_mean"] == pytest.approx(min(1, max(0, sum(scores) / len(scores))), abs=1e-12)
     assert m["n_common_with_released"] == m["n_scored"]  # every Hard id has a released score
+
+
+@pytest.mark.slow
+def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path) -> None:
+    """`--set 'grading.judges=[...]'` with two judges: every chapter runs, 09 measures one pair,
+    and 12's Table 1 and heatmap have a column per judge used, no more."""
+    from conftest import FAKE_KEYS, _environ
+
+    from hbpsych_utils import study
+    from hbpsych_utils.stages import s12_figures_tables
+
+    two = [study.JUDGE_PANEL[0], study.JUDGE_PANEL[2]]
+    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
+        result = runner.run_profile("smoke", outputs_root=tmp_path,
+                                    overrides={"grading.judges": two}, echo=print)
+    assert result.ok, result.notebooks
+    run = tmp_path / "smoke"
+    assert metrics(run, "07_grading")["judges"] == two
+    judged = metrics(run, "09_judges")
+    assert list(judged["kendall_tau"]) == ["|".join(two)]
+    assert set(judged["severity"]) == set(judged["self_preference_raw"]) == set(two)
+    figures = metrics(run, "12_figures_tables")
+    assert "fig_heatmap_v1.png" in figures["files"] and "fig_judges_v1.svg" in figures["files"]
+    assert all((run / "12_figures_tables" / f).stat().st_size > 0 for f in figures["files"])
+    assert (run / "12_figures_tables" / "fig_heatmap_v1.png").stat().st_size > 10_000
+    with open(run / "12_figures_tables" / "table1_v1.csv") as fh:
+        header = next(csv.reader(fh))
+    assert [c for c in header if c in study.JUDGE_PANEL] == two
+    # the heatmap, drawn again from the same files: one column per judge used
+    stage = s12_figures_tables.start({"profile": "smoke", "outputs_root": tmp_path,
+                                      "mode": "live", "publish": False})
+    panels = s12_figures_tables.ranking_and_heatmaps(s12_figures_tables.table1(stage))
+    heatmap = panels.figures["fig_heatmap_v1"].axes[0]
+    assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
+                                                                  for j in two]
+    assert heatmap.images[0].get_array().shape[1] == 2

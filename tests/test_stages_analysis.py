@@ -13,14 +13,19 @@ import pytest
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset
-from hbpsych_utils.core.config import (
-    FiguresTablesParams,
-    JudgesParams,
-    RefusalsParams,
-    ScoresParams,
+from hbpsych_utils.evaluation import generation, refusals, score_sources, scoring
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import (
+    FiguresTablesMetrics,
+    JudgesMetrics,
+    PairedDifferenceRow,
+    RefusalsMetrics,
+    ScoresMetrics,
+    SensitivityRow,
+    SubsetScores,
 )
-from hbpsych_utils.evaluation import generation, refusals, scoring
 from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.reporting.display import Note
 from hbpsych_utils.stages import (
     s08_scores,
     s09_judges,
@@ -28,23 +33,31 @@ from hbpsych_utils.stages import (
     s12_figures_tables,
     s13_explorer,
 )
-from hbpsych_utils.stages.base import ProfileRun
 
 JUDGES = list(study.JUDGE_PANEL)
 CANDIDATES = [*study.JUDGE_PANEL, "cand-x"]
 IDS = [f"p{i:02d}" for i in range(12)]
 V1, HARD = IDS[:10], IDS[:4]
 REFUSED = ("cand-x", "p02")
+PROFILE = "synthetic"
 
 
 # ---------------------------------------------------------------------------- 08 findings
 
 
-def _scores_metrics(panel: dict[str, float], **extra) -> dict:
+def _subset_scores(panel: dict[str, float]) -> SubsetScores:
     ranking = sorted(panel, key=lambda c: (-panel[c], c))
-    sub = {"panel_mean": panel, "ranking": ranking}
-    return {"mode": "paper", "subset": "v1", **sub, "point_estimates_only": True,
-            "by_subset": {"v1": sub, "hard": {"ranking": ["c", "b", "a"]}}, **extra}
+    return SubsetScores(panel_mean=panel, ranking=ranking, per_judge={},
+                        point_estimates_only=True)
+
+
+def _scores_metrics(panel: dict[str, float], **extra) -> ScoresMetrics:
+    sub = _subset_scores(panel)
+    hard = _subset_scores({"c": 0.5, "b": 0.4, "a": 0.3})
+    top = {"panel_mean": sub.panel_mean, "ranking": sub.ranking, "per_judge": {},
+           "point_estimates_only": True}
+    return ScoresMetrics(mode="paper", include_later=False, subset="v1",
+                         **{**top, **extra}, by_subset={"v1": sub, "hard": hard})
 
 
 def test_08_close_top_is_said_only_when_within_close_scores():
@@ -61,9 +74,13 @@ def test_08_close_top_is_said_only_when_within_close_scores():
     assert "close" in " ".join(s08_scores.findings(far, close=0.05))
 
 
+def _pair(a: str, b: str, p_holm: float) -> PairedDifferenceRow:
+    return PairedDifferenceRow(a=a, b=b, difference=0.1, ci_low=0.0, ci_high=0.2, p_value=p_holm,
+                               n=30, p_holm=p_holm)
+
+
 def test_08_holm_count_uses_alpha():
-    pairs = [{"a": "a", "b": "b", "p_holm": 0.01}, {"a": "a", "b": "c", "p_holm": 0.04},
-             {"a": "b", "b": "c", "p_holm": 0.5}]
+    pairs = [_pair("a", "b", 0.01), _pair("a", "c", 0.04), _pair("b", "c", 0.5)]
     m = _scores_metrics({"a": 0.6, "b": 0.5, "c": 0.4}, point_estimates_only=False,
                         paired_differences=pairs, ci_low={"a": 0.55}, ci_high={"a": 0.65},
                         n_panel={"a": 30})
@@ -76,10 +93,10 @@ def test_08_holm_count_uses_alpha():
 # ---------------------------------------------------------------------------- 09 findings
 
 
-def _judge_metrics(taus, severity, raw=None, cor=None, subset_key="v1") -> dict:
-    return {"subset": subset_key, "kendall_tau": taus, "severity": severity,
-            "grand_mean": 0.5, "n_candidates": 20,
-            "self_preference_raw": raw or {}, "self_preference_corrected": cor or {}}
+def _judge_metrics(taus, severity, raw=None, cor=None, subset_key="v1") -> JudgesMetrics:
+    return JudgesMetrics(mode="paper", subset=subset_key, kendall_tau=taus, severity=severity,
+                         grand_mean=0.5, n_candidates=20, self_preference_raw=raw or {},
+                         self_preference_corrected=cor or {})
 
 
 def test_09_findings_range_extremes_and_self_preference():
@@ -94,22 +111,52 @@ def test_09_findings_range_extremes_and_self_preference():
     assert "self-preference is undefined" in " ".join(s09_judges.findings(none))
     single = " ".join(s09_judges.findings(_judge_metrics({}, {"A": 0.0})))
     assert "single judge" in single and "lenient" not in single
+    assert "self-preference is undefined" in single
+
+
+def test_09_findings_name_the_subset_of_the_taus():
+    hard = _judge_metrics({"A|B": 0.8}, {"A": 0.01, "B": -0.01}, subset_key="hard")
+    assert ("On HealthBench-Psych-Hard v1, over 20 candidates the two judges' rankings agree "
+            "with Kendall's tau 0.80.") in " ".join(s09_judges.findings(hard))
+    undefined = _judge_metrics({"A|B": None}, {"A": 0.0, "B": 0.0})
+    assert "undefined for every pair" in " ".join(s09_judges.findings(undefined))
+    empty = JudgesMetrics(mode="live", subset="v2", kendall_tau={}, grand_mean=None,
+                          severity={}, self_preference_raw={}, self_preference_corrected={},
+                          n_candidates=0)
+    assert s09_judges.findings(empty).sentences == [
+        "This run graded no conversation of HealthBench-Psych v2, so there is nothing to say "
+        "about the judges on it."]
 
 
 # ---------------------------------------------------------------------------- 10 findings
 
 
+def _refusals_metrics(mode="paper", subset_key="v1", counts=None, replaced=0,
+                      sensitivity=None) -> RefusalsMetrics:
+    extra = {} if sensitivity is None else {"sensitivity": [
+        SensitivityRow(candidate=c, n_refused=0, n_primary=10, mean_primary=0.5, n_excluded=10,
+                       mean_excluded=0.5 + d, delta=d) for c, d in sensitivity.items()]}
+    return RefusalsMetrics(mode=mode, subset=subset_key, refusals=counts or {},
+                           refused_conversations={}, n_replaced_transient=replaced, **extra)
+
+
 def test_10_findings_refusals_and_sensitivity():
-    m = {"subset": "v1", "refusals": {"a": 2, "b": 0}, "n_replaced_transient": 1}
+    m = _refusals_metrics(counts={"a": 2, "b": 0}, replaced=1)
     text = " ".join(s10_refusals.findings(m))
     assert text.startswith("On v1, **a** refused 2 conversation(s).")
     assert "1 empty reply(ies) were transport failures" in text
-    m["sensitivity"] = [{"candidate": "a", "delta": -0.01}, {"candidate": "b", "delta": 0.0}]
+    m = _refusals_metrics(mode="live", counts={"a": 2, "b": 0},
+                          sensitivity={"a": -0.01, "b": 0.0})
     text = " ".join(s10_refusals.findings(m))
     assert "moves the panel score by a: -0.0100." in text and "transport" not in text
-    nobody = {"subset": "hard", "refusals": {"a": 0}, "n_replaced_transient": 0,
-              "sensitivity": [{"candidate": "a", "delta": 0.0}]}
-    assert s10_refusals.findings(nobody) == ["No model refused a hard conversation."]
+    nobody = _refusals_metrics(mode="live", subset_key="hard", counts={"a": 0},
+                               sensitivity={"a": 0.0})
+    assert list(s10_refusals.findings(nobody)) == ["No model refused a hard conversation."]
+    # live, but nothing of the subset graded, or nothing generated
+    ungraded = _refusals_metrics(mode="live", subset_key="v2", counts={"a": 0})
+    assert "graded no v2 conversation" in " ".join(s10_refusals.findings(ungraded))
+    empty = _refusals_metrics(mode="live", subset_key="v2")
+    assert "no reply to a v2 conversation" in " ".join(s10_refusals.findings(empty))
 
 
 # ---------------------------------------------------------------------------- 12 findings
@@ -137,28 +184,48 @@ def test_12_order_and_level_claims_follow_thresholds(taus, severity, order, leve
         assert f"lowest pairwise Kendall tau is {min(taus):.2f}" in text
 
 
+def test_12_agreement_with_two_judges_and_undefined_taus():
+    two = _judge_metrics({"A|B": 0.95}, {"A": -0.1, "B": 0.1})
+    text = s12_figures_tables.judge_agreement(two)
+    assert text.startswith("the judges agree on the order (Kendall tau 0.95, at least 0.9)")
+    assert "pairwise" not in text
+    low = s12_figures_tables.judge_agreement(_judge_metrics({"A|B": 0.5}, {"A": 0.0, "B": 0.0}))
+    assert "do not agree on the order (Kendall tau 0.50, below 0.9)" in low
+    undefined = _judge_metrics({"A|B": None, "A|C": None, "B|C": None},
+                               {"A": 0.0, "B": 0.0, "C": 0.0})
+    assert "undefined" in s12_figures_tables.judge_agreement(undefined)
+
+
+def _figures_metrics(published: bool) -> FiguresTablesMetrics:
+    return FiguresTablesMetrics(mode="paper", files=["a.png", "a.svg", "t.csv"], n_files=3,
+                                published_to_figures=published)
+
+
 def test_12_findings_name_top_files_and_publication():
-    judged = _judge_metrics({"A|B": 0.95}, {"A": -0.1, "B": 0.1})
-    metrics = {"files": ["a.png", "a.svg", "t.csv"], "n_files": 3, "published_to_figures": True}
-    out = s12_figures_tables.findings(metrics, judges=judged, top=["x", "y", "z"],
-                                      subset_title=study.SUBSET_TITLES["v1"], intervals=False)
+    judged = _judge_metrics({"A|B": 0.95, "A|C": 0.95, "B|C": 0.95},
+                            {"A": -0.1, "B": 0.1, "C": 0.0})
+    out = list(s12_figures_tables.findings(_figures_metrics(True), judges=judged,
+                                           top=["x", "y", "z"], subset="v1", intervals=False))
     text = " ".join(out)
     assert text.startswith("3 files written (.csv, .png, .svg).")
-    assert "puts x, y, z on top (point estimates); the judges agree on the order" in text
+    # the subset of the judge figure is named, even when it is the ranking's
+    assert (f"puts x, y, z on top (point estimates); on {study.SUBSET_TITLES['v1']} the judges "
+            "agree on the order") in text
     assert "but they differ in level" in text and out[-1] == "Copies are in `figures/`."
-    metrics["published_to_figures"] = False
-    out = s12_figures_tables.findings(metrics, judges=judged, top=["x"], intervals=True,
-                                      subset_title=study.SUBSET_TITLES["hard"])
+    out = list(s12_figures_tables.findings(_figures_metrics(False), judges=judged, top=["x"],
+                                           subset="hard", intervals=True))
     assert "figures/" not in " ".join(out)
+    assert out[1].startswith(f"On {study.SUBSET_TITLES['hard']} the panel puts x on top")
     assert f"(with 95% intervals in the ranking figure); on {study.SUBSET_TITLES['v1']} " in out[1]
     single = _judge_metrics({}, {"A": 0.0})
     assert "single judge" in s12_figures_tables.judge_agreement(single)
+    none = list(s12_figures_tables.findings(_figures_metrics(False), judges=judged, top=[],
+                                            subset=None, intervals=False))
+    assert "no ranking" in none[1]
 
 
 def test_13_findings():
-    assert "nothing to explore" in s13_explorer.findings(None)[0]
-    assert s13_explorer.findings({"n_conversations": 5, "n_disputed": 2}) == [
-        "2 of 5 conversation(s) have at least one criterion on which the judges disagree."]
+    assert "nothing to explore" in str(s13_explorer.findings(s13_explorer.Grades(None)))
 
 
 # ---------------------------------------------------------------------------- readers
@@ -168,12 +235,12 @@ def test_read_scores_keeps_ids_as_text_and_empty_scores_as_nan(tmp_path):
     p = tmp_path / "scores.csv"
     p.write_text("judge,candidate,prompt_id,score,status\nj,NA,007,0.5,scored\n"
                  "j,NA,008,,excluded_verdict\n", encoding="utf-8")
-    s = scoring.read_scores(p)
+    s = score_sources.read_scores(p)
     assert s["prompt_id"].tolist() == ["007", "008"] and s["candidate"].tolist() == ["NA", "NA"]
     assert s["score"].iloc[0] == 0.5 and np.isnan(s["score"].iloc[1])
     p.write_text("judge,candidate,score\nj,a,0.5\n", encoding="utf-8")
     with pytest.raises(scoring.ScoringError, match="prompt_id"):
-        scoring.read_scores(p)
+        score_sources.read_scores(p)
 
 
 def test_error_log_fields_are_validated(tmp_path):
@@ -188,19 +255,19 @@ def test_matrix_lines_are_validated(tmp_path):
     p = tmp_path / "m.csv"
     p.write_text("candidate,judge,clipped_mean_score,n_prompts\n ,j,0.5,3\n", encoding="utf-8")
     with pytest.raises(scoring.ScoringError, match=r"m\.csv:2: field 'candidate'"):
-        scoring.read_matrix(p)
+        score_sources.read_matrix(p)
     p.write_text("candidate,judge,clipped_mean_score,n_prompts\nA,j,0.5,three\n",
                  encoding="utf-8")
     with pytest.raises(scoring.ScoringError, match=r"m\.csv:2: field 'n_prompts'"):
-        scoring.read_matrix(p)
+        score_sources.read_matrix(p)
 
 
 # ---------------------------------------------------------------------------- sources
 
 
 def test_paper_source_is_the_released_matrix(tmp_path, mirror):
-    stage = Stage("p", "08_scores", tmp_path)
-    source = scoring.evaluation_source(stage, "v1", mode="paper")
+    stage = Stage("p", graph.SCORES, tmp_path)
+    source = score_sources.evaluation_source(stage, "v1", mode="paper")
     assert source is not None and not source.intervals and source.scores is None
     from hbpsych_utils.core import sources
 
@@ -217,35 +284,53 @@ def test_paper_source_is_the_released_matrix(tmp_path, mirror):
     assert "matrix_v1" in json.loads(stage.path("stage.json").read_text())["artifacts"]
 
 
-def _synthetic_run(root: Path) -> ProfileRun:
-    """A graded run in miniature: 05's subsets and categories, 06's responses, 07's scores."""
-    run = ProfileRun(profile="synthetic", outputs_root=root, seed=3)
-    s05 = run.stage("05_subset")
+def _grading_metrics(judges: list[str]) -> dict:
+    """07's live metrics as the typed model requires them (only ``judges`` matters here)."""
+    census = {"criteria": 1, "verdicts": 1, "recovered": 0, "reasked": 0, "excluded": 0,
+              "call_failed": 0}
+    spend = {"spend_usd": 0.0, "input_tokens": 0, "cache_read_tokens": 0,
+             "cache_write_tokens": 0}
+    return {"mode": "live", "judges": judges, "temperature": 0.0, "response_schema": False,
+            "grader_template_sha256": "0" * 64, "n_criteria_graded": 1, "n_recovered": 0,
+            "n_reasked": 0, "n_excluded": 0, "n_replies_not_graded": 0, "n_scores": 1,
+            "n_unscored": 0, "calls_by_attempt": {}, "census": dict.fromkeys(judges, census),
+            "ledger_cost_usd": 0.0, "prompt_caching": False, **spend,
+            "spend_by_judge": dict.fromkeys(judges, spend)}
+
+
+def _synthetic_run(root: Path, judges: list[str] = JUDGES) -> Path:
+    """A graded run in miniature: 05's subsets and categories, 06's responses, 07's scores and
+    metrics (the judges given), written where each stage writes. Returns the run folder."""
+    s05 = Stage(PROFILE, graph.SUBSET, root)
     subset.write_all(s05, {k: subset.subset_record(f"s-{k}", ids)
                            for k, ids in (("v1", V1), ("v2", V1), ("hard", HARD))})
     pd.DataFrame({"prompt_id": IDS, "category": ["crisis", "anxiety"] * 6}).to_csv(
-        s05.path("categories_v1.csv"), index=False)
+        s05.path(graph.CATEGORIES_V1), index=False)
     rows = [{"model": c, "prompt_id": p, "status": "ok",
              "text": "" if (c, p) == REFUSED else "a reply", "stop_reason":
              "refusal" if (c, p) == REFUSED else "stop", "refusal": (c, p) == REFUSED,
              "input_tokens": 1, "output_tokens": 1, "cost": 0.0, "cached": False,
              "config": "{}"} for c in CANDIDATES for p in IDS]
-    generation.write_responses(pd.DataFrame(rows), run.stage("06_generation").path(
-        "responses.jsonl"))
+    generation.write_responses(pd.DataFrame(rows),
+                               Stage(PROFILE, graph.GENERATION, root).path(graph.RESPONSES))
     rng = np.random.default_rng(1)
     scores = pd.DataFrame([{"judge": j, "candidate": c, "prompt_id": p,
                             "score": round(float(rng.uniform(-0.2, 1.0)), 4), "status": "scored"}
                            for j in JUDGES for c in CANDIDATES for p in IDS[:11]])
-    s07 = run.stage("07_grading")
-    s07.write_table(scores, "scores.csv")
-    s07.write_json("metrics.json", {"mode": "live", "judges": JUDGES})
-    return run
+    s07 = Stage(PROFILE, graph.GRADING, root)
+    s07.write_table(scores[scores["judge"].isin(judges)], graph.SCORES_TABLE)
+    s07.write_json(graph.METRICS, _grading_metrics(judges))
+    return root / PROFILE
+
+
+def _params(tmp_path: Path, **values) -> dict:
+    return {"profile": PROFILE, "outputs_root": tmp_path, "mode": "live", "seed": 3, **values}
 
 
 def test_live_source_restricts_to_the_subset(tmp_path):
-    run = _synthetic_run(tmp_path)
-    stage = run.stage("08_scores")
-    source = scoring.evaluation_source(stage, "hard", mode="live")
+    _synthetic_run(tmp_path)
+    stage = Stage(PROFILE, graph.SCORES, tmp_path)
+    source = score_sources.evaluation_source(stage, "hard", mode="live")
     assert source is not None and source.intervals and source.judges == JUDGES
     assert sorted(source.scores["prompt_id"].unique()) == HARD
     assert source.n.to_dict() == dict.fromkeys(CANDIDATES, len(HARD))
@@ -254,49 +339,120 @@ def test_live_source_restricts_to_the_subset(tmp_path):
     with pytest.raises(scoring.ScoringError, match="n_resamples"):
         source.table1(n_resamples=None, seed=0)
     # a subset none of whose conversations was graded has no source
-    subset.write_all(run.stage("05_subset"), {"v2": subset.subset_record("s-v2", IDS[11:])})
-    assert scoring.evaluation_source(stage, "v2", mode="live") is None
+    subset.write_all(Stage(PROFILE, graph.SUBSET, tmp_path),
+                     {"v2": subset.subset_record("s-v2", IDS[11:])})
+    assert score_sources.evaluation_source(stage, "v2", mode="live") is None
 
 
 def test_stages_run_on_a_graded_run(tmp_path):
-    run = _synthetic_run(tmp_path)
-    r08 = s08_scores.run(run, ScoresParams(mode="live", n_resamples=20, top_k=3))
-    assert r08.metrics["subset"] == "v1" and r08.metrics["n_resamples"] == 20
-    assert len(r08.metrics["paired_differences"]) == 3
-    r09 = s09_judges.run(run, JudgesParams(mode="live", n_resamples=20))
-    assert set(r09.metrics["self_preference_raw"]) == set(JUDGES)
-    assert (tmp_path / "synthetic" / "09_judges" / "judge_intervals.csv").is_file()
-    r10 = s10_refusals.run(run, RefusalsParams(mode="live"))
-    assert r10.metrics["refusals"] == {**dict.fromkeys(CANDIDATES, 0), "cand-x": 1}
-    assert r10.metrics["refused_conversations"] == {"cand-x": ["p02"]}
-    assert {r["candidate"]: r["n_excluded"] for r in r10.metrics["sensitivity"]}["cand-x"] == 9
-    r12 = s12_figures_tables.run(run, FiguresTablesParams(mode="live", publish=False))
-    out = tmp_path / "synthetic"
-    assert r12.metrics["n_files"] == len(r12.metrics["files"]) == 18
-    assert all((out / "12_figures_tables" / f).is_file() for f in r12.metrics["files"])
+    out = _synthetic_run(tmp_path)
+    m08 = s08_scores.run(s08_scores.start(_params(tmp_path, n_resamples=20, top_k=3)))
+    assert m08.subset == "v1" and m08.n_resamples == 20
+    assert m08.paired_differences is not None and len(m08.paired_differences) == 3
+    m09 = s09_judges.run(s09_judges.start(_params(tmp_path, n_resamples=20)))
+    assert set(m09.self_preference_raw) == set(JUDGES) and m09.intervals
+    assert (out / graph.JUDGES / s09_judges.INTERVALS).is_file()
+    m10 = s10_refusals.run(s10_refusals.start(_params(tmp_path)))
+    assert m10.refusals == {**dict.fromkeys(CANDIDATES, 0), "cand-x": 1}
+    assert m10.refused_conversations == {"cand-x": ["p02"]}
+    assert m10.sensitivity is not None
+    assert {r.candidate: r.n_excluded for r in m10.sensitivity}["cand-x"] == 9
+    run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
+    m12 = s12_figures_tables.run(run12)
+    assert m12.n_files == len(m12.files) == 18
+    assert all((out / graph.FIGURES / f).is_file() for f in m12.files)
     # one source for Table 1: 12's numbers are 08's
-    t08 = pd.read_csv(out / "08_scores" / "table1_v1.csv", index_col="candidate")
-    t12 = pd.read_csv(out / "12_figures_tables" / "table1_v1.csv", index_col="candidate")
+    t08 = pd.read_csv(out / graph.SCORES / "table1_v1.csv", index_col="candidate")
+    t12 = pd.read_csv(out / graph.FIGURES / "table1_v1.csv", index_col="candidate")
     for col in ("panel_mean", "ci_low", "ci_high", *JUDGES):
         assert t12[col].to_numpy() == pytest.approx(t08.loc[t12.index, col].to_numpy(), abs=1e-6)
-    assert "(20 resamples)" in (out / "12_figures_tables" / "table1_v1.md").read_text()
-    assert all(r.findings for r in (r08, r09, r10, r12))
+    assert "(20 resamples)" in (out / graph.FIGURES / "table1_v1.md").read_text()
+    assert all(len(f) for f in (s08_scores.findings(m08), s09_judges.findings(m09),
+                                s10_refusals.findings(m10)))
     # 12 publishes the Table 1 08 wrote (read back exactly), it does not bootstrap again
-    t08_exact = scoring.read_table1(out / "08_scores" / "table1_v1.csv")
-    pd.testing.assert_frame_equal(t08_exact, r08.tables["table1_v1.csv"], check_exact=True)
+    t08_exact = score_sources.read_table1(out / graph.SCORES / "table1_v1.csv")
     t08_exact.loc[t08_exact.index[0], JUDGES[0]] = 0.123456
-    t08_exact.to_csv(out / "08_scores" / "table1_v1.csv")
-    s12_figures_tables.run(run, FiguresTablesParams(mode="live", publish=False))
-    t12 = pd.read_csv(out / "12_figures_tables" / "table1_v1.csv", index_col="candidate")
+    t08_exact.to_csv(out / graph.SCORES / "table1_v1.csv")
+    s12_figures_tables.run(s12_figures_tables.start(_params(tmp_path, publish=False)))
+    t12 = pd.read_csv(out / graph.FIGURES / "table1_v1.csv", index_col="candidate")
     assert t12.loc[t08_exact.index[0], JUDGES[0]] == 0.123456
-    # 12 and 08 in different modes: an error naming both settings
-    with pytest.raises(scoring.ScoringError, match=r"figures_tables\.mode and scores\.mode"):
-        s12_figures_tables.run(run, FiguresTablesParams(mode="paper", publish=False))
+    # 12 and 08 in different modes: an error naming the setting they share
+    with pytest.raises(scoring.ScoringError, match=r"same evaluation_mode"):
+        s12_figures_tables.run(s12_figures_tables.start(_params(tmp_path, mode="paper",
+                                                                publish=False)))
 
 
-def test_explorer_stage_writes_no_folder(tmp_path):
-    run = _synthetic_run(tmp_path)
-    result = s13_explorer.run(run)
-    assert result.data is None and result.views == {}
-    assert "nothing to explore" in result.findings_markdown()
-    assert not (tmp_path / "synthetic" / "13_explorer").exists()
+@pytest.mark.parametrize("judges", [JUDGES[:2], JUDGES[2:]], ids=["two", "one"])
+def test_stages_run_with_fewer_judges(tmp_path, judges):
+    """A panel of two judges or one: 08 to 12 run, and the figures are drawn for those judges."""
+    out = _synthetic_run(tmp_path, judges)
+    s08_scores.run(s08_scores.start(_params(tmp_path, n_resamples=20, top_k=3)))
+    m09 = s09_judges.run(s09_judges.start(_params(tmp_path, n_resamples=20)))
+    assert set(m09.severity) == set(judges)
+    assert len(m09.kendall_tau) == len(judges) * (len(judges) - 1) // 2
+    # self-preference needs another judge to compare with
+    assert set(m09.self_preference_raw) == (set(judges) if len(judges) > 1 else set())
+    assert m09.intervals and {r.judge for r in m09.intervals} == set(judges)
+    s10_refusals.run(s10_refusals.start(_params(tmp_path)))
+    run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
+    t1 = s12_figures_tables.table1(run12)
+    panels = s12_figures_tables.ranking_and_heatmaps(t1)
+    heatmap = panels.figures["fig_heatmap_v1"].axes[0]
+    assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
+                                                                  for j in judges]
+    judged = s12_figures_tables.judge_figure(run12)
+    assert [t.get_text() for t in judged.figures["fig_judges_v1"].axes[0].get_yticklabels()] == [
+        study.display_name(j) for j in judges]
+    m12 = s12_figures_tables.run(run12)
+    assert m12.n_files == 18
+    header = (out / graph.FIGURES / "table1_v1.md").read_text().splitlines()[2]
+    assert all(study.display_name(j) in header for j in judges)
+    assert all(study.display_name(j) not in header for j in JUDGES if j not in judges)
+    text = " ".join(s12_figures_tables.findings(m12, judges=judged.judges, top=t1.top,
+                                                subset=t1.primary, intervals=t1.intervals))
+    assert f"on {study.SUBSET_TITLES['v1']} " in text
+    assert ("single judge" in text) is (len(judges) == 1)
+
+
+def test_subsets_without_a_table1_are_said_and_left_out(tmp_path):
+    """12 draws only the subsets 08 scored; one this run graded nothing of is named too."""
+    out = _synthetic_run(tmp_path)
+    subset.write_all(Stage(PROFILE, graph.SUBSET, tmp_path),
+                     {"v1": subset.subset_record("s-v1", V1),
+                      "v2": subset.subset_record("s-v2", IDS[11:]),
+                      "hard": subset.subset_record("s-hard", HARD)})
+    s08_scores.run(s08_scores.start(_params(tmp_path, subsets=["hard"], n_resamples=20)))
+    s09_judges.run(s09_judges.start(_params(tmp_path, subset="v2", n_resamples=20)))
+    run12 = s12_figures_tables.start(_params(tmp_path, subsets=["v1", "v2", "hard"],
+                                             publish=False))
+    t1 = s12_figures_tables.table1(run12)
+    assert list(t1.subsets) == ["hard"] and t1.primary == "hard"
+    assert "not among scores.subsets" in t1.skipped["v1"]
+    assert "graded none of its conversations" in t1.skipped["v2"]
+    judged = s12_figures_tables.judge_figure(run12)
+    assert not judged.figures and "no judge figure" in judged._repr_html_()
+    m12 = s12_figures_tables.run(run12)
+    assert sorted(m12.files) == sorted(
+        ["table1_hard.csv", "table1_hard.md", "table1_hard.tex", *(
+            f"{stem}.{ext}" for stem in ("fig_categories_v1", "fig_ranking_hard",
+                                         "fig_heatmap_hard") for ext in ("png", "svg"))])
+    assert (out / graph.FIGURES / graph.METRICS).is_file()
+
+
+def test_09_section_without_intervals_is_one_sentence(tmp_path, mirror):
+    """Paper mode: the live-only section says why in a sentence, not as a Python string."""
+    run = s09_judges.start({"profile": "p", "outputs_root": tmp_path, "mode": "paper"})
+    shown = s09_judges.intervals(run, s09_judges.evaluation_source(run))
+    assert isinstance(shown, Note)
+    assert shown._repr_markdown_().startswith("Intervals need per-conversation scores")
+
+
+def test_explorer_stage_writes_only_its_build_record(tmp_path):
+    _synthetic_run(tmp_path)
+    run = s13_explorer.start({"profile": PROFILE, "outputs_root": tmp_path, "mode": "paper"})
+    grades = s13_explorer.grades(run)
+    assert grades.data is None
+    assert isinstance(s13_explorer.explorer(grades), Note)
+    assert "nothing to explore" in str(s13_explorer.findings(grades))
+    s13_explorer.write(run)
+    assert [p.name for p in (tmp_path / PROFILE / graph.EXPLORER).iterdir()] == ["build.json"]

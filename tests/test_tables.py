@@ -12,7 +12,7 @@ import pytest
 
 from hbpsych_utils import study
 from hbpsych_utils.core import sources
-from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.evaluation import score_sources, scoring
 from hbpsych_utils.reporting import tables
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
@@ -122,7 +122,7 @@ def test_table1_n_per_candidate_and_errors():
 def test_matrix_n_is_smallest_cell():
     m = pd.DataFrame({"candidate": ["a", "a", "b", "b"], "judge": ["J1", "J2", "J1", "J2"],
                       "clipped_mean_score": [0.1, 0.2, 0.3, 0.4], "n_prompts": [9, 7, 5, 5]})
-    assert scoring.matrix_n(m).to_dict() == {"a": 7, "b": 5}
+    assert score_sources.matrix_n(m).to_dict() == {"a": 7, "b": 5}
 
 
 def _scores() -> pd.DataFrame:
@@ -194,10 +194,10 @@ def test_write_table1_is_deterministic(tmp_path: Path):
 
 @needs_mirror
 def test_table1_on_released_v1(tmp_path: Path):
-    m = scoring.read_matrix(sources.fetch("matrix_v1"))
+    m = score_sources.read_matrix(sources.fetch("matrix_v1"))
     pt = scoring.paper_table(scoring.paper_per_judge(m))
     paths = tables.write_table1(pt, tmp_path / "table1_v1", subset="HealthBench-Psych v1",
-                                n=scoring.matrix_n(m))
+                                n=score_sources.matrix_n(m))
     rows = _read_csv(paths[0])
     assert len(rows) == 20
     assert list(rows[0]) == ["rank", "candidate", "panel_mean", "ci_low", "ci_high", "n",
@@ -220,9 +220,10 @@ def test_table1_on_released_v1(tmp_path: Path):
 
 @needs_mirror
 def test_table1_on_released_hard_with_later(tmp_path: Path):
-    m = scoring.read_matrix(sources.fetch("matrix_hard_v1"))
+    m = score_sources.read_matrix(sources.fetch("matrix_hard_v1"))
     pt = scoring.paper_table(scoring.paper_per_judge(m, include_later=True))
-    paths = tables.write_table1(pt, tmp_path / "t", subset="Psych-Hard v1", n=scoring.matrix_n(m))
+    paths = tables.write_table1(pt, tmp_path / "t", subset="Psych-Hard v1",
+                                n=score_sources.matrix_n(m))
     rows = _read_csv(paths[0])
     assert len(rows) == 23 and {r["n"] for r in rows} == {"119"}
     assert sorted(r["candidate"] for r in rows if r["in_study"] == "False") == sorted(

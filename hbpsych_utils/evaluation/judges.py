@@ -29,6 +29,7 @@ from scipy import stats
 from hbpsych_utils import study
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.evaluation.scoring import ScoringError
+from hbpsych_utils.pipeline.metrics import JudgesMetrics
 
 
 def complete_rows(per_judge: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
@@ -41,13 +42,18 @@ def complete_rows(per_judge: pd.DataFrame, judges: Sequence[str]) -> pd.DataFram
 
 def kendall_taus(
     per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
-) -> dict[str, float]:
-    """Kendall's tau-b between every pair of judges over the candidates (scipy's tau-b)."""
+) -> dict[str, float | None]:
+    """Kendall's tau-b between every pair of judges over the candidates (scipy's tau-b).
+
+    A single judge has no pair (an empty dict); a pair whose tau is undefined (fewer than two
+    candidates, or a judge that gave every candidate the same score) is ``None``, not NaN, so
+    ``metrics.json`` stays valid JSON."""
     t = complete_rows(per_judge, judges)
-    out = {}
+    out: dict[str, float | None] = {}
     for a, b in itertools.combinations(judges, 2):
         res = stats.kendalltau(t[a].to_numpy(), t[b].to_numpy(), variant="b")
-        out[f"{a}|{b}"] = float(res.statistic)
+        tau = float(res.statistic)
+        out[f"{a}|{b}"] = None if np.isnan(tau) else tau
     return out
 
 
@@ -91,9 +97,13 @@ def self_preference(
 ) -> dict[str, float]:
     """Judge's score for its own model minus the other judges' mean score for it.
 
-    ``corrected=True`` first subtracts each judge's severity from all its scores.
+    ``corrected=True`` first subtracts each judge's severity from all its scores. With a single
+    judge there are no other judges to compare with, so no judge has a self-preference (an
+    empty dict).
     """
     t = complete_rows(per_judge, judges)
+    if len(judges) < 2:
+        return {}
     if corrected:
         sev = severity(t, judges)
         t = t - pd.Series(sev)
@@ -145,7 +155,7 @@ def _cube(
     scores: pd.DataFrame, candidates: Sequence[str], judges: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(candidate*judge, conversation) score and mask arrays over the union of conversations."""
-    scoring._check_scores_table(scores)
+    scoring.check_scores_table(scores)
     sub = scores[scores["candidate"].isin(candidates) & scores["judge"].isin(judges)]
     pids = sorted(sub["prompt_id"].unique())
     pos = {p: i for i, p in enumerate(pids)}
@@ -175,7 +185,7 @@ def _stats_from_table(
     tc = t - sev
     for k, j in enumerate(judges):
         out[f"severity:{j}"] = sev[..., 0, k]
-        if j in own_idx:
+        if j in own_idx and len(judges) > 1:  # one judge: no others to compare with
             ci = own_idx[j]
             others = [m for m in range(len(judges)) if m != k]
             out[f"self_preference_raw:{j}"] = t[..., ci, k] - t[..., ci, others].mean(axis=-1)
@@ -236,6 +246,15 @@ def bootstrap_judge_stats(
         rows.append({"stat": stat, "judge": judge, "estimate": float(value),
                      "low": float(lo), "high": float(hi), "n_resamples": int(good.sum())})
     return pd.DataFrame(rows)
+
+
+def judge_stats(m: JudgesMetrics) -> pd.DataFrame | dict[str, Any]:
+    """What ``figures.judge_bias`` draws from 09's metrics: the bootstrap table when there are
+    intervals (live), else the point values themselves (with ``n_candidates``, which the figure
+    states)."""
+    if m.intervals is not None:
+        return pd.DataFrame([row.model_dump() for row in m.intervals])
+    return m.model_dump(mode="json")
 
 
 def own_models_present(

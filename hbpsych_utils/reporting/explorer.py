@@ -10,7 +10,7 @@ without a browser:
 - a thin ipywidgets layer (``Explorer``, ``explore``) that only wires controls to those functions.
 
 A run's files are read through the readers of the stages that wrote them
-(``generation.read_responses``, ``panel.read_verdicts``, ``scoring.read_scores``,
+(``generation.read_responses``, ``panel.read_verdicts``, ``score_sources.read_scores``,
 ``subset.read_categories``), which validate them; the explorer only checks what those readers
 cannot: that the tables belong to the run's corpus (ids, criterion numbers) and hold one row
 per response and per verdict.
@@ -43,7 +43,7 @@ import pandas as pd
 from hbpsych_utils.construction import corpus, subset
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import paths
-from hbpsych_utils.evaluation import generation, grading, panel, scoring
+from hbpsych_utils.evaluation import generation, grading, panel, score_sources
 
 NO_CATEGORY = "(no category)"
 """Category filter value matching conversations that the run's category table does not list."""
@@ -381,34 +381,43 @@ def load_run(run_dir: Path | str, *, hard_ids: Iterable[str] | None = None) -> E
     ``corpus.hard_ids(sources.fetch("harness_scores"))``.
     """
     run = _resolve_run_dir(run_dir)
-    conversations = corpus.load_recorded(_required(run, CORPUS_FILE))
-    responses_path = _required(run, RESPONSES_FILE)
-    verdicts_path = _required(run, VERDICTS_FILE)
-    tables = {
-        "responses": _Table(str(responses_path), 1),
-        "verdicts": _Table(str(verdicts_path), 2),
-    }
-    scores = None
     scores_path = run / SCORES_FILE[0] / SCORES_FILE[1]
-    if scores_path.is_file():
-        scores = scoring.read_scores(scores_path)
-        tables["scores"] = _Table(str(scores_path), 2)
-    categories = None
     categories_path = run / CATEGORIES_FILE[0] / CATEGORIES_FILE[1]
-    if categories_path.is_file():
-        categories = {p: c for p, c in subset.read_categories(categories_path).items() if c}
     if hard_ids is None:
         files = sorted((run / HARD_SUBSET_GLOB[0]).glob(HARD_SUBSET_GLOB[1]))
         if files:
             hard_ids = set().union(*(subset.load_subset(f)["prompt_ids"] for f in files))
+    return load_files(
+        _required(run, CORPUS_FILE), _required(run, RESPONSES_FILE),
+        _required(run, VERDICTS_FILE),
+        scores=scores_path if scores_path.is_file() else None,
+        categories=categories_path if categories_path.is_file() else None,
+        hard_ids=hard_ids, source=str(run))
+
+
+def load_files(
+    corpus_record: Path, responses: Path, verdicts: Path, *, scores: Path | None = None,
+    categories: Path | None = None, hard_ids: Iterable[str] | None = None, source: str = "",
+) -> ExplorerData:
+    """The explorer's data from the run's files themselves (what a stage passes after reading
+    them through its declared inputs): the corpus record, 06's responses and 07's verdicts;
+    07's scores and 05's categories when given."""
+    tables = {"responses": _Table(str(responses), 1), "verdicts": _Table(str(verdicts), 2)}
+    score_table = None
+    if scores is not None:
+        score_table = score_sources.read_scores(scores)
+        tables["scores"] = _Table(str(scores), 2)
+    category_map = None
+    if categories is not None:
+        category_map = {p: c for p, c in subset.read_categories(categories).items() if c}
     return ExplorerData(
-        conversations=conversations,
-        responses=generation.read_responses(responses_path),
-        verdicts=panel.read_verdicts(verdicts_path),
-        scores=scores,
-        categories=categories,
+        conversations=corpus.load_recorded(corpus_record),
+        responses=generation.read_responses(responses),
+        verdicts=panel.read_verdicts(verdicts),
+        scores=score_table,
+        categories=category_map,
         hard_ids=hard_ids,
-        source=str(run),
+        source=source,
         tables=tables,
     )
 

@@ -7,7 +7,11 @@ profile on the same inputs reproduces the same files.
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +116,30 @@ def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg")) -> 
             fig.savefig(path, dpi=150, bbox_inches="tight", metadata=meta)
         out.append(path)
     return out
+
+
+@dataclass(frozen=True)
+class Gallery:
+    """Several figures shown one after the other (a chapter's section), after the sentences
+    saying what was left out and why; each figure keeps the file stem it is saved under."""
+
+    figures: Mapping[str, Figure]
+    notes: Sequence[str] = field(default_factory=tuple)
+    """Plain sentences shown before the figures (escaped)."""
+
+    def _repr_html_(self) -> str:
+        parts = [f"<p>{html.escape(note)}</p>" for note in self.notes]
+        for stem, fig in self.figures.items():
+            buf = io.BytesIO()
+            freeze_layout(fig)
+            fig.savefig(buf, format="png", dpi=100, bbox_inches="tight",
+                        metadata={"Software": None})
+            data = base64.b64encode(buf.getvalue()).decode("ascii")
+            parts.append(f'<img alt="{html.escape(stem)}" src="data:image/png;base64,{data}"/>')
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return "\n".join([*self.notes, *(f"[figure {stem}]" for stem in self.figures)])
 
 
 # --------------------------------------------------------------------------------------------
@@ -410,15 +438,18 @@ def judge_bias(
             right = v[2] if ci else v[0]
             ax_p.text(right + 0.03 * span_p, y + dy, f"{v[0]:+.3f}", va="center", fontsize=7.5,
                       color=colour if colour != OKABE_ITO[1] else "#8a5a00")
+    # why a judge has no self-preference: a single judge has no other judges to compare with
+    missing = ("no other judge to compare with" if nj == 1 else "own model not a candidate")
     for y, j in zip(ys, judges, strict=True):
         if get("self_preference_raw", j) is None and get("self_preference_corrected", j) is None:
-            ax_p.text(0.5, y, "own model not a candidate", transform=ax_p.get_yaxis_transform(),
+            ax_p.text(0.5, y, missing, transform=ax_p.get_yaxis_transform(),
                       ha="center", va="center", fontsize=7.5, color=MUTED)
     ax_p.axvline(0, color="black", lw=0.8)
     ax_p.set_xlabel("self-preference: own-model score − other judges' mean\n"
                     "(positive = favours its own model)")
     ax_p.set_title("Self-preference", loc="left", fontsize=9)
-    fig.legend(loc="outside lower center", ncol=2, frameon=False, fontsize=8)
+    if pref_vals:  # a legend only for markers drawn
+        fig.legend(loc="outside lower center", ncol=2, frameon=False, fontsize=8)
     ax_p.tick_params(axis="y", length=0)
     for ax in (ax_s, ax_p):
         ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
@@ -426,6 +457,8 @@ def judge_bias(
     note = "95% bootstrap intervals" if ci else POINT_ESTIMATES_SUBTITLE
     if n_cands:
         note += f"; over {int(n_cands)} candidates"
+    if nj == 1:
+        note += "; a single judge, so its severity is 0 by definition"
     fig.suptitle(f"Judge severity and self-preference: {subset}\n{note}", x=0.01, ha="left",
                  fontsize=10)
     return freeze_layout(fig)

@@ -212,12 +212,16 @@ def to_latex(
     return "\n".join(lines) + "\n"
 
 
-def write_csv(df: pd.DataFrame, path: Path, *, float_decimals: int = 6) -> Path:
+def csv_text(df: pd.DataFrame, *, float_decimals: int = 6) -> str:
     """CSV with a fixed float format (6 decimals, as the released matrices), '' for missing,
     LF line ends, no index."""
-    text = df.to_csv(index=False, float_format=f"%.{float_decimals}f", lineterminator="\n",
+    return df.to_csv(index=False, float_format=f"%.{float_decimals}f", lineterminator="\n",
                      na_rep="")
-    return write_text(Path(path), text)
+
+
+def write_csv(df: pd.DataFrame, path: Path, *, float_decimals: int = 6) -> Path:
+    """``csv_text`` written to ``path``."""
+    return write_text(Path(path), csv_text(df, float_decimals=float_decimals))
 
 
 # --------------------------------------------------------------------------------------------
@@ -268,6 +272,38 @@ def table1_display(
     return out, align, notes
 
 
+def table1_texts(
+    table: pd.DataFrame,
+    stem: str,
+    *,
+    subset: str,
+    judges: Sequence[str] = study.JUDGE_PANEL,
+    n: int | Mapping[str, int] | pd.Series | None = None,
+    decimals: int = 3,
+    n_resamples: int | None = None,
+    label: str = "tab:table1",
+) -> dict[str, str]:
+    """Table 1 on ``subset`` as the text of ``stem.csv``, ``stem.md`` and ``stem.tex`` (file
+    name -> text), so a stage can show the Markdown before it writes the files.
+
+    ``table`` is ``scoring.table1`` or ``scoring.paper_table`` output (or already normalised by
+    ``table1``). The CSV keeps 6 decimals and every column; Markdown and LaTeX round to
+    ``decimals`` for reading. ``n_resamples``, when given, is stated in the interval note.
+    """
+    t1 = table if {"candidate", "ci_low", "n"} <= set(table.columns) else table1(
+        table, judges=judges, n=n)
+    disp, align, notes = table1_display(t1, judges=judges, decimals=decimals,
+                                        n_resamples=n_resamples)
+    caption = f"Panel ranking on {subset}"
+    caption += " (95% bootstrap intervals)." if has_intervals(t1) else " (point estimates)."
+    return {
+        f"{stem}.csv": csv_text(t1),
+        f"{stem}.md": f"**Table 1.** {caption}\n\n" + to_markdown(disp, align=align,
+                                                                   notes=notes),
+        f"{stem}.tex": to_latex(disp, align=align, caption=caption, label=label, notes=notes),
+    }
+
+
 def write_table1(
     table: pd.DataFrame,
     stem: Path,
@@ -279,24 +315,9 @@ def write_table1(
     n_resamples: int | None = None,
     label: str = "tab:table1",
 ) -> list[Path]:
-    """Write ``stem.csv``, ``stem.md`` and ``stem.tex`` for Table 1 on ``subset``.
-
-    ``table`` is ``scoring.table1`` or ``scoring.paper_table`` output (or already normalised by
-    ``table1``). The CSV keeps 6 decimals and every column; Markdown and LaTeX round to
-    ``decimals`` for reading. ``n_resamples``, when given, is stated in the interval note.
-    """
+    """Write ``stem.csv``, ``stem.md`` and ``stem.tex`` for Table 1 on ``subset``
+    (:func:`table1_texts`)."""
     stem = Path(stem)
-    t1 = table if {"candidate", "ci_low", "n"} <= set(table.columns) else table1(
-        table, judges=judges, n=n)
-    disp, align, notes = table1_display(t1, judges=judges, decimals=decimals,
-                                        n_resamples=n_resamples)
-    caption = f"Panel ranking on {subset}"
-    caption += " (95% bootstrap intervals)." if has_intervals(t1) else " (point estimates)."
-    paths = [
-        write_csv(t1, stem.parent / f"{stem.name}.csv"),
-        write_text(stem.parent / f"{stem.name}.md",
-                   f"**Table 1.** {caption}\n\n" + to_markdown(disp, align=align, notes=notes)),
-        write_text(stem.parent / f"{stem.name}.tex",
-                   to_latex(disp, align=align, caption=caption, label=label, notes=notes)),
-    ]
-    return paths
+    texts = table1_texts(table, stem.name, subset=subset, judges=judges, n=n,
+                         decimals=decimals, n_resamples=n_resamples, label=label)
+    return [write_text(stem.parent / name, text) for name, text in texts.items()]

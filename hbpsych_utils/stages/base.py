@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from hbpsych_utils.core import paths
 from hbpsych_utils.core.config import LLMSettings, Profile, Section
+from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline.stage import HAND_DIR, Stage, publish_folder, staging_dir
 
@@ -148,6 +149,9 @@ class Written:
         where = ("swapped into place when the notebook succeeds" if self.by == state.RUNNER
                  else "written outside the runner: the book marks this chapter not current "
                       "until `run_all.sh` runs it again")
+        if not self.files:
+            return (f"`{self.stage}/` holds only the record of this build (the chapter writes "
+                    f"no metrics or tables); {where}.")
         return (f"Wrote {len(self.files)} file{'s' if len(self.files) != 1 else ''} to "
                 f"`{self.stage}/` ({', '.join(f'`{f}`' for f in self.files)}); {where}.")
 
@@ -161,15 +165,21 @@ def metrics_json(metrics: BaseModel | Mapping[str, Any]) -> dict[str, Any]:
 
 def write(run: StageRun[Any], metrics: BaseModel | Mapping[str, Any] | None, *,
           tables: Mapping[str, Any] | None = None,
-          figures: Mapping[str, Any] | None = None) -> Written:
-    """Write a stage's tables (CSV), figures (PNG and SVG) and ``metrics.json`` (last, so it
-    marks a finished stage); a hand run's outputs are then swapped into place."""
+          figures: Mapping[str, Any] | None = None,
+          texts: Mapping[str, str] | None = None) -> Written:
+    """Write a stage's tables (CSV), text files (file name -> text, written as given: a
+    Markdown or LaTeX table, a CSV with its own number format), figures (PNG and SVG) and
+    ``metrics.json`` (last, so it marks a finished stage); a hand run's outputs are then
+    swapped into place."""
     from hbpsych_utils.reporting import figures as figure_files
 
     stage = run.stage
     files = []
     for filename, table in (tables or {}).items():
         stage.write_table(table, filename)
+        files.append(filename)
+    for filename, text in (texts or {}).items():
+        write_text(stage.path(filename), text)
         files.append(filename)
     for stem, fig in (figures or {}).items():
         figure_files.save(fig, stage.path(stem))

@@ -1,27 +1,42 @@
-"""09_judges: rank agreement, severity and self-preference of the judge panel on one subset.
+"""Chapter 09, the judges: rank agreement, severity and self-preference of the panel on one subset.
 
-Point values come from the subset's candidate x judge table in either mode
-(``scoring.evaluation_source``); with per-conversation scores (live) severity and
-self-preference also get bootstrap intervals (``judge_intervals.csv``). Writes
-``judge_summary.csv`` and ``metrics.json``; 12_figures_tables draws the figure from these
-metrics (``read_metrics``).
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`evaluation_source`
+(the subset's candidate x judge table: the released matrix in paper mode, this run's graded
+conversations in live mode), :func:`rank_agreement` (Kendall's tau between each pair of
+judges), :func:`severity` (each judge's mean against the grand mean), :func:`self_preference`
+(raw and severity-corrected), :func:`intervals` (bootstrap intervals of severity and
+self-preference; live only), :func:`metrics`, :func:`write` (``judge_summary.csv``,
+``judge_intervals.csv`` in live mode, ``metrics.json``) and :func:`findings`. 12_figures_tables
+draws the judge figure from these metrics. :func:`run` makes the same calls, for scripts and
+tests.
+
+The panel is the judges this run graded with (one, two or three): a single judge has no pair
+to rank against and no other judge to compare its own model's score with, so those sections
+say so instead of showing numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from hbpsych_utils import study
 from hbpsych_utils.core.config import JudgesParams
 from hbpsych_utils.evaluation import judges as judge_stats
-from hbpsych_utils.evaluation import scoring
-from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.evaluation.score_sources import EvaluationSource
+from hbpsych_utils.evaluation.score_sources import evaluation_source as subset_source
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import IntervalRow, JudgesMetrics
+from hbpsych_utils.reporting.display import Findings, Note, Table, unavailable
 from hbpsych_utils.stages import base
-from hbpsych_utils.stages.base import StageResult, StageRun
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "09_judges"
+STAGE = graph.JUDGES
+SUMMARY = "judge_summary.csv"
+INTERVALS = "judge_intervals.csv"
 
 
 def start(namespace: Mapping[str, Any]) -> StageRun[JudgesParams]:
@@ -29,83 +44,248 @@ def start(namespace: Mapping[str, Any]) -> StageRun[JudgesParams]:
     return base.start(STAGE, namespace)
 
 
-def run(run: StageRun[JudgesParams]) -> StageResult:
-    """Judge statistics of ``params.subset``, with intervals where the source allows."""
-    params = run.params
-    stage = run.stage
-    source = scoring.evaluation_source(stage, params.subset, mode=run.mode)
-    if source is None:
-        raise scoring.ScoringError(
-            f"09_judges: this run graded no conversation of subset {params.subset!r}"
-        )
-    own = judge_stats.own_models_present(source.per_judge.index)
-    metrics: dict[str, Any] = {
-        "mode": run.mode, "subset": params.subset,
-        **judge_stats.judge_metrics(source.per_judge, source.judges, own=own),
-    }
-    files: dict[str, pd.DataFrame] = {}
-    views: dict[str, Any] = {
-        "intervals": "Intervals need per-conversation scores (live mode); the released "
-                     "matrices give point values only."}
-    if source.scores is not None:
-        intervals = judge_stats.bootstrap_judge_stats(
-            source.scores, judges=source.judges, own=own, n_resamples=params.n_resamples,
-            seed=run.seed)
-        files["judge_intervals.csv"] = intervals
-        metrics["intervals"] = intervals.to_dict(orient="records")
-        views["intervals"] = intervals.style.format(precision=4)
-    summary = pd.DataFrame({
-        "severity": metrics["severity"],
-        "self_preference_raw": pd.Series(metrics["self_preference_raw"], dtype=float),
-        "self_preference_corrected": pd.Series(metrics["self_preference_corrected"],
-                                               dtype=float),
+def _title(subset: str) -> str:
+    return study.SUBSET_TITLES[subset]
+
+
+@dataclass(frozen=True)
+class Source:
+    """The subset's scores (``None`` when this live run graded none of its conversations) and
+    the judges whose own model is among the candidates (what self-preference needs)."""
+
+    subset: str
+    source: EvaluationSource | None
+    own: dict[str, str]
+
+    @property
+    def judges(self) -> list[str]:
+        return [] if self.source is None else list(self.source.judges)
+
+    @property
+    def per_judge(self) -> pd.DataFrame:
+        assert self.source is not None
+        return self.source.per_judge
+
+    def _repr_markdown_(self) -> str:
+        title = _title(self.subset)
+        if self.source is None:
+            return (f"This run graded no conversation of **{title}**, so there is nothing to "
+                    "compare the judges on.")
+        n, k = len(self.source.per_judge), len(self.source.judges)
+        judges = ", ".join(study.display_name(j) for j in self.source.judges)
+        where = ("this run's graded conversations (per-conversation scores, so intervals)"
+                 if self.source.intervals else "the released matrix (one clipped mean per "
+                 "candidate and judge, so point values)")
+        return (f"**{title}**: {n} candidates × {k} judge{'s' if k != 1 else ''} ({judges}), "
+                f"from {where}.")
+
+
+def evaluation_source(run: StageRun[JudgesParams]) -> Source:
+    """The candidate x judge table of ``judges.subset`` under the run's mode
+    (``score_sources.evaluation_source``; paper mode: the study's 20 candidates)."""
+    subset = run.params.subset
+    source = subset_source(run.stage, subset, mode=run.mode or graph.PAPER)
+    own = ({} if source is None
+           else judge_stats.own_models_present(source.per_judge.index))
+    return Source(subset, source, own)
+
+
+@dataclass(frozen=True)
+class RankAgreement:
+    """Kendall's tau-b between each pair of judges over the candidates every judge scored."""
+
+    subset: str
+    taus: dict[str, float | None]
+    n_judges: int
+    n_candidates: int
+
+    def _repr_html_(self) -> str:
+        if self.n_judges < 2:
+            return "<p>With a single judge there is no rank agreement to measure.</p>"
+        frame = pd.DataFrame(
+            [(*pair.split("|"), tau) for pair, tau in self.taus.items()],
+            columns=["judge A", "judge B", "Kendall tau"])
+        return Table(frame, caption=f"Kendall's tau between the judges' rankings of "
+                     f"{self.n_candidates} candidates on {_title(self.subset)}",
+                     index=False).html()
+
+
+def rank_agreement(source: Source) -> RankAgreement | Note:
+    """Kendall's tau-b between every pair of judges (``judges.kendall_taus``)."""
+    if source.source is None:
+        return unavailable(f"This run graded no conversation of {_title(source.subset)}: no "
+                           "rankings to compare.")
+    n = len(judge_stats.complete_rows(source.per_judge, source.judges))
+    return RankAgreement(source.subset, judge_stats.kendall_taus(source.per_judge,
+                                                                 source.judges),
+                         len(source.judges), n)
+
+
+@dataclass(frozen=True)
+class Severity:
+    """Each judge's mean over the candidates minus the grand mean (negative: harsher)."""
+
+    grand_mean: float | None
+    severity: dict[str, float]
+
+    def _repr_html_(self) -> str:
+        frame = pd.Series(self.severity, name="severity").rename_axis("judge").to_frame()
+        caption = f"Severity against the grand mean {self.grand_mean:.3f}"
+        if len(self.severity) == 1:
+            caption += " (a single judge: 0 by definition)"
+        return Table(frame, caption=caption, formats={"severity": "{:+.4f}"}).html()
+
+
+def severity(source: Source) -> Severity | Note:
+    """Grand mean and each judge's severity, over the candidates every judge scored."""
+    if source.source is None:
+        return unavailable(f"This run graded no conversation of {_title(source.subset)}: no "
+                           "severity to measure.")
+    return Severity(judge_stats.grand_mean(source.per_judge, source.judges),
+                    judge_stats.severity(source.per_judge, source.judges))
+
+
+@dataclass(frozen=True)
+class SelfPreference:
+    """Each judge's score for its own model minus the other judges' mean for it, raw and after
+    removing every judge's severity; only judges whose own model is a candidate."""
+
+    raw: dict[str, float]
+    corrected: dict[str, float]
+    reason: str = ""
+    """Why no judge has one (empty when some do)."""
+
+    def _repr_html_(self) -> str:
+        if not self.raw:
+            return f"<p>{self.reason}</p>"
+        frame = pd.DataFrame({"raw": self.raw, "severity-corrected": self.corrected}
+                             ).rename_axis("judge")
+        return Table(frame, caption="Self-preference (own-model score − other judges' mean)",
+                     formats={"raw": "{:+.4f}", "severity-corrected": "{:+.4f}"}).html()
+
+
+def self_preference(source: Source) -> SelfPreference:
+    """Raw and severity-corrected self-preference (``judges.self_preference``)."""
+    if source.source is None:
+        return SelfPreference({}, {}, f"This run graded no conversation of "
+                                      f"{_title(source.subset)}: no self-preference.")
+    raw = judge_stats.self_preference(source.per_judge, source.judges, own=source.own)
+    corrected = judge_stats.self_preference(source.per_judge, source.judges, own=source.own,
+                                            corrected=True)
+    reason = ("" if raw else "A single judge has no other judges to compare its own model's "
+              "score with, so self-preference is undefined." if len(source.judges) < 2 else
+              "No judge's own model is among the candidates, so self-preference is undefined.")
+    return SelfPreference(raw, corrected, reason)
+
+
+def intervals(run: StageRun[JudgesParams], source: Source) -> Table | Note:
+    """Bootstrap intervals of severity and self-preference: conversations resampled jointly for
+    every candidate and judge (``judges.bootstrap_judge_stats``). Needs per-conversation
+    scores."""
+    if source.source is None or source.source.scores is None:
+        return unavailable("Intervals need per-conversation scores (live mode); the released "
+                           "matrices give point values only." if source.source is not None
+                           else f"This run graded no conversation of {_title(source.subset)}: "
+                           "no intervals.")
+    table = judge_stats.bootstrap_judge_stats(
+        source.source.scores, judges=source.judges, own=source.own,
+        n_resamples=run.params.n_resamples, seed=run.seed)
+    return Table(table, caption=f"Bootstrap intervals on {_title(source.subset)} (95%, "
+                 f"{run.params.n_resamples:,} resamples)", precision=4, index=False)
+
+
+def metrics(run: StageRun[JudgesParams], source: Source, agreement: RankAgreement | Note,
+            levels: Severity | Note, preference: SelfPreference,
+            bootstrap: Table | Note) -> JudgesMetrics:
+    """09's metrics: the point values in either mode, the interval rows in live mode. A subset
+    this run graded nothing of has no values (empty, ``grand_mean`` null)."""
+    extra: dict[str, Any] = {}
+    if isinstance(bootstrap, Table):
+        extra["intervals"] = [IntervalRow(**row)
+                              for row in bootstrap.frame.to_dict(orient="records")]
+    return JudgesMetrics(
+        mode=run.mode or graph.PAPER, subset=source.subset,
+        kendall_tau=agreement.taus if isinstance(agreement, RankAgreement) else {},
+        grand_mean=levels.grand_mean if isinstance(levels, Severity) else None,
+        severity=levels.severity if isinstance(levels, Severity) else {},
+        self_preference_raw=preference.raw, self_preference_corrected=preference.corrected,
+        n_candidates=agreement.n_candidates if isinstance(agreement, RankAgreement) else 0,
+        **extra)
+
+
+def summary_table(m: JudgesMetrics) -> pd.DataFrame:
+    """``judge_summary.csv``: severity and self-preference (raw, corrected) per judge."""
+    return pd.DataFrame({
+        "severity": m.severity,
+        "self_preference_raw": pd.Series(m.self_preference_raw, dtype=float),
+        "self_preference_corrected": pd.Series(m.self_preference_corrected, dtype=float),
     }).rename_axis("judge")
-    files["judge_summary.csv"] = summary
-    views = {"summary": summary.style.format("{:+.4f}", na_rep="–"),
-             "kendall_tau": pd.Series(metrics["kendall_tau"], name="Kendall tau").to_frame(),
-             **views}
-    result = StageResult(run, metrics, tables=files, views=views, findings=findings(metrics))
-    return result.write()
 
 
-def read_metrics(stage: Stage) -> dict[str, Any]:
-    """The judge statistics this run's 09_judges wrote (what 12_figures_tables draws)."""
-    return stage.upstream_metrics(STAGE)
+def write(run: StageRun[JudgesParams], m: JudgesMetrics, bootstrap: Table | Note) -> Written:
+    """The intervals (live), the per-judge summary and ``metrics.json``."""
+    files: dict[str, pd.DataFrame] = {}
+    if isinstance(bootstrap, Table):
+        files[INTERVALS] = bootstrap.frame
+    files[SUMMARY] = summary_table(m)
+    return base.write(run, m, tables=files)
 
 
-def judge_stats_table(metrics: Mapping[str, Any]) -> pd.DataFrame | Mapping[str, Any]:
-    """What ``figures.judge_bias`` draws from 09's metrics: the bootstrap table when there are
-    intervals (live), else the point values themselves."""
-    return pd.DataFrame(metrics["intervals"]) if "intervals" in metrics else metrics
-
-
-def findings(metrics: Mapping[str, Any]) -> list[str]:
+def findings(m: JudgesMetrics) -> Findings:
     """The sentences of "What we found", from 09's metrics.
 
-    The range of the pairwise Kendall taus, the most lenient and the harshest judge (largest
-    and smallest severity) against the grand mean, and each judge's self-preference, raw and
-    severity-corrected, where its own model is a candidate. Numbers only: the thresholds that
-    turn them into "agree on the order" or "differ in level" are applied in 12_figures_tables.
+    The subset, the range of the pairwise Kendall taus, the most lenient and the harshest judge
+    (largest and smallest severity) against the grand mean, and each judge's self-preference,
+    raw and severity-corrected, where its own model is a candidate. Numbers only: the
+    thresholds that turn them into "agree on the order" or "differ in level" are applied in
+    12_figures_tables.
     """
-    sev = metrics["severity"]
-    taus = list(metrics["kendall_tau"].values())
+    title = _title(m.subset)
+    if not m.severity:
+        return Findings([f"This run graded no conversation of {title}, so there is nothing to "
+                         "say about the judges on it."])
+    sev = m.severity
+    taus = [t for t in m.kendall_tau.values() if t is not None]
     out = []
-    if taus:
-        out.append(f"Over {metrics['n_candidates']} candidates the judges' rankings agree with "
-                   f"Kendall's tau between {min(taus):.2f} and {max(taus):.2f}.")
+    if len(taus) == 1:
+        out.append(f"On {title}, over {m.n_candidates} candidates the two judges' rankings "
+                   f"agree with Kendall's tau {taus[0]:.2f}.")
+    elif taus:
+        out.append(f"On {title}, over {m.n_candidates} candidates the judges' rankings agree "
+                   f"with Kendall's tau between {min(taus):.2f} and {max(taus):.2f}.")
+    elif m.kendall_tau:
+        out.append(f"On {title} Kendall's tau is undefined for every pair of judges (a judge "
+                   "gave every candidate the same score, or fewer than two candidates).")
     else:
-        out.append("With a single judge there is no rank agreement to measure.")
+        out.append(f"On {title} there is a single judge, so there is no rank agreement to "
+                   "measure.")
     if len(sev) > 1:
-        harshest, lenient = min(sev, key=sev.get), max(sev, key=sev.get)
+        harshest, lenient = min(sev, key=sev.__getitem__), max(sev, key=sev.__getitem__)
+        assert m.grand_mean is not None
         out.append(f"{lenient} is the most lenient ({sev[lenient]:+.3f} against the grand mean "
-                   f"{metrics['grand_mean']:.3f}) and {harshest} the harshest "
+                   f"{m.grand_mean:.3f}) and {harshest} the harshest "
                    f"({sev[harshest]:+.3f}).")
-    raw, cor = metrics["self_preference_raw"], metrics["self_preference_corrected"]
+    raw, cor = m.self_preference_raw, m.self_preference_corrected
     if raw:
-        out.append("Self-preference, raw: " + ", ".join(f"{j} {v:+.3f}" for j, v in raw.items())
+        out.append("Self-preference, raw: "
+                   + ", ".join(f"{j} {v:+.3f}" for j, v in raw.items() if v is not None)
                    + "; after removing each judge's severity: "
-                   + ", ".join(f"{j} {v:+.3f}" for j, v in cor.items()) + ".")
+                   + ", ".join(f"{j} {v:+.3f}" for j, v in cor.items() if v is not None) + ".")
+    elif len(sev) < 2:
+        out.append("With no other judge to compare with, self-preference is undefined.")
     else:
         out.append("No judge's own model is among the candidates, so self-preference is "
                    "undefined.")
-    return out
+    return Findings(out)
+
+
+def run(run: StageRun[JudgesParams]) -> JudgesMetrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    source = evaluation_source(run)
+    agreement = rank_agreement(source)
+    levels = severity(source)
+    preference = self_preference(source)
+    bootstrap = intervals(run, source)
+    m = metrics(run, source, agreement, levels, preference, bootstrap)
+    write(run, m, bootstrap)
+    return m

@@ -1,42 +1,52 @@
-"""12_figures_tables: the paper's figures and Table 1, from what the earlier stages computed.
+"""Chapter 12, figures and tables: the paper's figures and Table 1, from what earlier stages wrote.
 
-One source per element, in either mode: the category figure from 05_subset's categories;
-Table 1 and the ranking of each subset from the Table 1 08_scores wrote (its numbers, not a
-second bootstrap), the heatmap from the same evaluation source 08 used
-(``scoring.evaluation_source``, with 08's mode and ``include_later``); the severity and
-self-preference figure from 09_judges' metrics. Figures are PNG and SVG, Table 1 is CSV,
-Markdown and LaTeX; with ``publish`` they are copied to the top-level ``figures/`` folder.
+The chapter's calls, in order: :func:`start` (its parameters, checked),
+:func:`category_figure` (05_subset's categories), :func:`table1` (for each subset of
+``subsets``, the Table 1 08_scores wrote: its numbers, not a second bootstrap, as CSV, Markdown
+and LaTeX), :func:`ranking_and_heatmaps` (the panel ranking from that Table 1, the candidate x
+judge heatmap from the same evaluation source 08 used), :func:`judge_figure` (severity and
+self-preference from 09_judges' metrics), :func:`metrics`, :func:`write` (every file; with
+``publish`` also copied to the top-level ``figures/`` folder) and :func:`findings`. :func:`run`
+makes the same calls, for scripts and tests.
+
+Figures follow the judges the run graded with (one, two or three: titles, axes and legends), and
+a subset this run has no Table 1 for (no graded conversation, or not among ``scores.subsets``)
+is said in one sentence and left out.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core import paths
 from hbpsych_utils.core.config import FiguresTablesParams
-from hbpsych_utils.evaluation import scoring
-from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.core.writes import write_text
+from hbpsych_utils.evaluation import judges as judge_stats
+from hbpsych_utils.evaluation.score_sources import (
+    EvaluationSource,
+    evaluation_source,
+    read_table1,
+)
+from hbpsych_utils.evaluation.scoring import ScoringError
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import metrics as stage_metrics
+from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
 from hbpsych_utils.reporting import figures, tables
-from hbpsych_utils.stages import base, s09_judges
-from hbpsych_utils.stages.base import StageResult, StageRun
+from hbpsych_utils.reporting.display import Findings
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "12_figures_tables"
-
-
-def scores_run(stage: Stage, mode: str) -> dict[str, Any]:
-    """08_scores' metrics, checked to be of the same mode as this stage: its Table 1 files are
-    the ones this stage publishes."""
-    scores = stage.upstream_metrics("08_scores")
-    if scores["mode"] != mode:
-        raise scoring.ScoringError(
-            f"{STAGE} is in {mode!r} mode but 08_scores ran in {scores['mode']!r} mode in "
-            f"profile {stage.profile!r}: set figures_tables.mode and scores.mode alike")
-    return scores
+STAGE = graph.FIGURES
+CATEGORIES = "fig_categories_v1"
+FIGURE_FORMATS = ("png", "svg")
 
 
 def start(namespace: Mapping[str, Any]) -> StageRun[FiguresTablesParams]:
@@ -44,62 +54,182 @@ def start(namespace: Mapping[str, Any]) -> StageRun[FiguresTablesParams]:
     return base.start(STAGE, namespace)
 
 
-def run(run: StageRun[FiguresTablesParams]) -> StageResult:
-    """Draw the figures, write Table 1 per subset (08_scores' numbers), publish when asked, and
-    state the files."""
-    params = run.params
-    stage = run.stage
-    categories = subset_files.read_categories(stage.upstream("05_subset", "categories_v1.csv"))
-    figs = {"fig_categories_v1": figures.category_distribution(
+def category_figure(run: StageRun[FiguresTablesParams]) -> Figure:
+    """The subset's composition: conversations per modal reviewer category (05_subset)."""
+    categories = subset_files.read_categories(run.stage.upstream(graph.SUBSET,
+                                                                 graph.CATEGORIES_V1))
+    return figures.category_distribution(
         subset_files.category_counts(categories),
-        title=f"{study.SUBSET_TITLES['v1']}: modal reviewer category")}
-    scored = scores_run(stage, run.mode)
-    sources = {}
-    for key in params.subsets:
-        source = scoring.evaluation_source(stage, key, mode=run.mode,
-                                           include_later=scored.get("include_later", False))
-        if source is not None:  # a live run may have graded nothing of a subset
-            sources[key] = source
-    n_resamples = scored["n_resamples"] if any(s.intervals for s in sources.values()) else None
-    table_files: list[Path] = []
-    top: dict[str, list[str]] = {}
-    for key, source in sources.items():
+        title=f"{study.SUBSET_TITLES['v1']}: modal reviewer category")
+
+
+def table1_stem(key: str) -> str:
+    """The stem of subset ``key``'s Table 1 files: 08's CSV name without ``.csv``, so 12's
+    CSV, Markdown and LaTeX sit beside the same name."""
+    return Path(graph.TABLE1.format(subset=key)).stem
+
+
+@dataclass(frozen=True)
+class SubsetTable:
+    """One subset's Table 1 as 08_scores wrote it, its evaluation source (for the heatmap, the
+    judges and n) and the text of its files."""
+
+    key: str
+    table: pd.DataFrame
+    source: EvaluationSource
+    texts: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Table1:
+    """Table 1 of every subset of ``subsets`` that 08_scores wrote one for; the others, each
+    with the sentence saying why it is left out."""
+
+    subsets: dict[str, SubsetTable]
+    skipped: dict[str, str]
+
+    @property
+    def primary(self) -> str | None:
+        """The first subset with a Table 1 (what the findings speak of)."""
+        return next(iter(self.subsets), None)
+
+    @property
+    def top(self) -> list[str]:
+        """The primary subset's top three by rank."""
+        if self.primary is None:
+            return []
+        return self.subsets[self.primary].table.sort_values("rank").index[:3].tolist()
+
+    @property
+    def intervals(self) -> bool:
+        return self.primary is not None and self.subsets[self.primary].source.intervals
+
+    def texts(self) -> dict[str, str]:
+        return {name: text for sub in self.subsets.values() for name, text in sub.texts.items()}
+
+    def _repr_markdown_(self) -> str:
+        parts = list(self.skipped.values())
+        parts += [sub.texts[f"{table1_stem(key)}.md"] for key, sub in self.subsets.items()]
+        return "\n\n".join(parts)
+
+
+def scores_metrics(run: StageRun[FiguresTablesParams]) -> ScoresMetrics:
+    """08_scores' metrics, checked to be of the same mode as this stage: its Table 1 files are
+    the ones this stage publishes."""
+    scores = stage_metrics.parse(graph.SCORES, run.stage.upstream_metrics(graph.SCORES))
+    if scores.mode != run.mode:
+        raise ScoringError(
+            f"{STAGE} is in {run.mode!r} mode but {graph.SCORES} ran in {scores.mode!r} mode in "
+            f"profile {run.profile!r}: run both with the same {graph.EVALUATION_MODE} (the "
+            "mode of figures_tables and of scores)")
+    return scores
+
+
+def table1(run: StageRun[FiguresTablesParams]) -> Table1:
+    """Table 1 of each subset from 08_scores' ``table1_<subset>.csv`` (read back exactly), laid
+    out as CSV, Markdown and LaTeX for the judges 08 scored with; a subset without graded
+    conversations, or that 08 did not score, is left out with a sentence."""
+    scores = scores_metrics(run)
+    found: dict[str, tuple[pd.DataFrame, EvaluationSource]] = {}
+    skipped = {}
+    for key in run.params.subsets:
         title = study.SUBSET_TITLES[key]
-        table = scoring.read_table1(stage.upstream("08_scores", f"table1_{key}.csv"))
-        top[key] = table.sort_values("rank").index[:3].tolist()
-        figs[f"fig_ranking_{key}"] = figures.panel_ranking(table, subset=title)
-        figs[f"fig_heatmap_{key}"] = figures.judge_heatmap(source.per_judge, subset=title)
-        table_files += tables.write_table1(table, stage.path(f"table1_{key}"), subset=title,
-                                           n=source.n, n_resamples=n_resamples)
-    judge_metrics = s09_judges.read_metrics(stage)
-    figs[f"fig_judges_{judge_metrics['subset']}"] = figures.judge_bias(
-        s09_judges.judge_stats_table(judge_metrics),
-        subset=study.SUBSET_TITLES[judge_metrics["subset"]])
-    names = [p.name for p in table_files] + [f"{stem}.{ext}" for stem in figs
-                                             for ext in ("png", "svg")]
-    metrics = {"mode": run.mode, "files": sorted(names), "n_files": len(names),
-               "published_to_figures": params.publish}
-    primary = next(iter(sources))
-    result = StageResult(run, metrics, figures=figs,
-        views={"categories": figs["fig_categories_v1"],
-               "ranking_and_heatmap": [fig for stem, fig in figs.items()
-                                       if stem.startswith(("fig_ranking_", "fig_heatmap_"))],
-               "judges": figs[f"fig_judges_{judge_metrics['subset']}"],
-               "table1": stage.path(f"table1_{primary}.md").read_text(encoding="utf-8")},
-        findings=findings(metrics, judges=judge_metrics, top=top[primary],
-                          subset_title=study.SUBSET_TITLES[primary],
-                          intervals=sources[primary].intervals),
-    ).write()
-    if params.publish:
+        source = evaluation_source(run.stage, key, mode=run.mode or graph.PAPER,
+                                   include_later=scores.include_later)
+        if source is None:  # a live run may have graded nothing of a subset
+            skipped[key] = (f"{title}: this run graded none of its conversations, so it has no "
+                            "Table 1 and no figures.")
+            continue
+        path = run.stage.upstream_optional(graph.SCORES, graph.TABLE1.format(subset=key))
+        if path is None:
+            skipped[key] = (f"{title}: {graph.SCORES} made no Table 1 for it (it is not among "
+                            "scores.subsets), so it has no Table 1 and no figures here.")
+            continue
+        found[key] = (read_table1(path), source)
+    n_resamples = (scores.n_resamples if any(s.intervals for _, s in found.values())
+                   else None)
+    subsets = {}
+    for key, (table, source) in found.items():
+        texts = tables.table1_texts(table, table1_stem(key), subset=study.SUBSET_TITLES[key],
+                                    judges=source.judges, n=source.n, n_resamples=n_resamples)
+        subsets[key] = SubsetTable(key, table, source, texts)
+    return Table1(subsets, skipped)
+
+
+def ranking_and_heatmaps(t1: Table1) -> figures.Gallery:
+    """Per subset, the panel ranking (from 08's Table 1: intervals where it has them) and the
+    candidate x judge heatmap (the evaluation source's per-judge means), for the judges used."""
+    out: dict[str, Figure] = {}
+    for key, sub in t1.subsets.items():
+        title = study.SUBSET_TITLES[key]
+        out[f"fig_ranking_{key}"] = figures.panel_ranking(sub.table, subset=title,
+                                                          judge_models=sub.source.judges)
+        out[f"fig_heatmap_{key}"] = figures.judge_heatmap(sub.source.per_judge, subset=title,
+                                                          judges=sub.source.judges)
+    return figures.Gallery(out, notes=tuple(t1.skipped.values()))
+
+
+@dataclass(frozen=True)
+class JudgeFigure:
+    """Severity and self-preference of the judges (09_judges' metrics), on 09's subset."""
+
+    judges: JudgesMetrics
+    gallery: figures.Gallery
+
+    @property
+    def figures(self) -> Mapping[str, Figure]:
+        return self.gallery.figures
+
+    def _repr_html_(self) -> str:
+        return self.gallery._repr_html_()
+
+
+def judge_figure(run: StageRun[FiguresTablesParams]) -> JudgeFigure:
+    """The judge figure from 09_judges' metrics (intervals when 09 ran live), named after the
+    subset 09 measured (``judges.subset``), which may differ from this chapter's subsets."""
+    judged = stage_metrics.parse(graph.JUDGES, run.stage.upstream_metrics(graph.JUDGES))
+    title = study.SUBSET_TITLES[judged.subset]
+    if not judged.severity:
+        return JudgeFigure(judged, figures.Gallery({}, notes=(
+            f"{graph.JUDGES} had no graded conversation of {title}, so there is no judge "
+            "figure.",)))
+    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title)
+    return JudgeFigure(judged, figures.Gallery({f"fig_judges_{judged.subset}": fig}))
+
+
+def _outputs(category: Figure, t1: Table1, panels: figures.Gallery,
+             judged: JudgeFigure) -> tuple[dict[str, Figure], dict[str, str]]:
+    """Every figure (by file stem) and text file (by file name) the chapter writes."""
+    return {CATEGORIES: category, **panels.figures, **judged.figures}, t1.texts()
+
+
+def metrics(run: StageRun[FiguresTablesParams], category: Figure, t1: Table1,
+            panels: figures.Gallery, judged: JudgeFigure) -> FiguresTablesMetrics:
+    """12's metrics: the files it writes and whether they are published to ``figures/``."""
+    figs, texts = _outputs(category, t1, panels, judged)
+    names = [*texts, *(f"{stem}.{ext}" for stem in figs for ext in FIGURE_FORMATS)]
+    return FiguresTablesMetrics(mode=run.mode or graph.PAPER, files=sorted(names),
+                                n_files=len(names), published_to_figures=run.params.publish)
+
+
+def write(run: StageRun[FiguresTablesParams], m: FiguresTablesMetrics, category: Figure,
+          t1: Table1, panels: figures.Gallery, judged: JudgeFigure) -> Written:
+    """Every figure (PNG and SVG) and Table 1 file, then ``metrics.json``; with ``publish`` the
+    same files also go to the top-level ``figures/`` folder (the same bytes: figures are saved
+    deterministically)."""
+    figs, texts = _outputs(category, t1, panels, judged)
+    if m.published_to_figures:
         target = paths.figures_dir()
         target.mkdir(exist_ok=True)
-        for name in names:
-            shutil.copyfile(stage.path(name), target / name)
-    return result
+        for stem, fig in figs.items():
+            figures.save(fig, target / stem, FIGURE_FORMATS)
+        for name, text in texts.items():
+            write_text(target / name, text)
+    return base.write(run, m, figures=figs, texts=texts)
 
 
 def judge_agreement(
-    judges: Mapping[str, Any], *, tau_same_order: float = study.TAU_SAME_ORDER,
+    judges: JudgesMetrics, *, tau_same_order: float = study.TAU_SAME_ORDER,
     level_gap: float = study.SEVERITY_LEVEL_GAP,
 ) -> str:
     """What the heatmap shows about the judges, as far as 09's metrics support it.
@@ -108,19 +238,26 @@ def judge_agreement(
     "differ in level" only when the severities span more than ``level_gap`` (score points).
     Otherwise the clause states the lowest tau or the span instead of the claim.
     """
-    taus = list(judges["kendall_tau"].values())
-    sev = list(judges["severity"].values())
+    taus = [t for t in judges.kendall_tau.values() if t is not None]
+    sev = list(judges.severity.values())
     span = max(sev) - min(sev) if sev else 0.0
-    same_order = bool(taus) and min(taus) >= tau_same_order
-    differ = span > level_gap
-    if not taus:
+    if not judges.kendall_tau:
         return "there is a single judge, so no agreement between judges to report"
-    if same_order:
+    if not taus:
+        return ("Kendall's tau is undefined for every pair of judges (a judge gave every "
+                "candidate the same score), so their order cannot be compared")
+    same_order = min(taus) >= tau_same_order
+    differ = span > level_gap
+    if len(taus) > 1 and same_order:
         order = (f"the judges agree on the order (every pairwise Kendall tau ≥ "
                  f"{tau_same_order:g})")
-    else:
+    elif len(taus) > 1:
         order = (f"the judges do not agree on the order (the lowest pairwise Kendall tau is "
                  f"{min(taus):.2f}, below {tau_same_order:g})")
+    else:  # two judges: one pair
+        order = (f"the judges {'agree' if same_order else 'do not agree'} on the order "
+                 f"(Kendall tau {taus[0]:.2f}, {'at least' if same_order else 'below'} "
+                 f"{tau_same_order:g})")
     if differ:
         level = (f"they differ in level (severities span {span:.3f}, more than {level_gap:g}), "
                  "which the severity panel quantifies")
@@ -132,20 +269,36 @@ def judge_agreement(
     return f"{order}, {joint} {level}"
 
 
-def findings(
-    metrics: Mapping[str, Any], *, judges: Mapping[str, Any], top: Sequence[str],
-    subset_title: str, intervals: bool,
-) -> list[str]:
+def findings(m: FiguresTablesMetrics, *, judges: JudgesMetrics, top: Sequence[str],
+             subset: str | None, intervals: bool) -> Findings:
     """The sentences of "What we found": the files written, the top of the primary subset's
-    ranking, what the judges agree on (``judge_agreement``, from 09's metrics ``judges``) and
-    where the copies are."""
-    kinds = sorted({Path(name).suffix for name in metrics["files"]})
-    judged = study.SUBSET_TITLES[judges["subset"]]
-    where = "" if judged == subset_title else f"on {judged} "
-    out = [f"{metrics['n_files']} files written ({', '.join(kinds)}).",
-           f"On {subset_title} the panel puts {', '.join(top)} on top"
-           + (" (with 95% intervals in the ranking figure)" if intervals
-              else " (point estimates)") + "; " + where + judge_agreement(judges) + "."]
-    if metrics["published_to_figures"]:
+    ranking (``subset``: the first with a Table 1, ``None`` when none has one), what the judges
+    agree on (``judge_agreement``, from 09's metrics, naming the subset they were measured on)
+    and where the copies are."""
+    kinds = sorted({Path(name).suffix for name in m.files})
+    judged = study.SUBSET_TITLES[judges.subset]
+    about = (f"on {judged} " + judge_agreement(judges) if judges.severity else
+             f"{graph.JUDGES} had no graded conversation of {judged}, so nothing is said about "
+             "the judges")
+    out = [f"{m.n_files} files written ({', '.join(kinds)})."]
+    if subset is None:
+        out.append("No subset of figures_tables.subsets has a Table 1, so there is no ranking; "
+                   + about + ".")
+    else:
+        out.append(f"On {study.SUBSET_TITLES[subset]} the panel puts {', '.join(top)} on top"
+                   + (" (with 95% intervals in the ranking figure)" if intervals
+                      else " (point estimates)") + "; " + about + ".")
+    if m.published_to_figures:
         out.append("Copies are in `figures/`.")
-    return out
+    return Findings(out)
+
+
+def run(run: StageRun[FiguresTablesParams]) -> FiguresTablesMetrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    category = category_figure(run)
+    t1 = table1(run)
+    panels = ranking_and_heatmaps(t1)
+    judged = judge_figure(run)
+    m = metrics(run, category, t1, panels, judged)
+    write(run, m, category, t1, panels, judged)
+    return m
