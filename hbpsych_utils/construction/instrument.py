@@ -31,6 +31,9 @@ from hbpsych_utils.construction.review_set import (
 from hbpsych_utils.core.writes import write_text
 
 TEMPLATE = "instrument_template.html"
+PACKET_FILE = "packet.json"
+INSTRUMENT_FILE = "instrument.html"
+"""The two files ``write_round`` leaves in a round's folder."""
 _SCRIPT_RE = re.compile(r'<script id="instrument-js">(.*?)</script>', re.DOTALL)
 _ROUND_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
@@ -165,7 +168,7 @@ def write_round(
     beside the original. Returns the packet items (what the stages count and report).
     """
     items = build_packet(review, conversations, translations, on_missing="placeholder")
-    write_packet(folder / "packet.json", items, round_name=round_name, packet=packet)
-    write_instrument(folder / "instrument.html", items, round_name=round_name,
+    write_packet(folder / PACKET_FILE, items, round_name=round_name, packet=packet)
+    write_instrument(folder / INSTRUMENT_FILE, items, round_name=round_name,
                      vocabulary=vocabulary, packet=packet)
     return items

@@ -1,14 +1,18 @@
 """Chapter 01, the HealthBench corpus: load it, verify it by content, describe it.
 
-``run`` loads the profile's corpus (the registry's HealthBench file, verified against the ids of
-the released screen, or a local ``corpus_file``), counts what a reader wants first (size, turns,
-rubric criteria and points, themes, languages, how much of HealthBench-Hard is present) and
-writes ``corpus_source.json``, the record every later stage reloads the same corpus from.
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`load` (the
+profile's corpus: the registry's HealthBench file, verified against the ids of the released
+screen, or a local ``corpus_file``), :func:`languages` (the non-English flags, when detection
+is on), :func:`describe` (size, turns, rubric criteria and points, themes, languages, how much
+of HealthBench-Hard is present) with :func:`turns_figure`, :func:`metrics`, :func:`write`
+(``corpus_source.json``, the record every later stage reloads the same corpus from; the tables;
+``metrics.json``) and :func:`findings`. :func:`run` makes the same calls, for scripts and tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -16,10 +20,15 @@ from matplotlib.figure import Figure
 
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import CorpusParams
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import CorpusMetrics
+from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
 from hbpsych_utils.stages import base
-from hbpsych_utils.stages.base import StageResult, StageRun
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "01_corpus"
+STAGE = graph.CORPUS
+THEMES = "themes.csv"
+TURNS = "turns.csv"
 _SPREAD = ("n_conversations", "n_rubric_items", "n_non_english", "non_english_share")
 """Keys of ``describe_corpus`` that the metrics place themselves (the rest follow as they are)."""
 
@@ -29,61 +38,37 @@ def start(namespace: Mapping[str, Any]) -> StageRun[CorpusParams]:
     return base.start(STAGE, namespace)
 
 
-def run(run: StageRun[CorpusParams]) -> StageResult:
-    """Load and verify the corpus, describe it, record its source for later stages."""
+@dataclass(frozen=True)
+class Loaded:
+    """The corpus as loaded and verified, with the load options later stages reload it with."""
+
+    corpus: corpus.ProfileCorpus
+    options: dict[str, Any]
+
+    @property
+    def conversations(self) -> list[corpus.Conversation]:
+        return self.corpus.conversations
+
+    def _repr_markdown_(self) -> str:
+        return (f"**{self.corpus.coverage.describe()}** (source: {self.corpus.source}); "
+                f"{len(self.corpus.report.skipped)} invalid line(s) skipped.")
+
+
+def load(run: StageRun[CorpusParams]) -> Loaded:
+    """Load the profile's corpus and verify it by content (``corpus.load_for_profile``); a local
+    ``corpus_file`` is recorded as an input of the stage."""
     params = run.params
-    stage = run.stage
     loaded = corpus.load_for_profile(
         allow_partial=params.allow_partial,
         invalid_records=params.invalid_records,
         max_conversations=params.max_conversations,
         corpus_file=params.corpus_file,
-        fetch=stage.fetch,
+        fetch=run.stage.fetch,
     )
     if params.corpus_file is not None:
-        stage.record_input("corpus_file", loaded.report.path)
-    conversations = loaded.conversations
-    hard = set(corpus.hard_ids(stage.fetch("harness_scores")))
-    languages = corpus.language_flags(conversations) if params.detect_language else None
-    stats = corpus.describe_corpus(conversations, languages)
-
-    themes = pd.Series(corpus.theme_counts(conversations), name="conversations")
-    turns = pd.Series(corpus.turn_distribution(conversations), name="conversations")
-    tables = {"themes.csv": themes.rename_axis("theme").to_frame(),
-              "turns.csv": turns.rename_axis("messages").to_frame()}
-    views: dict[str, Any] = {
-        "loaded": (f"**{loaded.coverage.describe()}** (source: {loaded.source}); "
-                   f"{len(loaded.report.skipped)} invalid line(s) skipped."),
-        "stats": pd.Series(stats, name="value").to_frame(),
-        "turns_plot": _turns_figure(tables["turns.csv"]["conversations"]),
-        "non_english": pd.DataFrame(),
-    }
-    if languages is not None:
-        table = language_table(languages)
-        tables["languages.csv"] = table
-        views["non_english"] = (table[table.non_english].language.value_counts()
-                                .rename("non-English").to_frame())
-
-    metrics = {
-        "corpus_source": loaded.source,
-        "complete": loaded.coverage.complete,
-        "n_conversations": stats["n_conversations"],
-        "n_expected": loaded.coverage.n_expected,
-        "coverage": loaded.coverage.fraction,
-        "n_skipped": len(loaded.report.skipped),
-        "n_hard_ids": len(hard),
-        "n_hard_in_corpus": sum(c.prompt_id in hard for c in conversations),
-        "n_rubric_items": stats["n_rubric_items"],
-        "n_non_english": stats.get("n_non_english"),
-        "non_english_share": stats.get("non_english_share"),
-        "ids_sha256": corpus.ids_hash(c.prompt_id for c in conversations),
-        **{k: v for k, v in stats.items() if k not in _SPREAD},
-    }
-    stage.write_json(corpus.SOURCE_RECORD, corpus.source_record(loaded, {
-        "invalid_records": params.invalid_records,
-        "max_conversations": params.max_conversations}))
-    result = StageResult(run, metrics, tables=tables, views=views, findings=findings(metrics))
-    return result.write()
+        run.stage.record_input("corpus_file", loaded.report.path)
+    return Loaded(loaded, {"invalid_records": params.invalid_records,
+                           "max_conversations": params.max_conversations})
 
 
 def language_table(languages: dict[str, corpus.Language]) -> pd.DataFrame:
@@ -93,33 +78,144 @@ def language_table(languages: dict[str, corpus.Language]) -> pd.DataFrame:
                          for pid, lang in languages.items()])
 
 
-def _turns_figure(turns: pd.Series) -> Figure:
+@dataclass(frozen=True)
+class Languages:
+    """Each conversation's detected language (``languages.csv``, which 02 reads)."""
+
+    flags: dict[str, corpus.Language]
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return language_table(self.flags)
+
+    def _repr_html_(self) -> str:
+        table = self.table
+        counts = table[table.non_english].language.value_counts().rename("non-English")
+        return Table(counts.to_frame(), caption="Conversations confidently non-English, by "
+                     "detected language").html()
+
+
+def languages(run: StageRun[CorpusParams], loaded: Loaded) -> Languages | Note:
+    """The language of every conversation's user turns (py3langid; only confident, non-trivial
+    texts are flagged non-English), when the profile detects languages."""
+    if not run.params.detect_language:
+        return unavailable("Language detection is off (`detect_language` is false): no "
+                           "conversation is flagged non-English, and 02 detects languages "
+                           "itself if it translates.")
+    return Languages(corpus.language_flags(loaded.conversations))
+
+
+@dataclass(frozen=True)
+class Description:
+    """What a reader wants first: the corpus's numbers, its themes and its turns."""
+
+    stats: dict[str, Any]
+    """``corpus.describe_corpus``: size, turns, rubric items and points, languages."""
+    themes: pd.DataFrame
+    turns: pd.DataFrame
+    n_hard_ids: int
+    n_hard_in_corpus: int
+
+    def _repr_html_(self) -> str:
+        return Tables([
+            Table(pd.Series(self.stats, name="value").to_frame(), caption="The corpus"),
+            Table(self.themes, caption="Conversations per theme (example_tags)"),
+        ])._repr_html_()
+
+
+def describe(run: StageRun[CorpusParams], loaded: Loaded,
+             languages: Languages | Note) -> Description:
+    """Count the corpus: size, turns, rubric criteria and points, themes, languages, and how
+    many of the HealthBench-Hard conversations it holds."""
+    conversations = loaded.conversations
+    hard = set(corpus.hard_ids(run.stage.fetch("harness_scores")))
+    flags = languages.flags if isinstance(languages, Languages) else None
+    themes = pd.Series(corpus.theme_counts(conversations), name="conversations")
+    turns = pd.Series(corpus.turn_distribution(conversations), name="conversations")
+    return Description(
+        stats=corpus.describe_corpus(conversations, flags),
+        themes=themes.rename_axis("theme").to_frame(),
+        turns=turns.rename_axis("messages").to_frame(),
+        n_hard_ids=len(hard),
+        n_hard_in_corpus=sum(c.prompt_id in hard for c in conversations),
+    )
+
+
+def turns_figure(description: Description) -> Figure:
+    """Conversations by number of messages, as bars."""
     fig = Figure(figsize=(6, 3))
-    turns.plot.bar(ax=fig.subplots(), title="Messages per conversation", ylabel="conversations")
+    description.turns["conversations"].plot.bar(ax=fig.subplots(),
+                                                title="Messages per conversation",
+                                                ylabel="conversations")
     fig.tight_layout()
     return fig
 
 
-def findings(metrics: dict[str, Any]) -> list[str]:
+def metrics(run: StageRun[CorpusParams], loaded: Loaded,
+            description: Description) -> CorpusMetrics:
+    """01's metrics: where the corpus came from, its coverage, and its description."""
+    stats, coverage = description.stats, loaded.corpus.coverage
+    return CorpusMetrics(
+        corpus_source=loaded.corpus.source,
+        complete=coverage.complete,
+        n_conversations=stats["n_conversations"],
+        n_expected=coverage.n_expected,
+        coverage=coverage.fraction,
+        n_skipped=len(loaded.corpus.report.skipped),
+        n_hard_ids=description.n_hard_ids,
+        n_hard_in_corpus=description.n_hard_in_corpus,
+        n_rubric_items=stats["n_rubric_items"],
+        n_non_english=stats.get("n_non_english"),
+        non_english_share=stats.get("non_english_share"),
+        ids_sha256=corpus.ids_hash(c.prompt_id for c in loaded.conversations),
+        **{k: v for k, v in stats.items() if k not in _SPREAD},
+    )
+
+
+def write(run: StageRun[CorpusParams], m: CorpusMetrics, loaded: Loaded,
+          description: Description, languages: Languages | Note) -> Written:
+    """``corpus_source.json`` (file, hash and load options: how every later stage reloads this
+    corpus), the themes, turns and languages tables, and ``metrics.json``."""
+    run.stage.write_json(graph.CORPUS_RECORD, corpus.source_record(loaded.corpus,
+                                                                   loaded.options))
+    tables = {THEMES: description.themes, TURNS: description.turns}
+    if isinstance(languages, Languages):
+        tables[graph.LANGUAGES] = languages.table
+    written = base.write(run, m, tables=tables)
+    return replace(written, files=[graph.CORPUS_RECORD, *written.files])
+
+
+def findings(m: CorpusMetrics) -> Findings:
     """What the corpus holds, from 01's metrics.
 
     "complete" or "partial" is the coverage check's verdict (every expected id present); the
     language sentence appears only when languages were detected.
     """
-    m = metrics
-    if not m["n_conversations"]:
-        return [f"The corpus holds no conversations (0 of the {m['n_expected']:,} expected)."]
+    if not m.n_conversations:
+        return Findings([f"The corpus holds no conversations (0 of the {m.n_expected:,} "
+                         "expected)."])
     out = [
-        f"The corpus holds **{m['n_conversations']:,}** conversations "
-        f"({m['coverage']:.1%} of the {m['n_expected']:,} expected; "
-        f"{'complete' if m['complete'] else 'partial'}), with {m['n_rubric_items']:,} rubric "
-        f"criteria ({m['rubric_items_mean']:.1f} per conversation, "
-        f"{m['n_negative_items']:,} of them negative).",
-        f"{m['n_multi_turn']:,} conversations have more than one message.",
-        f"{m['n_hard_in_corpus']:,} of the {m['n_hard_ids']:,} HealthBench-Hard conversations "
+        f"The corpus holds **{m.n_conversations:,}** conversations "
+        f"({m.coverage:.1%} of the {m.n_expected:,} expected; "
+        f"{'complete' if m.complete else 'partial'}), with {m.n_rubric_items:,} rubric "
+        f"criteria ({m.rubric_items_mean:.1f} per conversation, "
+        f"{m.n_negative_items:,} of them negative).",
+        f"{m.n_multi_turn:,} conversations have more than one message.",
+        f"{m.n_hard_in_corpus:,} of the {m.n_hard_ids:,} HealthBench-Hard conversations "
         "are present.",
     ]
-    if m["n_non_english"] is not None:
-        out.append(f"{m['n_non_english']:,} conversations ({m['non_english_share']:.1%}) are "
+    if m.n_non_english is not None:
+        out.append(f"{m.n_non_english:,} conversations ({m.non_english_share:.1%}) are "
                    "confidently non-English.")
-    return out
+    return Findings(out)
+
+
+def run(run: StageRun[CorpusParams]) -> CorpusMetrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    loaded = load(run)
+    flags = languages(run, loaded)
+    description = describe(run, loaded, flags)
+    turns_figure(description)
+    m = metrics(run, loaded, description)
+    write(run, m, loaded, description, flags)
+    return m

@@ -1,62 +1,42 @@
 """Chapter 03, blinded clinician review round 1: the set, the packet, the ratings, the tally.
 
-``run`` resolves the mode: ``replay`` rebuilds the released set (the screening key's
-``in_blinded_set`` rows under the review ids the released ratings carry) and reads the released
-ratings; ``live`` designs a set from this run's screen (every screened-in item plus seeded
-concealed controls) and reads whatever ratings files the profile lists. Either way it writes
-the reviewers' packet and instrument. With ratings it writes the votes table and tallies the
-round: inclusion, the stopping rule (controls included above the threshold trigger a recall
-round) and inter-rater agreement. Without ratings yet it says so, and removes a stale
-``votes.csv`` so that 05 never assembles a subset from an earlier run's votes.
+The chapter's calls, in order: :func:`start` (its parameters, checked); :func:`review_set`
+(``replay``: the released set, the screening key's ``in_blinded_set`` rows under the review ids
+the released ratings carry; ``live``: designed from this run's screen, every screened-in item
+plus seeded concealed controls); :func:`instrument` (the reviewers' packet and HTML
+instrument); :func:`votes` (each reviewer's ratings file validated against the set, and the
+votes table); :func:`tally` (inclusion and the stopping rule: controls included above the
+threshold trigger a recall round); :func:`agreement` (on relevance, among the reviewers);
+:func:`metrics`, :func:`write` and :func:`findings`. Until a live round's ratings files are
+listed, the votes, the tally and the agreement are unavailable, the metrics say how many items
+await ratings, and no ``votes.csv`` is written (a stale one is removed), so 05 never assembles
+a subset from an earlier run's votes. :func:`run` makes the same calls, for scripts and tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from hbpsych_utils.construction import (
-    agreement,
-    corpus,
-    instrument,
-    ratings,
-    review_set,
-    screening,
-    tally,
-    translation,
-)
+from hbpsych_utils.construction import ratings, review_round
+from hbpsych_utils.construction import review_set as review_sets
+from hbpsych_utils.construction.agreement import AgreementSummary
+from hbpsych_utils.construction.tally import RoundTally, outcomes, tally_round1
 from hbpsych_utils.core.config import ReviewParams, resolve_path
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import ReviewRound1Metrics
+from hbpsych_utils.reporting.display import Findings, Note, Table, unavailable
 from hbpsych_utils.stages import base
-from hbpsych_utils.stages.base import StageResult, StageRun
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "03_review_round1"
+STAGE = graph.REVIEW_ROUND1
 SCREENED_IN_LABELS = ("RELEVANT", "BORDERLINE")
-
-
-@dataclass(frozen=True)
-class RoundInputs:
-    """What a review round (03, and 04's round 2) reads from the stages before it."""
-
-    screen: pd.DataFrame
-    vocabulary: tuple[str, ...]
-    conversations: list[corpus.Conversation]
-    translations: dict[str, list[dict[str, str]]]
-    """02's machine translations for the reviewers; empty when 02 made none."""
-
-
-def round_inputs(stage: Any) -> RoundInputs:
-    """02's screen and vocabulary, 01's corpus and 02's translations, each through its reader."""
-    return RoundInputs(
-        screen=screening.read_screen(stage.upstream("02_screening", screening.SCREEN_FILE)),
-        vocabulary=screening.read_vocabulary(
-            stage.upstream("02_screening", screening.VOCABULARY_FILE)),
-        conversations=corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD)),
-        translations=translation.read_translations(
-            stage.upstream_optional("02_screening", translation.TRANSLATIONS_FILE)),
-    )
+RELEASED_REVIEWERS = (1, 2, 3)
+"""The released round-1 ratings files: ``ratings_round1_R1`` ... ``R3``."""
 
 
 def start(namespace: Mapping[str, Any]) -> StageRun[ReviewParams]:
@@ -64,81 +44,177 @@ def start(namespace: Mapping[str, Any]) -> StageRun[ReviewParams]:
     return base.start(STAGE, namespace)
 
 
-def run(run: StageRun[ReviewParams]) -> StageResult:
-    """Build or replay the round-1 set, write packet and instrument, tally the ratings."""
-    params = run.params
-    stage = run.stage
-    inputs = round_inputs(stage)
-    screen, vocabulary = inputs.screen, inputs.vocabulary
+@dataclass(frozen=True)
+class ReviewSet:
+    """The blinded set (``review_id``, ``prompt_id``, ``kind``), what it was built from, and the
+    ratings files that rate it (none, live, until the profile lists them)."""
 
-    if run.mode == "replay":
-        ratings_paths = [stage.fetch(f"ratings_round1_R{i}") for i in (1, 2, 3)]
-        review = review_set.replay_round1(stage.fetch("screening_key"),
-                                          ratings.released_assignment(ratings_paths))
+    table: pd.DataFrame
+    inputs: review_round.RoundInputs
+    ratings_paths: list[Path]
+    replayed: bool
+
+    def _repr_html_(self) -> str:
+        how = ("the released set, under the review ids the released ratings carry"
+               if self.replayed else "designed from this run's screen in one seeded order")
+        kinds = self.table.kind.value_counts().rename("conversations").to_frame()
+        return Table(kinds, caption=f"The review set: {len(self.table):,} conversations, "
+                     f"{how}").html()
+
+
+def review_set(run: StageRun[ReviewParams]) -> ReviewSet:
+    """The round-1 set, replayed or designed, and checked against the screen (every
+    screened-in item once, the controls from ``NOT_RELEVANT``, as many as ``n_controls``)."""
+    params, stage = run.params, run.stage
+    inputs = review_round.round_inputs(stage)
+    screen = inputs.screen
+    if run.mode == graph.REPLAY:
+        paths = [stage.fetch(f"ratings_round1_R{i}") for i in RELEASED_REVIEWERS]
+        table = review_sets.replay_round1(stage.fetch("screening_key"),
+                                          ratings.released_assignment(paths))
     else:
-        ratings_paths = [resolve_path(p) for p in (params.ratings_files or [])]
+        paths = [resolve_path(p) for p in (params.ratings_files or [])]
         screened_in = screen.loc[screen.label.isin(SCREENED_IN_LABELS), "prompt_id"]
         pool = screen.loc[screen.label == "NOT_RELEVANT", "prompt_id"]
-        review = review_set.design_round(screened_in, pool, params.n_controls, run.seed)
-    review_set.check_round1_design(review, screen, n_controls=params.n_controls)
-    tables: dict[str, pd.DataFrame] = {review_set.SET_FILE: review}
-    views: dict[str, Any] = {"kinds": review.kind.value_counts().to_frame()}
-    items = instrument.write_round(stage.dir, review, inputs.conversations, inputs.translations,
-                                   round_name="round1", vocabulary=vocabulary)
-    views["instrument"] = (
-        f"Instrument: `{stage.final_dir / 'instrument.html'}` — "
-        f"{sum(it['available'] for it in items):,} of {len(items):,} conversations available "
-        f"in this corpus; {sum(it['translation'] is not None for it in items):,} with a machine "
-        "translation.")
+        table = review_sets.design_round(screened_in, pool, params.n_controls, run.seed)
+    review_sets.check_round1_design(table, screen, n_controls=params.n_controls)
+    return ReviewSet(table, inputs, paths, run.mode == graph.REPLAY)
 
-    rated = ratings.load_round(ratings_paths, review, vocabulary=vocabulary)
-    views["empty_fields"] = ratings.empty_field_counts(rated)
-    if rated:
-        votes = ratings.votes_table(review, rated)
-        tables[ratings.VOTES_FILE] = votes
-        counted, agree = count_votes(votes, tally.tally_round1, params.threshold)
-        metrics = {"mode": run.mode, **counted.metrics(), **agree.metrics(),
-                   "tier_counts": counted.tier_counts, "threshold": params.threshold}
-        views["outcomes"] = tally.outcomes(votes)
-        views["ac1_pairs"] = pd.Series(agree.ac1_pairs, name="Gwet AC1").to_frame()
+
+def instrument(run: StageRun[ReviewParams], review: ReviewSet) -> review_round.Materials:
+    """The reviewers' packet (review id, conversation, translation: nothing about the screen)
+    and the self-contained HTML instrument they open from disk."""
+    return review_round.write_materials(run.stage, review.table, review.inputs,
+                                        round_name="round1")
+
+
+@dataclass(frozen=True)
+class Votes:
+    """Every reviewer's validated ratings file and the votes table (one row per item)."""
+
+    rated: list[ratings.Ratings]
+    table: pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        return Table(ratings.empty_field_counts(self.rated), caption="Empty category and "
+                     "confidence strings per reviewer (tolerated, counted)", index=False).html()
+
+
+def votes(run: StageRun[ReviewParams], review: ReviewSet) -> Votes | Note:
+    """Each ratings file validated against the set (every review id once, prompt ids
+    matching, ``Y|N``, vocabulary, confidence; all problems raised at once), then the votes."""
+    rated = ratings.load_round(review.ratings_paths, review.table,
+                               vocabulary=review.inputs.vocabulary)
+    if not rated:
+        return unavailable("No ratings are in yet: the round stops after the instrument until "
+                           "the profile's `review_round1.ratings_files` lists the reviewers' "
+                           "exports.")
+    return Votes(rated, ratings.votes_table(review.table, rated))
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What the votes decide: inclusion by majority, and the stopping rule."""
+
+    counted: RoundTally
+    outcomes: pd.DataFrame
+    """Items by kind and consensus tier (``tally.outcomes``)."""
+
+    def _repr_html_(self) -> str:
+        return Table(self.outcomes, caption="Items by kind and consensus tier, with how many "
+                     "the majority included", formats={"included_share": "{:.1%}"}).html()
+
+
+def tally(run: StageRun[ReviewParams], votes: Votes | Note) -> Tally | Note:
+    """Inclusion (at least two of three ``Y``) and the stopping rule: a control-inclusion rate
+    strictly above ``threshold`` triggers a recall round (``tally.tally_round1``)."""
+    if not isinstance(votes, Votes):
+        return unavailable("No tally yet: the stopping rule needs the round's ratings.")
+    return Tally(tally_round1(votes.table, threshold=run.params.threshold),
+                 outcomes(votes.table))
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Agreement on relevance among the round's reviewers."""
+
+    summary: AgreementSummary
+
+    def _repr_html_(self) -> str:
+        pairs = pd.DataFrame({"Gwet AC1": self.summary.ac1_pairs,
+                              "Cohen kappa": self.summary.cohen_kappa_pairs})
+        return Table(pairs, caption="Agreement on relevance per reviewer pair").html()
+
+
+def agreement(votes: Votes | Note) -> Agreement | Note:
+    """Gwet's AC1 per reviewer pair and their mean, the multi-rater AC1, Fleiss' and Cohen's
+    kappa (``review_round.relevance_agreement``)."""
+    if not isinstance(votes, Votes):
+        return unavailable("No agreement yet: it is computed from the round's ratings.")
+    return Agreement(review_round.relevance_agreement(votes.table))
+
+
+def metrics(run: StageRun[ReviewParams], review: ReviewSet, tally: Tally | Note,
+            agreement: Agreement | Note) -> ReviewRound1Metrics:
+    """03's metrics: the tally, the agreement and the threshold; without ratings, only the size
+    of the set and that no ratings file is in."""
+    if not isinstance(tally, Tally) or not isinstance(agreement, Agreement):
+        return ReviewRound1Metrics(mode=run.mode, n_reviewed=len(review.table),
+                                   n_ratings_files=len(review.ratings_paths))
+    counted = tally.counted
+    return ReviewRound1Metrics(mode=run.mode, **counted.metrics(), **agreement.summary.metrics(),
+                               tier_counts=counted.tier_counts, threshold=run.params.threshold)
+
+
+def write(run: StageRun[ReviewParams], m: ReviewRound1Metrics, review: ReviewSet,
+          votes: Votes | Note) -> Written:
+    """The review set and, with ratings, the votes (05 reads them), then ``metrics.json``."""
+    tables = {graph.REVIEW_SET: review.table}
+    if isinstance(votes, Votes):
+        tables[graph.VOTES] = votes.table
     else:
-        stage.path(ratings.VOTES_FILE).unlink(missing_ok=True)  # no votes from an earlier run
-        metrics = {"mode": run.mode, "n_reviewed": len(review), "n_ratings_files": 0}
-        views["outcomes"] = pd.DataFrame()
-        views["ac1_pairs"] = pd.DataFrame()
-    result = StageResult(run, metrics, tables=tables, views=views, findings=findings(metrics))
-    return result.write()
+        run.stage.path(graph.VOTES).unlink(missing_ok=True)  # no votes from an earlier run
+    return base.write(run, m, tables=tables)
 
 
-def count_votes(votes: pd.DataFrame, count: Callable[..., tally.RoundTally],
-                threshold: float) -> tuple[tally.RoundTally, agreement.AgreementSummary]:
-    """A round's tally (``tally.tally_round1`` or ``tally_round2``) and its agreement on
-    relevance: what 03 and 04 both report."""
-    return (count(votes, threshold=threshold),
-            agreement.summarize(ratings.relevance_ratings(votes), categories=ratings.VOTES))
+def _stat(value: float | None) -> str:
+    """A coefficient to three decimals; "undefined" where it is not a number (NaN, null)."""
+    return "undefined" if value is None or value != value else f"{value:.3f}"
 
 
-def findings(metrics: dict[str, Any]) -> list[str]:
+def findings(m: ReviewRound1Metrics) -> Findings:
     """What round 1 decided, from 03's metrics.
 
     The stopping rule is the tally's: a control-inclusion rate strictly above the threshold
     (``recall_triggered``) triggers a recall round, otherwise the loop ends. Without ratings
     the only finding is that the round awaits them.
     """
-    m = metrics
-    if "recall_triggered" not in m:
-        return [f"The blinded set holds {m['n_reviewed']:,} conversations and no ratings are in "
-                "yet: send the instrument to the reviewers, then list their exports in the "
-                "profile's `review_round1.ratings_files` and run again."]
-    triggered = m["recall_triggered"]
-    return [
-        f"{m['n_reviewed']:,} conversations were reviewed ({m['n_screened_in']:,} screened in, "
-        f"{m['n_controls']:,} concealed controls).",
-        f"The majority included **{m['n_included']:,}**: {m['n_screened_in_included']:,} "
-        f"screened-in items and {m['n_controls_included']:,} controls, a control-inclusion rate "
-        f"of **{m['control_inclusion_rate']:.1%}** — "
-        f"{'above' if triggered else 'at or below'} the {m['threshold']:.0%} threshold, so "
+    if not m.tallied:
+        return Findings([
+            f"The blinded set holds {m.n_reviewed:,} conversations and no ratings are in yet: "
+            "send the instrument to the reviewers, then list their exports in the profile's "
+            "`review_round1.ratings_files` and run again."])
+    triggered = m.recall_triggered
+    return Findings([
+        f"{m.n_reviewed:,} conversations were reviewed ({m.n_screened_in:,} screened in, "
+        f"{m.n_controls:,} concealed controls).",
+        f"The majority included **{m.n_included:,}**: {m.n_screened_in_included:,} "
+        f"screened-in items and {m.n_controls_included:,} controls, a control-inclusion rate "
+        f"of **{m.control_inclusion_rate:.1%}** — "
+        f"{'above' if triggered else 'at or below'} the {m.threshold:.0%} threshold, so "
         + ("a recall round is triggered." if triggered else "the loop ends here."),
-        f"Agreement on relevance: mean pairwise AC1 {m['ac1_pairwise_mean']:.3f}, multi-rater "
-        f"AC1 {m['ac1_multirater']:.3f}, Fleiss' kappa {m['fleiss_kappa']:.3f}.",
-    ]
+        f"Agreement on relevance: mean pairwise AC1 {_stat(m.ac1_pairwise_mean)}, multi-rater "
+        f"AC1 {_stat(m.ac1_multirater)}, Fleiss' kappa {_stat(m.fleiss_kappa)}.",
+    ])
+
+
+def run(run: StageRun[ReviewParams]) -> ReviewRound1Metrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    review = review_set(run)
+    instrument(run, review)
+    rated = votes(run, review)
+    counted = tally(run, rated)
+    agreed = agreement(rated)
+    m = metrics(run, review, counted, agreed)
+    write(run, m, review, rated)
+    return m

@@ -1,31 +1,41 @@
 """Chapter 05, the HealthBench-Psych subset: derived from the votes, checked against the release.
 
-``run`` reads round 1's votes and round 2's state (04's ``round2``): a tallied round 2 adds its
-votes, a round 2 that was ``not_needed`` leaves the subset to round 1 alone, and any other
-state is an error (the subset needs round 2's ratings first). It assembles the subset under
-each versioned control policy (``subset.POLICIES``) and its HealthBench-Hard intersection,
-writes them in the released layout with their index, draws the modal-category figure and,
-when asked, compares each derived subset with the released file of the same key
-(``study.SUBSET_ARTIFACTS``).
+The chapter's calls, in order: :func:`start` (its parameters, checked); :func:`votes` (round
+1's votes and round 2's state, 04's ``round2``: a tallied round 2 adds its votes, a round 2 that
+was ``not_needed`` leaves the subset to round 1 alone, and any other state is an error, since
+the subset needs round 2's ratings first); :func:`assemble` (the subset under each versioned
+control policy, ``subset.POLICIES``, and its HealthBench-Hard intersection);
+:func:`categories` (each conversation's modal reviewer category) and
+:func:`category_figure`; :func:`compare_with_release` (each derived subset against the released
+file of the same key, ``study.SUBSET_ARTIFACTS``, when asked); :func:`metrics`, :func:`write`
+(the subsets in the released layout with their index, which later stages read; the categories;
+the figure; ``metrics.json``) and :func:`findings`. :func:`run` makes the same calls, for
+scripts and tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from hbpsych_utils import study
-from hbpsych_utils.construction import corpus, ratings, subset, tally
+from hbpsych_utils.construction import corpus, ratings, review_round, subset, tally
 from hbpsych_utils.core.config import SubsetParams
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import SubsetMetrics
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.stages import base, s04_recall
-from hbpsych_utils.stages.base import StageResult, StageRun
+from hbpsych_utils.reporting.display import Findings, Note, Table, unavailable
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "05_subset"
+STAGE = graph.SUBSET
 TOP_CATEGORIES = 3
 """How many of the largest categories the findings name."""
+FIGURE = "category_distribution"
 
 
 def start(namespace: Mapping[str, Any]) -> StageRun[SubsetParams]:
@@ -33,79 +43,169 @@ def start(namespace: Mapping[str, Any]) -> StageRun[SubsetParams]:
     return base.start(STAGE, namespace)
 
 
-def run(run: StageRun[SubsetParams]) -> StageResult:
-    """Assemble, write and check the subsets; count and draw their categories."""
-    params = run.params
-    stage = run.stage
-    round1 = ratings.read_votes(stage.upstream("03_review_round1", ratings.VOTES_FILE))
-    state = s04_recall.read_round2_state(stage)
-    if state == s04_recall.TALLIED:
-        round2 = ratings.read_votes(stage.upstream(s04_recall.STAGE, ratings.VOTES_FILE))
-    elif state == s04_recall.NOT_NEEDED:
-        round2 = None  # round 1 met the stopping rule: no recall round
-    else:
-        raise RuntimeError(f"04_recall reports round 2 as {state!r}: the subset needs its "
-                           "ratings (profile key recall.ratings_files) before it can be assembled")
-    hard_ids = corpus.hard_ids(stage.fetch("harness_scores"))
+@dataclass(frozen=True)
+class Votes:
+    """The two rounds' votes tables (round 2's is ``None`` when no recall round was needed)."""
 
-    ids = {version: subset.assemble(round1, round2, policy)
+    round1: pd.DataFrame
+    round2: pd.DataFrame | None
+
+    def _repr_markdown_(self) -> str:
+        first = f"Round 1's votes on {len(self.round1):,} conversations"
+        if self.round2 is None:
+            return (f"{first}; round 1 met the stopping rule and 04 ran no recall round "
+                    "(`round2: not_needed`), so the subset is round 1's alone.")
+        return f"{first} and round 2's on {len(self.round2):,}."
+
+
+def votes(run: StageRun[SubsetParams]) -> Votes:
+    """Round 1's votes, and round 2's when 04 tallied it; an error while round 2 awaits its
+    ratings (or round 1's)."""
+    stage = run.stage
+    round1 = ratings.read_votes(stage.upstream(graph.REVIEW_ROUND1, graph.VOTES))
+    state = review_round.read_round2_state(stage)
+    if state == review_round.TALLIED:
+        return Votes(round1, ratings.read_votes(stage.upstream(graph.RECALL, graph.VOTES)))
+    if state == review_round.NOT_NEEDED:
+        return Votes(round1, None)
+    raise RuntimeError(f"{graph.RECALL} reports round 2 as {state!r}: the subset needs its "
+                       "ratings (profile key recall.ratings_files) before it can be assembled")
+
+
+@dataclass(frozen=True)
+class Subsets:
+    """Each subset's ids and its file content in the released layout (key: v1, v2, hard)."""
+
+    ids: dict[str, list[str]]
+    records: dict[str, dict[str, Any]]
+
+    def _repr_html_(self) -> str:
+        table = pd.DataFrame({k: {"n": r["n"], "prompt_id_sha256": r["prompt_id_sha256"]}
+                              for k, r in self.records.items()}).T
+        return Table(table, caption="The subsets, with their content hashes "
+                     "(sha256 of the sorted ids)").html()
+
+
+def assemble(run: StageRun[SubsetParams], votes: Votes) -> Subsets:
+    """The subset under each control policy (v1, v2) from the majority-included items, and
+    Psych-Hard: v1's conversations among the HealthBench-Hard ids."""
+    hard_ids = corpus.hard_ids(run.stage.fetch("harness_scores"))
+    ids = {version: subset.assemble(votes.round1, votes.round2, policy)
            for version, policy in subset.POLICIES.items()}
     ids["hard"] = subset.hard_subset(ids["v1"], hard_ids)
-    name = params.name
+    name = run.params.name
     records = {
         "v1": subset.subset_record(f"{name}-v1", ids["v1"], policy=vars(subset.POLICIES["v1"])),
         "v2": subset.subset_record(f"{name}-v2", ids["v2"], policy=vars(subset.POLICIES["v2"])),
         "hard": subset.subset_record(f"{name}-hard-v1", ids["hard"],
                                      parents=[f"{name}-v1", "HealthBench-Hard"]),
     }
-    subset.write_all(stage, records)
-
-    categories = subset.subset_categories(ids["v1"], round1, round2)
-    counts = subset.category_counts(categories)
-    fig = figures.category_distribution(counts, title=f"{name}-v1: modal reviewer category")
-
-    comparisons = {}
-    if params.compare_with_release:
-        comparisons = {key: subset.compare_with_release(
-            key, ids[key], subset.load_subset(stage.fetch(artifact)))
-            for key, artifact in study.SUBSET_ARTIFACTS.items()}
-    metrics = {
-        "n_v1": len(ids["v1"]), "n_v2": len(ids["v2"]), "n_hard": len(ids["hard"]),
-        "sha256_v1": records["v1"]["prompt_id_sha256"],
-        "sha256_v2": records["v2"]["prompt_id_sha256"],
-        "sha256_hard": records["hard"]["prompt_id_sha256"],
-        **{f"matches_release_{k}": c.matches for k, c in comparisons.items()},
-        "category_counts": counts,
-        "n_no_category_majority": counts.get(tally.NO_CATEGORY_MAJORITY, 0),
-    }
-    views = {
-        "subsets": pd.DataFrame({k: {"n": r["n"], "prompt_id_sha256": r["prompt_id_sha256"]}
-                                 for k, r in records.items()}).T,
-        "comparison": pd.DataFrame({k: {"n derived": c.n_derived, "n released": c.n_released,
-                                        "ids match": c.ids_match, "hash match": c.hash_match}
-                                    for k, c in comparisons.items()}).T,
-    }
-    result = StageResult(run, metrics, tables={"categories_v1.csv": categories.to_frame()},
-                         figures={"category_distribution": fig}, views=views,
-                         findings=findings(metrics))
-    return result.write()
+    return Subsets(ids, records)
 
 
-def findings(metrics: dict[str, Any]) -> list[str]:
+@dataclass(frozen=True)
+class Categories:
+    """The modal reviewer category of each v1 conversation, and the count per category."""
+
+    by_conversation: pd.Series
+    counts: dict[str, int]
+    """Largest first, "no category majority" last (``subset.category_counts``)."""
+
+    def _repr_html_(self) -> str:
+        table = pd.Series(self.counts, name="conversations").rename_axis("category").to_frame()
+        return Table(table, caption="v1 conversations by modal reviewer category").html()
+
+
+def categories(votes: Votes, subsets: Subsets) -> Categories:
+    """Each v1 conversation's category: the modal one among the reviewers who voted ``Y``, if
+    at least two agree (round-2 items use their round-2 votes)."""
+    by_conversation = subset.subset_categories(subsets.ids["v1"], votes.round1, votes.round2)
+    return Categories(by_conversation, subset.category_counts(by_conversation))
+
+
+def category_figure(run: StageRun[SubsetParams], categories: Categories) -> Figure:
+    """The categories of v1 as bars, largest first, "no category majority" greyed at the end."""
+    return figures.category_distribution(
+        categories.counts, title=f"{run.params.name}-v1: modal reviewer category")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Each derived subset against the released file of the same key."""
+
+    by_subset: dict[str, subset.ReleaseComparison]
+
+    def _repr_html_(self) -> str:
+        table = pd.DataFrame({k: {"n derived": c.n_derived, "n released": c.n_released,
+                                  "ids match": c.ids_match, "hash match": c.hash_match}
+                              for k, c in self.by_subset.items()}).T
+        return Table(table, caption="Derived subsets against the released files").html()
+
+
+def compare_with_release(run: StageRun[SubsetParams], subsets: Subsets) -> Comparison | Note:
+    """Ids and hash of each derived subset against the released one (``subset_v1``, ...)."""
+    if not run.params.compare_with_release:
+        return unavailable("No comparison with the released subsets: the profile turns it off "
+                           "(`compare_with_release` is false).")
+    return Comparison({key: subset.compare_with_release(
+        key, subsets.ids[key], subset.load_subset(run.stage.fetch(artifact)))
+        for key, artifact in study.SUBSET_ARTIFACTS.items()})
+
+
+def metrics(subsets: Subsets, categories: Categories,
+            comparison: Comparison | Note) -> SubsetMetrics:
+    """05's metrics: sizes and hashes, the release check where it ran, the categories."""
+    matches = ({f"matches_release_{k}": c.matches for k, c in comparison.by_subset.items()}
+               if isinstance(comparison, Comparison) else {})
+    records = subsets.records
+    return SubsetMetrics(
+        n_v1=len(subsets.ids["v1"]), n_v2=len(subsets.ids["v2"]),
+        n_hard=len(subsets.ids["hard"]),
+        sha256_v1=records["v1"]["prompt_id_sha256"],
+        sha256_v2=records["v2"]["prompt_id_sha256"],
+        sha256_hard=records["hard"]["prompt_id_sha256"],
+        **matches,
+        category_counts=categories.counts,
+        n_no_category_majority=categories.counts.get(tally.NO_CATEGORY_MAJORITY, 0),
+    )
+
+
+def write(run: StageRun[SubsetParams], m: SubsetMetrics, subsets: Subsets,
+          categories: Categories, figure: Figure) -> Written:
+    """Each subset as ``<name>.json`` with the index later stages read, the categories, the
+    figure and ``metrics.json``."""
+    index = subset.write_all(run.stage, subsets.records)
+    written = base.write(run, m,
+                         tables={graph.CATEGORIES_V1: categories.by_conversation.to_frame()},
+                         figures={FIGURE: figure})
+    return replace(written, files=[*index.values(), graph.SUBSET_INDEX, *written.files])
+
+
+def findings(m: SubsetMetrics) -> Findings:
     """What the subset holds and whether it is the released one, from 05's metrics.
 
     A subset "matches" the release when its derived ids and their hash both equal the released
     file's (``matches_release_<key>``); the sentence appears only when the comparison ran.
     """
-    m = metrics
-    out = [f"HealthBench-Psych v1 holds **{m['n_v1']}** conversations (v2: {m['n_v2']}); "
-           f"**{m['n_hard']}** of them are HealthBench-Hard."]
-    verdicts = [f"{k.removeprefix('matches_release_')}: "
-                f"{'matches' if v else 'DIFFERS from'} the release"
-                for k, v in m.items() if k.startswith("matches_release_")]
+    out = [f"HealthBench-Psych v1 holds **{m.n_v1}** conversations (v2: {m.n_v2}); "
+           f"**{m.n_hard}** of them are HealthBench-Hard."]
+    verdicts = [f"{k}: {'matches' if v else 'DIFFERS from'} the release"
+                for k, v in m.matches().items()]
     if verdicts:
         out.append(f"Derived ids and hashes — {', '.join(verdicts)}.")
-    top = list(m["category_counts"].items())[:TOP_CATEGORIES]
+    top = list(m.category_counts.items())[:TOP_CATEGORIES]
     out.append("Largest categories: " + ", ".join(f"{c} ({n})" for c, n in top)
-               + f"; {m['n_no_category_majority']} conversations have no category majority.")
-    return out
+               + f"; {m.n_no_category_majority} conversations have no category majority.")
+    return Findings(out)
+
+
+def run(run: StageRun[SubsetParams]) -> SubsetMetrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    rounds = votes(run)
+    subsets = assemble(run, rounds)
+    counted = categories(rounds, subsets)
+    figure = category_figure(run, counted)
+    comparison = compare_with_release(run, subsets)
+    m = metrics(subsets, counted, comparison)
+    write(run, m, subsets, counted, figure)
+    return m
