@@ -118,15 +118,15 @@ def plan(profile: Profile, run_dir: Path, expected: Mapping[str, Inputs], *,
         else:
             run, reason = not current, why or "up to date"
         if run and only and name not in named:
-            blocked = [u for u in graph.spec(name).upstream(profile) if u not in running
-                       and not state.self_state(run_dir, u, expected[u])[0]]
+            blocked = [u for u in graph.spec(name).upstream(profile) if u in expected
+                       and u not in running and not state.self_state(run_dir, u, expected[u])[0]]
             if blocked:
                 run, reason = False, (f"not current ({why}); left as is: its upstream "
                                       f"{_names(blocked)} not current and not selected by "
                                       "--only")
         if run and only and name in named:
-            stale = [u for u in graph.spec(name).upstream(profile) if u not in running
-                     and not state.self_state(run_dir, u, expected[u])[0]]
+            stale = [u for u in graph.spec(name).upstream(profile) if u in expected
+                     and u not in running and not state.self_state(run_dir, u, expected[u])[0]]
             if stale:
                 raise ProfileError(
                     f"--only {name}: its upstream {_names(stale)} not current, so {name} would "
