@@ -74,6 +74,7 @@ stage.write_json("upstream.json", {"upstream_n": n})"""
 """03_review_round1 reads 01's ``corpus_source.json`` (a file the graph declares for it)."""
 
 
+@pytest.mark.slow
 def test_stage_outputs_are_swapped_in_on_success_and_retired_on_failure(project: Path) -> None:
     write_profile(project, "01_corpus", "02_screening", "03_review_round1")
     notebook(project / "notebooks" / "01_corpus.ipynb", STAGE_CELL,
