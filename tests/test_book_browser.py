@@ -23,7 +23,7 @@ from hbpsych_utils.reporting import book
 
 SCREENSHOT_CHAPTER = "03_review_round1.html"
 
-pytestmark = [pytest.mark.browser, pytest.mark.notebook]
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 
 def file_path(url: str) -> Path:
