@@ -379,3 +379,24 @@ def test_after_a_failed_notebook_the_chapters_are_kept_and_marked_not_current(
     assert "610 conversations (not current)" in shown(index)
     assert "3. m-c (0.610)" in shown(index)  # 08 is current (paper mode reads no stage)
     assert "3. m-c (0.610) (not current)" not in shown(index)
+
+
+def test_a_stage_the_profile_does_not_run_carries_no_warning(tmp_path: Path) -> None:
+    """A profile whose notebooks list leaves 12 out (toy_specialty, local): the figures page
+    says there are no figures, without a warning that 12 is "not in this profile" and a command
+    that cannot change that."""
+    profile = config.load_profile("default", {"notebooks": ["01_corpus"]})
+    manifest = {"profile": "default", "mirror": True,
+                "profile_values": profile.model_dump(mode="json"), "notebooks": []}
+    run = make_run(tmp_path, {"01_corpus": CORPUS}, ["01_corpus"], manifest)
+    expected = state.expected_inputs(profile, mirror=True)
+    state.write_build(run / "01_corpus", "01_corpus", by=state.RUNNER,
+                      inputs=expected["01_corpus"])
+    states = book.stage_states(run, book.run_profile(run, manifest), manifest)
+    assert states["12_figures_tables"].state == "not_in_profile"
+    assert book.chapter_banner(states["12_figures_tables"], "bash run_all.sh default") == ""
+    html = pages(book.render(run).index)
+    assert "No figures: 12_figures_tables did not run." in shown(html["figures.html"])
+    for name, page in html.items():
+        assert "Bring it up to date" not in shown(page), name
+        assert "in this profile" not in shown(page), name

@@ -594,8 +594,9 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "") -> None:
 
 
 def chapter_banner(s: StageState | None, command: str) -> str:
-    """The warning a chapter that is not current carries ("" when it is current)."""
-    if s is None or s.current:
+    """The warning a chapter that is not current carries ("" when it is current, or when the
+    profile does not run its stage: nothing can bring it up to date, and it has no chapter)."""
+    if s is None or s.current or s.state == "not_in_profile":
         return ""
     return (state_sentence(s, command) + " This page shows the runner's last execution of "
             "the notebook, which may not match the stage's outputs.")
