@@ -252,7 +252,8 @@ def test_book_of_a_partial_run_with_stages_missing(tmp_path: Path) -> None:
         page = shown(html[f"{stem}.html"])
         assert ("Not run: it has not run yet" if stem == "13_explorer" else  # no stage folder
                 "Not current: it has no build record") in page, stem
-        assert "Bring it up to date with bash run_all.sh default." in page, stem
+        assert f"Bring it up to date with bash run_all.sh default --outputs {tmp_path}." in (
+            page), stem
     # code folded behind one click; the widget view replaced by a note, its state not shipped
     chapter = html["03_review_round1.html"]
     assert "<details" in chapter and "Show code" in chapter
@@ -367,14 +368,14 @@ def test_after_a_failed_notebook_the_chapters_are_kept_and_marked_not_current(
     assert "Failed: its last run was failed: ValueError: boom" in shown(
         html["03_review_round1.html"])
     assert "Not current: its upstream 03_review_round1 failed" in shown(html["05_subset.html"])
+    command = f"bash run_all.sh default --outputs {tmp_path}"  # this run folder's, not outputs/
     for stem in ("03_review_round1", "05_subset"):
-        assert "Bring it up to date with bash run_all.sh default." in shown(
-            html[f"{stem}.html"]), stem
+        assert f"Bring it up to date with {command}." in shown(html[f"{stem}.html"]), stem
     for stem in ("01_corpus", "09_judges"):  # current: no warning
         assert "Bring it up to date" not in shown(html[f"{stem}.html"]), stem
     index = html["index.html"]
     assert "5 of 13 chapters are not current" in shown(index)
-    assert "(bash run_all.sh default)" in shown(index)
+    assert f"({command})" in shown(index)
     # a headline whose chapter is not current is marked so; one whose chapter is, is not
     assert "610 conversations (not current)" in shown(index)
     assert "3. m-c (0.610)" in shown(index)  # 08 is current (paper mode reads no stage)
@@ -394,9 +395,24 @@ def test_a_stage_the_profile_does_not_run_carries_no_warning(tmp_path: Path) -> 
                       inputs=expected["01_corpus"])
     states = book.stage_states(run, book.run_profile(run, manifest), manifest)
     assert states["12_figures_tables"].state == "not_in_profile"
-    assert book.chapter_banner(states["12_figures_tables"], "bash run_all.sh default") == ""
+    assert book.chapter_banner(states["12_figures_tables"], "bash run_all.sh p") == ""
     html = pages(book.render(run).index)
     assert "No figures: 12_figures_tables did not run." in shown(html["figures.html"])
     for name, page in html.items():
         assert "Bring it up to date" not in shown(page), name
         assert "in this profile" not in shown(page), name
+
+
+def test_the_update_command_names_the_run_folder_and_its_overrides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command a not-current chapter shows must bring *this* run folder up to date: its
+    outputs root unless it is the default one, and the run's --set overrides (no --only)."""
+    monkeypatch.setenv("HBPSYCH_OUTPUTS", str(tmp_path / "outputs"))
+    manifest = {"overrides": {"seed": 3, "judges.subset": "hard"},
+                "command": "bash run_all.sh default --only 09_judges --set seed=3"}
+    sets = " --set seed=3 --set 'judges.subset=\"hard\"'"
+    assert book.update_command("default", manifest, tmp_path / "outputs") == (
+        "bash run_all.sh default" + sets)
+    assert book.update_command("default", manifest, tmp_path / "elsewhere") == (
+        f"bash run_all.sh default --outputs {tmp_path / 'elsewhere'}" + sets)
+    assert book.update_command("default", None) == "bash run_all.sh default"
