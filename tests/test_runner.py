@@ -183,6 +183,20 @@ def test_only_runs_the_named_stages_and_the_dependents_then_not_current(project:
     assert got["04_recall"] == (False, "up to date")
 
 
+def test_force_with_only_runs_the_selection_whatever_its_state_and_nothing_else(
+        project: Path) -> None:
+    out = project / "out" / "p"
+    profile = built(project, out, "01_corpus", "02_screening", "03_review_round1", "04_recall")
+    assert {s: r for s, (r, _) in planned(profile, out, force=True).items()} == {
+        "01_corpus": True, "02_screening": True, "03_review_round1": True, "04_recall": True}
+    # --only 02 --force: 02 and its dependents 03 and 04 (current, run anyway); 01 is not
+    # downstream of 02, so it is left alone (it used to run: --force overrode --only)
+    got = planned(profile, out, only=["02_screening"], force=True)
+    assert got == {"01_corpus": (False, "up to date"),
+                   "02_screening": (True, "named by --only"),
+                   "03_review_round1": (True, "--force"), "04_recall": (True, "--force")}
+
+
 def test_only_refuses_a_stage_whose_upstream_is_not_current(project: Path) -> None:
     out = project / "out" / "p"
     profile = built(project, out, "01_corpus", "02_screening")

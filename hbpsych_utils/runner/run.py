@@ -7,7 +7,8 @@ every stage's build record with the inputs the profile implies now
 outside the runner, or any of its inputs changed (its parameters, notebook, the package code,
 an artifact or an upstream stage); the others are reported up to date. ``force`` runs every
 stage; ``only`` runs the named stages and whichever of their dependents are then not current,
-and refuses when an upstream of a named stage is not current (it would read stale inputs).
+and refuses when an upstream of a named stage is not current (it would read stale inputs); both
+run the named stages and all their dependents, current or not (never the rest of the profile).
 
 Each notebook runs in this process with papermill (:mod:`.execute`), writing into a staging
 folder that is swapped into place with its ``build.json`` when the notebook succeeds
@@ -108,13 +109,13 @@ def plan(profile: Profile, run_dir: Path, expected: Mapping[str, Inputs], *,
     running: set[str] = set()
     for name in stages:
         current, why = state.self_state(run_dir, name, expected[name])
-        if force:
-            run, reason = True, "--force"
-        elif only and name in named:
+        if only and name in named:
             run, reason = True, "named by --only" + ("" if current else f": {why}")
         elif only and name not in reach:
             run, reason = False, ("up to date" if current else f"not current ({why}); not "
                                   "selected by --only")
+        elif force:  # every stage, or with --only every dependent of the named ones
+            run, reason = True, "--force"
         else:
             run, reason = not current, why or "up to date"
         if run and only and name not in named:
