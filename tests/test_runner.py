@@ -25,7 +25,8 @@ def states(out: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_runs_in_order_and_stops_at_first_failure(project: Path) -> None:
-    # 08 (paper mode) reads nothing of 01 or 02: it would run if the run went on.
+    # Listed out of order: the graph's order is the run order. 08 (paper mode) reads
+    # nothing of 01 or 02: it would run if the run went on.
     write_profile(project, "08_scores", "02_screening", "01_corpus",
                   text="corpus: {max_conversations: 42}\n")
     notebook(project / "notebooks" / "01_corpus.ipynb",
