@@ -41,11 +41,13 @@ REPORTED = re.compile(r"^book: .* \((\d+(?:\.\d+)?)s\)$", re.M)
 
 
 def timed_run(profile: str, outputs_root: Path) -> tuple[runner.RunResult, float, float, float]:
-    """Run the profile; return the result, the seconds up to the last notebook's end, the
-    seconds the runner's own book build took, and the whole run's seconds."""
+    """Run the profile, every stage (``force``: a kept ``--outputs`` folder from an earlier
+    run would otherwise be up to date, and nothing but the book would run); return the result,
+    the seconds up to the last notebook's end, the seconds the runner's own book build took,
+    and the whole run's seconds."""
     lines: list[tuple[float, str]] = []
     start = time.perf_counter()
-    result = runner.run_profile(profile, outputs_root=outputs_root,
+    result = runner.run_profile(profile, outputs_root=outputs_root, force=True,
                                 echo=lambda line: lines.append((time.perf_counter(), line)))
     total = time.perf_counter() - start
     if not result.ok:

@@ -25,6 +25,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from hbpsych_utils import runner
 from hbpsych_utils.core import config
+from hbpsych_utils.pipeline import graph
 
 
 def empty_notebook(path: Path) -> None:
@@ -59,7 +60,7 @@ def main() -> None:
     ap.add_argument("profile", nargs="?", default="default")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    n = len(runner.profile_notebooks(config.load_profile(args.profile)))
+    n = len(graph.profile_stages(config.load_profile(args.profile)))
     runs, floors, clis = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -71,10 +72,13 @@ def main() -> None:
             out = tmp_path / f"run{r}"
             out.mkdir()
             start = time.perf_counter()
+            # a fresh outputs folder: every stage runs (none is up to date yet)
             result = runner.run_profile(args.profile, outputs_root=out, echo=lambda _: None)
             runs.append(time.perf_counter() - start)
             if not result.ok:
                 sys.exit(f"profile {args.profile} failed in {result.failed}")
+            if len(result.notebooks) != n:
+                sys.exit(f"profile {args.profile}: {len(result.notebooks)} of {n} notebooks ran")
             floors.append(time_api(empties, out))
             clis.append(time_cli(empties, out))
     run, floor, cli = (statistics.median(x) for x in (runs, floors, clis))

@@ -135,25 +135,46 @@ JUDGE_BY_API = {_REGISTRY.providers[_REGISTRY.model(j).provider].kind: j
 
 # --- a throw-away project for the runner's tests ------------------------------------------------
 
-def notebook(path: Path, *cells: str, params: str = 'profile = "x"\noutputs_root = "."\nseed = 0'):
-    """Write a notebook: a ``parameters`` cell (``params``), then one code cell per string."""
+def notebook(path: Path, *cells: str, **params: object) -> None:
+    """Write a synthetic stage notebook ``notebooks/<stage>.ipynb``: a ``parameters`` cell
+    declaring ``profile``, ``outputs_root`` and ``params`` (name = default), then one code cell
+    per string. The runner injects only what a notebook declares, and only what the stage graph
+    gives that stage (``graph.parameter_names``), so a parameter the stage is not given is an
+    error here rather than a default silently kept."""
+    from hbpsych_utils.pipeline import graph
+
+    given = graph.parameter_names(path.stem)  # an unknown stage name is an error too
+    unknown = [p for p in params if p not in given]
+    assert not unknown, f"{path.stem} is not given {unknown} (only: {', '.join(given)})"
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
-    p = new_code_cell(params)
+    declared = {"profile": "x", "outputs_root": ".", **params}
+    p = new_code_cell("\n".join(f"{k} = {v!r}" for k, v in declared.items()))
     p.metadata["tags"] = ["parameters"]
     nb.cells = [p, *(new_code_cell(c) for c in cells)]
     nbformat.write(nb, path)
 
 
+def write_profile(project: Path, *stages: str, text: str = "", name: str = "p") -> Path:
+    """``params/<name>.yaml`` of a synthetic project: running ``stages`` (its ``notebooks:``
+    list), plus ``text`` (more YAML)."""
+    path = project / "params" / f"{name}.yaml"
+    path.write_text(f"description: test\nnotebooks: [{', '.join(stages)}]\n{text}")
+    return path
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty project (HBPSYCH_ROOT): ``params/`` with the real model registry (a profile is
-    checked against it when it loads) and a profile ``p``; ``notebooks/`` for the test to fill."""
+    checked against it when the runner loads it), ``data/registry.yaml`` (the artifacts a
+    stage's fingerprint names) and ``notebooks/`` for the test to fill with stage notebooks
+    named like the graph's stages; the test writes its profile (``write_profile``)."""
     (tmp_path / "params").mkdir()
     (tmp_path / "notebooks").mkdir()
+    (tmp_path / "data").mkdir()
     shutil.copy(paths.project_root() / "params" / "models.yaml", tmp_path / "params")
-    (tmp_path / "params" / "p.yaml").write_text("description: test\nseed: 1\n")
+    shutil.copy(paths.registry_file(), tmp_path / "data")
     monkeypatch.setenv("HBPSYCH_ROOT", str(tmp_path))
     return tmp_path
 

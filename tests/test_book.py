@@ -1,41 +1,101 @@
 """The book (reporting.book): headline numbers from crafted metrics, the partial-corpus banner,
-runs with stages missing, the provenance page, the offline rules, and the command line.
+runs with stages missing or not current, the provenance page, the offline rules, and the command
+line.
 
-Books here are built from small crafted run folders (a few seconds each); the browser test
+The crafted metrics are complete, as the stages write them (the book reads them with the
+stages' typed models, ``pipeline.metrics``): the construction stages' are those of a default
+run, the evaluation stages' are shaped like them with made-up candidates. Books here are built
+from small crafted run folders (a few seconds each); the browser test
 (tests/test_book_browser.py) drives Chromium over the books of real default and smoke runs."""
 
 from __future__ import annotations
 
 import json
 import re
+from html import unescape
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
 
+from hbpsych_utils import study
 from hbpsych_utils.__main__ import main as cli
+from hbpsych_utils.core import config
+from hbpsych_utils.pipeline import graph, metrics, stage, state
 from hbpsych_utils.reporting import book
 
 SHA = "ab" * 32
+J1, J2, J3 = study.JUDGE_PANEL
+CANDIDATES = ["m-a", J1, "m-c", "m-d"]
+PANEL = {"m-a": 0.6269, J1: 0.6238, "m-c": 0.61, "m-d": 0.5}
+PER_JUDGE = {judge: {c: round(v + d, 4) for c, v in PANEL.items()}
+             for judge, d in ((J1, -0.02), (J2, 0.01), (J3, 0.01))}
 
-METRICS = {
-    "01_corpus": {"complete": False, "n_conversations": 712, "n_expected": 5000},
-    "03_review_round1": {"mode": "replay", "control_inclusion_rate": 0.06, "n_controls": 150,
-                         "n_controls_included": 9, "ac1_multirater": 0.78995},
-    "04_recall": {"mode": "replay", "round2": "tallied", "control_inclusion_rate": 0.04,
-                  "n_controls": 25, "n_controls_included": 1, "ac1_multirater": 0.5134},
-    "05_subset": {"n_v1": 610, "n_v2": 611, "n_hard": 119, "sha256_v1": SHA,
-                  "sha256_v2": "cd" * 32, "sha256_hard": "ef" * 32, "matches_release_v1": True,
-                  "matches_release_v2": False},
-    "08_scores": {"mode": "paper", "subset": "v1", "ranking": ["m-a", "gpt-4.1-2025-04-14", "m-c",
-                                                               "m-d"],
-                  "panel_mean": {"m-a": 0.6269, "gpt-4.1-2025-04-14": 0.6238, "m-c": 0.61,
-                                 "m-d": 0.5},
-                  "point_estimates_only": True},
-    "09_judges": {"kendall_tau": {"a|b": 0.9368, "a|c": 0.9474, "b|c": 0.9263}},
-    "11_harness_validation": {"n_scored": 1000, "clipped_mean": 0.15743, "bootstrap_std": 0.0089,
-                              "published": None, "delta": None, "published_source": ""},
+CORPUS = {
+    "corpus_source": "registry", "complete": False, "n_conversations": 712, "n_expected": 5000,
+    "coverage": 0.1424, "n_skipped": 0, "n_hard_ids": 1000, "n_hard_in_corpus": 193,
+    "n_rubric_items": 8541, "n_non_english": 101, "non_english_share": 0.1419,
+    "ids_sha256": "4a" * 32, "turns_mean": 2.97, "turns_median": 1.0, "turns_max": 15,
+    "n_multi_turn": 355, "rubric_items_mean": 12.0, "n_negative_items": 2679,
+    "positive_points_total": 38489, "negative_points_total": -18150, "points_all_integer": True,
 }
+COMPLETE_CORPUS = {**CORPUS, "n_conversations": 5000, "complete": True, "coverage": 1.0,
+                   "n_hard_in_corpus": 1000}
+REVIEW = {
+    "mode": "replay", "n_reviewed": 791, "n_screened_in": 641, "n_controls": 150,
+    "n_included": 596, "n_screened_in_included": 587, "n_controls_included": 9,
+    "control_inclusion_rate": 0.06, "recall_triggered": True,
+    "ac1_pairs": {"R1-R2": 0.7841, "R1-R3": 0.8213, "R2-R3": 0.7652},
+    "ac1_pairwise_mean": 0.7902, "ac1_multirater": 0.78995, "fleiss_kappa": 0.6485,
+    "cohen_kappa_pairs": {"R1-R2": 0.6192, "R1-R3": 0.7143, "R2-R3": 0.6103},
+    "tier_counts": {"0/3": 120, "1/3": 75, "2/3": 81, "3/3": 515}, "threshold": 0.05,
+}
+RECALL = {
+    "mode": "replay", "round2": "tallied", "n_recall_pool": 4209, "n_candidates": 81,
+    "n_clear": 9, "n_possible": 72, "n_controls": 25, "n_candidates_included": 14,
+    "n_clear_included": 6, "n_possible_included": 8, "n_controls_included": 1,
+    "control_inclusion_rate": 0.04, "loop_terminated": True,
+    "ac1_pairs": {"R1-R2": 0.2806, "R1-R3": 0.8423, "R2-R3": 0.3424},
+    "ac1_pairwise_mean": 0.4884, "ac1_multirater": 0.5134, "fleiss_kappa": 0.111,
+    "cohen_kappa_pairs": {"R1-R2": 0.0621, "R1-R3": 0.4492, "R2-R3": 0.1174},
+    "recall_triggered": False, "tier_counts": {"0/3": 52, "1/3": 39, "2/3": 11, "3/3": 4},
+    "threshold": 0.05,
+}
+SUBSET = {  # no release check recorded for hard
+    "n_v1": 610, "n_v2": 611, "n_hard": 119, "sha256_v1": SHA, "sha256_v2": "cd" * 32,
+    "sha256_hard": "ef" * 32, "matches_release_v1": True, "matches_release_v2": False,
+    "category_counts": {"perinatal_mh": 112, "anxiety": 84, "no category majority": 65},
+    "n_no_category_majority": 65,
+}
+SCORES = {
+    "mode": "paper", "include_later": False, "subset": "v1", "panel_mean": PANEL,
+    "ranking": CANDIDATES, "per_judge": PER_JUDGE, "point_estimates_only": True,
+    "by_subset": {"v1": {"panel_mean": PANEL, "ranking": CANDIDATES, "per_judge": PER_JUDGE,
+                         "point_estimates_only": True}},
+}
+JUDGES = {
+    "mode": "paper", "subset": "v1",
+    "kendall_tau": {f"{J1}|{J2}": 0.9368, f"{J1}|{J3}": 0.9474, f"{J2}|{J3}": 0.9263},
+    "grand_mean": 0.59, "severity": {J1: -0.02, J2: 0.01, J3: 0.01},
+    "self_preference_raw": {J1: 0.01, J2: None, J3: None},
+    "self_preference_corrected": {J1: 0.02, J2: None, J3: None}, "n_candidates": 4,
+}
+HARNESS = {
+    "mode": "replay", "n_scored": 1000, "clipped_mean": 0.15743, "bootstrap_std": 0.0089,
+    "published": None, "delta": None, "published_source": "",
+    "settings": {"candidate": study.HARNESS_MODEL, "judge": study.HARNESS_MODEL,
+                 "temperature": 0.5, "max_tokens": 2048},
+}
+METRICS = {"01_corpus": CORPUS, "03_review_round1": REVIEW, "04_recall": RECALL,
+           "05_subset": SUBSET, "08_scores": SCORES, "09_judges": JUDGES,
+           "11_harness_validation": HARNESS}
+"""``metrics.json`` of each stage as the stage writes it."""
+
+
+def typed(raw: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Metrics as the book reads them: each stage's through its model (``metrics.parse``)."""
+    return {name: metrics.parse(name, m) for name, m in raw.items()}
 
 
 def by_key(heads: list[book.Headline]) -> dict[str, book.Headline]:
@@ -43,7 +103,7 @@ def by_key(heads: list[book.Headline]) -> dict[str, book.Headline]:
 
 
 def test_headline_numbers_from_crafted_metrics() -> None:
-    heads = book.headline_numbers(METRICS)
+    heads = book.headline_numbers(typed(METRICS))
     got = by_key(heads)
     assert [h.key for h in heads] == [
         "corpus", "subset_v1", "subset_v2", "subset_hard", "control_inclusion_03", "ac1_03",
@@ -66,50 +126,54 @@ def test_headline_numbers_from_crafted_metrics() -> None:
     assert "of 4 candidates" in got["ranking"].detail and "point estimates" in got["ranking"].detail
     assert got["judge_tau"].value == "0.926 to 0.947"
     assert got["judge_tau"].chapter == "09_judges"
+    assert got["judge_tau"].detail == "on HealthBench-Psych v1; 3 judge pairs"  # its subset
     # no published figure: the clipped mean is the headline, and the detail says why
     assert got["harness"].value == "clipped mean 0.157"
     assert "no published figure" in got["harness"].detail and "n = 1,000" in got["harness"].detail
 
 
 def test_harness_headline_is_the_difference_when_a_published_figure_exists() -> None:
-    metrics = {"11_harness_validation": {"n_scored": 1000, "clipped_mean": 0.157,
-                                         "bootstrap_std": 0.009, "published": 0.145,
-                                         "delta": 0.012, "published_source": "the paper"}}
-    (h,) = book.headline_numbers(metrics)
+    harness = {**HARNESS, "clipped_mean": 0.157, "bootstrap_std": 0.009, "published": 0.145,
+               "delta": 0.012, "published_source": "the paper"}
+    (h,) = book.headline_numbers(typed({"11_harness_validation": harness}))
     assert h.value == "Δ = +0.012"
     assert "vs published 0.145 (the paper)" in h.detail
 
 
 def test_live_harness_rerun_is_compared_with_the_released_run() -> None:
-    metrics = {"11_harness_validation": {"n_scored": 4, "clipped_mean": 0.2892,
-                                         "bootstrap_std": 0.1118, "published": None,
-                                         "delta": None, "n_common_with_released": 4,
-                                         "mean_difference_vs_released": -0.0598}}
-    (h,) = book.headline_numbers(metrics)
+    harness = {**HARNESS, "mode": "live", "n_scored": 4, "clipped_mean": 0.2892,
+               "bootstrap_std": 0.1118, "n_common_with_released": 4,
+               "mean_difference_vs_released": -0.0598}
+    (h,) = book.headline_numbers(typed({"11_harness_validation": harness}))
     assert h.value == "clipped mean 0.289"
     assert h.detail.endswith("-0.060 against the released run on the 4 conversations in common")
 
 
-def test_missing_stages_and_keys_give_fewer_headlines_not_errors() -> None:
+def test_missing_stages_and_numbers_give_fewer_headlines_not_errors() -> None:
     assert book.headline_numbers({}) == []
-    only_subset = {"05_subset": {"n_v1": 3, "sha256_v1": SHA}}
-    assert [h.key for h in book.headline_numbers(only_subset)] == ["subset_v1"]
+    only_subset = typed({"05_subset": SUBSET})
+    assert [h.key for h in book.headline_numbers(only_subset)] == [
+        "subset_v1", "subset_v2", "subset_hard"]
     # round 2 awaiting ratings writes no rate or AC1; a tau that could not be computed is null
-    sparse = {"04_recall": {"mode": "live", "round2": "awaiting_ratings"},
-              "09_judges": {"kendall_tau": {"a|b": None, "a|c": float("nan"), "b|c": 0.5}},
-              "08_scores": {"ranking": []}}
+    # (or NaN); a scoring with no candidate ranked has no top of the ranking
+    awaiting = {"mode": "live", "round2": "awaiting_ratings", "n_recall_pool": 4209,
+                "recall_model": "gpt-4.1-2025-04-14", "n_recall_screened": 4209,
+                "n_recall_refused": 0, "n_recall_failed": 0, "n_recall_problems": 0,
+                "n_candidates": 81, "n_clear": 9, "n_possible": 72, "n_controls": 25,
+                "threshold": 0.05}
+    sparse = typed({
+        "04_recall": awaiting,
+        "09_judges": {**JUDGES, "kendall_tau": {"a|b": None, "a|c": float("nan"), "b|c": 0.5}},
+        "08_scores": {**SCORES, "panel_mean": {}, "ranking": [], "per_judge": {},
+                      "by_subset": {}}})
     got = by_key(book.headline_numbers(sparse))
     assert list(got) == ["judge_tau"] and got["judge_tau"].value == "0.500"
-
-
-def test_metrics_of_the_wrong_shape_are_an_error_naming_the_stage() -> None:
-    with pytest.raises(book.BookError, match="05_subset"):
-        book.headline_numbers({"05_subset": {"n_v1": "many"}})
+    assert got["judge_tau"].detail.endswith("; 1 judge pair")
 
 
 def test_partial_banner_follows_the_corpus_metrics() -> None:
-    assert "712 of 5,000" in book.partial_banner(METRICS)
-    assert book.partial_banner({"01_corpus": {"complete": True}}) == ""
+    assert "712 of 5,000" in book.partial_banner(typed(METRICS))
+    assert book.partial_banner(typed({"01_corpus": COMPLETE_CORPUS})) == ""
     assert book.partial_banner({}) == ""  # 01 did not run: nothing to claim
 
 
@@ -140,9 +204,9 @@ def make_run(root: Path, metrics: dict[str, dict], notebooks: list[str],
              manifest: dict | None = None) -> Path:
     run = root / "default"
     (run / "notebooks").mkdir(parents=True)
-    for stage, m in metrics.items():
-        (run / stage).mkdir()
-        (run / stage / "metrics.json").write_text(json.dumps(m))
+    for name, m in metrics.items():
+        (run / name).mkdir()
+        (run / name / "metrics.json").write_text(json.dumps(m))
     for stem in notebooks:
         _notebook(run / "notebooks" / f"{stem}.ipynb", f"{stem} chapter",
                   widget=stem.startswith("13"))
@@ -155,8 +219,14 @@ def pages(index: Path) -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in index.parent.glob("*.html")}
 
 
+def shown(page: str) -> str:
+    """A page's text as a reader sees it (tags dropped, entities decoded)."""
+    return unescape(re.sub(r"<[^>]+>", "", page))
+
+
 def test_book_of_a_partial_run_with_stages_missing(tmp_path: Path) -> None:
-    # 02, 06, 07, 10, 12 never ran (as with --only); 08 has metrics but no notebook
+    # 02, 06, 07, 10, 12 never ran (as with --only); 08 has metrics but no notebook; no stage
+    # has a build record (no manifest either): every chapter is marked not current
     notebooks = ["01_corpus", "03_review_round1", "05_subset", "09_judges", "13_explorer"]
     run = make_run(tmp_path, METRICS, notebooks)
     report = book.render(run)
@@ -176,6 +246,14 @@ def test_book_of_a_partial_run_with_stages_missing(tmp_path: Path) -> None:
     assert 'href="08_scores.html"' not in index
     assert "No figures" in html["figures.html"]
     assert "This run folder has no" in html["provenance.html"]
+    # each chapter says it is not current, why, and the command that brings it up to date
+    assert "chapters are not current" in index
+    for stem in notebooks:
+        page = shown(html[f"{stem}.html"])
+        assert ("Not run: it has not run yet" if stem == "13_explorer" else  # no stage folder
+                "Not current: it has no build record") in page, stem
+        assert f"Bring it up to date with bash run_all.sh default --outputs {tmp_path}." in (
+            page), stem
     # code folded behind one click; the widget view replaced by a note, its state not shipped
     chapter = html["03_review_round1.html"]
     assert "<details" in chapter and "Show code" in chapter
@@ -188,9 +266,8 @@ def test_book_of_a_partial_run_with_stages_missing(tmp_path: Path) -> None:
 
 
 def test_book_of_a_complete_run_has_no_banner_and_nothing_external(tmp_path: Path) -> None:
-    metrics = {**METRICS, "01_corpus": {"complete": True, "n_conversations": 5000,
-                                        "n_expected": 5000}}
-    run = make_run(tmp_path, metrics, ["01_corpus", "13_explorer"])
+    run = make_run(tmp_path, {**METRICS, "01_corpus": COMPLETE_CORPUS},
+                   ["01_corpus", "13_explorer"])
     html = pages(book.build_book(run))
     for name, text in html.items():
         assert "partial-banner" not in text, name
@@ -201,12 +278,21 @@ def test_book_of_a_complete_run_has_no_banner_and_nothing_external(tmp_path: Pat
 
 
 def test_rebuild_replaces_the_book_and_starts_clean(tmp_path: Path) -> None:
-    run = make_run(tmp_path, {"05_subset": {"n_v1": 3}}, ["05_subset"])
+    run = make_run(tmp_path, {"05_subset": SUBSET}, ["05_subset"])
     assert book.render(run).warnings == []
     (run / "book" / "stale.html").write_text("old")
     # a second build in the same process: docutils' registries were restored by the first
     assert book.render(run).warnings == []
     assert not (run / "book" / "stale.html").exists()
+
+
+def test_metrics_of_the_wrong_shape_are_an_error_naming_the_file_and_field(
+        tmp_path: Path, capsys) -> None:
+    run = make_run(tmp_path, {"05_subset": {**SUBSET, "n_v1": "many"}}, ["05_subset"])
+    with pytest.raises(book.BookError, match=r"05_subset/metrics.json: field n_v1: "):
+        book.render(run)
+    assert cli(["book", "default", "--outputs", str(tmp_path)]) == 1
+    assert "05_subset/metrics.json: field n_v1" in capsys.readouterr().err
 
 
 def test_provenance_shows_manifest_overrides_packages_and_spend(tmp_path: Path) -> None:
@@ -226,7 +312,7 @@ def test_provenance_shows_manifest_overrides_packages_and_spend(tmp_path: Path) 
                   "by_model": [{"provider": "openai", "model": "gpt-4.1", "mode": "sync",
                                 "calls": 12, "cost": 0.0123}]},
     }
-    run = make_run(tmp_path, {"01_corpus": {"complete": True}}, ["01_corpus"], manifest)
+    run = make_run(tmp_path, {"01_corpus": COMPLETE_CORPUS}, ["01_corpus"], manifest)
     html = pages(book.build_book(run))
     prov = html["provenance.html"]
     for text in ("c0ffee", "(clean)", "12" * 32, SHA, "34" * 32, "seed", "123",
@@ -237,10 +323,12 @@ def test_provenance_shows_manifest_overrides_packages_and_spend(tmp_path: Path) 
     assert "not installed" in prov
     assert 'href="https://example.org' not in prov  # shown, never linked
     assert 'href="01_corpus.html"' in prov
+    # every stage of the profile with its state (01 has no build record: not the runner's)
+    assert "Stages" in prov and "it has no build record" in prov and "not run" in prov
 
 
 def test_cli_builds_a_book_and_names_a_missing_run(tmp_path: Path, capsys) -> None:
-    make_run(tmp_path, {"05_subset": {"n_v1": 3}}, ["05_subset"])
+    make_run(tmp_path, {"05_subset": SUBSET}, ["05_subset"])
     assert cli(["book", "default", "--outputs", str(tmp_path)]) == 0
     assert (tmp_path / "default" / "book" / "index.html").is_file()
     assert "index.html" in capsys.readouterr().out
@@ -248,17 +336,83 @@ def test_cli_builds_a_book_and_names_a_missing_run(tmp_path: Path, capsys) -> No
     assert "nosuch" in capsys.readouterr().err
 
 
-def test_after_a_failed_notebook_the_earlier_runs_chapters_are_left_out(tmp_path: Path) -> None:
+def test_after_a_failed_notebook_the_chapters_are_kept_and_marked_not_current(
+        tmp_path: Path) -> None:
+    """Changed behaviour: the chapters after a failed notebook used to be left out of the book.
+    They are now kept, each with a warning saying why it is not current (the failed stage,
+    and those downstream of it); the current ones carry none."""
+    profile = config.load_profile("default")
+    manifest = {"profile": "default", "mirror": True,
+                "profile_values": profile.model_dump(mode="json"), "notebooks": [
+                    {"notebook": "01_corpus", "status": "ok"},
+                    {"notebook": "03_review_round1", "status": "failed"}]}
     notebooks = ["01_corpus", "03_review_round1", "05_subset", "09_judges"]
-    manifest = {"profile": "default", "notebooks": [
-        {"notebook": "01_corpus", "status": "ok"},
-        {"notebook": "03_review_round1", "status": "failed"}]}
-    run = make_run(tmp_path, METRICS, notebooks, manifest)
-    assert [p.stem for p in book.chapters_of(run, manifest)] == ["01_corpus",
-                                                                "03_review_round1"]
+    failed = "03_review_round1"
+    run = make_run(tmp_path, {k: v for k, v in METRICS.items() if k != failed}, notebooks,
+                   manifest)
+    expected = state.expected_inputs(profile, mirror=True)
+    for name in graph.STAGES:  # every stage built by the runner from the profile, but 03
+        (run / name).mkdir(exist_ok=True)
+        if name != failed:
+            state.write_build(run / name, name, by=state.RUNNER, inputs=expected[name])
+    stage.retire_stage(run, failed, {"notebook": failed, "status": "failed", "error": {
+        "cell": 3, "ename": "ValueError", "evalue": "boom"}})
+
+    states = book.stage_states(run, book.run_profile(run, manifest), manifest)
+    assert {k: s.state for k, s in states.items() if not s.current} == {
+        failed: "failed", "04_recall": "not_current", "05_subset": "not_current",
+        "10_refusals": "not_current", "12_figures_tables": "not_current"}
+    assert [p.stem for p in book.chapters_of(run, states)] == notebooks
     html = pages(book.render(run).index)
-    assert "03_review_round1.html" in html
-    assert "05_subset.html" not in html and "09_judges.html" not in html
-    # a run of some notebooks that stopped nowhere keeps the other chapters
-    manifest["notebooks"][1]["status"] = "ok"
-    assert len(book.chapters_of(run, manifest)) == len(notebooks)
+    assert {f"{stem}.html" for stem in notebooks} <= set(html)
+    assert "Failed: its last run was failed: ValueError: boom" in shown(
+        html["03_review_round1.html"])
+    assert "Not current: its upstream 03_review_round1 failed" in shown(html["05_subset.html"])
+    command = f"bash run_all.sh default --outputs {tmp_path}"  # this run folder's, not outputs/
+    for stem in ("03_review_round1", "05_subset"):
+        assert f"Bring it up to date with {command}." in shown(html[f"{stem}.html"]), stem
+    for stem in ("01_corpus", "09_judges"):  # current: no warning
+        assert "Bring it up to date" not in shown(html[f"{stem}.html"]), stem
+    index = html["index.html"]
+    assert "5 of 13 chapters are not current" in shown(index)
+    assert f"({command})" in shown(index)
+    # a headline whose chapter is not current is marked so; one whose chapter is, is not
+    assert "610 conversations (not current)" in shown(index)
+    assert "3. m-c (0.610)" in shown(index)  # 08 is current (paper mode reads no stage)
+    assert "3. m-c (0.610) (not current)" not in shown(index)
+
+
+def test_a_stage_the_profile_does_not_run_carries_no_warning(tmp_path: Path) -> None:
+    """A profile whose notebooks list leaves 12 out (toy_specialty, local): the figures page
+    says there are no figures, without a warning that 12 is "not in this profile" and a command
+    that cannot change that."""
+    profile = config.load_profile("default", {"notebooks": ["01_corpus"]})
+    manifest = {"profile": "default", "mirror": True,
+                "profile_values": profile.model_dump(mode="json"), "notebooks": []}
+    run = make_run(tmp_path, {"01_corpus": CORPUS}, ["01_corpus"], manifest)
+    expected = state.expected_inputs(profile, mirror=True)
+    state.write_build(run / "01_corpus", "01_corpus", by=state.RUNNER,
+                      inputs=expected["01_corpus"])
+    states = book.stage_states(run, book.run_profile(run, manifest), manifest)
+    assert states["12_figures_tables"].state == "not_in_profile"
+    assert book.chapter_banner(states["12_figures_tables"], "bash run_all.sh p") == ""
+    html = pages(book.render(run).index)
+    assert "No figures: 12_figures_tables did not run." in shown(html["figures.html"])
+    for name, page in html.items():
+        assert "Bring it up to date" not in shown(page), name
+        assert "in this profile" not in shown(page), name
+
+
+def test_the_update_command_names_the_run_folder_and_its_overrides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command a not-current chapter shows must bring *this* run folder up to date: its
+    outputs root unless it is the default one, and the run's --set overrides (no --only)."""
+    monkeypatch.setenv("HBPSYCH_OUTPUTS", str(tmp_path / "outputs"))
+    manifest = {"overrides": {"seed": 3, "judges.subset": "hard"},
+                "command": "bash run_all.sh default --only 09_judges --set seed=3"}
+    sets = " --set seed=3 --set 'judges.subset=\"hard\"'"
+    assert book.update_command("default", manifest, tmp_path / "outputs") == (
+        "bash run_all.sh default" + sets)
+    assert book.update_command("default", manifest, tmp_path / "elsewhere") == (
+        f"bash run_all.sh default --outputs {tmp_path / 'elsewhere'}" + sets)
+    assert book.update_command("default", None) == "bash run_all.sh default"

@@ -23,7 +23,7 @@ from hbpsych_utils.reporting import book
 
 SCREENSHOT_CHAPTER = "03_review_round1.html"
 
-pytestmark = [pytest.mark.browser, pytest.mark.notebook]
+pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
 
 
 def file_path(url: str) -> Path:
@@ -123,3 +123,6 @@ def test_every_page_of_the_book_loads_offline_and_whole(
     assert problems == [], problems
     assert (shots / "index.png").stat().st_size > 0
     assert (shots / SCREENSHOT_CHAPTER.replace(".html", ".png")).stat().st_size > 0
+    # the whole profile ran: every chapter is current, so none carries the not-current warning
+    for name in (*(f"{c}.html" for c in chapters), "index.html", "figures.html"):
+        assert "Bring it up to date" not in (folder / name).read_text(encoding="utf-8"), name

@@ -22,6 +22,10 @@ def run_folder(root: Path, metrics: dict, table: str = "a,b\n1,2\n") -> Path:
 def test_identical_runs_agree(tmp_path: Path, capsys) -> None:
     m = {"mode": "paper", "panel_mean": {"x": 0.5, "y": 0.25}, "ranking": ["x", "y"]}
     a, b = run_folder(tmp_path / "a", m), run_folder(tmp_path / "b", m)
+    # the build records say when each run made the stage: not a number of the run
+    for run, at in ((a, "2026-01-01T00:00:00+00:00"), (b, "2026-01-02T00:00:00+00:00")):
+        (run / "08_scores" / "build.json").write_text(json.dumps(
+            {"stage": "08_scores", "by": "runner", "written_at": at}))
     assert compare_runs.main([str(a), str(b), "--tables"]) == 0
     assert "identical" in capsys.readouterr().out
 

@@ -1,4 +1,5 @@
-"""Profiles: the shipped ones load; bad keys, types and files give errors naming them."""
+"""Profiles: the shipped ones load; bad keys, types and files give errors naming them; the
+values each notebook is given come from the stage graph."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from hbpsych_utils.core import config
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.runner import checks
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -20,6 +23,7 @@ def test_shipped_profiles_load(name: str) -> None:
     profile = config.load_profile(name)
     assert profile.name == name
     assert profile.description
+    assert checks.load_for_run(name)[0] == profile  # and pass the runner's checks
 
 
 def test_default_and_smoke_exist() -> None:
@@ -61,37 +65,75 @@ def test_missing_profile_lists_available() -> None:
 
 def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> None:
     profile = config.load_profile("smoke")
-    values = config.notebook_parameters(profile, "01_corpus", tmp_path)
+    values = graph.notebook_parameters(profile, "01_corpus", str(tmp_path))
     assert values["profile"] == "smoke"
     assert values["outputs_root"] == str(tmp_path)
-    assert values["seed"] == profile.seed
     assert values["max_conversations"] == profile.corpus.max_conversations
-    assert config.section_name("11_harness_validation") == "harness_validation"
+    assert graph.spec("11_harness_validation").section == "harness_validation"
     assert "judges" not in values  # another section's values go only where they are asked
+    # a notebook is given only what its stage reads: 01 reads no seed and calls no model
+    assert "seed" not in values and "llm" not in values and "mode" not in values
+    harness = graph.notebook_parameters(profile, "11_harness_validation", str(tmp_path))
+    assert harness["seed"] == profile.seed and harness["llm"] == profile.llm.model_dump()
+    assert harness["n_conversations"] == profile.harness_validation.n_conversations
+
+
+def test_a_notebook_is_given_its_stages_resolved_mode(tmp_path: Path) -> None:
+    """06-13 take the profile's one evaluation_mode; 11 follows it unless harness_validation.mode
+    says otherwise (paper is replay there); 02-04 have their own."""
+    smoke = config.load_profile("smoke")
+    paper = config.load_profile("default")
+    assert "mode" not in config.ScoresParams.model_fields  # no per-section evaluation mode
+    for stage in ("06_generation", "07_grading", "08_scores", "09_judges", "10_refusals",
+                  "12_figures_tables", "13_explorer"):
+        assert graph.notebook_parameters(smoke, stage, str(tmp_path))["mode"] == "live", stage
+        assert graph.notebook_parameters(paper, stage, str(tmp_path))["mode"] == "paper", stage
+    harness = "11_harness_validation"
+    assert graph.notebook_parameters(smoke, harness, str(tmp_path))["mode"] == "live"
+    assert graph.notebook_parameters(paper, harness, str(tmp_path))["mode"] == "replay"
+    kept = config.load_profile("smoke", {"harness_validation.mode": "replay"})
+    assert graph.notebook_parameters(kept, harness, str(tmp_path))["mode"] == "replay"
+    assert graph.notebook_parameters(kept, "08_scores", str(tmp_path))["mode"] == "live"
+    live02 = config.load_profile("default", {"screening.mode": "live",
+                                             "screening.model": "gpt-4.1-2025-04-14"})
+    assert graph.notebook_parameters(live02, "02_screening", str(tmp_path))["mode"] == "live"
+    assert graph.notebook_parameters(live02, "03_review_round1", str(tmp_path))["mode"] == (
+        "replay")
+    with pytest.raises(config.ProfileError, match=r"evaluation_mode: .*'paper' or 'live'"):
+        config.load_profile("default", {"evaluation_mode": "replay"})
+    with pytest.raises(config.ProfileError, match=r"scores.mode: unknown key"):
+        config.load_profile("default", {"scores.mode": "live"})
 
 
 def test_notebook_06_gets_the_grading_panel_it_prices(tmp_path: Path) -> None:
     from hbpsych_utils import study
 
     judge = study.JUDGE_PANEL[1]
-    values = config.notebook_parameters(config.load_profile("smoke"), "06_generation", tmp_path)
-    assert values["judges"] == list(study.JUDGE_PANEL)  # smoke's null judges: the study's
+    smoke = config.load_profile("smoke")
+    values = graph.notebook_parameters(smoke, "06_generation", str(tmp_path))
+    # smoke's null judges are passed as null; 06 resolves them as 07 does: the study's panel
+    assert values["judges"] is None
+    assert config.GradingParams(judges=values["judges"]).judge_panel() == list(study.JUDGE_PANEL)
     tweaked = config.load_profile("smoke", {"grading.judges": [judge]})
-    assert config.notebook_parameters(tweaked, "06_generation", tmp_path)["judges"] == [judge]
-    assert values["candidates"] == config.load_profile("smoke").generation.candidates
+    assert graph.notebook_parameters(tweaked, "06_generation", str(tmp_path))["judges"] == [judge]
+    assert values["candidates"] == smoke.generation.candidates
 
 
 @pytest.mark.parametrize("section", ["screening", "recall"])
-def test_a_live_screen_without_a_model_fails_at_load(tmp_path: Path, section: str) -> None:
+def test_a_live_screen_without_a_model_fails_when_the_runner_loads_it(
+        tmp_path: Path, section: str) -> None:
     p = write(tmp_path, "nomodel", f"{section}:\n  mode: live\n")
+    # the profile itself is valid (load_profile validates values); what it refers to is
+    # checked by the runner when it loads it for a run (checks.load_for_run)
+    assert getattr(config.load_profile(p), section).model is None
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(p)
+        checks.load_for_run(p)
     msg = str(exc.value)
     assert msg.startswith(f"profile 'nomodel' ({p}) is invalid:")
     assert f"{section}.model: mode is 'live' but no model is set" in msg
     with pytest.raises(config.ProfileError, match=rf"--set {section}.mode=\"live\"\) is inv"):
-        config.load_profile("default", {f"{section}.mode": "live"})
-    assert config.load_profile("default", {f"{section}.mode": "live",
+        checks.load_for_run("default", {f"{section}.mode": "live"})
+    assert checks.load_for_run("default", {f"{section}.mode": "live",
                                            f"{section}.model": "gpt-4.1-2025-04-14"})
     # the same rule guards the stage of a notebook run by hand, without a profile
     params = config.Profile.model_fields[section].annotation(mode="live")

@@ -1,8 +1,9 @@
 """Bad input is stopped at the door and named (issue 10, points 2 and 3).
 
 Point 2: a profile's references (models, fault kinds, providers in limits and base URLs, the
-model registry, the corpus, ratings and rubric files) are checked when it loads, so a bad one
-fails before any notebook runs. Point 3: YAML is read strictly (a key written twice is an error
+model registry, the corpus, ratings and rubric files) are checked when the runner loads it
+(``runner.checks.load_for_run``; ``config.load_profile`` validates its values only), so a bad
+one fails before any notebook runs. Point 3: YAML is read strictly (a key written twice is an error
 naming both lines), a section of the wrong type is named, bytes that are not UTF-8 are reported
 with file and line (skip modes skip and count them), and empty inputs, NaN/infinite numbers
 and wrong-typed fields are errors naming file, record and field.
@@ -23,10 +24,11 @@ import pytest
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, ratings, review_set, screening, subset, translation
 from hbpsych_utils.core import config, jsonl, records, sources, yaml_loader
-from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.evaluation import score_sources, scoring
 from hbpsych_utils.llm import ConfigError, load_registry
 from hbpsych_utils.llm.faults import FAULT_KINDS
 from hbpsych_utils.reporting import interop
+from hbpsych_utils.runner import checks
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY_CORPUS = ROOT / "tests" / "data" / "toy_specialty" / "corpus.jsonl"
@@ -228,8 +230,8 @@ def test_ratings_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     ("votes.csv", ratings.read_votes, review_set.ReviewSetError),
     ("screen.csv", screening.read_screen, screening.ScreenError),
     ("categories_v1.csv", subset.read_categories, ValueError),
-    ("matrix.csv", scoring.read_matrix, scoring.ScoringError),
-    ("scores.csv", scoring.read_scores, scoring.ScoringError),
+    ("matrix.csv", score_sources.read_matrix, scoring.ScoringError),
+    ("scores.csv", score_sources.read_scores, scoring.ScoringError),
     ("subset.json", subset.load_subset, ValueError),
     ("subsets.json", subset.read_index, ValueError),
     ("vocabulary.json", screening.read_vocabulary, screening.ScreenError),
@@ -286,14 +288,14 @@ def test_a_validators_own_message_is_reported_without_pydantics_prefix(tmp_path:
     path.write_text("candidate,judge,clipped_mean_score,n_prompts\nc,j,1.5,10\n",
                     encoding="utf-8")
     with pytest.raises(scoring.ScoringError) as exc:
-        scoring.read_matrix(path)
+        score_sources.read_matrix(path)
     assert str(exc.value) == f"{path}:2: field 'clipped_mean_score': 1.5 outside [0, 1]"
 
 
 @pytest.mark.parametrize(("reader", "error"), [
     (review_set.read_set, review_set.ReviewSetError),
     (screening.read_screen, screening.ScreenError),
-    (scoring.read_scores, scoring.ScoringError),
+    (score_sources.read_scores, scoring.ScoringError),
 ])
 def test_an_empty_table_is_an_error_naming_the_file(tmp_path: Path, reader, error) -> None:
     path = tmp_path / "empty.csv"
@@ -398,12 +400,19 @@ def test_check_format_leaves_the_vocabulary_and_set_to_load_ratings(tmp_path: Pa
 
 
 # ---------------------------------------------------------------------------------------------
-# Point 2: a profile's references are checked when it loads
+# Point 2: a profile's references are checked when the runner loads it
 
 
 def test_shipped_profiles_pass_the_reference_checks() -> None:
     for name in config.available_profiles():
-        config.load_profile(name)  # includes check_references; raises on any problem
+        checks.load_for_run(name)  # includes check_references; raises on any problem
+
+
+def test_load_profile_validates_values_and_the_runner_checks_references(tmp_path: Path) -> None:
+    path = write_profile(tmp_path, "grading:\n  judges: [no-such-model]\n")
+    assert config.load_profile(path).grading.judges == ["no-such-model"]  # a valid value
+    with pytest.raises(config.ProfileError, match="unknown model 'no-such-model'"):
+        checks.load_for_run(path)  # that names no model of the registry
 
 
 REGISTRY = load_registry()
@@ -424,7 +433,7 @@ def test_every_model_key_is_checked_against_the_registry(tmp_path: Path, text: s
     path = write_profile(tmp_path, text)
     key = text.split(":")[0] + "." + text.split("\n  ")[1].split(":")[0]
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(path)
+        checks.load_for_run(path)
     msg = str(exc.value)
     assert msg.startswith(f"profile 'bad' ({path}) is invalid:")
     assert f"{key}" in msg and "unknown model 'no-such-model'" in msg
@@ -433,30 +442,40 @@ def test_every_model_key_is_checked_against_the_registry(tmp_path: Path, text: s
 
 def test_model_references_list_every_key_and_the_study_defaults_in_live_mode() -> None:
     profile = config.load_profile("smoke")
-    refs = config.model_references(profile)
+    refs = checks.model_references(profile)
     assert [m for k, m in refs if k.startswith("generation.candidates")] == list(
         profile.generation.candidates)
     assert [m for k, m in refs if k.startswith("grading.judges")] == list(study.JUDGE_PANEL)
     assert ("harness_validation.candidate (null: the study's harness model)",
             study.HARNESS_MODEL) in refs
-    assert config.model_references(config.load_profile("default")) == []  # paper: none called
+    assert checks.model_references(config.load_profile("default")) == []  # paper: none called
 
 
 def test_null_judges_are_the_study_panel_and_checked_only_when_live(tmp_path: Path) -> None:
     reg = tiny_registry(tmp_path)
     paper = write_profile(tmp_path, f"llm:\n  registry_file: {reg}\n", "paper")
-    assert config.load_profile(paper).grading.judges is None  # paper mode calls no judge
-    live = write_profile(tmp_path, f"llm:\n  registry_file: {reg}\ngrading:\n  mode: live\n",
-                         "live")
+    assert checks.load_for_run(paper)[0].grading.judges is None  # paper mode calls no judge
+    live = write_profile(tmp_path, f"llm:\n  registry_file: {reg}\nevaluation_mode: live\n"
+                                   "harness_validation: {mode: replay}\n", "live")
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(live)
+        checks.load_for_run(live)
     msg = str(exc.value)
     for judge in study.JUDGE_PANEL:
         assert f"grading.judges (null: the study's panel): unknown model {judge!r}" in msg
     assert f"(expected a model of {reg}: tiny)" in msg
-    ok = write_profile(tmp_path, f"llm:\n  registry_file: {reg}\ngrading:\n  mode: live\n"
+    ok = write_profile(tmp_path, f"llm:\n  registry_file: {reg}\nevaluation_mode: live\n"
+                                 "harness_validation: {mode: replay}\ngrading:\n"
                                  "  judges: [tiny]\n", "ok")
-    assert config.load_profile(ok).grading.judges == ["tiny"]
+    assert checks.load_for_run(ok)[0].grading.judges == ["tiny"]
+    # 11 follows evaluation_mode unless harness_validation.mode says otherwise: live, its null
+    # models are the study's harness model, checked too
+    harness = write_profile(tmp_path, f"llm:\n  registry_file: {reg}\nevaluation_mode: live\n"
+                                      "grading:\n  judges: [tiny]\n", "harness")
+    with pytest.raises(config.ProfileError) as exc:
+        checks.load_for_run(harness)
+    for role in ("candidate", "judge"):
+        assert (f"harness_validation.{role} (null: the study's harness model): unknown model "
+                f"{study.HARNESS_MODEL!r}") in str(exc.value)
 
 
 def test_a_broken_registry_file_fails_the_profile(tmp_path: Path) -> None:
@@ -464,17 +483,17 @@ def test_a_broken_registry_file_fails_the_profile(tmp_path: Path) -> None:
     reg.write_text("providers: {}\nmodels: [a]\n", encoding="utf-8")
     path = write_profile(tmp_path, f"llm:\n  registry_file: {reg}\n")
     with pytest.raises(config.ProfileError, match=rf"llm.registry_file: {reg}: models: expected"):
-        config.load_profile(path)
+        checks.load_for_run(path)
 
 
 def test_fault_kinds_models_and_apis_are_checked(tmp_path: Path) -> None:
     faults = "".join(f"    - {{kind: {k}}}\n" for k in FAULT_KINDS)
     good = write_profile(tmp_path, f"llm:\n  simulator: true\n  faults:\n{faults}", "good")
-    assert [f.kind for f in config.load_profile(good).llm.faults] == list(FAULT_KINDS)
+    assert [f.kind for f in checks.load_for_run(good)[0].llm.faults] == list(FAULT_KINDS)
     bad = write_profile(tmp_path, "llm:\n  faults:\n    - {kind: explode}\n"
                                   f"    - {{kind: {FAULT_KINDS[0]}, model: nobody}}\n")
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(bad)
+        checks.load_for_run(bad)
     msg = str(exc.value)
     assert f"llm.faults[0].kind: unknown fault kind 'explode' (expected one of: " \
            f"{', '.join(FAULT_KINDS)})" in msg
@@ -482,18 +501,18 @@ def test_fault_kinds_models_and_apis_are_checked(tmp_path: Path) -> None:
     api = write_profile(tmp_path, "llm:\n  faults:\n    - {kind: reset, api: mistral}\n", "api")
     with pytest.raises(config.ProfileError, match=r"llm.faults.0.api: .*'openai', 'anthropic' or "
                                                   r"'google'"):
-        config.load_profile(api)
+        checks.load_for_run(api)
 
 
 def test_limits_name_registry_providers_and_known_keys(tmp_path: Path) -> None:
     provider = next(iter(REGISTRY.providers))
     ok = write_profile(
         tmp_path, f"llm:\n  limits:\n    {provider}: {{rpm: null, concurrency: 2}}\n", "ok")
-    assert config.load_profile(ok).llm.limits == {provider: {"rpm": None, "concurrency": 2}}
+    assert checks.load_for_run(ok)[0].llm.limits == {provider: {"rpm": None, "concurrency": 2}}
     bad = write_profile(tmp_path, "llm:\n  limits:\n    nobody: {rpm: 10}\n"
                                   f"    {provider}: {{burst: 3, rpm: 0, concurrency: null}}\n")
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(bad)
+        checks.load_for_run(bad)
     msg = str(exc.value)
     assert (f"llm.limits.nobody: unknown provider (expected one of the providers of "
             f"{REGISTRY.source}: {', '.join(REGISTRY.providers)})") in msg
@@ -506,10 +525,10 @@ def test_limits_name_registry_providers_and_known_keys(tmp_path: Path) -> None:
 def test_base_urls_name_a_provider_or_a_kind_and_a_url(tmp_path: Path) -> None:
     ok = write_profile(tmp_path, "llm:\n  base_urls: {openai_compatible: 'http://127.0.0.1:8/v1'}\n",
                        "ok")
-    assert config.load_profile(ok).llm.base_urls
+    assert checks.load_for_run(ok)[0].llm.base_urls
     bad = write_profile(tmp_path, "llm:\n  base_urls: {nobody: 'http://h/v1', local: 'h:8000'}\n")
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(bad)
+        checks.load_for_run(bad)
     msg = str(exc.value)
     assert "llm.base_urls.nobody: unknown provider (expected a provider of" in msg
     assert "openai_compatible" in msg
@@ -521,17 +540,17 @@ def test_corpus_file_is_validated_when_the_profile_loads(tmp_path: Path) -> None
     path = write_profile(tmp_path, f"corpus:\n  corpus_file: {bad}\n")
     with pytest.raises(config.ProfileError, match=rf"corpus.corpus_file: {bad}:2: field "
                                                   r"'<bytes>': not UTF-8"):
-        config.load_profile(path)
+        checks.load_for_run(path)
     skip = write_profile(tmp_path, f"corpus:\n  corpus_file: {bad}\n  invalid_records: skip\n",
                          "skip")
-    config.load_profile(skip)  # skip mode: the bad line is skipped, as 01 will do
+    checks.load_for_run(skip)  # skip mode: the bad line is skipped, as 01 will do
     empty = tmp_path / "empty.jsonl"
     empty.write_text("", encoding="utf-8")
     path = write_profile(tmp_path, f"corpus:\n  corpus_file: {empty}\n", "empty")
     with pytest.raises(config.ProfileError, match=rf"corpus.corpus_file: {empty}: .*no conversa"):
-        config.load_profile(path)
+        checks.load_for_run(path)
     toy = write_profile(tmp_path, f"corpus:\n  corpus_file: {TOY_CORPUS}\n", "toy")
-    assert config.load_profile(toy).corpus.corpus_file == str(TOY_CORPUS)
+    assert checks.load_for_run(toy)[0].corpus.corpus_file == str(TOY_CORPUS)
 
 
 def test_ratings_and_rubric_files_are_validated_when_the_profile_loads(tmp_path: Path) -> None:
@@ -541,7 +560,7 @@ def test_ratings_and_rubric_files_are_validated_when_the_profile_loads(tmp_path:
     path = write_profile(tmp_path, f"review_round1:\n  ratings_files: [{rated}]\n"
                                    f"recall:\n  rubric_file: {rubric}\n")
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(path)
+        checks.load_for_run(path)
     msg = str(exc.value)
     assert f"review_round1.ratings_files[0]: 1 problem(s) in ratings file(s) {rated}" in msg
     assert f"{rated}: review R0002: field 'category': expected str, got list" in msg
@@ -555,11 +574,12 @@ def test_a_profile_that_is_not_utf8_is_named(tmp_path: Path) -> None:
         config.load_profile(path)
 
 
+@pytest.mark.slow
 def test_a_profile_naming_an_unknown_model_fails_before_any_notebook_runs(tmp_path: Path) -> None:
     """The issue's acceptance: ``python -m hbpsych_utils run`` exits 2 naming profile, key and
     allowed values, and no notebook ran (nothing written under the outputs folder)."""
-    path = write_profile(tmp_path, "description: a typo in a candidate\ngeneration:\n  mode: "
-                                   f"live\n  candidates: [{study.HARNESS_MODEL}, gpt-4.2]\n",
+    path = write_profile(tmp_path, "description: a typo in a candidate\nevaluation_mode: live\n"
+                                   f"generation:\n  candidates: [{study.HARNESS_MODEL}, gpt-4.2]\n",
                          "typo_model")
     out = tmp_path / "out"
     proc = subprocess.run(

@@ -18,7 +18,7 @@ from hbpsych_utils import runner
 from hbpsych_utils.core import config
 from hbpsych_utils.llm import local_server
 
-pytestmark = [pytest.mark.local_model, pytest.mark.notebook]
+pytestmark = [pytest.mark.local_model, pytest.mark.notebook, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

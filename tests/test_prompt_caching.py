@@ -424,20 +424,25 @@ SMOKE_UP_TO_GRADING = ["01_corpus", "02_screening", "03_review_round1", "04_reca
 
 @pytest.fixture(scope="module")
 def smoke_on_off(tmp_path_factory, mirror) -> dict[bool, Path]:
-    """The smoke profile up to grading, with ``llm.prompt_caching`` on (the default) and off."""
+    """The smoke profile up to grading, with ``llm.prompt_caching`` on (the default) and off.
+
+    The profile's notebooks list stops it at grading (``--only`` would also run the stages
+    downstream of those it names, 08-13, as they are not current)."""
     from hbpsych_utils import runner
 
     out = {}
     for caching in (True, False):
         root = tmp_path_factory.mktemp(f"smoke-caching-{caching}")
-        result = runner.run_profile("smoke", outputs_root=root, only=SMOKE_UP_TO_GRADING,
-                                    overrides={} if caching else {"llm.prompt_caching": False},
+        overrides = {"notebooks": SMOKE_UP_TO_GRADING,
+                     **({} if caching else {"llm.prompt_caching": False})}
+        result = runner.run_profile("smoke", outputs_root=root, overrides=overrides,
                                     echo=print)
         assert result.ok, result.notebooks
         out[caching] = root / "smoke"
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_smoke_grading_spend_is_the_ledger_at_cached_token_prices(smoke_on_off) -> None:
     run = smoke_on_off[True]
@@ -458,6 +463,7 @@ def test_smoke_grading_spend_is_the_ledger_at_cached_token_prices(smoke_on_off) 
                                                m["spend_by_judge"].values()), abs=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_smoke_verdicts_and_scores_are_the_same_with_caching_off(smoke_on_off) -> None:
     on, off = smoke_on_off[True], smoke_on_off[False]

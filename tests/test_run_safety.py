@@ -16,7 +16,7 @@ from pathlib import Path
 import papermill
 import pytest
 import zmq
-from conftest import notebook
+from conftest import notebook, write_profile
 from nbclient.exceptions import DeadKernelError
 
 from hbpsych_utils import runner
@@ -50,116 +50,162 @@ import json
 from pathlib import Path
 import pandas as pd
 from hbpsych_utils.pipeline.stage import Stage
-from hbpsych_utils.stages.base import StageResult
-stage = Stage(profile, "01_stage", outputs_root)
-src = Path(outputs_root).parent / f"input_{seed}.txt"
-src.write_text(str(seed))
-stage.record_input(f"input_{seed}", src)
-stage.write_table(pd.DataFrame({"seed": [seed]}), "partial.csv")
-final = stage.final_dir / "metrics.json"
+n = max_conversations
+stage = Stage(profile, "01_corpus", outputs_root)
+src = Path(outputs_root).parent / f"input_{n}.txt"
+src.write_text(str(n))
+stage.record_input(f"input_{n}", src)
+stage.write_table(pd.DataFrame({"n": [n]}), "partial.csv")
+final = stage.final_dir / "corpus_source.json"
 seen = {"writes_to": str(stage.dir),
         "final_meanwhile": json.loads(final.read_text()) if final.is_file() else None}
-(Path(outputs_root).parent / f"seen_{seed}.json").write_text(json.dumps(seen))"""
+(Path(outputs_root).parent / f"seen_{n}.json").write_text(json.dumps(seen))"""
+"""01_corpus's first cell: records an input and writes a partial table into its folder (the
+staging folder under the runner), noting where it writes and what the final folder holds
+meanwhile. ``max_conversations`` stands for the value that differs between runs."""
+WRITE_CELL = ('stage.write_table(pd.DataFrame({"n": [n]}), "t.csv")\n'
+              'stage.write_json("corpus_source.json", {"n": n})')
 DOWNSTREAM_CELL = """\
+from hbpsych_utils.core.records import read_json
 from hbpsych_utils.pipeline.stage import Stage
-from hbpsych_utils.stages.base import StageResult
-stage = Stage(profile, "02_down", outputs_root)
-StageResult(stage, {"upstream_seed": stage.upstream_metrics("01_stage")["seed"]}).write()"""
+stage = Stage(profile, "03_review_round1", outputs_root)
+n = read_json(stage.upstream("01_corpus", "corpus_source.json"))["n"]
+stage.write_json("upstream.json", {"upstream_n": n})"""
+"""03_review_round1 reads 01's ``corpus_source.json`` (a file the graph declares for it)."""
 
 
+@pytest.mark.slow
 def test_stage_outputs_are_swapped_in_on_success_and_retired_on_failure(project: Path) -> None:
-    notebook(project / "notebooks" / "01_stage.ipynb", STAGE_CELL,
-             "if seed == 2:\n    raise ValueError('seed 2 is refused')",
-             'StageResult(stage, {"seed": seed}, tables={"t.csv": pd.DataFrame({"seed": [seed]})}'
-             ").write()")
-    notebook(project / "notebooks" / "02_down.ipynb", DOWNSTREAM_CELL)
+    write_profile(project, "01_corpus", "02_screening", "03_review_round1")
+    notebook(project / "notebooks" / "01_corpus.ipynb", STAGE_CELL,
+             "if n == 2:\n    raise ValueError('2 is refused')", WRITE_CELL,
+             max_conversations=None)
+    notebook(project / "notebooks" / "02_screening.ipynb", "y = 1")
+    notebook(project / "notebooks" / "03_review_round1.ipynb", DOWNSTREAM_CELL)
     root, out = project / "out", project / "out" / "p"
     store = make_store(out)
 
-    def run(seed: int, lines: list[str] | None = None) -> runner.RunResult:
+    def run(n: int, lines: list[str] | None = None) -> runner.RunResult:
         echo = lines.append if lines is not None else (lambda _: None)
-        return runner.run_profile("p", outputs_root=root, overrides={"seed": seed}, echo=echo)
+        return runner.run_profile("p", outputs_root=root,
+                                  overrides={"corpus.max_conversations": n}, echo=echo)
+
+    def read(path: Path) -> dict:
+        return json.loads(path.read_text())
 
     assert run(1).ok
-    seen = json.loads((project / "seen_1.json").read_text())
-    assert Path(seen["writes_to"]) == out / stage.STAGING_DIR / "01_stage"  # not in place
-    assert json.loads((out / "02_down" / "metrics.json").read_text()) == {"upstream_seed": 1}
+    seen = read(project / "seen_1.json")
+    assert Path(seen["writes_to"]) == out / stage.STAGING_DIR / "01_corpus"  # not in place
+    assert read(out / "03_review_round1" / "upstream.json") == {"upstream_n": 1}
 
     assert run(3).ok
-    seen = json.loads((project / "seen_3.json").read_text())
-    assert seen["final_meanwhile"] == {"seed": 1}  # the previous outputs stayed until success
-    assert json.loads((out / "01_stage" / "metrics.json").read_text()) == {"seed": 3}
+    seen = read(project / "seen_3.json")
+    assert seen["final_meanwhile"] == {"n": 1}  # the previous outputs stayed until success
+    assert read(out / "01_corpus" / "corpus_source.json") == {"n": 3}
     # The downstream stage read the new outputs from the final folder.
-    assert json.loads((out / "02_down" / "metrics.json").read_text()) == {"upstream_seed": 3}
+    assert read(out / "03_review_round1" / "upstream.json") == {"upstream_n": 3}
     assert "input_3" in manifest_of(out)["artifacts"]
     assert not (out / stage.STAGING_DIR).exists()
 
     lines: list[str] = []
     result = run(2, lines)
-    assert result.failed == "01_stage"
-    # No stale metrics.json, table or stage.json: only the failure record.
-    assert sorted(p.name for p in (out / "01_stage").iterdir()) == [stage.FAILURE_RECORD]
-    record = json.loads((out / "01_stage" / stage.FAILURE_RECORD).read_text())
-    assert record["notebook"] == "01_stage" and record["status"] == "failed"
-    assert record["error"] == {"cell": 3, "ename": "ValueError", "evalue": "seed 2 is refused"}
+    assert result.failed == "01_corpus"
+    # No stale output, table, stage.json or build.json: only the failure record.
+    assert sorted(p.name for p in (out / "01_corpus").iterdir()) == [stage.FAILURE_RECORD]
+    record = read(out / "01_corpus" / stage.FAILURE_RECORD)
+    assert record["notebook"] == "01_corpus" and record["status"] == "failed"
+    assert record["error"] == {"cell": 3, "ename": "ValueError", "evalue": "2 is refused"}
     assert record["previous_outputs"] == "removed"
     kept = Path(record["partial_outputs"])
-    assert kept == out / stage.FAILED_DIR / "01_stage"
-    assert (kept / "partial.csv").read_text() == "seed\n2\n"  # what the failed attempt wrote
-    assert Path(record["executed"]) == out / "notebooks" / "01_stage.ipynb"
+    assert kept == out / stage.FAILED_DIR / "01_corpus"
+    assert (kept / "partial.csv").read_text() == "n\n2\n"  # what the failed attempt wrote
+    assert Path(record["executed"]) == out / "notebooks" / "01_corpus.ipynb"
     manifest = manifest_of(out)
-    assert [(n["notebook"], n["status"]) for n in manifest["notebooks"]] == [("01_stage", "failed")]
-    assert manifest["notebooks"][0]["failure_record"] == [str(out / "01_stage" / "failed.json")]
+    assert [(n["notebook"], n["status"]) for n in manifest["notebooks"]] == [
+        ("01_corpus", "failed")]
+    assert manifest["notebooks"][0]["failure_record"] == [str(out / "01_corpus" / "failed.json")]
     assert not {"input_1", "input_2", "input_3"} & set(manifest["artifacts"])  # no stale inputs
+    states = {s["stage"]: s["state"] for s in manifest["stages"]}
+    assert (states["01_corpus"], states["02_screening"], states["03_review_round1"]) == (
+        "failed", "current", "not_current")
     failure = "\n".join(lines)
-    assert "FAILED: 01_stage at cell 3" in failure
-    assert "previous outputs of 01_stage removed (each folder holds only failed.json)" in failure
+    assert "FAILED: 01_corpus at cell 3" in failure
+    assert "previous outputs of 01_corpus removed (each folder holds only failed.json)" in failure
     assert f"what this attempt wrote is kept in {kept}" in failure
+    assert "not current until it succeeds: 03_review_round1" in failure
     # A later stage asking for the failed one is told it failed, not that it never ran.
-    with pytest.raises(FileNotFoundError, match="stage '01_stage' failed in the last run"):
-        stage.Stage("p", "02_down", root).upstream("01_stage", "metrics.json")
+    with pytest.raises(FileNotFoundError, match="stage '01_corpus' failed in the last run"):
+        stage.Stage("p", "03_review_round1", root).upstream("01_corpus", "corpus_source.json")
 
     assert run(4).ok
-    assert sorted(p.name for p in (out / "01_stage").iterdir()) == [
-        "metrics.json", "partial.csv", "stage.json", "t.csv"]
+    assert sorted(p.name for p in (out / "01_corpus").iterdir()) == [
+        "build.json", "corpus_source.json", "partial.csv", "stage.json", "t.csv"]
     assert not (out / stage.FAILED_DIR).exists()  # the failed attempt's files went with it
+    assert read(out / "03_review_round1" / "upstream.json") == {"upstream_n": 4}
     assert store_identity(out) == store  # the same file, unchanged: never touched by a swap
+
+
+def test_a_stage_reads_only_the_upstream_files_the_graph_declares(tmp_path: Path) -> None:
+    review = stage.Stage("p", "03_review_round1", tmp_path)
+    (tmp_path / "p" / "01_corpus").mkdir(parents=True)
+    (tmp_path / "p" / "01_corpus" / "corpus_source.json").write_text("{}")
+    assert review.upstream("01_corpus", "corpus_source.json").is_file()
+    (tmp_path / "p" / "01_corpus" / "languages.csv").write_text("")  # 02's, not 03's
+    with pytest.raises(stage.UndeclaredInput, match=r"03_review_round1 read "
+                                                    r"01_corpus/languages.csv, which the stage "
+                                                    r"graph does not declare"):
+        review.upstream("01_corpus", "languages.csv")
+    with pytest.raises(stage.UndeclaredInput):
+        review.upstream_optional("05_subset", "subsets.json")
 
 
 def test_stage_writes_in_place_unless_the_runner_names_its_staging_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(stage.STAGING_ENV, raising=False)
-    by_hand = stage.Stage("p", "05_x", tmp_path)
-    assert by_hand.dir == by_hand.final_dir == tmp_path / "p" / "05_x"
-    monkeypatch.setenv(stage.STAGING_ENV, str(tmp_path / "other" / stage.STAGING_DIR / "05_x"))
-    assert stage.Stage("p", "05_x", tmp_path).dir == tmp_path / "p" / "05_x"  # not this run's
-    monkeypatch.setenv(stage.STAGING_ENV, str(tmp_path / "p" / stage.STAGING_DIR / "05_x"))
-    staged = stage.Stage("p", "05_x", tmp_path)
-    assert staged.dir == tmp_path / "p" / stage.STAGING_DIR / "05_x"
-    assert staged.final_dir == tmp_path / "p" / "05_x"
+    by_hand = stage.Stage("p", "05_subset", tmp_path)
+    assert by_hand.dir == by_hand.final_dir == tmp_path / "p" / "05_subset"
+    hand_dir = tmp_path / "p" / stage.HAND_DIR / "05_subset"  # what a hand run passes
+    assert stage.Stage("p", "05_subset", tmp_path, write_dir=hand_dir).dir == hand_dir
+    monkeypatch.setenv(stage.STAGING_ENV,
+                       str(tmp_path / "other" / stage.STAGING_DIR / "05_subset"))
+    assert stage.Stage("p", "05_subset", tmp_path).dir == tmp_path / "p" / "05_subset"  # not ours
+    monkeypatch.setenv(stage.STAGING_ENV, str(tmp_path / "p" / stage.STAGING_DIR / "05_subset"))
+    staged = stage.Stage("p", "05_subset", tmp_path)
+    assert staged.dir == tmp_path / "p" / stage.STAGING_DIR / "05_subset"
+    assert staged.final_dir == tmp_path / "p" / "05_subset"
+    # the runner's staging folder wins over a hand run's
+    assert stage.Stage("p", "05_subset", tmp_path, write_dir=hand_dir).dir == staged.dir
     # Another stage opened by the same notebook is never staged, so never swapped over.
-    assert stage.Stage("p", "04_y", tmp_path).dir == tmp_path / "p" / "04_y"
+    assert stage.Stage("p", "04_recall", tmp_path).dir == tmp_path / "p" / "04_recall"
 
 
 def test_publish_retire_and_clear(tmp_path: Path) -> None:
     profile_root, staging = tmp_path / "p", tmp_path / "p" / stage.STAGING_DIR
-    (profile_root / "01_a").mkdir(parents=True)
-    (profile_root / "01_a" / "old.csv").write_text("old")
-    (staging / "01_a").mkdir(parents=True)
-    (staging / "01_a" / "new.csv").write_text("new")
+    (profile_root / "01_corpus").mkdir(parents=True)
+    (profile_root / "01_corpus" / "old.csv").write_text("old")
+    (staging / "01_corpus").mkdir(parents=True)
+    (staging / "01_corpus" / "new.csv").write_text("new")
     store = make_store(profile_root)
-    assert stage.publish_staged(staging, profile_root) == ["01_a"]
-    assert [p.name for p in (profile_root / "01_a").iterdir()] == ["new.csv"]
+    assert stage.publish_staged(staging, profile_root) == ["01_corpus"]
+    assert [p.name for p in (profile_root / "01_corpus").iterdir()] == ["new.csv"]
     assert list(staging.iterdir()) == []  # nothing left aside
-    (staging / "01_a").mkdir()
-    (staging / "01_a" / "half.csv").write_text("half")
-    record = stage.retire_stage(profile_root, "01_a", {"status": "interrupted"}, staging)
+    (staging / "01_corpus").mkdir()
+    (staging / "01_corpus" / "half.csv").write_text("half")
+    record = stage.retire_stage(profile_root, "01_corpus", {"status": "interrupted"}, staging)
     assert [p.name for p in record.parent.iterdir()] == [stage.FAILURE_RECORD]
     assert json.loads(record.read_text())["status"] == "interrupted"
-    assert (profile_root / stage.FAILED_DIR / "01_a" / "half.csv").read_text() == "half"
-    stage.clear_failure_record(profile_root, "01_a")
-    assert not (profile_root / "01_a").exists()
+    assert (profile_root / stage.FAILED_DIR / "01_corpus" / "half.csv").read_text() == "half"
+    # a hand run's staged folder is swapped in over the failure record, its partial outputs go
+    hand = profile_root / stage.HAND_DIR / "01_corpus"
+    hand.mkdir(parents=True)
+    (hand / "by_hand.csv").write_text("hand")
+    stage.publish_folder(hand, profile_root)
+    assert [p.name for p in (profile_root / "01_corpus").iterdir()] == ["by_hand.csv"]
+    assert not hand.exists() and not (profile_root / stage.FAILED_DIR / "01_corpus").exists()
+    stage.retire_stage(profile_root, "01_corpus", {"status": "failed"})
+    stage.clear_failure_record(profile_root, "01_corpus")
+    assert not (profile_root / "01_corpus").exists()
     assert store_identity(profile_root) == store
 
 
@@ -172,8 +218,17 @@ SLOW_CELLS = (
     "    time.sleep(120)",
     "pathlib.Path(outputs_root, profile, 'after.txt').write_text('ran')",
 )
-"""A notebook's cells after its parameters: 2 leaves ``kernel.pid``, 3 leaves ``sleeping.txt``
-and sleeps unless ``seed`` is 0, 4 leaves ``after.txt``."""
+"""The slow notebook's cells after its parameters: 2 leaves ``kernel.pid``, 3 leaves
+``sleeping.txt`` and sleeps unless ``seed`` is 0, 4 leaves ``after.txt``. The slow stage is
+11_harness_validation, which reads ``seed`` in the default (paper, so replay) mode; the fast one
+is 01_corpus, which reads nothing of 11 and nothing 11 reads."""
+SLOW = "11_harness_validation"
+
+
+def fast_and_slow(project: Path, *slow_cells: str, text: str = "seed: 1\n") -> None:
+    write_profile(project, "01_corpus", SLOW, text=text)
+    notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
+    notebook(project / "notebooks" / f"{SLOW}.ipynb", *(slow_cells or SLOW_CELLS), seed=0)
 
 
 def cli(*args: str) -> list[str]:
@@ -188,10 +243,10 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_second_run_into_the_same_folder_is_refused_at_once(project: Path) -> None:
-    notebook(project / "notebooks" / "01_fast.ipynb", "y = 1")
-    notebook(project / "notebooks" / "02_slow.ipynb", *SLOW_CELLS)
+    fast_and_slow(project)
     out = project / "out"
     env = {**os.environ, "HBPSYCH_ROOT": str(project)}
     first = subprocess.Popen(cli("--outputs", str(out)), env=env, text=True,
@@ -216,9 +271,10 @@ def test_second_run_into_the_same_folder_is_refused_at_once(project: Path) -> No
         profile.write_text(valid)
         # Another outputs folder is another run.
         other = subprocess.run(cli("--outputs", str(project / "other"), "--only",
-                                   "01_fast"), env=env, text=True, capture_output=True,
+                                   "01_corpus"), env=env, text=True, capture_output=True,
                                timeout=300, check=False)
         assert other.returncode == 0, other.stdout + other.stderr
+        assert "[1/1] 01_corpus done in" in other.stdout  # 11 does not depend on 01 here
     finally:
         first.send_signal(signal.SIGINT)
         first.communicate(timeout=120)
@@ -226,7 +282,8 @@ def test_second_run_into_the_same_folder_is_refused_at_once(project: Path) -> No
 
 
 def test_held_lock_refuses_in_process_too(project: Path, capsys) -> None:
-    notebook(project / "notebooks" / "01_a.ipynb", "raise SystemExit('must not run')")
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
     out = project / "out"
     with runlock.run_lock(out / "p", "p", "the first run"):
         assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_LOCKED
@@ -256,46 +313,53 @@ def flaky_execute(monkeypatch: pytest.MonkeyPatch, error: BaseException, times: 
     return calls
 
 
+@pytest.mark.slow
 def test_kernel_that_does_not_start_is_started_once_more(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    notebook(project / "notebooks" / "01_a.ipynb", "y = 1")
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
     calls = flaky_execute(monkeypatch,
                           RuntimeError("Kernel died before replying to kernel_info"), 1)
     lines: list[str] = []
     result = runner.run_profile("p", outputs_root=project / "out", echo=lines.append)
     assert result.ok and len(calls) == 2
-    assert any("01_a: the kernel did not start (RuntimeError: Kernel died before replying to "
-               "kernel_info); starting it once more" in line for line in lines), lines
+    assert any("01_corpus: the kernel did not start (RuntimeError: Kernel died before replying "
+               "to kernel_info); starting it once more" in line for line in lines), lines
     assert manifest_of(project / "out" / "p")["notebooks"][0]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_kernel_that_fails_twice_is_a_clean_error(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    notebook(project / "notebooks" / "01_stage.ipynb", STAGE_CELL,
-             'StageResult(stage, {"seed": seed}).write()')
+    write_profile(project, "01_corpus", text="corpus: {max_conversations: 1}\n")
+    notebook(project / "notebooks" / "01_corpus.ipynb", STAGE_CELL, WRITE_CELL,
+             max_conversations=None)
     out = project / "out"
     assert runner.main(["p", "--outputs", str(out)]) == 0  # a first run leaves outputs
-    assert (out / "p" / "01_stage" / "metrics.json").is_file()
+    assert (out / "p" / "01_corpus" / "corpus_source.json").is_file()
     calls = flaky_execute(monkeypatch, zmq.error.ZMQError(errno.EADDRINUSE), 2)
     capsys.readouterr()
-    assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_FAILED
+    # --force: 01 is up to date, so a plain second run would start no kernel at all
+    assert runner.main(["p", "--outputs", str(out), "--force"]) == runner.EXIT_FAILED
     assert len(calls) == 2
     captured = capsys.readouterr()
     assert "Traceback" not in captured.out + captured.err
-    assert ("FAILED: 01_stage: its kernel did not start (2 attempts): ZMQError: Address already "
-            "in use") in captured.out
+    assert "  01_corpus: runs (--force)" in captured.out
+    assert ("FAILED: 01_corpus: its kernel did not start (2 attempts): ZMQError: Address "
+            "already in use") in captured.out
     error = {"cell": None, "ename": "ZMQError", "evalue": "Address already in use",
              "kernel": "did not start (2 attempts)"}
     entry = manifest_of(out / "p")["notebooks"][0]
     assert entry["status"] == "failed" and entry["error"] == error
     # The previous run's outputs do not pass for this run's.
-    assert sorted(p.name for p in (out / "p" / "01_stage").iterdir()) == [stage.FAILURE_RECORD]
-    record = json.loads((out / "p" / "01_stage" / stage.FAILURE_RECORD).read_text())
+    assert sorted(p.name for p in (out / "p" / "01_corpus").iterdir()) == [stage.FAILURE_RECORD]
+    record = json.loads((out / "p" / "01_corpus" / stage.FAILURE_RECORD).read_text())
     assert record["error"] == error and record["partial_outputs"] is None
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_kernel_that_never_starts_for_real_is_one_clean_error(project: Path) -> None:
     """A kernel whose process exits at once (an ipykernel_launcher that does): jupyter_client's
@@ -303,18 +367,20 @@ def test_kernel_that_never_starts_for_real_is_one_clean_error(project: Path) -> 
     broken = project / "broken"
     broken.mkdir()
     (broken / "ipykernel_launcher.py").write_text("import sys\nsys.exit(3)\n")
-    notebook(project / "notebooks" / "01_a.ipynb", "y = 1")
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
     out = project / "out"
     env = {**os.environ, "HBPSYCH_ROOT": str(project), "PYTHONPATH": str(broken)}
     proc = subprocess.run(cli("--outputs", str(out)), env=env, text=True, capture_output=True,
                           timeout=300, check=False)
     assert proc.returncode == runner.EXIT_FAILED
     assert proc.stderr == ""  # nbclient's own log line and any traceback are not shown
-    assert proc.stdout.splitlines()[2:] == [
-        "  01_a: the kernel did not start (RuntimeError: Kernel died before replying to "
+    assert proc.stdout.splitlines()[3:] == [
+        "  01_corpus: the kernel did not start (RuntimeError: Kernel died before replying to "
         "kernel_info); starting it once more",
-        "FAILED: 01_a: its kernel did not start (2 attempts): RuntimeError: Kernel died before "
-        "replying to kernel_info"]
+        "FAILED: 01_corpus: its kernel did not start (2 attempts): RuntimeError: Kernel died "
+        "before replying to kernel_info",
+        f"book: {out / 'p' / 'book' / 'index.html'}"]  # the book marks 01 failed
     entry = manifest_of(out / "p")["notebooks"][0]
     assert entry["status"] == "failed" and entry["error"]["kernel"] == "did not start (2 attempts)"
 
@@ -322,37 +388,40 @@ def test_kernel_that_never_starts_for_real_is_one_clean_error(project: Path) -> 
 def test_kernel_dying_during_a_cell_is_not_retried(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    notebook(project / "notebooks" / "01_a.ipynb", "y = 1")
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
     calls = flaky_execute(monkeypatch, DeadKernelError("Kernel died"), 1, after_cell=1)
     lines: list[str] = []
     result = runner.run_profile("p", outputs_root=project / "out", echo=lines.append)
-    assert result.failed == "01_a" and len(calls) == 1
+    assert result.failed == "01_corpus" and len(calls) == 1
     entry = manifest_of(project / "out" / "p")["notebooks"][0]
     assert entry["error"] == {"cell": 2, "ename": "DeadKernelError", "evalue": "Kernel died",
                               "kernel": "died"}
-    assert any(line.startswith("FAILED: 01_a at cell 2: its kernel died") for line in lines)
+    assert any(line.startswith("FAILED: 01_corpus at cell 2: its kernel died") for line in lines)
 
 
 # --- 6. Ctrl-C -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_ctrl_c_stops_cleanly_with_one_line_and_exit_130(project: Path) -> None:
-    stage_cells = (f"{STAGE_CELL.replace('01_stage', '02_slow')}\n{SLOW_CELLS[0]}",
-                   *SLOW_CELLS[1:],
-                   'StageResult(stage, {"seed": seed}).write()')
-    notebook(project / "notebooks" / "01_fast.ipynb", "y = 1")
-    notebook(project / "notebooks" / "02_slow.ipynb", *stage_cells)
+    staged = ("from hbpsych_utils.pipeline.stage import Stage\n"
+              f"stage = Stage(profile, {SLOW!r}, outputs_root)\n"
+              'stage.write_json("partial.json", {"seed": seed})\n' + SLOW_CELLS[0])
+    fast_and_slow(project, staged, *SLOW_CELLS[1:],
+                  'stage.write_json("harness.json", {"seed": seed})')
     out = project / "out"
     env = {**os.environ, "HBPSYCH_ROOT": str(project), runner.LAUNCHER_ENV: "bash run_all.sh"}
     args = ["--outputs", str(out), "--set", "seed=0"]
     done = subprocess.run(cli(*args), env=env, text=True, capture_output=True,
                           timeout=300, check=False)  # seed 0: a full run, nothing slow
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (out / "p" / "02_slow" / "metrics.json").is_file()
+    assert (out / "p" / SLOW / "harness.json").is_file()
     store = make_store(out / "p")
     (out / "p" / "kernel.pid").unlink()
     (out / "p" / "after.txt").unlink()
 
+    # seed 1: 11 reads seed, so it runs again (and sleeps); 01 does not, so it is up to date
     args = ["--outputs", str(out), "--set", "seed=1"]
     proc = subprocess.Popen(cli(*args), env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -363,18 +432,25 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_exit_130(project: Path) -> None:
     assert "Traceback" not in stdout + stderr
     # Exactly one line besides the progress lines, naming the notebook and the way back.
     assert stderr.splitlines() == [
-        f"interrupted: 02_slow (at cell 3) of profile 'p'; resume with: bash run_all.sh p "
+        f"interrupted: {SLOW} (at cell 3) of profile 'p'; resume with: bash run_all.sh p "
         f"--outputs {out} --set seed=1 (model calls already paid are reused from "
         f"{out / 'p' / 'llm_store.sqlite'})"], stderr
-    progress = re.compile(r"profile 'p' with --set seed=1: |\[[12]/2\] (01_fast|02_slow) ")
+    progress = re.compile(rf"profile 'p' with --set seed=1: |  01_corpus: up to date$"
+                          rf"|  {SLOW}: runs \(seed changed \(0 → 1\)\)$|\[1/1\] {SLOW} ")
     assert [line for line in stdout.splitlines() if not progress.match(line)] == []
     manifest = manifest_of(out / "p")
     assert [(n["notebook"], n["status"]) for n in manifest["notebooks"]] == [
-        ("01_fast", "ok"), ("02_slow", "interrupted")]
-    assert manifest["notebooks"][1]["error"]["cell"] == 3
-    record = json.loads((out / "p" / "02_slow" / stage.FAILURE_RECORD).read_text())
+        (SLOW, "interrupted")]
+    assert manifest["notebooks"][0]["error"]["cell"] == 3
+    states = {s["stage"]: s for s in manifest["stages"]}
+    assert states["01_corpus"]["state"] == "current"  # the earlier stage's outputs stand
+    assert states[SLOW]["state"] == "failed"
+    assert states[SLOW]["reason"] == "its last run was interrupted: KeyboardInterrupt: Ctrl-C"
+    record = json.loads((out / "p" / SLOW / stage.FAILURE_RECORD).read_text())
     assert record["status"] == "interrupted" and record["previous_outputs"] == "removed"
-    assert not (out / "p" / "02_slow" / "metrics.json").exists()
+    assert not (out / "p" / SLOW / "harness.json").exists()
+    assert json.loads((Path(record["partial_outputs"]) / "partial.json").read_text()) == {
+        "seed": 1}
     assert not (out / "p" / "after.txt").exists()  # no later cell ran
     assert store_identity(out / "p") == store
     kernel = int((out / "p" / "kernel.pid").read_text())
@@ -397,18 +473,21 @@ SWALLOWED_SIGINT = ("import os, signal, time\ntry:\n    os.kill(os.getppid(), si
 """A cell that sends the runner a Ctrl-C and catches the KeyboardInterrupt the runner forwards."""
 
 
+@pytest.mark.slow
 def test_ctrl_c_forwarded_to_the_kernel_stops_the_cell(project: Path) -> None:
     """In process: the notebook sends SIGINT to this (the runner's) process, as a terminal
     would; the runner forwards it to the kernel and raises RunInterrupted once recorded."""
     interrupt = "import os, signal, time\nos.kill(os.getppid(), signal.SIGINT)\ntime.sleep(60)"
-    notebook(project / "notebooks" / "01_a.ipynb", interrupt, MARKER)
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", interrupt, MARKER)
     out = project / "out" / "p"
     handler = signal.getsignal(signal.SIGINT)
     start = time.monotonic()
     with pytest.raises(runner.RunInterrupted) as caught:
         runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
     assert time.monotonic() - start < 55  # the sleep was cut short, not waited out
-    assert caught.value.notebook == "01_a" and caught.value.where == "01_a (at cell 2)"
+    assert caught.value.notebook == "01_corpus"
+    assert caught.value.where == "01_corpus (at cell 2)"
     assert isinstance(caught.value, KeyboardInterrupt)
     assert not (out / "after.txt").exists()
     entry = manifest_of(out)["notebooks"][0]
@@ -416,34 +495,40 @@ def test_ctrl_c_forwarded_to_the_kernel_stops_the_cell(project: Path) -> None:
     assert signal.getsignal(signal.SIGINT) is handler  # the run's handler is gone
 
 
+@pytest.mark.slow
 def test_ctrl_c_swallowed_by_a_cell_still_stops_before_the_next(project: Path) -> None:
-    notebook(project / "notebooks" / "01_a.ipynb", SWALLOWED_SIGINT, MARKER)
-    notebook(project / "notebooks" / "02_b.ipynb", MARKER)
+    # 02 (replay) does not read 01: only the Ctrl-C keeps it from running
+    write_profile(project, "01_corpus", "02_screening")
+    notebook(project / "notebooks" / "01_corpus.ipynb", SWALLOWED_SIGINT, MARKER)
+    notebook(project / "notebooks" / "02_screening.ipynb", MARKER)
     with pytest.raises(runner.RunInterrupted) as caught:
         runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
-    assert caught.value.notebook == "01_a"
+    assert caught.value.notebook == "01_corpus"
     out = project / "out" / "p"
-    assert not (out / "after.txt").exists()  # neither the next cell nor 02_b ran
+    assert not (out / "after.txt").exists()  # neither the next cell nor 02 ran
     assert [(n["notebook"], n["status"]) for n in manifest_of(out)["notebooks"]] == [
-        ("01_a", "interrupted")]
+        ("01_corpus", "interrupted")]
 
 
+@pytest.mark.slow
 def test_ctrl_c_after_a_notebook_finished_stops_before_the_next(project: Path) -> None:
-    swallow = (SWALLOWED_SIGINT
-               + '\nStageResult(Stage(profile, "01_a", outputs_root), {"done": True}).write()')
-    imports = ("from hbpsych_utils.pipeline.stage import Stage\n"
-               "from hbpsych_utils.stages.base import StageResult")
-    notebook(project / "notebooks" / "01_a.ipynb", imports, swallow)
-    notebook(project / "notebooks" / "02_b.ipynb", MARKER)
+    swallow = (SWALLOWED_SIGINT + '\nStage(profile, "01_corpus", outputs_root)'
+               '.write_json("corpus_source.json", {"done": True})')
+    write_profile(project, "01_corpus", "02_screening")
+    notebook(project / "notebooks" / "01_corpus.ipynb",
+             "from hbpsych_utils.pipeline.stage import Stage", swallow)
+    notebook(project / "notebooks" / "02_screening.ipynb", MARKER)
     with pytest.raises(runner.RunInterrupted) as caught:
         runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
-    assert caught.value.where == "02_b (before it started)"
+    assert caught.value.where == "02_screening (before it started)"
     out = project / "out" / "p"
     assert not (out / "after.txt").exists()
-    assert json.loads((out / "01_a" / "metrics.json").read_text()) == {"done": True}  # kept
+    # kept, with the runner's build record
+    assert json.loads((out / "01_corpus" / "corpus_source.json").read_text()) == {"done": True}
+    assert (out / "01_corpus" / "build.json").is_file()
     assert manifest_of(out)["notebooks"] == [
-        {**manifest_of(out)["notebooks"][0], "notebook": "01_a", "status": "ok"},
-        {"notebook": "02_b", "status": "interrupted", "seconds": 0.0, "started": False}]
+        {**manifest_of(out)["notebooks"][0], "notebook": "01_corpus", "status": "ok"},
+        {"notebook": "02_screening", "status": "interrupted", "seconds": 0.0, "started": False}]
 
 
 # --- 06's cost plan prices the judges of the run's profile, however the profile was given -----
@@ -457,6 +542,7 @@ def priced_judges(run_dir: Path) -> list[str]:
     return sorted(plan[(plan.phase == "grading") & (plan.model != "total")].model)
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_06_prices_the_judges_of_a_set_override_and_of_a_profile_given_by_path(
         tmp_path: Path, mirror: Path) -> None:
@@ -464,12 +550,14 @@ def test_06_prices_the_judges_of_a_set_override_and_of_a_profile_given_by_path(
 
     one, two = study.JUDGE_PANEL[1], study.JUDGE_PANEL[2]
     out = tmp_path / "out"
-    assert runner.run_profile("default", outputs_root=out, only=["06_generation"],
+    # 06 reads 01's corpus record: --only names both (06 alone would read a stale 01)
+    only = ["01_corpus", "06_generation"]
+    assert runner.run_profile("default", outputs_root=out, only=only,
                               overrides={"grading.judges": [one]}, echo=print).ok
     assert priced_judges(out / "default") == [one]
     path = tmp_path / "elsewhere" / "mine.yaml"  # no params/mine.yaml to fall back on
     path.parent.mkdir()
-    path.write_text(f"description: judges of its own\ngrading:\n  judges: [{one}, {two}]\n")
-    assert runner.run_profile(str(path), outputs_root=out, only=["06_generation"],
-                              echo=print).ok
+    path.write_text(f"description: judges of its own\ngrading:\n  judges: [{one}, {two}]\n"
+                    "corpus:\n  allow_partial: true\n")  # the offline mirror's corpus, as default
+    assert runner.run_profile(str(path), outputs_root=out, only=only, echo=print).ok
     assert priced_judges(out / "mine") == sorted([one, two])

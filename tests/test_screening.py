@@ -290,6 +290,7 @@ def cohen_kappa_by_hand(a: list[str], b: list[str]) -> float:
     return (po - pe) / (1 - pe) if pe < 1 else float("nan")
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_notebook_02_live_on_the_partial_corpus(tmp_path: Path, mirror: Path) -> None:
     import csv

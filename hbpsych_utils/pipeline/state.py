@@ -294,8 +294,10 @@ def stage_states(run_dir: Path, profile: Profile, *, mirror: bool | None = None
             continue
         ok, why = self_state(run_dir, name, expected[name])
         if ok:
+            # an upstream the profile does not run is not this run's to bring up to date (its
+            # fingerprint is recorded as None, see expected_inputs)
             blocked = [u for u in graph.spec(name).upstream(profile)
-                       if u in out and not out[u].current]
+                       if u in expected and not out[u].current]
             if blocked:
                 up = blocked[0]
                 what = "failed" if out[up].state == "failed" else "is not current"

@@ -40,7 +40,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hbpsych_utils import study
-from hbpsych_utils.core import records
+from hbpsych_utils.core import paths, records
 from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
@@ -138,13 +138,19 @@ def stage_states(profile_dir: Path, profile: Profile | None,
         profile_dir, profile, mirror=mirror if isinstance(mirror, bool) else None)}
 
 
-def update_command(profile: str, manifest: Mapping[str, Any] | None) -> str:
-    """The command that brings every stage of the run up to date: the run's profile and
-    ``--set`` overrides, all stages (no ``--only``)."""
+def update_command(profile: str, manifest: Mapping[str, Any] | None,
+                   outputs_root: Path | None = None) -> str:
+    """The command that brings every stage of the run up to date: the run's profile, its
+    outputs folder (``outputs_root``, named unless it is the default) and ``--set`` overrides,
+    all stages (no ``--only``)."""
     overrides = (manifest or {}).get("overrides") or {}
     sets = "".join(f" --set {shlex.quote(f'{k}={json.dumps(v)}')}"
                    for k, v in overrides.items()) if isinstance(overrides, dict) else ""
-    return f"bash run_all.sh {shlex.quote(profile)}{sets}"
+    where = ""
+    if outputs_root is not None and (Path(outputs_root).resolve()
+                                     != paths.outputs_root().resolve()):
+        where = f" --outputs {shlex.quote(str(Path(outputs_root).resolve()))}"
+    return f"bash run_all.sh {shlex.quote(profile)}{where}{sets}"
 
 
 def corpus_partial(metrics: Mapping[str, Any]) -> bool:
@@ -594,8 +600,9 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "") -> None:
 
 
 def chapter_banner(s: StageState | None, command: str) -> str:
-    """The warning a chapter that is not current carries ("" when it is current)."""
-    if s is None or s.current:
+    """The warning a chapter that is not current carries ("" when it is current, or when the
+    profile does not run its stage: nothing can bring it up to date, and it has no chapter)."""
+    if s is None or s.current or s.state == "not_in_profile":
         return ""
     return (state_sentence(s, command) + " This page shows the runner's last execution of "
             "the notebook, which may not match the stage's outputs.")
@@ -661,7 +668,7 @@ def write_sources(profile_dir: Path, src: Path) -> str:
     profile = str((manifest or {}).get("profile") or profile_dir.name)
     run = run_profile(profile_dir, manifest)
     states = stage_states(profile_dir, run, manifest)
-    command = update_command(profile, manifest)
+    command = update_command(profile, manifest, profile_dir.parent)
     src.mkdir(parents=True, exist_ok=True)
     chapters = []
     for nb in chapters_of(profile_dir, states):
@@ -797,8 +804,6 @@ def build_book(profile_dir: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m hbpsych_utils book PROFILE [--outputs DIR]``."""
-    from hbpsych_utils.core import paths
-
     ap = argparse.ArgumentParser(prog="hbpsych book", description=(
         "Render an existing run folder outputs/PROFILE/ into outputs/PROFILE/book/, a static "
         "site that opens offline in any browser."))

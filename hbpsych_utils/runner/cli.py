@@ -49,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("profile", nargs="?", default="default")
     ap.add_argument("--only", nargs="*", help="stages to run (with whichever of their "
                     "dependents are then not current)")
-    ap.add_argument("--force", action="store_true", help="run every stage of the profile")
+    ap.add_argument("--force", action="store_true", help="run every stage of the profile, "
+                    "current or not (with --only: the named stages and all their dependents)")
     ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: outputs/)")
     ap.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

@@ -7,7 +7,8 @@ every stage's build record with the inputs the profile implies now
 outside the runner, or any of its inputs changed (its parameters, notebook, the package code,
 an artifact or an upstream stage); the others are reported up to date. ``force`` runs every
 stage; ``only`` runs the named stages and whichever of their dependents are then not current,
-and refuses when an upstream of a named stage is not current (it would read stale inputs).
+and refuses when an upstream of a named stage is not current (it would read stale inputs); both
+run the named stages and all their dependents, current or not (never the rest of the profile).
 
 Each notebook runs in this process with papermill (:mod:`.execute`), writing into a staging
 folder that is swapped into place with its ``build.json`` when the notebook succeeds
@@ -108,25 +109,25 @@ def plan(profile: Profile, run_dir: Path, expected: Mapping[str, Inputs], *,
     running: set[str] = set()
     for name in stages:
         current, why = state.self_state(run_dir, name, expected[name])
-        if force:
-            run, reason = True, "--force"
-        elif only and name in named:
+        if only and name in named:
             run, reason = True, "named by --only" + ("" if current else f": {why}")
         elif only and name not in reach:
             run, reason = False, ("up to date" if current else f"not current ({why}); not "
                                   "selected by --only")
+        elif force:  # every stage, or with --only every dependent of the named ones
+            run, reason = True, "--force"
         else:
             run, reason = not current, why or "up to date"
         if run and only and name not in named:
-            blocked = [u for u in graph.spec(name).upstream(profile) if u not in running
-                       and not state.self_state(run_dir, u, expected[u])[0]]
+            blocked = [u for u in graph.spec(name).upstream(profile) if u in expected
+                       and u not in running and not state.self_state(run_dir, u, expected[u])[0]]
             if blocked:
                 run, reason = False, (f"not current ({why}); left as is: its upstream "
                                       f"{_names(blocked)} not current and not selected by "
                                       "--only")
         if run and only and name in named:
-            stale = [u for u in graph.spec(name).upstream(profile) if u not in running
-                     and not state.self_state(run_dir, u, expected[u])[0]]
+            stale = [u for u in graph.spec(name).upstream(profile) if u in expected
+                     and u not in running and not state.self_state(run_dir, u, expected[u])[0]]
             if stale:
                 raise ProfileError(
                     f"--only {name}: its upstream {_names(stale)} not current, so {name} would "
