@@ -74,10 +74,6 @@ class Conversations:
     corpus: list[Conversation]
     """The run's whole corpus (simulator faults may name any of its conversations)."""
 
-    @property
-    def ids(self) -> list[str]:
-        return [c.prompt_id for c in self.selected]
-
     def _repr_markdown_(self) -> str:
         names = ", ".join(f"`{c}`" for c in self.candidates) or "none"
         return (f"{len(self.selected)} conversation(s) of subset **{self.subset}** "

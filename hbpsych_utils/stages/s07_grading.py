@@ -200,6 +200,8 @@ class Scores:
     frame: pd.DataFrame
 
     def _repr_html_(self) -> str:
+        if self.frame.empty:
+            return "<p>No reply was graded, so no conversation has a score.</p>"
         scored = self.frame.dropna(subset=["score"])
         counts = (scored.groupby(["candidate", "judge"]).size().unstack(fill_value=0)
                   .reindex(sorted(set(self.frame.candidate)), fill_value=0))

@@ -195,8 +195,8 @@ class Comparison:
     def _repr_html_(self) -> str:
         f = self.frame
         if f.empty:
-            return Note("None of the conversations scored live was scored by the released "
-                        "run, so the two are not compared.")._repr_markdown_()
+            return ("<p>None of the conversations scored live was scored by the released run, "
+                    "so the two are not compared.</p>")
         row = {"conversations": len(f), "mean live": f.score.mean(),
                "mean released": f.released.mean(),
                "mean difference (live − released)": (f.score - f.released).mean()}
