@@ -72,12 +72,19 @@ def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> No
 
 def test_notebook_06_gets_the_grading_panel_it_prices(tmp_path: Path) -> None:
     from hbpsych_utils import study
+    from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.stages import s06_generation
 
     judge = study.JUDGE_PANEL[1]
-    values = config.notebook_parameters(config.load_profile("smoke"), "06_generation", tmp_path)
-    assert values["judges"] == list(study.JUDGE_PANEL)  # smoke's null judges: the study's
+    values = graph.notebook_parameters(config.load_profile("smoke"), graph.GENERATION,
+                                       str(tmp_path))
+    assert values["judges"] is None  # smoke's null judges: the study's panel, which 06 prices
+    run = s06_generation.start({**values, "outputs_root": tmp_path})
+    assert config.GradingParams(judges=run.value("judges")).judge_panel() == list(
+        study.JUDGE_PANEL)
     tweaked = config.load_profile("smoke", {"grading.judges": [judge]})
-    assert config.notebook_parameters(tweaked, "06_generation", tmp_path)["judges"] == [judge]
+    assert graph.notebook_parameters(tweaked, graph.GENERATION, str(tmp_path))["judges"] == [
+        judge]
     assert values["candidates"] == config.load_profile("smoke").generation.candidates
 
 

@@ -464,12 +464,13 @@ def test_06_prices_the_judges_of_a_set_override_and_of_a_profile_given_by_path(
 
     one, two = study.JUDGE_PANEL[1], study.JUDGE_PANEL[2]
     out = tmp_path / "out"
-    assert runner.run_profile("default", outputs_root=out, only=["06_generation"],
+    only = ["01_corpus", "06_generation"]  # 06 measures the plan on the corpus 01 recorded
+    assert runner.run_profile("default", outputs_root=out, only=only,
                               overrides={"grading.judges": [one]}, echo=print).ok
     assert priced_judges(out / "default") == [one]
     path = tmp_path / "elsewhere" / "mine.yaml"  # no params/mine.yaml to fall back on
     path.parent.mkdir()
-    path.write_text(f"description: judges of its own\ngrading:\n  judges: [{one}, {two}]\n")
-    assert runner.run_profile(str(path), outputs_root=out, only=["06_generation"],
-                              echo=print).ok
+    path.write_text(f"description: judges of its own\ncorpus:\n  allow_partial: true\n"
+                    f"grading:\n  judges: [{one}, {two}]\n")
+    assert runner.run_profile(str(path), outputs_root=out, only=only, echo=print).ok
     assert priced_judges(out / "mine") == sorted([one, two])
