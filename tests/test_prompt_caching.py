@@ -424,14 +424,19 @@ SMOKE_UP_TO_GRADING = ["01_corpus", "02_screening", "03_review_round1", "04_reca
 
 @pytest.fixture(scope="module")
 def smoke_on_off(tmp_path_factory, mirror) -> dict[bool, Path]:
-    """The smoke profile up to grading, with ``llm.prompt_caching`` on (the default) and off."""
+    """The smoke profile up to grading, with ``llm.prompt_caching`` on (the default) and off.
+
+    The profile's notebooks end at grading (rather than ``--only``, which also runs the
+    dependents of what it names: 11's harness re-run would grade into the same store)."""
     from hbpsych_utils import runner
 
     out = {}
     for caching in (True, False):
         root = tmp_path_factory.mktemp(f"smoke-caching-{caching}")
-        result = runner.run_profile("smoke", outputs_root=root, only=SMOKE_UP_TO_GRADING,
-                                    overrides={} if caching else {"llm.prompt_caching": False},
+        overrides: dict = {"notebooks": SMOKE_UP_TO_GRADING}
+        if not caching:
+            overrides["llm.prompt_caching"] = False
+        result = runner.run_profile("smoke", outputs_root=root, overrides=overrides,
                                     echo=print)
         assert result.ok, result.notebooks
         out[caching] = root / "smoke"
