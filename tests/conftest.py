@@ -123,6 +123,20 @@ def released_json(name: str) -> dict:
     return json.loads(sources.fetch(name).read_text(encoding="utf-8"))
 
 
+def record_released_corpus(profile_root: Path) -> Path:
+    """Write what 01_corpus records for the registry's (partial) corpus into a run folder
+    (``<profile_root>/01_corpus/corpus_source.json``), for a stage test that reads it."""
+    from hbpsych_utils.construction import corpus
+    from hbpsych_utils.pipeline import graph
+
+    loaded = corpus.load_for_profile(allow_partial=True)
+    path = profile_root / graph.CORPUS / graph.CORPUS_RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(corpus.source_record(
+        loaded, {"invalid_records": "error", "max_conversations": None})), encoding="utf-8")
+    return path
+
+
 # --- the LLM engine's tests: the registry's providers and the study's judges -------------------
 
 _REGISTRY = load_registry()

@@ -107,16 +107,20 @@ def test_a_notebook_is_given_its_stages_resolved_mode(tmp_path: Path) -> None:
 
 def test_notebook_06_gets_the_grading_panel_it_prices(tmp_path: Path) -> None:
     from hbpsych_utils import study
+    from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.stages import s06_generation
 
     judge = study.JUDGE_PANEL[1]
-    smoke = config.load_profile("smoke")
-    values = graph.notebook_parameters(smoke, "06_generation", str(tmp_path))
-    # smoke's null judges are passed as null; 06 resolves them as 07 does: the study's panel
-    assert values["judges"] is None
-    assert config.GradingParams(judges=values["judges"]).judge_panel() == list(study.JUDGE_PANEL)
+    values = graph.notebook_parameters(config.load_profile("smoke"), graph.GENERATION,
+                                       str(tmp_path))
+    assert values["judges"] is None  # smoke's null judges: the study's panel, which 06 prices
+    run = s06_generation.start({**values, "outputs_root": tmp_path})
+    assert config.GradingParams(judges=run.value("judges")).judge_panel() == list(
+        study.JUDGE_PANEL)
     tweaked = config.load_profile("smoke", {"grading.judges": [judge]})
-    assert graph.notebook_parameters(tweaked, "06_generation", str(tmp_path))["judges"] == [judge]
-    assert values["candidates"] == smoke.generation.candidates
+    assert graph.notebook_parameters(tweaked, graph.GENERATION, str(tmp_path))["judges"] == [
+        judge]
+    assert values["candidates"] == config.load_profile("smoke").generation.candidates
 
 
 @pytest.mark.parametrize("section", ["screening", "recall"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import released_jsonl
+from conftest import record_released_corpus, released_jsonl
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
@@ -321,13 +321,12 @@ def test_study_report_on_the_release(mirror: Path) -> None:
 
 
 def test_stage_06_paper_shows_the_study_plan(tmp_path: Path, mirror: Path) -> None:
-    from hbpsych_utils.core.config import GenerationParams
     from hbpsych_utils.stages import s06_generation
-    from hbpsych_utils.stages.base import ProfileRun
 
-    result = s06_generation.run(ProfileRun(profile="t", outputs_root=tmp_path),
-                                GenerationParams())
-    table = pd.read_csv(result.stage.path(s06_generation.PLAN_FILE))
+    record_released_corpus(tmp_path / "t")
+    run = s06_generation.start({"profile": "t", "outputs_root": tmp_path})
+    s06_generation.run(run)
+    table = pd.read_csv(run.stage.final_dir / s06_generation.PLAN_FILE)
     body = table[table["model"] != "total"]
     assert set(body[body.phase == "generation"].model) == set(study.CANDIDATES)
     assert set(body[body.phase == "grading"].model) == set(study.JUDGE_PANEL)

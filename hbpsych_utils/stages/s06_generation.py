@@ -1,23 +1,30 @@
-"""06 · Candidate responses: one reply per (candidate, conversation), or the released run's logs.
+"""Chapter 06, candidate responses: one reply per (candidate, conversation), or the released
+run's logs.
 
-``live`` sends the subset's conversations (05_subset's index, restricted to this run's corpus) to
-every candidate through the LLM engine and writes ``responses.jsonl`` (read back by 07 and 10
-with :func:`generation.read_responses`) and ``summary.csv``. The engine prints its cost plan
-before the first call is sent; the plan also comes back as a view. ``paper`` reports what the
-released run logs say about generation, since the responses themselves are not released:
-``spend_by_candidate.csv`` and ``anomalies.csv``.
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`inputs` (live:
+the subset's conversations in this run's corpus and the candidates; paper: the released run's
+spend ledger and anomaly log, since the responses themselves are not released),
+:func:`cost_plan` (what the run costs, priced three ways), :func:`responses` (live: the
+generation through the LLM engine, with the plan the engine makes before anything is sent;
+paper: the released generation spend per candidate and the anomalies logged while generating),
+:func:`metrics`, :func:`write` and :func:`findings`. :func:`run` makes the same calls, for
+scripts and tests.
 
-Either mode also plans what the run costs (``cost_plan.csv``, :mod:`evaluation.cost_plan`): live,
-this run's candidates × its conversations; paper, the study's design (its candidates × the
-released subset, measured on the conversations the corpus holds and scaled to the subset's
-size). Generation and the grading the profile configures (its judges, which the runner passes
-as ``judges``, ``llm.mode``, ``llm.prompt_caching``) are priced three ways: as the study ran it,
-as configured, optimised.
+Live writes ``responses.jsonl`` (read back by 07 and 10 with :func:`generation.read_responses`),
+``summary.csv`` and ``cost_plan.csv``; paper writes ``spend_by_candidate.csv``,
+``anomalies.csv`` and ``cost_plan.csv``.
+
+The cost plan (:mod:`evaluation.cost_plan`): live, this run's candidates × its conversations;
+paper, the study's design (its candidates × the released subset, measured on the conversations
+the corpus holds and scaled to the subset's size). Generation and the grading the profile
+configures (its judges, which the runner passes as ``judges``, ``llm.mode``,
+``llm.prompt_caching``) are priced three ways: as the study ran it, as configured, optimised.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -27,14 +34,24 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subsets
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import GenerationParams, GradingParams
-from hbpsych_utils.evaluation import cost_plan, generation, grading, refusals, runlog
-from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.evaluation import cost_plan as plans
+from hbpsych_utils.evaluation import generation, grading, refusals, runlog
+from hbpsych_utils.evaluation.refusals import ErrorEvent
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import GenerationLiveMetrics, GenerationPaperMetrics
+from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
 from hbpsych_utils.stages import base
-from hbpsych_utils.stages.base import StageResult, StageRun
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "06_generation"
-RESPONSES_FILE = "responses.jsonl"
+STAGE = graph.GENERATION
 PLAN_FILE = "cost_plan.csv"
+SUMMARY_FILE = "summary.csv"
+SPEND_FILE = "spend_by_candidate.csv"
+ANOMALIES_FILE = "anomalies.csv"
+GENERATE = "generate"
+"""The released logs' name for the generation phase."""
+
+GenerationMetrics = GenerationPaperMetrics | GenerationLiveMetrics
 
 
 def start(namespace: Mapping[str, Any]) -> StageRun[GenerationParams]:
@@ -42,122 +59,223 @@ def start(namespace: Mapping[str, Any]) -> StageRun[GenerationParams]:
     return base.start(STAGE, namespace)
 
 
-def run(run: StageRun[GenerationParams]) -> StageResult:
-    """Generate (``live``) or summarise the released logs (``paper``); write and return.
+# --- what is generated ---------------------------------------------------------------------
 
-    The cost plan prices the grading the profile configures: its ``judges`` parameter (the
-    profile's ``grading.judges``; ``None`` is the study's panel)."""
+@dataclass(frozen=True)
+class Conversations:
+    """Live: what this run sends, every candidate on every selected conversation."""
+
+    subset: str
+    candidates: list[str]
+    selected: list[Conversation]
+    """The subset's conversations this run's corpus holds, by sorted id, at most
+    ``n_conversations``."""
+    n_in_subset: int
+    corpus: list[Conversation]
+    """The run's whole corpus (simulator faults may name any of its conversations)."""
+
+    def _repr_markdown_(self) -> str:
+        names = ", ".join(f"`{c}`" for c in self.candidates) or "none"
+        return (f"{len(self.selected)} conversation(s) of subset **{self.subset}** "
+                f"({self.n_in_subset} in the subset, {len(self.corpus)} in this run's corpus), "
+                f"each sent to {len(self.candidates)} candidate(s): {names}.")
+
+
+@dataclass(frozen=True)
+class ReleasedLogs:
+    """Paper: the released run's spend ledger and anomaly log (the responses are not
+    released)."""
+
+    spend: pd.DataFrame
+    events: list[ErrorEvent]
+
+    def _repr_markdown_(self) -> str:
+        n_gen = int((self.spend["phase"] == GENERATE).sum())
+        e_gen = sum(e.phase == GENERATE for e in self.events)
+        return (f"The responses are not released, so this chapter reads the released run's "
+                f"logs: {len(self.spend):,} charges in the spend ledger ({n_gen:,} for "
+                f"generation) and {len(self.events):,} events in the anomaly log ({e_gen:,} "
+                "while generating).")
+
+
+def inputs(run: StageRun[GenerationParams]) -> Conversations | ReleasedLogs:
+    """What the chapter works from under its mode: live, the conversations of the subset 05
+    wrote that this run's corpus holds (sorted ids, the first ``n_conversations``) and the
+    candidates; paper, the released spend ledger and anomaly log."""
+    if run.mode != graph.LIVE:
+        return ReleasedLogs(runlog.read_spend(run.stage.fetch("run_spend")),
+                            refusals.read_error_log(run.stage.fetch("run_errors")))
     params = run.params
-    stage = run.stage
-    judges = GradingParams(judges=run.value("judges")).judge_panel()
-    result = (_live(run, stage, params, judges) if run.mode == "live"
-              else _paper(run, stage, params, judges))
-    return result.write()
-
-
-def _live(run: StageRun[Any], stage: Stage, params: GenerationParams,
-          judges: list[str]) -> StageResult:
-    by_id = {c.prompt_id: c
-             for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
-    wanted = subsets.stage_ids(stage, params.subset)
+    held = corpus.load_recorded(run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
+    by_id = {c.prompt_id: c for c in held}
+    wanted = subsets.stage_ids(run.stage, params.subset)
     ids = [i for i in wanted if i in by_id][:params.n_conversations]
-    planned = planned_cost(run, stage, params, judges, [by_id[i] for i in ids])
-    requests = generation.generation_requests([by_id[i] for i in ids], params.candidates,
+    return Conversations(params.subset, list(params.candidates), [by_id[i] for i in ids],
+                         len(wanted), held)
+
+
+# --- what a run costs ------------------------------------------------------------------------
+
+def cost_plan(run: StageRun[GenerationParams],
+              source: Conversations | ReleasedLogs) -> Table | Note:
+    """The planned cost of the run per (phase, model), as the study ran it, as configured and
+    optimised (``cost_plan.compare``; its assumptions are in ``evaluation.cost_plan``).
+
+    Live: this run's candidates on its selected conversations (nothing to plan without
+    either); paper: the study's design on the released subset (``candidates`` or the study's
+    20), measured on the conversations the corpus holds and scaled to the subset's size.
+    Grading is the profile's: its ``judges`` (``None``: the study's panel), ``llm.mode``,
+    ``llm.prompt_caching``."""
+    from hbpsych_utils.llm.models import profile_registry
+
+    params = run.params
+    judges = GradingParams(judges=run.value("judges")).judge_panel()
+    if isinstance(source, Conversations):
+        if not source.selected or not source.candidates:
+            return unavailable("Nothing to plan: this run has no candidate or no conversation "
+                               "to generate on.")
+        template = grading.load_template(run.stage.fetch(grading.TEMPLATE_ARTIFACT))
+        design = plans.Design(conversations=tuple(plans.measure(source.selected, template)),
+                              n_conversations=len(source.selected),
+                              candidates=tuple(source.candidates), judges=tuple(judges))
+        what = f"this run's {len(source.candidates)} candidate(s) on its conversations"
+    else:
+        held = corpus.load_recorded(run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
+        candidates = tuple(params.candidates or study.CANDIDATES)
+        design = plans.study_design(params.subset, candidates=candidates, judges=tuple(judges),
+                                    fetch=run.stage.fetch, held=held)
+        what = (f"the study's design: {len(candidates)} candidates on subset {params.subset}, "
+                "scaled from the conversations the corpus holds")
+    llm = run.llm
+    routings = [plans.AS_STUDY_RAN, plans.configured(llm.mode, llm.prompt_caching),
+                plans.OPTIMISED]
+    frame = plans.compare(design, profile_registry(llm.registry_file), routings)
+    return Table(frame, caption=f"Planned cost (USD) of {what}, graded by {len(judges)} "
+                 "judge(s): as the study ran it, as configured, optimised", precision=4,
+                 index=False)
+
+
+# --- what was sent and what came back --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Responses:
+    """Live: the candidates' replies and what the engine planned and paid for them."""
+
+    table: pd.DataFrame
+    """One row per (candidate, conversation): ``generation.RESPONSE_COLUMNS``."""
+    plan: pd.DataFrame
+    """The engine's plan per model (``generation.plan_table``), made before any call."""
+    plan_est_cost: float
+    spend: float
+    """USD this run paid (answers already in the run's store cost nothing)."""
+    stopped_by_budget: bool
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """Per candidate: responses, refusals, failures, tokens and cost."""
+        return generation.summary(self.table)
+
+    @property
+    def spend_by_candidate(self) -> pd.Series:
+        """USD per candidate, largest first."""
+        return self.summary["cost"].sort_values(ascending=False).rename("usd")
+
+    def _repr_html_(self) -> str:
+        return Tables([
+            Table(self.plan, caption="Cost plan (estimated before any call was sent; stored "
+                  "answers are not counted)", precision=4),
+            Table(self.summary, caption="Responses per candidate", precision=4),
+        ])._repr_html_()
+
+
+@dataclass(frozen=True)
+class ReleasedGeneration:
+    """Paper: what the released logs say about generating the responses."""
+
+    spend_by_candidate: pd.Series
+    """USD per candidate charged for generation, largest first (``runlog.spend_by``)."""
+    anomalies: pd.DataFrame
+    """Anomalies logged while generating, per model and kind (``runlog.anomalies``)."""
+
+    def _repr_html_(self) -> str:
+        tables = [Table(self.spend_by_candidate.to_frame(),
+                        caption="Generation spend per candidate (USD)", precision=2)]
+        if len(self.anomalies):
+            tables.append(Table(self.anomalies, caption="Anomalies logged while generating"))
+            return Tables(tables)._repr_html_()
+        return Tables(tables, note="The generation log records no anomalies.")._repr_html_()
+
+
+def responses(run: StageRun[GenerationParams],
+              source: Conversations | ReleasedLogs) -> Responses | ReleasedGeneration:
+    """Live: every candidate answers every selected conversation through the run's engine
+    (content-addressed store: a re-run is answered from it), after the engine's cost plan is
+    made (and printed). Paper: the released ledger's generation charges per candidate and the
+    anomaly log's generation events."""
+    if isinstance(source, ReleasedLogs):
+        return ReleasedGeneration(
+            runlog.spend_by(source.spend, GENERATE).rename_axis("candidate"),
+            runlog.anomalies(source.events, GENERATE))
+    params = run.params
+    requests = generation.generation_requests(source.selected, source.candidates,
                                               temperature=params.temperature,
                                               max_tokens=params.max_tokens)
-    with run.open_engine(conversations=list(by_id.values())) as engine:
+    with run.open_engine(conversations=source.corpus) as engine:
         plan = engine.plan(requests, mode=run.llm.mode)
         results = engine.run(requests, mode=run.llm.mode)
         report = engine.last_report
-    responses = generation.responses_table(results)
-    generation.write_responses(responses, stage.path(RESPONSES_FILE))
-    summary = generation.summary(responses)
-    metrics = live_metrics(params, ids, responses, spend=report.spend,
-                           plan_est_cost=plan.est_cost,
-                           stopped_by_budget=report.stopped_by_budget)
-    return StageResult(run, metrics, tables={"summary.csv": summary, PLAN_FILE: planned},
-        views={"Cost plan (estimated before any call was sent)": generation.plan_table(plan),
-               "Responses per candidate": summary},
-        findings=findings(metrics),
-    )
+    return Responses(generation.responses_table(results), generation.plan_table(plan),
+                     plan_est_cost=plan.est_cost, spend=report.spend,
+                     stopped_by_budget=report.stopped_by_budget)
 
 
-def live_metrics(params: GenerationParams, ids: list[str], responses: pd.DataFrame, *,
-                 spend: float, plan_est_cost: float, stopped_by_budget: bool) -> dict[str, Any]:
-    """``metrics.json`` of a live run: what was asked, what came back, what it cost, and the
-    decoding configuration each candidate was actually sent."""
-    return {
-        "mode": "live", "subset": params.subset, "n_conversations": len(ids),
-        "candidates": list(params.candidates),
-        "n_responses": len(responses), "n_ok": int((responses.status == "ok").sum()),
-        "n_refused": int(responses.refusal.sum()),
-        "n_failed": int((responses.status == "failed").sum()),
-        "spend_usd": round(float(spend), 6), "plan_est_cost_usd": round(plan_est_cost, 6),
-        "decoding_sent": generation.decoding_sent(responses),
-        "stopped_by_budget": stopped_by_budget,
-    }
+# --- metrics, outputs, findings --------------------------------------------------------------
+
+def metrics(source: Conversations | ReleasedLogs,
+            generated: Responses | ReleasedGeneration) -> GenerationMetrics:
+    """06's metrics. Live: what was asked, what came back, what it cost against the engine's
+    plan, and the decoding configuration each candidate was actually sent. Paper: models
+    charged, total generation spend, anomaly counts by kind."""
+    if isinstance(generated, ReleasedGeneration):
+        kinds = generated.anomalies.sum().to_dict() if len(generated.anomalies) else {}
+        return GenerationPaperMetrics(
+            mode=graph.PAPER, n_candidates_charged=int(generated.spend_by_candidate.size),
+            spend_generate_usd=round(float(generated.spend_by_candidate.sum()), 4),
+            anomalies={str(k): int(v) for k, v in kinds.items()})
+    assert isinstance(source, Conversations)
+    table = generated.table
+    return GenerationLiveMetrics(
+        mode=graph.LIVE, subset=source.subset, n_conversations=len(source.selected),
+        candidates=list(source.candidates), n_responses=len(table),
+        n_ok=int((table.status == "ok").sum()), n_refused=int(table.refusal.sum()),
+        n_failed=int((table.status == "failed").sum()),
+        spend_usd=round(float(generated.spend), 6),
+        plan_est_cost_usd=round(generated.plan_est_cost, 6),
+        decoding_sent=generation.decoding_sent(table),
+        stopped_by_budget=generated.stopped_by_budget)
 
 
-def planned_cost(run: StageRun[Any], stage: Stage, params: GenerationParams, judges: list[str],
-                 conversations: list[Conversation] | None = None) -> pd.DataFrame:
-    """The planned cost of this run per (phase, model), as the study ran it, as configured and
-    optimised (``cost_plan.compare``; its assumptions are in ``evaluation.cost_plan``): live,
-    ``params.candidates`` on ``conversations`` (what this run sends); paper, the study's design
-    on the released subset (``params.candidates`` or the study's 20), measured on the
-    conversations the corpus holds and scaled to the subset's size. Grading is the profile's:
-    ``judges`` (its resolved panel), ``llm.mode``, ``llm.prompt_caching``."""
-    from hbpsych_utils.llm.models import profile_registry
-
-    if conversations is None:
-        design = cost_plan.study_design(
-            params.subset, candidates=tuple(params.candidates or study.CANDIDATES),
-            judges=tuple(judges), fetch=stage.fetch,
-            held=corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD)))
-    elif not conversations or not params.candidates:
-        return pd.DataFrame()
+def write(run: StageRun[GenerationParams], m: GenerationMetrics, plan: Table | Note,
+          generated: Responses | ReleasedGeneration) -> Written:
+    """Live: ``responses.jsonl``, ``summary.csv``, ``cost_plan.csv``; paper:
+    ``spend_by_candidate.csv``, ``anomalies.csv``, ``cost_plan.csv``; ``metrics.json`` last."""
+    tables: dict[str, pd.DataFrame] = {}
+    first: list[str] = []
+    if isinstance(generated, Responses):
+        generation.write_responses(generated.table, run.stage.path(graph.RESPONSES))
+        first.append(graph.RESPONSES)
+        tables[SUMMARY_FILE] = generated.summary
     else:
-        template = grading.load_template(stage.fetch(grading.TEMPLATE_ARTIFACT))
-        design = cost_plan.Design(
-            conversations=tuple(cost_plan.measure(conversations, template)),
-            n_conversations=len(conversations), candidates=tuple(params.candidates),
-            judges=tuple(judges))
-    llm = run.llm
-    registry = profile_registry(llm.registry_file)
-    routings = [cost_plan.AS_STUDY_RAN, cost_plan.configured(llm.mode, llm.prompt_caching),
-                cost_plan.OPTIMISED]
-    return cost_plan.compare(design, registry, routings)
+        tables[SPEND_FILE] = generated.spend_by_candidate.to_frame()
+        tables[ANOMALIES_FILE] = generated.anomalies
+    if isinstance(plan, Table):
+        tables[PLAN_FILE] = plan.frame
+    written = base.write(run, m, tables=tables)
+    return replace(written, files=[*first, *written.files])
 
 
-def _paper(run: StageRun[Any], stage: Stage, params: GenerationParams,
-           judges: list[str]) -> StageResult:
-    planned = planned_cost(run, stage, params, judges)
-    spend = runlog.read_spend(stage.fetch("run_spend"))
-    events = refusals.read_error_log(stage.fetch("run_errors"))
-    gen_spend = runlog.spend_by(spend, "generate")
-    gen_anomalies = runlog.anomalies(events, "generate")
-    metrics = paper_metrics(gen_spend, gen_anomalies)
-    return StageResult(run, metrics,
-        tables={"spend_by_candidate.csv": gen_spend.rename_axis("candidate").to_frame(),
-                "anomalies.csv": gen_anomalies, PLAN_FILE: planned},
-        views={"Generation spend per candidate (USD)": gen_spend.to_frame(),
-               "Anomalies logged while generating": gen_anomalies},
-        findings=findings(metrics, gen_spend),
-    )
-
-
-def paper_metrics(gen_spend: pd.Series, gen_anomalies: pd.DataFrame) -> dict[str, Any]:
-    """``metrics.json`` in paper mode: models charged, total generation spend, anomaly counts."""
-    kinds = gen_anomalies.sum().to_dict() if len(gen_anomalies) else {}
-    return {
-        "mode": "paper",
-        "n_candidates_charged": int(gen_spend.size),
-        "spend_generate_usd": round(float(gen_spend.sum()), 4),
-        "anomalies": {str(k): int(v) for k, v in kinds.items()},
-    }
-
-
-def findings(metrics: dict[str, Any], spend_by_candidate: pd.Series | None = None) -> list[str]:
-    """The sentences of "What we found", from the metrics (and, in paper mode, the spend per
+def findings(m: GenerationMetrics, spend_by_candidate: pd.Series | None = None) -> Findings:
+    """The sentences of "What we found", from 06's metrics (and, in paper mode, the spend per
     candidate, largest first, to name the most expensive).
 
     Live: responses, then refusals and transport failures, each stated only when there are
@@ -165,28 +283,36 @@ def findings(metrics: dict[str, Any], spend_by_candidate: pd.Series | None = Non
     spend cap when it stopped the run. Paper: the charge, the anomalies logged, and a pointer
     to notebook 10 only when empty responses were logged.
     """
-    m = metrics
-    if m["mode"] == "live":
-        out = [f"{m['n_responses']} responses from {len(m['candidates'])} candidate(s) on "
-               f"{m['n_conversations']} {m['subset']} conversations: {m['n_ok']} answered."]
-        out.append(f"{m['n_refused']} explicit refusal(s) were kept as the model's answer and "
-                   "are graded as returned." if m["n_refused"] else "No candidate refused.")
-        out.append(f"{m['n_failed']} call(s) failed in transport and are left for a re-run "
-                   "(never stored as an answer)." if m["n_failed"]
-                   else "No call failed.")
-        out.append(f"Spend ${m['spend_usd']:,.4f} (plan: ${m['plan_est_cost_usd']:,.4f}).")
-        if m["stopped_by_budget"]:
+    if isinstance(m, GenerationLiveMetrics):
+        out = [f"{m.n_responses} responses from {len(m.candidates)} candidate(s) on "
+               f"{m.n_conversations} {m.subset} conversations: {m.n_ok} answered."]
+        out.append(f"{m.n_refused} explicit refusal(s) were kept as the model's answer and "
+                   "are graded as returned." if m.n_refused else "No candidate refused.")
+        out.append(f"{m.n_failed} call(s) failed in transport and are left for a re-run "
+                   "(never stored as an answer)." if m.n_failed else "No call failed.")
+        out.append(f"Spend ${m.spend_usd:,.4f} (plan: ${m.plan_est_cost_usd:,.4f}).")
+        if m.stopped_by_budget:
             out.append("The spend cap (llm.max_cost) stopped the run before every call was "
                        "sent; raise it and re-run to finish (finished calls are reused).")
-        return out
-    out = [f"Generation was charged to {m['n_candidates_charged']} models for a total of "
-           f"**${m['spend_generate_usd']:,.2f}**"
+        return Findings(out)
+    out = [f"Generation was charged to {m.n_candidates_charged} models for a total of "
+           f"**${m.spend_generate_usd:,.2f}**"
            + (f"; the most expensive was {spend_by_candidate.index[0]} "
               f"(${spend_by_candidate.iloc[0]:,.2f})."
               if spend_by_candidate is not None and len(spend_by_candidate) else ".")]
-    logged = ", ".join(f"{n} × {k}" for k, n in m["anomalies"].items())
+    logged = ", ".join(f"{n} × {k}" for k, n in m.anomalies.items())
     out.append(f"The generation log records {logged}." if logged
                else "The generation log records no anomalies.")
-    if m["anomalies"].get("empty_response"):
+    if m.anomalies.get("empty_response"):
         out.append("Empty responses are examined as refusals in notebook 10.")
-    return out
+    return Findings(out)
+
+
+def run(run: StageRun[GenerationParams]) -> GenerationMetrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    source = inputs(run)
+    plan = cost_plan(run, source)
+    generated = responses(run, source)
+    m = metrics(source, generated)
+    write(run, m, plan, generated)
+    return m

@@ -1,35 +1,58 @@
-"""07 · Grading with the judge panel, or the released run's grading logs.
+"""Chapter 07, grading with the judge panel, or the released run's grading logs.
 
-Both modes first fetch the HealthBench grader template and check its sha256. ``live`` grades
-every gradable reply of 06 (``responses.jsonl``) with every judge through the engine
-(:func:`panel.grade`: batch APIs with synchronous fallback, bounded re-asks) and writes
-``verdicts.csv`` (read back with :func:`panel.read_verdicts`), per-conversation ``scores.csv``
-per judge (read by 08-10) and a per-judge ``census.csv``. ``paper`` reports what the released
-logs say about grading: ``spend_by_judge.csv``, ``anomalies.csv`` and the verdicts that were
-never obtained. ``judges`` left ``None`` is the study's panel (``study.JUDGE_PANEL``); the
-judges used are reported in the metrics either way.
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`grader_template`
+(the HealthBench grader template, fetched and checked by sha256, in either mode),
+:func:`panel_verdicts` (live: every gradable reply of 06 graded by every judge through the
+engine, :func:`panel.grade`: batch APIs with synchronous fallback, pattern recovery, bounded
+re-asks, exclusions; paper: the released grading logs, since the verdicts are not released),
+:func:`census` (live: per judge, criteria graded, verdicts obtained, recovered, re-asked,
+excluded, failed calls), :func:`conversation_scores` (live: each judge's score of each
+(candidate, conversation), read by 08-10), :func:`spend` (what grading paid per judge),
+:func:`metrics`, :func:`write` and :func:`findings`. :func:`run` makes the same calls, for
+scripts and tests.
+
+Live writes ``verdicts.csv`` (read back with :func:`panel.read_verdicts`), ``scores.csv`` and
+``census.csv``; paper writes ``spend_by_judge.csv`` and ``anomalies.csv``. ``judges`` left
+``None`` is the study's panel (``study.JUDGE_PANEL``); the judges used are reported in the
+metrics either way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
+from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import sources
 from hbpsych_utils.core.config import GradingParams
 from hbpsych_utils.evaluation import generation, grading, panel, refusals, runlog
 from hbpsych_utils.evaluation.refusals import ErrorEvent
-from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import (
+    GradingLiveMetrics,
+    GradingPaperMetrics,
+    JudgeCensus,
+    JudgeSpend,
+)
+from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
 from hbpsych_utils.stages import base
-from hbpsych_utils.stages.base import StageResult, StageRun
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "07_grading"
-VERDICTS_FILE = "verdicts.csv"
-SCORES_FILE = "scores.csv"
+STAGE = graph.GRADING
+CENSUS_FILE = "census.csv"
+SPEND_FILE = "spend_by_judge.csv"
+ANOMALIES_FILE = "anomalies.csv"
+GRADE = "grade"
+"""The released logs' name for the grading phase."""
+NO_VERDICT = "grade_no_verdict"
+"""The anomaly log's kind for a verdict still missing after the bounded re-asks."""
+
+GradingMetrics = GradingPaperMetrics | GradingLiveMetrics
 
 
 def start(namespace: Mapping[str, Any]) -> StageRun[GradingParams]:
@@ -37,86 +60,251 @@ def start(namespace: Mapping[str, Any]) -> StageRun[GradingParams]:
     return base.start(STAGE, namespace)
 
 
-def run(run: StageRun[GradingParams]) -> StageResult:
-    """Grade (``live``) or summarise the released grading logs (``paper``); write and return."""
+# --- the grader --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GraderTemplate:
+    """The reference grader template, verified against the registry's sha256."""
+
+    text: str
+    sha256: str
+
+    def _repr_html_(self) -> str:
+        checked = pd.DataFrame({"characters": [len(self.text)], "sha256": [self.sha256]},
+                               index=pd.Index([grading.TEMPLATE_ARTIFACT], name="artifact"))
+        return Table(checked, caption="Grader template (sha256-verified)").html()
+
+
+def grader_template(run: StageRun[GradingParams]) -> GraderTemplate:
+    """The HealthBench grader template, fetched and checked byte for byte against the
+    registry's sha256 (``grading.load_template``); its hash is reported in either mode."""
+    path = run.stage.fetch(grading.TEMPLATE_ARTIFACT)
+    return GraderTemplate(grading.load_template(path), sources.sha256_file(path))
+
+
+# --- the panel's verdicts ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PanelVerdicts:
+    """Live: every (judge, candidate, conversation, criterion) verdict of this run."""
+
+    judges: list[str]
+    graded: panel.PanelRun
+    conversations: dict[str, Conversation]
+    """This run's corpus by prompt id (the rubrics the scores are computed from)."""
+    ledger_cost: float
+    """USD everything the run's store has paid for (06 and 07)."""
+
+    def _repr_html_(self) -> str:
+        c = self.graded.counts()
+        rows = {"criterion verdicts asked for": c["n_criteria_graded"],
+                "recovered from malformed JSON by pattern": c["n_recovered"],
+                "re-asked": c["n_reasked"],
+                "excluded (still missing after the re-asks)": c["n_excluded"],
+                "replies not graded (generation failed)": c["n_replies_not_graded"]}
+        rows |= {f"engine calls, attempt {k}": n for k, n in c["calls_by_attempt"].items()}
+        frame = pd.Series(rows, name="n").rename_axis("").to_frame()
+        return Table(frame, caption=f"The panel's verdicts ({len(self.judges)} judge(s): "
+                     f"{', '.join(self.judges)})").html()
+
+
+@dataclass(frozen=True)
+class ReleasedGrading:
+    """Paper: the released run's spend ledger and anomaly log (the verdicts are not
+    released)."""
+
+    ledger: pd.DataFrame
+    events: list[ErrorEvent]
+
+    @property
+    def spend_by_judge(self) -> pd.Series:
+        """USD per judge charged for grading, largest first."""
+        return runlog.spend_by(self.ledger, GRADE).rename_axis("judge")
+
+    @property
+    def anomalies(self) -> pd.DataFrame:
+        """Anomalies logged while grading, per judge and kind."""
+        return runlog.anomalies(self.events, GRADE)
+
+    @property
+    def no_verdict(self) -> pd.DataFrame:
+        """The verdicts never obtained (:func:`no_verdict_events`)."""
+        return no_verdict_events(self.events)
+
+    def _repr_html_(self) -> str:
+        notes = []
+        tables = []
+        if len(self.anomalies):
+            tables.append(Table(self.anomalies, caption="Anomalies logged while grading"))
+        else:
+            notes.append("The grading log records no anomalies.")
+        if len(self.no_verdict):
+            tables.append(Table(self.no_verdict, caption="Verdicts never obtained",
+                                index=False))
+        else:
+            notes.append("Every verdict was eventually obtained.")
+        return Tables(tables, note=" ".join(notes))._repr_html_()
+
+
+def panel_verdicts(run: StageRun[GradingParams],
+                   template: GraderTemplate) -> PanelVerdicts | ReleasedGrading:
+    """Live: every gradable reply of 06 graded by every judge through the run's engine
+    (``panel.grade``: the configured mode, synchronous re-asks at most ``max_reasks`` times, a
+    verdict still missing excluded and never counted as false); a refusal is graded as
+    returned, a reply whose generation failed is not graded. Paper: the released spend ledger
+    and anomaly log."""
+    if run.mode != graph.LIVE:
+        return ReleasedGrading(runlog.read_spend(run.stage.fetch("run_spend")),
+                               refusals.read_error_log(run.stage.fetch("run_errors")))
     params = run.params
-    stage = run.stage
-    template_path = stage.fetch(grading.TEMPLATE_ARTIFACT)
-    template = grading.load_template(template_path)
-    template_sha256 = sources.sha256_file(template_path)
-    if run.mode == "live":
-        result = _live(run, stage, params, template, template_sha256)
-    else:
-        result = _paper(run, stage, template_sha256)
-    checked = pd.DataFrame({"characters": [len(template)], "sha256": [template_sha256]},
-                           index=pd.Index([grading.TEMPLATE_ARTIFACT], name="artifact"))
-    result.views = {"Grader template (sha256-verified)": checked, **result.views}
-    return result.write()
-
-
-def _live(run: StageRun[Any], stage: Stage, params: GradingParams, template: str,
-          template_sha256: str) -> StageResult:
-    responses = generation.read_responses(stage.upstream("06_generation", "responses.jsonl"))
-    by_id = {c.prompt_id: c
-             for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
+    responses = generation.read_responses(run.stage.upstream(graph.GENERATION, graph.RESPONSES))
+    by_id = {c.prompt_id: c for c in corpus.load_recorded(
+        run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))}
     judges = params.judge_panel()
     with run.open_engine(conversations=list(by_id.values())) as engine:
-        graded = panel.grade(engine, responses, by_id, judges, template,
+        graded = panel.grade(engine, responses, by_id, judges, template.text,
                              temperature=params.temperature, max_tokens=params.max_tokens,
                              max_reasks=params.max_reasks, mode=run.llm.mode,
                              response_schema=grading.VERDICT_SCHEMA if params.response_schema
                              else None, prompt_caching=run.llm.prompt_caching)
         ledger = engine.spend()  # everything this run's store has paid for (06 and 07)
-    scores = grading.scores_from_verdicts(graded.verdicts, by_id)
-    census = graded.census()
-    metrics = live_metrics(params, judges, template_sha256, graded, scores, census,
-                           ledger["cost"], prompt_caching=run.llm.prompt_caching)
-    return StageResult(run, metrics,
-        tables={VERDICTS_FILE: graded.verdicts, SCORES_FILE: scores, "census.csv": census},
-        views={"Verdicts per judge": census},
-        findings=findings(metrics, max_reasks=params.max_reasks),
-    )
+    return PanelVerdicts(judges, graded, by_id, ledger["cost"])
 
 
-def live_metrics(params: GradingParams, judges: list[str], template_sha256: str,
-                 graded: panel.PanelRun, scores: pd.DataFrame, census: pd.DataFrame,
-                 ledger_cost: float, *, prompt_caching: bool = True) -> dict[str, Any]:
-    """``metrics.json`` of a live run: the panel and settings used, the template's hash, what
-    the grading did (recovered, re-asked, excluded), the scores it gave and what it cost.
+def no_verdict_events(events: list[ErrorEvent]) -> pd.DataFrame:
+    """The log's ``grade_no_verdict`` events (a verdict still missing after the bounded
+    re-asks): log line, judge, candidate, conversation and detail."""
+    rows = [{"line": e.line, "judge": e.judge, "candidate": e.candidate,
+             "prompt_id": e.prompt_id, "detail": e.detail}
+            for e in events if e.kind == NO_VERDICT]
+    return pd.DataFrame(rows, columns=["line", "judge", "candidate", "prompt_id", "detail"])
 
-    ``spend_usd`` is what this grading paid (its engine runs' ledger lines, priced with the
-    registry's cached-token prices; answers already in the store cost nothing), with the prompt
-    tokens the providers served from (``cache_read_tokens``) and wrote to
-    (``cache_write_tokens``) their prompt caches, in total and per judge (``spend_by_judge``);
-    ``ledger_cost_usd`` is everything the run's store has paid for (06 and 07)."""
+
+def census(verdicts: PanelVerdicts | ReleasedGrading) -> Table | Note:
+    """Live, per judge: criteria graded, verdicts obtained, recovered, re-asked, excluded and
+    failed calls (``PanelRun.census``)."""
+    if isinstance(verdicts, ReleasedGrading):
+        return unavailable("The released logs carry no per-judge census of verdicts (the "
+                           "verdicts are not released); the anomalies they logged are above.")
+    frame = verdicts.graded.census()
+    if frame.empty:
+        return unavailable("No reply could be graded, so there is no verdict to count.")
+    return Table(frame, caption="Verdicts per judge")
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Live: one score per (judge, candidate, conversation) (``grading.scores_from_verdicts``;
+    NaN where a verdict was missing)."""
+
+    frame: pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        if self.frame.empty:
+            return "<p>No reply was graded, so no conversation has a score.</p>"
+        scored = self.frame.dropna(subset=["score"])
+        counts = (scored.groupby(["candidate", "judge"]).size().unstack(fill_value=0)
+                  .reindex(sorted(set(self.frame.candidate)), fill_value=0))
+        unscored = int(self.frame.score.isna().sum())
+        return Table(counts, caption=f"Conversations scored per candidate and judge "
+                     f"({len(scored):,} scores; {unscored} left unscored because a verdict "
+                     "was missing)").html()
+
+
+def conversation_scores(verdicts: PanelVerdicts | ReleasedGrading) -> Scores | Note:
+    """Live: each judge's score of each (candidate, conversation), from its verdicts and the
+    conversation's rubric (the reference's formula, unclipped); read by 08-10."""
+    if isinstance(verdicts, ReleasedGrading):
+        return unavailable("The released run's per-conversation grades are not released; "
+                           "paper mode scores from the released matrices (notebook 08).")
+    return Scores(grading.scores_from_verdicts(verdicts.graded.verdicts,
+                                               verdicts.conversations))
+
+
+def spend(verdicts: PanelVerdicts | ReleasedGrading) -> Table | Note:
+    """What grading paid per judge. Live: this grading's engine runs (answers already in the
+    store cost nothing), with the prompt tokens the providers served from and wrote to their
+    prompt caches. Paper: the released ledger's grading charges."""
+    if isinstance(verdicts, ReleasedGrading):
+        return Table(verdicts.spend_by_judge.to_frame(),
+                     caption="Grading spend per judge (USD)", precision=2)
+    if not verdicts.graded.spend:
+        return Note("This grading sent no call to a provider, so it paid nothing.")
+    frame = pd.DataFrame.from_dict(dict(sorted(verdicts.graded.spend.items())),
+                                   orient="index").rename_axis("judge")
+    return Table(frame, caption="What this grading paid per judge (USD) and its prompt tokens "
+                 "(read from / written to the providers' prompt caches)", precision=6)
+
+
+# --- metrics, outputs, findings --------------------------------------------------------------
+
+def metrics(run: StageRun[GradingParams], template: GraderTemplate,
+            verdicts: PanelVerdicts | ReleasedGrading,
+            scores: Scores | Note) -> GradingMetrics:
+    """07's metrics. Live: the panel and settings used, the template's hash, what the grading
+    did (recovered, re-asked, excluded), the scores it gave and what it cost: ``spend_usd`` is
+    what this grading paid (its engine runs' ledger lines, priced with the registry's
+    cached-token prices; answers already in the store cost nothing), with the prompt tokens
+    the providers served from (``cache_read_tokens``) and wrote to (``cache_write_tokens``)
+    their prompt caches, in total and per judge (``spend_by_judge``); ``ledger_cost_usd`` is
+    everything the run's store has paid for (06 and 07). Paper: the template's hash, grading
+    spend (total and per judge), anomaly counts and verdicts never obtained."""
+    if isinstance(verdicts, ReleasedGrading):
+        by_judge = verdicts.spend_by_judge
+        anomalies = verdicts.anomalies
+        kinds = anomalies.sum().to_dict() if len(anomalies) else {}
+        return GradingPaperMetrics(
+            mode=graph.PAPER, grader_template_sha256=template.sha256,
+            spend_grade_usd=round(float(by_judge.sum()), 4),
+            spend_by_judge={str(k): round(float(v), 4) for k, v in by_judge.items()},
+            anomalies={str(k): int(v) for k, v in kinds.items()},
+            n_no_verdict=len(verdicts.no_verdict))
+    assert isinstance(scores, Scores)
+    params = run.params
+    graded = verdicts.graded
     counts = graded.counts()
     totals = graded.spend_totals()
-    return {
-        "mode": "live", "judges": judges, "temperature": params.temperature,
-        "response_schema": params.response_schema,
-        "grader_template_sha256": template_sha256,
+    table = scores.frame
+    return GradingLiveMetrics(
+        mode=graph.LIVE, judges=verdicts.judges, temperature=params.temperature,
+        response_schema=params.response_schema, grader_template_sha256=template.sha256,
         **{k: counts[k] for k in ("n_criteria_graded", "n_recovered", "n_reasked",
                                   "n_excluded", "n_replies_not_graded")},
-        "n_scores": int(scores.score.notna().sum()),
-        "n_unscored": int(scores.score.isna().sum()),
-        "calls_by_attempt": counts["calls_by_attempt"],
-        "census": census.to_dict(orient="index"),
-        "ledger_cost_usd": ledger_cost,
-        "prompt_caching": prompt_caching,
-        "spend_usd": totals["spend_usd"],
-        "input_tokens": totals["input_tokens"],
-        "cache_read_tokens": totals["cache_read_tokens"],
-        "cache_write_tokens": totals["cache_write_tokens"],
-        "spend_by_judge": {j: {**row, "spend_usd": round(float(row["spend_usd"]), 6)}
-                           for j, row in sorted(graded.spend.items())},
-    }
+        n_scores=int(table.score.notna().sum()), n_unscored=int(table.score.isna().sum()),
+        calls_by_attempt=counts["calls_by_attempt"],
+        census={j: JudgeCensus(**row)
+                for j, row in graded.census().to_dict(orient="index").items()},
+        ledger_cost_usd=verdicts.ledger_cost, prompt_caching=run.llm.prompt_caching,
+        spend_usd=totals["spend_usd"], input_tokens=totals["input_tokens"],
+        cache_read_tokens=totals["cache_read_tokens"],
+        cache_write_tokens=totals["cache_write_tokens"],
+        spend_by_judge={j: JudgeSpend(**{**row, "spend_usd": round(float(row["spend_usd"]), 6)})
+                        for j, row in sorted(graded.spend.items())})
 
 
-def spend_sentence(m: dict[str, Any]) -> str:
+def write(run: StageRun[GradingParams], m: GradingMetrics,
+          verdicts: PanelVerdicts | ReleasedGrading, census_table: Table | Note,
+          scores: Scores | Note) -> Written:
+    """Live: ``verdicts.csv``, ``scores.csv``, ``census.csv``; paper: ``spend_by_judge.csv``,
+    ``anomalies.csv``; ``metrics.json`` last."""
+    tables: dict[str, pd.DataFrame] = {}
+    if isinstance(verdicts, PanelVerdicts):
+        tables[graph.VERDICTS] = verdicts.graded.verdicts
+        if isinstance(scores, Scores):
+            tables[graph.SCORES_TABLE] = scores.frame
+        if isinstance(census_table, Table):
+            tables[CENSUS_FILE] = census_table.frame
+    else:
+        tables[SPEND_FILE] = verdicts.spend_by_judge.to_frame()
+        tables[ANOMALIES_FILE] = verdicts.anomalies
+    return base.write(run, m, tables=tables)
+
+
+def spend_sentence(m: GradingLiveMetrics) -> str:
     """What the grading paid, and how much of its prompts the providers served from their
     prompt caches (a share of all prompt tokens it paid for)."""
-    read, total = m["cache_read_tokens"], m["input_tokens"]
-    out = f"Grading paid ${m['spend_usd']:,.4f}"
+    read, total = m.cache_read_tokens, m.input_tokens
+    out = f"Grading paid ${m.spend_usd:,.4f}"
     if read:
         out += (f"; {read:,} of its {total:,} prompt tokens ({read / total:.1%}) were read from "
                 "the providers' prompt caches at the cached-token price.")
@@ -125,85 +313,54 @@ def spend_sentence(m: dict[str, Any]) -> str:
     return out
 
 
-def _paper(run: StageRun[Any], stage: Stage, template_sha256: str) -> StageResult:
-    spend = runlog.read_spend(stage.fetch("run_spend"))
-    events = refusals.read_error_log(stage.fetch("run_errors"))
-    grade_spend = runlog.spend_by(spend, "grade")
-    grade_anomalies = runlog.anomalies(events, "grade")
-    no_verdict = no_verdict_events(events)
-    metrics = paper_metrics(template_sha256, grade_spend, grade_anomalies, no_verdict)
-    return StageResult(run, metrics,
-        tables={"spend_by_judge.csv": grade_spend.rename_axis("judge").to_frame(),
-                "anomalies.csv": grade_anomalies},
-        views={"Grading spend per judge (USD)": grade_spend.to_frame(),
-               "Anomalies logged while grading": grade_anomalies,
-               "Verdicts never obtained": no_verdict},
-        findings=findings(metrics),
-    )
-
-
-def no_verdict_events(events: list[ErrorEvent]) -> pd.DataFrame:
-    """The log's ``grade_no_verdict`` events (a verdict still missing after the bounded
-    re-asks): log line, judge, candidate, conversation and detail."""
-    rows = [{"line": e.line, "judge": e.judge, "candidate": e.candidate,
-             "prompt_id": e.prompt_id, "detail": e.detail}
-            for e in events if e.kind == "grade_no_verdict"]
-    return pd.DataFrame(rows, columns=["line", "judge", "candidate", "prompt_id", "detail"])
-
-
-def paper_metrics(template_sha256: str, grade_spend: pd.Series, grade_anomalies: pd.DataFrame,
-                  no_verdict: pd.DataFrame) -> dict[str, Any]:
-    """``metrics.json`` in paper mode: template hash, grading spend (total and per judge),
-    anomaly counts and verdicts never obtained."""
-    kinds = grade_anomalies.sum().to_dict() if len(grade_anomalies) else {}
-    return {
-        "mode": "paper",
-        "grader_template_sha256": template_sha256,
-        "spend_grade_usd": round(float(grade_spend.sum()), 4),
-        "spend_by_judge": {str(k): round(float(v), 4) for k, v in grade_spend.items()},
-        "anomalies": {str(k): int(v) for k, v in kinds.items()},
-        "n_no_verdict": len(no_verdict),
-    }
-
-
-def findings(metrics: dict[str, Any], max_reasks: int | None = None) -> list[str]:
-    """The sentences of "What we found", from the metrics.
+def findings(m: GradingMetrics, max_reasks: int | None = None) -> Findings:
+    """The sentences of "What we found", from 07's metrics.
 
     Live: the verdicts obtained, then recovery, re-asks, exclusions, ungraded replies and
     unscored conversations, each stated as a count when there are any and as "none"
-    otherwise (``max_reasks``, the bound, is named when verdicts were excluded). Paper: the
-    grading spend per judge, the anomalies logged and the verdicts never obtained.
+    otherwise (``max_reasks``, the bound, is named when verdicts were excluded), then what the
+    grading paid. Paper: the grading spend per judge, the anomalies logged and the verdicts
+    never obtained.
     """
-    m = metrics
-    if m["mode"] == "live":
-        out = [f"{m['n_criteria_graded']:,} criterion verdicts from {len(m['judges'])} "
-               f"judge(s)."]
-        out.append(f"{m['n_recovered']} verdict(s) were recovered from malformed JSON by "
-                   "pattern extraction." if m["n_recovered"]
+    if isinstance(m, GradingLiveMetrics):
+        out = [f"{m.n_criteria_graded:,} criterion verdicts from {len(m.judges)} judge(s)."]
+        out.append(f"{m.n_recovered} verdict(s) were recovered from malformed JSON by "
+                   "pattern extraction." if m.n_recovered
                    else "Every verdict parsed as the reference grader reads it; none needed "
                         "recovery.")
-        out.append(f"{m['n_reasked']} criterion verdict(s) needed a re-ask." if m["n_reasked"]
+        out.append(f"{m.n_reasked} criterion verdict(s) needed a re-ask." if m.n_reasked
                    else "No criterion needed a re-ask.")
         bound = f" after {max_reasks} re-ask(s)" if max_reasks is not None else ""
-        out.append(f"{m['n_excluded']} verdict(s) were still missing{bound} and were excluded "
-                   "(never counted as false)." if m["n_excluded"]
+        out.append(f"{m.n_excluded} verdict(s) were still missing{bound} and were excluded "
+                   "(never counted as false)." if m.n_excluded
                    else "No verdict was excluded.")
-        if m["n_replies_not_graded"]:
-            out.append(f"{m['n_replies_not_graded']} reply(ies) were not graded because "
+        if m.n_replies_not_graded:
+            out.append(f"{m.n_replies_not_graded} reply(ies) were not graded because "
                        "their generation failed.")
-        out.append(f"{m['n_scores']:,} (judge, candidate, conversation) scores"
-                   + (f"; {m['n_unscored']} left unscored because a verdict was missing."
-                      if m["n_unscored"] else "; none left unscored."))
-        if "spend_usd" in m:
-            out.append(spend_sentence(m))
-        return out
+        out.append(f"{m.n_scores:,} (judge, candidate, conversation) scores"
+                   + (f"; {m.n_unscored} left unscored because a verdict was missing."
+                      if m.n_unscored else "; none left unscored."))
+        out.append(spend_sentence(m))
+        return Findings(out)
     per_judge = ", ".join(f"{study.display_name(j)}: ${v:,.2f}"
-                          for j, v in m["spend_by_judge"].items())
-    out = [f"Grading cost **${m['spend_grade_usd']:,.2f}** across the panel ({per_judge})."]
-    logged = ", ".join(f"{n} × {k}" for k, n in m["anomalies"].items())
+                          for j, v in m.spend_by_judge.items())
+    out = [f"Grading cost **${m.spend_grade_usd:,.2f}** across the panel ({per_judge})."]
+    logged = ", ".join(f"{n} × {k}" for k, n in m.anomalies.items())
     out.append(f"The grading log records {logged}." if logged
                else "The grading log records no anomalies.")
-    out.append(f"{m['n_no_verdict']} verdict(s) were never obtained after the bounded re-asks."
-               if m["n_no_verdict"]
+    out.append(f"{m.n_no_verdict} verdict(s) were never obtained after the bounded re-asks."
+               if m.n_no_verdict
                else "Every verdict was eventually obtained.")
-    return out
+    return Findings(out)
+
+
+def run(run: StageRun[GradingParams]) -> GradingMetrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    template = grader_template(run)
+    verdicts = panel_verdicts(run, template)
+    census_table = census(verdicts)
+    scores = conversation_scores(verdicts)
+    spend(verdicts)
+    m = metrics(run, template, verdicts, scores)
+    write(run, m, verdicts, census_table, scores)
+    return m

@@ -1,18 +1,26 @@
-"""11 · Harness validation: the GPT-4.1 HealthBench-Hard run, summarised as simple-evals does.
+"""Chapter 11, harness validation: the GPT-4.1 HealthBench-Hard run, summarised as simple-evals
+does.
 
-``replay`` summarises the released per-conversation scores (``harness_scores``): n scored,
-clipped mean, reference bootstrap standard deviation. ``live`` re-runs it through the engine
-(the candidate answers each Hard conversation of the corpus, the judge grades every criterion
-with the reference grader, both at the reference settings), writes ``scores.csv`` and, beside
-the released scores of the same conversations, ``live_vs_released.csv``. Either way the
-difference from the published figure is reported when the profile gives one. ``candidate``
-and ``judge`` left ``None`` are the study's (``study.HARNESS_MODEL``); the models used are
-reported under ``settings``.
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`released_run`
+(the released per-conversation scores, ``harness_scores``: what replay summarises and what a
+live re-run is compared with), :func:`live_rerun` (live: the candidate answers each Hard
+conversation of the corpus and the judge grades every criterion with the reference grader,
+both at the reference settings, through the engine), :func:`summary` (n scored, clipped mean,
+reference bootstrap standard deviation, of the re-run in live mode and of the released run in
+replay), :func:`published_difference` (against the published figure, when the profile gives
+one), :func:`released_comparison` (live: conversation by conversation against the released
+run), :func:`metrics`, :func:`write` and :func:`findings`. :func:`run` makes the same calls, for
+scripts and tests.
+
+Live writes ``scores.csv`` and ``live_vs_released.csv``. ``candidate`` and ``judge`` left
+``None`` are the study's (``study.HARNESS_MODEL``); the models used are reported under
+``settings``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -20,22 +28,16 @@ import pandas as pd
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import HarnessValidationParams
 from hbpsych_utils.evaluation import generation, grading, harness, panel
-from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import HarnessMetrics, HarnessSettings
+from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
 from hbpsych_utils.stages import base
-from hbpsych_utils.stages.base import StageResult, StageRun
+from hbpsych_utils.stages.base import StageRun, Written
 
-STAGE = "11_harness_validation"
-
-
-def settings_of(params: HarnessValidationParams, mode: str | None = "live") -> dict[str, Any]:
-    """The candidate, judge and decoding settings of the run summarised, as ``metrics.json``
-    reports them under ``settings``: a live run's (``None`` models are the study's
-    ``HARNESS_MODEL``); in replay, the released run's, made at the reference settings (the
-    section's live settings do not apply to it)."""
-    if mode != "live":
-        params = HarnessValidationParams()
-    return {"candidate": params.model_of("candidate"), "judge": params.model_of("judge"),
-            "temperature": params.temperature, "max_tokens": params.max_tokens}
+STAGE = graph.HARNESS
+HARNESS_SCORES = "harness_scores"
+"""The registry artifact of the released run's per-conversation scores."""
+COMPARISON_FILE = "live_vs_released.csv"
 
 
 def start(namespace: Mapping[str, Any]) -> StageRun[HarnessValidationParams]:
@@ -43,62 +45,200 @@ def start(namespace: Mapping[str, Any]) -> StageRun[HarnessValidationParams]:
     return base.start(STAGE, namespace)
 
 
-def run(run: StageRun[HarnessValidationParams]) -> StageResult:
-    """Replay the released harness run or re-run it live; write and return the result."""
+def settings_of(params: HarnessValidationParams, mode: str | None = graph.LIVE
+                ) -> HarnessSettings:
+    """The candidate, judge and decoding settings of the run summarised, as ``metrics.json``
+    reports them under ``settings``: a live run's (``None`` models are the study's
+    ``HARNESS_MODEL``); in replay, the released run's, made at the reference settings (the
+    section's live settings do not apply to it)."""
+    if mode != graph.LIVE:
+        params = HarnessValidationParams()
+    return HarnessSettings(candidate=params.model_of("candidate"),
+                           judge=params.model_of("judge"), temperature=params.temperature,
+                           max_tokens=params.max_tokens)
+
+
+def _settings_text(s: HarnessSettings) -> str:
+    return (f"`{s.candidate}` answering, `{s.judge}` grading, temperature {s.temperature:g}, "
+            f"{s.max_tokens:,} tokens")
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReleasedRun:
+    """The study's released GPT-4.1 HealthBench-Hard run: one score per conversation."""
+
+    lines: list[harness.HarnessLine]
+
+    def _repr_markdown_(self) -> str:
+        scored = sum(ln.score is not None for ln in self.lines)
+        return (f"The released GPT-4.1 run (`{HARNESS_SCORES}`): {len(self.lines):,} "
+                f"HealthBench-Hard conversations, {scored:,} scored, made at the reference "
+                f"settings ({_settings_text(settings_of(HarnessValidationParams(), None))}).")
+
+
+def released_run(run: StageRun[HarnessValidationParams]) -> ReleasedRun:
+    """The released per-conversation scores, validated line by line: what replay summarises,
+    and what a live re-run is compared with."""
+    return ReleasedRun(harness.read_harness_scores(run.stage.fetch(HARNESS_SCORES)))
+
+
+@dataclass(frozen=True)
+class LiveRerun:
+    """Live: the harness run made again through the engine."""
+
+    settings: HarnessSettings
+    scores: pd.DataFrame
+    """One row per conversation (``grading.scores_from_verdicts`` of the one judge)."""
+    plan: pd.DataFrame
+    """The engine's plan of the generation (``generation.plan_table``), made before any call."""
+
+    def _repr_html_(self) -> str:
+        n = len(self.scores)
+        unscored = int(self.scores.score.isna().sum())
+        note = (f"{n:,} Hard conversation(s) of this run's corpus, "
+                f"{_settings_text(self.settings)}; {unscored} left unscored.")
+        return Tables([Table(self.plan, caption="Cost plan of the generation (estimated "
+                             "before any call was sent)", precision=4)], note=note)._repr_html_()
+
+
+def live_rerun(run: StageRun[HarnessValidationParams],
+               released: ReleasedRun) -> LiveRerun | Note:
+    """Live: the candidate answers the Hard conversations this run's corpus holds (those of
+    the released run, by sorted id, the first ``n_conversations``) and the judge grades every
+    criterion with the reference grader, both at the section's settings (the reference's by
+    default), through the run's engine."""
+    if run.mode != graph.LIVE:
+        return unavailable("Replay summarises the released run without calling a model; the "
+                           "re-run through the engine is made in live mode.")
     params = run.params
-    stage = run.stage
-    released = harness.read_harness_scores(stage.fetch("harness_scores"))
     settings = settings_of(params, run.mode)
-    tables: dict[str, pd.DataFrame] = {}
-    views: dict[str, Any] = {}
-    if run.mode == "live":
-        scores, plan = _live_scores(run, stage, params, settings, released)
-        summary = harness.summarize(scores["score"].tolist(), published=params.published,
-                                    seed=run.seed)
-        comparison = harness.compare_with_released(scores, released)
-        tables = {"scores.csv": scores, "live_vs_released.csv": comparison}
-        views = {"Cost plan of the generation (estimated before any call was sent)": plan,
-                 "Live scores beside the released run's": comparison}
-        extra = harness.comparison_metrics(comparison)
-    else:
-        summary = harness.replay(released, published=params.published, seed=run.seed)
-        extra = {}
-    metrics = {"mode": run.mode, **summary.metrics(),
-               "published_source": params.published_source, "settings": settings, **extra}
-    views = {"Summary": summary_table(metrics), **views}
-    return StageResult(run, metrics, tables=tables, views=views,
-                       findings=findings(metrics)).write()
-
-
-def _live_scores(run: StageRun[Any], stage: Stage, params: HarnessValidationParams,
-                 settings: dict[str, Any], released: list[harness.HarnessLine]
-                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-conversation scores of the live re-run, and the generation's cost plan."""
-    hard = {line.prompt_id for line in released}
-    by_id = {c.prompt_id: c
-             for c in corpus.load_recorded(stage.upstream("01_corpus", corpus.SOURCE_RECORD))}
+    hard = {line.prompt_id for line in released.lines}
+    by_id = {c.prompt_id: c for c in corpus.load_recorded(
+        run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))}
     selected = [by_id[p] for p in sorted(hard & set(by_id))][:params.n_conversations]
-    template = grading.load_template(stage.fetch(grading.TEMPLATE_ARTIFACT))
-    requests = generation.generation_requests(selected, [settings["candidate"]],
+    template = grading.load_template(run.stage.fetch(grading.TEMPLATE_ARTIFACT))
+    requests = generation.generation_requests(selected, [settings.candidate],
                                               temperature=params.temperature,
                                               max_tokens=params.max_tokens)
     with run.open_engine(conversations=list(by_id.values())) as engine:
         plan = engine.plan(requests, mode=run.llm.mode)
         responses = generation.responses_table(engine.run(requests, mode=run.llm.mode))
-        graded = panel.grade(engine, responses, by_id, [settings["judge"]], template,
+        graded = panel.grade(engine, responses, by_id, [settings.judge], template,
                              temperature=params.temperature, max_tokens=params.max_tokens,
                              mode=run.llm.mode, prompt_caching=run.llm.prompt_caching)
-    return grading.scores_from_verdicts(graded.verdicts, by_id), generation.plan_table(plan)
+    return LiveRerun(settings, grading.scores_from_verdicts(graded.verdicts, by_id),
+                     generation.plan_table(plan))
 
 
-def summary_table(metrics: dict[str, Any]) -> pd.DataFrame:
-    """The metrics' single values (settings aside) as a one-column table to display."""
-    return pd.Series({k: v for k, v in metrics.items() if not isinstance(v, dict)},
-                     name="value").to_frame()
+# --- the summary and the comparisons -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Summary:
+    """The run summarised as simple-evals reports a run (``harness.summarize``)."""
+
+    mode: str
+    result: harness.HarnessReplay
+    settings: HarnessSettings
+    published_source: str
+
+    def _repr_html_(self) -> str:
+        r = self.result
+        which = "This live run" if self.mode == graph.LIVE else "The released GPT-4.1 run"
+        frame = pd.Series({"conversations": f"{r.n_lines:,}", "scored": f"{r.n_scored:,}",
+                           "clipped mean": f"{r.clipped_mean:.4f}",
+                           "bootstrap std": f"{r.bootstrap_std:.4f}"},
+                          name="value").rename_axis("").to_frame()
+        return Table(frame, caption=f"{which}, summarised as simple-evals reports a run "
+                     f"({_settings_text(self.settings).replace('`', '')})").html()
 
 
-def findings(metrics: dict[str, Any]) -> list[str]:
-    """The sentences of "What we found", from the metrics.
+def summary(run: StageRun[HarnessValidationParams], released: ReleasedRun,
+            rerun: LiveRerun | Note) -> Summary:
+    """n scored, the clipped mean and the reference bootstrap standard deviation (seeded) of
+    the live re-run, or in replay of the released run; with the difference from the published
+    figure when the profile gives one. Unscored conversations are not counted."""
+    params = run.params
+    if isinstance(rerun, LiveRerun):
+        result = harness.summarize(rerun.scores["score"].tolist(), published=params.published,
+                                   seed=run.seed)
+    else:
+        result = harness.replay(released.lines, published=params.published, seed=run.seed)
+    return Summary(run.mode or graph.REPLAY, result, settings_of(params, run.mode),
+                   params.published_source)
+
+
+def published_difference(s: Summary) -> Table | Note:
+    """The clipped mean against the published figure: the difference, and how many bootstrap
+    standard deviations it is (when the standard deviation is not zero)."""
+    r = s.result
+    if r.published is None or r.delta is None:
+        return unavailable("No published figure is set in this profile (`harness_validation."
+                           "published`), so no difference is reported.")
+    row = {"published": r.published, "source": s.published_source or "source not given",
+           "clipped mean": r.clipped_mean, "difference": r.delta,
+           "bootstrap std": r.bootstrap_std,
+           "difference / bootstrap std": abs(r.delta) / r.bootstrap_std
+           if r.bootstrap_std else None}
+    return Table(pd.DataFrame([row]), caption="Against the published figure", precision=4,
+                 formats={"difference": "{:+.4f}"}, index=False)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Live: the live scores beside the released run's, on the conversations both scored
+    (``harness.compare_with_released``)."""
+
+    frame: pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        f = self.frame
+        if f.empty:
+            return ("<p>None of the conversations scored live was scored by the released run, "
+                    "so the two are not compared.</p>")
+        row = {"conversations": len(f), "mean live": f.score.mean(),
+               "mean released": f.released.mean(),
+               "mean difference (live − released)": (f.score - f.released).mean()}
+        return Table(pd.DataFrame([row]), caption=f"Live scores beside the released run's "
+                     f"(per conversation in {COMPARISON_FILE})", precision=4,
+                     formats={"mean difference (live − released)": "{:+.4f}"},
+                     index=False).html()
+
+
+def released_comparison(released: ReleasedRun, rerun: LiveRerun | Note) -> Comparison | Note:
+    """Live: the re-run's per-conversation scores beside the released run's, where both
+    scored the conversation."""
+    if not isinstance(rerun, LiveRerun):
+        return unavailable("Replay summarises the released run itself; a live re-run is "
+                           "compared with it conversation by conversation.")
+    return Comparison(harness.compare_with_released(rerun.scores, released.lines))
+
+
+# --- metrics, outputs, findings --------------------------------------------------------------
+
+def metrics(s: Summary, comparison: Comparison | Note) -> HarnessMetrics:
+    """11's metrics: the summary, the published figure's source and the settings; live, also
+    how many conversations the released run scored too and the mean difference on them."""
+    extra = (harness.comparison_metrics(comparison.frame)
+             if isinstance(comparison, Comparison) else {})
+    return HarnessMetrics(mode=s.mode, **s.result.metrics(),
+                          published_source=s.published_source, settings=s.settings, **extra)
+
+
+def write(run: StageRun[HarnessValidationParams], m: HarnessMetrics, rerun: LiveRerun | Note,
+          comparison: Comparison | Note) -> Written:
+    """Live: ``scores.csv`` and ``live_vs_released.csv``; ``metrics.json`` last."""
+    tables: dict[str, pd.DataFrame] = {}
+    if isinstance(rerun, LiveRerun):
+        tables[graph.SCORES_TABLE] = rerun.scores
+    if isinstance(comparison, Comparison):
+        tables[COMPARISON_FILE] = comparison.frame
+    return base.write(run, m, tables=tables)
+
+
+def findings(m: HarnessMetrics) -> Findings:
+    """The sentences of "What we found", from 11's metrics.
 
     The clipped mean and its bootstrap standard deviation always; the comparison with the
     released run only when a live run has conversations in common with it; the difference
@@ -106,24 +246,37 @@ def findings(metrics: dict[str, Any]) -> list[str]:
     the profile gives a published figure (the ratio only when the standard deviation is not
     zero).
     """
-    m = metrics
-    which = "This live run" if m["mode"] == "live" else "The released GPT-4.1 run"
-    out = [f"{which} scored {m['n_scored']:,} HealthBench-Hard conversations with a clipped "
-           f"mean of **{m['clipped_mean']:.4f}** (bootstrap std {m['bootstrap_std']:.4f})."]
-    if m.get("n_common_with_released"):
-        out.append(f"On the {m['n_common_with_released']} conversations the released run also "
+    which = "This live run" if m.mode == graph.LIVE else "The released GPT-4.1 run"
+    out = [f"{which} scored {m.n_scored:,} HealthBench-Hard conversations with a clipped "
+           f"mean of **{m.clipped_mean:.4f}** (bootstrap std {m.bootstrap_std:.4f})."]
+    if m.n_common_with_released:
+        out.append(f"On the {m.n_common_with_released} conversations the released run also "
                    "scored, the per-conversation scores differ by "
-                   f"{m['mean_difference_vs_released']:+.4f} on average (live minus released).")
-    elif "n_common_with_released" in m:
+                   f"{m.mean_difference_vs_released:+.4f} on average (live minus released).")
+    elif m.n_common_with_released is not None:
         out.append("None of the conversations scored live was scored by the released run, so "
                    "the two are not compared.")
-    if m["published"] is None:
+    if m.published is None:
         out.append("No published figure is set in this profile (`harness_validation."
                    "published`), so no difference is reported.")
-        return out
-    source = m["published_source"] or "source not given"
-    sds = (f", {abs(m['delta']) / m['bootstrap_std']:.1f} bootstrap standard deviations"
-           if m["bootstrap_std"] else "")
-    out.append(f"The published figure is {m['published']:.4f} ({source}): a difference of "
-               f"{m['delta']:+.4f}{sds}.")
-    return out
+        return Findings(out)
+    assert m.delta is not None  # set whenever a published figure is
+    source = m.published_source or "source not given"
+    sds = (f", {abs(m.delta) / m.bootstrap_std:.1f} bootstrap standard deviations"
+           if m.bootstrap_std else "")
+    out.append(f"The published figure is {m.published:.4f} ({source}): a difference of "
+               f"{m.delta:+.4f}{sds}.")
+    return Findings(out)
+
+
+def run(run: StageRun[HarnessValidationParams]) -> HarnessMetrics:
+    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
+    released = released_run(run)
+    rerun = live_rerun(run, released)
+    s = summary(run, released, rerun)
+    published_difference(s)
+    comparison = released_comparison(released, rerun)
+    m = metrics(s, comparison)
+    write(run, m, rerun, comparison)
+    return m
+
