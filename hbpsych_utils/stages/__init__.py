@@ -1,9 +1,12 @@
-"""One entry point per notebook: ``sNN_<name>.run(run, params) -> StageResult``.
+"""One module per chapter: ``sNN_<name>.start(globals())``, then the stage's science steps in the
+order its notebook calls them, ``metrics``, ``write`` and ``findings``; ``run`` makes the same
+calls for scripts and tests.
 
-A notebook is a chapter: it states what and why, takes its parameters, calls its stage's
-``run`` and displays the tables, figures and findings that come back. Everything the chapter
-computes, including which mode it runs in and the sentences of "What we found", happens in
-these modules, where it is tested; the modules themselves only orchestrate the science of
-:mod:`hbpsych_utils.construction`, :mod:`hbpsych_utils.evaluation` and
-:mod:`hbpsych_utils.reporting`. ``base`` holds the result type and the run context.
+A notebook is a chapter: it states what and why, takes its parameters, and makes these calls by
+name, displaying what each returns. Everything a chapter computes, including which mode it
+runs in, what a mode cannot produce and the sentences of "What we found", happens in these
+modules, where it is tested; they orchestrate the science of :mod:`hbpsych_utils.construction`,
+:mod:`hbpsych_utils.evaluation` and :mod:`hbpsych_utils.reporting`, and never import one
+another. ``base`` holds the run a chapter starts from (``StageRun``) and the writing of its
+outputs.
 """

@@ -191,26 +191,3 @@ def write(run: StageRun[Any], metrics: BaseModel | Mapping[str, Any] | None, *,
         state.write_build(stage.dir, run.name, by=state.HAND, parameters=run.parameters)
         publish_folder(stage.dir, stage.root)
     return Written(run.name, files, run.by)
-
-
-@dataclass
-class StageResult:
-    """A stage's metrics, tables, figures, views and findings (what a chapter shows)."""
-
-    run: StageRun[Any]
-    metrics: dict[str, Any]
-    tables: dict[str, Any] = field(default_factory=dict)
-    figures: dict[str, Any] = field(default_factory=dict)
-    views: dict[str, Any] = field(default_factory=dict)
-    findings: list[str] = field(default_factory=list)
-
-    @property
-    def stage(self) -> Stage:
-        return self.run.stage
-
-    def write(self) -> StageResult:
-        write(self.run, self.metrics, tables=self.tables, figures=self.figures)
-        return self
-
-    def findings_markdown(self) -> str:
-        return " ".join(self.findings)
