@@ -21,6 +21,9 @@ from hbpsych_utils import study
 from hbpsych_utils.core import paths
 from hbpsych_utils.llm import load_registry
 
+pytest_plugins = ["slow_guard", "pytester"]
+"""A test that starts a kernel, a subprocess or a server fails unless marked slow."""
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MIRROR = ROOT.parent / "shared" / "mirror"
 

@@ -101,7 +101,8 @@ def test_a_notebook_is_given_its_stages_resolved_mode(tmp_path: Path) -> None:
         "replay")
     with pytest.raises(config.ProfileError, match=r"evaluation_mode: .*'paper' or 'live'"):
         config.load_profile("default", {"evaluation_mode": "replay"})
-    with pytest.raises(config.ProfileError, match=r"scores.mode: unknown key"):
+    with pytest.raises(config.ProfileError, match=r"scores\.mode: the evaluation stages share "
+                                                  r"one mode: set evaluation_mode"):
         config.load_profile("default", {"scores.mode": "live"})
 
 

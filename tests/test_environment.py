@@ -200,6 +200,7 @@ def _source_ensure_env(root: Path, extras: str = "") -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow
 def test_ensure_env_installs_the_lock_and_reinstalls_when_it_changes(tmp_path: Path) -> None:
     root, log = _fake_python(tmp_path)
 
@@ -221,6 +222,7 @@ def test_ensure_env_installs_the_lock_and_reinstalls_when_it_changes(tmp_path: P
     assert "--require-hashes" in log.read_text()
 
 
+@pytest.mark.slow
 def test_ensure_env_with_the_inspect_extra_installs_its_lock(tmp_path: Path) -> None:
     root, log = _fake_python(tmp_path)
     assert _source_ensure_env(root).returncode == 0
@@ -233,6 +235,7 @@ def test_ensure_env_with_the_inspect_extra_installs_its_lock(tmp_path: Path) -> 
     assert bad.returncode != 0 and "HBPSYCH_EXTRAS=gpu" in bad.stderr and "inspect" in bad.stderr
 
 
+@pytest.mark.slow
 def test_ensure_env_names_a_missing_lock(tmp_path: Path) -> None:
     root, _ = _fake_python(tmp_path)
     (root / "requirements.lock").unlink()

@@ -20,6 +20,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, check=False, timeout=120)
 
 
+@pytest.mark.slow
 def test_ids_of_the_hard_subset_in_every_format(mirror: Path) -> None:
     hard = released_json("subset_hard_v1")
     ids = sorted(hard["prompt_ids"])
@@ -32,6 +33,7 @@ def test_ids_of_the_hard_subset_in_every_format(mirror: Path) -> None:
     assert export.format_ids(ids, "csv").splitlines() == ["prompt_id", *ids]
 
 
+@pytest.mark.slow
 def test_export_writes_the_corpus_lines_of_the_subset(mirror: Path, tmp_path: Path) -> None:
     wanted = set(released_json("subset_hard_v1")["prompt_ids"])
     corpus_lines = sources.fetch("healthbench_oss").read_text(encoding="utf-8").splitlines()
@@ -55,6 +57,7 @@ def test_export_of_a_local_subset_file(mirror: Path, tmp_path: Path) -> None:
             (tmp_path / "mine.jsonl").read_text().splitlines()] == first
 
 
+@pytest.mark.slow
 def test_unknown_subset_and_format_are_errors(mirror: Path) -> None:
     proc = cli("ids", "--subset", "nope")
     assert proc.returncode == 1 and "nope" in proc.stderr and "Traceback" not in proc.stderr

@@ -44,6 +44,7 @@ def engine(tmp_path: Path, sim: Simulator) -> Engine:
                   progress=False, env={}, backoff_base=0.01, poll_interval=0.02)
 
 
+@pytest.mark.slow
 def test_generation_sends_messages_verbatim_and_keeps_refusals(tmp_path, sim) -> None:
     sim.add_fault(Fault("refusal", match="stop sertraline", model=CANDIDATES[1]))
     reqs = generation.generation_requests(convs(), CANDIDATES)
@@ -62,6 +63,7 @@ def test_generation_sends_messages_verbatim_and_keeps_refusals(tmp_path, sim) ->
     assert summary.loc[CANDIDATES[1], "refused"] == 1
 
 
+@pytest.mark.slow
 def test_panel_recovers_reasks_and_excludes(tmp_path, sim) -> None:
     by_id = {c.prompt_id: c for c in convs()}
     responses = pd.DataFrame({

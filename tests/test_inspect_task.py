@@ -155,6 +155,7 @@ def test_panel_score_is_the_compendiums_scoring_of_the_same_verdicts(v1_run: Run
         assert metrics[f"{judge}_clipped_mean"].value == per_judge[judge]
 
 
+@pytest.mark.slow
 def test_filter_results_reads_the_log_and_reports_what_inspect_reported(v1_run: Run) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "hbpsych_utils", "filter-results", str(v1_run.path),
@@ -169,6 +170,7 @@ def test_filter_results_reads_the_log_and_reports_what_inspect_reported(v1_run: 
         metrics["panel_ci_low"].value, metrics["panel_ci_high"].value)
 
 
+@pytest.mark.slow
 def test_a_criterion_without_verdict_is_reasked_then_leaves_the_conversation_unscored(
     mirror: Path, tmp_path: Path
 ) -> None:

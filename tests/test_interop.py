@@ -640,6 +640,7 @@ def real_ids(mirror: Path) -> dict[str, str]:
             "out": outside}
 
 
+@pytest.mark.slow
 def test_cli_simple_evals_json(tmp_path: Path, real_ids: dict[str, str]) -> None:
     ids = real_ids
     path = write_simple_evals(
@@ -663,6 +664,7 @@ def test_cli_simple_evals_json(tmp_path: Path, real_ids: dict[str, str]) -> None
     assert hard["ci_low"] <= 0.6 <= hard["ci_high"]
 
 
+@pytest.mark.slow
 def test_cli_inspect_log_text(tmp_path: Path, real_ids: dict[str, str]) -> None:
     ids = real_ids
     path = write_eval_zip(tmp_path / "healthbench.eval", [
@@ -680,6 +682,7 @@ def test_cli_inspect_log_text(tmp_path: Path, real_ids: dict[str, str]) -> None:
     assert "n = 1 of 119" in hard and "clipped mean 0.7000 [0.7000, 0.7000]" in hard
 
 
+@pytest.mark.slow
 def test_cli_errors(tmp_path: Path, mirror: Path) -> None:
     path = write_simple_evals(tmp_path / "healthbench_m_20250101_000000_allresults.json",
                               [(A, 0.5)])  # A is not a real HealthBench id

@@ -63,6 +63,7 @@ def assert_ledger_is_billed_items(store: Path, model: str) -> None:
         assert cost == pytest.approx(call_cost(price, tin, tout, batch=mode == "batch"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("kind", COLLECT_FAULT_KINDS)
 def test_a_transient_collect_failure_rebuys_nothing(tmp_path: Path, api: str, kind: str) -> None:
@@ -79,6 +80,7 @@ def test_a_transient_collect_failure_rebuys_nothing(tmp_path: Path, api: str, ki
     assert_ledger_is_billed_items(store, model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", APIS)
 def test_unreadable_results_stay_open_and_the_next_run_collects_them(
     tmp_path: Path, api: str
@@ -105,6 +107,7 @@ def test_unreadable_results_stay_open_and_the_next_run_collects_them(
     assert_ledger_is_billed_items(store, model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", APIS)
 @pytest.mark.parametrize("end", ["batch_expired", "batch_cancelled", "batch_failed"])
 def test_a_batch_that_ends_badly_resends_only_what_it_did_not_answer(
@@ -126,6 +129,7 @@ def test_a_batch_that_ends_badly_resends_only_what_it_did_not_answer(
     assert_ledger_is_billed_items(store, model)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_items_reported_missing_or_errored_go_sync_and_the_rest_stay_batch(
     tmp_path: Path, api: str
@@ -172,6 +176,7 @@ def _drive_openai_batch(sim: Simulator, end: str | None) -> tuple[dict, list[dic
     return obj, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("end", [None, "batch_expired", "batch_cancelled", "batch_failed"])
 def test_openai_batch_objects_validate_against_the_sdk(end: str | None) -> None:
     from openai.types import Batch
@@ -192,6 +197,7 @@ def test_openai_batch_objects_validate_against_the_sdk(end: str | None) -> None:
             assert line["error"]["code"] in ("batch_expired", "batch_cancelled")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("end", [None, "batch_expired", "batch_cancelled"])
 def test_anthropic_batch_objects_validate_against_the_sdk(end: str | None) -> None:
     import httpx

@@ -186,6 +186,7 @@ def test_reasoning_at_cap_every_time_is_failed_with_the_cap_named(tmp_path, sim,
     assert [x[1] for x in _ledger(e, r.key)] == [512, 512]  # both attempts paid
 
 
+@pytest.mark.slow
 def test_rate_limits_are_per_provider() -> None:
     # One request per second's worth of 6 rpm for each provider: a call to each of four
     # providers passes; a second call to the same provider gets that provider's own 429.

@@ -77,6 +77,7 @@ def wait_for(cond, proc: subprocess.Popen, limit: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_sync_run_then_resume(tmp_path: Path) -> None:
     store = tmp_path / "store.db"
     with Simulator(latency=0.05) as sim:
@@ -105,6 +106,7 @@ def test_kill_9_during_a_sync_run_then_resume(tmp_path: Path) -> None:
         assert [r.text for r in fresh] == [r.text for r in out]
 
 
+@pytest.mark.slow
 def test_kill_9_while_batches_are_open_then_resume_polls_them(tmp_path: Path) -> None:
     store = tmp_path / "store.db"
     with Simulator(batch_latency=3600) as sim:
@@ -138,6 +140,7 @@ def test_kill_9_while_batches_are_open_then_resume_polls_them(tmp_path: Path) ->
         assert [r.text for r in sync] == [r.text for r in out]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sync", "batch"])
 def test_second_run_of_a_finished_job_makes_no_request(tmp_path: Path, mode: str) -> None:
     with Simulator() as sim:

@@ -36,6 +36,7 @@ def requests(model: str, n: int = 3) -> list[Request]:
 
 # ------------------------------------------------------------ batch messages name the provider
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", ["openai", "anthropic", "google"])
 @pytest.mark.parametrize("fault", ["batch_results_error", "batch_status_error"])
 def test_a_batch_left_open_in_the_run_that_submitted_it_names_its_provider(

@@ -33,11 +33,13 @@ def _loaded_after(code: str) -> list[str]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_importing_the_engine_imports_no_sdk() -> None:
     assert _loaded_after("import hbpsych_utils.llm.engine") == []
     assert _loaded_after("import hbpsych_utils.llm") == []
 
 
+@pytest.mark.slow
 def test_an_sdk_is_imported_when_its_provider_is_first_used() -> None:
     # resolving an OpenAI request (wire body, API name for the key) loads openai only
     code = ("import pathlib, tempfile\n"
@@ -95,6 +97,7 @@ def _empty_reply_lines(db: Path, key: str) -> list[tuple]:
                            "cost FROM ledger WHERE key = ? ORDER BY rowid", (key,)).fetchall()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("api", sorted(MODELS))
 def test_sync_and_batch_paths_record_the_same_empty_reply(tmp_path: Path, api: str) -> None:
     """An empty reply is paid for on both paths: the same ledger line (its own mode and

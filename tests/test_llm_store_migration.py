@@ -139,6 +139,7 @@ def test_a_migration_that_fails_leaves_the_old_store_untouched(old_store: Path) 
     assert dump() == before  # every table and row as it was, still the first layout
 
 
+@pytest.mark.slow
 def test_the_engine_resumes_on_a_migrated_store(old_store: Path) -> None:
     """Completed answers are reused, the failed call is asked again, and the open batch is
     adopted (the simulator does not know it, so it is abandoned and its items re-sent)."""

@@ -130,6 +130,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_context_manager_waits_for_models_then_stops_the_server(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
@@ -150,6 +151,7 @@ def test_context_manager_waits_for_models_then_stops_the_server(tmp_path):
         httpx.get(f"{server.base_url}/models", timeout=2)
 
 
+@pytest.mark.slow
 def test_server_that_dies_at_startup_raises_with_its_log(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"not a model")
@@ -162,6 +164,7 @@ def test_server_that_dies_at_startup_raises_with_its_log(tmp_path):
     assert "invalid magic" in str(err.value)
 
 
+@pytest.mark.slow
 def test_temporary_log_is_removed_after_a_clean_exit(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
@@ -171,6 +174,7 @@ def test_temporary_log_is_removed_after_a_clean_exit(tmp_path):
     assert not server.log_path.parent.exists()
 
 
+@pytest.mark.slow
 def test_temporary_log_is_kept_after_a_failed_start(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"not a model")

@@ -128,6 +128,7 @@ def test_no_file_written_contains_a_key(run: Path) -> None:
             assert b"SMOKEFAKEKEY" not in data, path
 
 
+@pytest.mark.slow
 def test_rerun_is_free_and_identical(run: Path) -> None:
     before = (run / "07_grading" / "verdicts.csv").read_bytes()
     scores_before = (run / "07_grading" / "scores.csv").read_bytes()

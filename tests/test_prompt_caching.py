@@ -215,6 +215,7 @@ def test_send_queue_holds_a_group_until_its_first_call_returns() -> None:
     assert asyncio.run(scenario()) == ["a0", "x0", "b0", "b1", "a1", "a2"]
 
 
+@pytest.mark.slow
 def test_sync_path_sends_a_groups_first_call_before_the_others(tmp_path) -> None:
     spec = REG.model(JUDGE["openai"])
     prefixes = {g: f"Conversation {g}: " + words(4500, g) + "\n# Rubric item\n" for g in "pqr"}
@@ -240,6 +241,7 @@ def test_sync_path_sends_a_groups_first_call_before_the_others(tmp_path) -> None
 
 # ------------------------------------------------------------------------------ usage parsing
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sync", "batch"])
 @pytest.mark.parametrize("api", sorted(JUDGE))
 def test_usage_read_from_each_providers_real_response(tmp_path, api, mode) -> None:
@@ -278,6 +280,7 @@ def test_usage_read_from_each_providers_real_response(tmp_path, api, mode) -> No
     assert spend["cost"] == pytest.approx(sum(r.cost for r in results), abs=1e-6)
 
 
+@pytest.mark.slow
 def test_parsers_read_the_simulators_raw_responses() -> None:
     """The same prompt twice, straight to the simulator's endpoints: each adapter's parser
     (the one that also reads batch results) finds the second call's cached tokens."""
@@ -472,6 +475,7 @@ def test_smoke_verdicts_and_scores_are_the_same_with_caching_off(smoke_on_off) -
     assert json.loads((off / "07_grading" / "metrics.json").read_text())["prompt_caching"] is False
 
 
+@pytest.mark.slow
 def test_a_profiles_simulator_takes_cache_minimums_from_the_runs_registry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

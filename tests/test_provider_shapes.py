@@ -410,6 +410,7 @@ _ERROR_CASES = [(api, kind) for api in sorted(MODEL)
                 if not (kind == "invalid_request" and api == "openai")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("api", "kind"), _ERROR_CASES)
 def test_simulator_errors_validate_against_the_sdk_types(api, kind) -> None:
     text = f"error {api} {kind}"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hbpsych_utils import study
-from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.evaluation import score_sources, scoring
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -178,30 +178,30 @@ def test_read_matrix_errors_name_file_and_line(tmp_path):
     p = tmp_path / "m.csv"
     p.write_text("candidate,judge,clipped_mean_score,n_prompts\nA,j,0.5,10\nB,j,oops,10\n")
     with pytest.raises(scoring.ScoringError, match=r"m\.csv:3: field 'clipped_mean_score'"):
-        scoring.read_matrix(p)
+        score_sources.read_matrix(p)
     p.write_text("candidate,judge,clipped_mean_score,n_prompts\nA,j,0.5,10\nA,j,0.6,10\n")
     with pytest.raises(scoring.ScoringError, match="repeats line 2"):
-        scoring.read_matrix(p)
+        score_sources.read_matrix(p)
     p.write_text("candidate,judge,score\nA,j,0.5\n")
     with pytest.raises(scoring.ScoringError, match="header"):
-        scoring.read_matrix(p)
+        score_sources.read_matrix(p)
     p.write_text("candidate,judge,clipped_mean_score,n_prompts\r\nA,j,1.5,10\r\n")
     with pytest.raises(scoring.ScoringError, match="outside"):
-        scoring.read_matrix(p)
+        score_sources.read_matrix(p)
 
 
 def test_paper_mode_synthetic():
     m = pd.DataFrame(
         [("A", "j1", 0.5, 3), ("A", "j2", 0.7, 3), ("B", "j1", 0.6, 3), ("B", "j2", 0.8, 3),
          ("Z", "j1", 0.9, 3), ("Z", "j2", 0.9, 3)],
-        columns=list(scoring.MATRIX_COLUMNS),
+        columns=list(score_sources.MATRIX_COLUMNS),
     )
     pj = scoring.paper_per_judge(m, judges=["j1", "j2"], study_candidates=["A", "B"])
     assert list(pj.index) == ["A", "B"]
-    met = scoring.paper_metrics(pj, judges=["j1", "j2"])
-    assert met["panel_mean"] == {"A": pytest.approx(0.6), "B": pytest.approx(0.7)}
-    assert met["ranking"] == ["B", "A"]
-    assert met["per_judge"]["j2"]["A"] == 0.7
+    met = score_sources.paper_scores(pj, judges=["j1", "j2"])
+    assert met.panel_mean == {"A": pytest.approx(0.6), "B": pytest.approx(0.7)}
+    assert met.ranking == ["B", "A"]
+    assert met.per_judge["j2"]["A"] == 0.7 and met.point_estimates_only
     pj_all = scoring.paper_per_judge(
         m, judges=["j1", "j2"], study_candidates=["A", "B"], include_later=True
     )
@@ -215,7 +215,7 @@ def test_paper_mode_synthetic():
 def test_paper_mode_from_released_v1_matrix():
     from hbpsych_utils.core import sources
 
-    m = scoring.read_matrix(sources.fetch("matrix_v1"))
+    m = score_sources.read_matrix(sources.fetch("matrix_v1"))
     assert len(m) == 69
     pj = scoring.paper_per_judge(m, source="matrix_v1")
     assert len(pj) == 20 and pj["in_study"].all()
@@ -233,17 +233,17 @@ def test_paper_mode_from_released_v1_matrix():
     later = scoring.paper_per_judge(m, include_later=True)
     assert len(later) == 23
     assert sorted(later.index[~later["in_study"]]) == sorted(study.LATER_CANDIDATES)
-    met = scoring.paper_metrics(pj)
-    assert set(met) >= {"panel_mean", "ranking", "per_judge"}
-    assert len(met["ranking"]) == 20
-    assert met["per_judge"]["gemini-2.5-flash"]["gpt-5.5"] == 0.688751
+    met = score_sources.paper_scores(pj)
+    assert met.ci_low is None and met.n_panel is None  # not computable from a matrix
+    assert len(met.ranking) == 20
+    assert met.per_judge["gemini-2.5-flash"]["gpt-5.5"] == 0.688751
 
 
 @needs_mirror
 def test_paper_mode_hard_matrix_has_119_prompts():
     from hbpsych_utils.core import sources
 
-    m = scoring.read_matrix(sources.fetch("matrix_hard_v1"))
+    m = score_sources.read_matrix(sources.fetch("matrix_hard_v1"))
     assert set(m["n_prompts"]) == {119}
     pj = scoring.paper_per_judge(m, source="matrix_hard_v1")
     # claude-fable-5 on hard: (0.317005 + 0.459551 + 0.275279) / 3 = 0.350611667

@@ -208,6 +208,7 @@ def sim_engine(tmp_path: Path):
         yield engine, sim
 
 
+@pytest.mark.slow
 def test_engine_ask_refusal_routes_the_batch_to_humans(sim_engine) -> None:
     from hbpsych_utils.llm.testing import Fault
 
@@ -229,6 +230,7 @@ def test_engine_ask_refusal_routes_the_batch_to_humans(sim_engine) -> None:
     assert screening.screen_metrics(result.table)["n_model_refused"] == 2
 
 
+@pytest.mark.slow
 def test_engine_ask_reasks_an_unreadable_reply_as_a_new_call(sim_engine) -> None:
     from hbpsych_utils.llm.testing import Fault
 
@@ -252,6 +254,7 @@ def test_engine_ask_reasks_an_unreadable_reply_as_a_new_call(sim_engine) -> None
     assert seen[0][0].messages == seen[1][0].messages
 
 
+@pytest.mark.slow
 def test_engine_ask_failed_calls_end_as_screen_failed(sim_engine) -> None:
     from hbpsych_utils.llm.testing import Fault
 

@@ -89,6 +89,7 @@ def sha(ids: set[str]) -> str:
     return hashlib.sha256(json.dumps(sorted(ids)).encode()).hexdigest()
 
 
+@pytest.mark.slow
 def test_toy_dermatology_carve_end_to_end(tmp_path: Path, mirror: Path) -> None:
     out, prof = tmp_path / "out", tmp_path / "profile"
     prof.mkdir()

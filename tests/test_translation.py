@@ -147,6 +147,7 @@ def test_translate_reasks_then_logs_and_keeps_refusals() -> None:
                              "n_translation_failed": 1}
 
 
+@pytest.mark.slow
 def test_translate_through_the_simulator(tmp_path: Path) -> None:
     from hbpsych_utils.llm.session import open_engine
 

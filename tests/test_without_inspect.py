@@ -56,11 +56,13 @@ def run(tmp_path: Path, *args: str, timeout: int = 600) -> subprocess.CompletedP
                           timeout=timeout, check=False, cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_the_blocker_blocks(tmp_path: Path) -> None:
     proc = run(tmp_path, "-c", "import inspect_ai")
     assert proc.returncode != 0 and "No module named 'inspect_ai'" in proc.stderr
 
 
+@pytest.mark.slow
 def test_every_module_but_the_task_imports_and_the_task_says_what_to_install(
     tmp_path: Path,
 ) -> None:
@@ -69,6 +71,7 @@ def test_every_module_but_the_task_imports_and_the_task_says_what_to_install(
     assert "pip install -e '.[inspect]'" in proc.stdout
 
 
+@pytest.mark.slow
 def test_commands_work_without_inspect(mirror: Path, tmp_path: Path) -> None:
     cli = ("-m", "hbpsych_utils")
     assert run(tmp_path, *cli, "--help").returncode == 0
@@ -90,6 +93,7 @@ def test_commands_work_without_inspect(mirror: Path, tmp_path: Path) -> None:
     assert json.loads(report.stdout)["reports"][0]["n"] == 5
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 def test_the_smoke_profile_runs_without_inspect(mirror: Path, tmp_path: Path) -> None:
     proc = run(tmp_path, "-m", "hbpsych_utils", "run", "smoke", "--outputs",
