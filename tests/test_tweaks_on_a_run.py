@@ -63,7 +63,7 @@ def test_judges_subset_tweak_reruns_09_and_what_depends_on_it(copy_of_default: P
     assert json.loads((run / graph.JUDGES / "metrics.json").read_text())["subset"] == "hard"
     assert {s["state"] for s in states(run).values()} == {"current"}
     index = text_of(run / "book" / "index.html")
-    assert re.search(r"Kendall's τ\) [0-9.]+ to [0-9.]+ on HealthBench-Psych-Hard v1", index)
+    assert re.search(r"Kendall.s τ\) [0-9.]+ to [0-9.]+ on HealthBench-Psych-Hard v1", index)
     chapter = text_of(run / "book" / "09_judges.html")
     assert "HealthBench-Psych-Hard v1" in chapter and "Not current" not in chapter
     figures = run / "book" / "figures.html"
@@ -94,12 +94,12 @@ def test_a_hand_run_of_a_chapter_is_marked_not_current(copy_of_default: Path) ->
     assert json.loads((run / graph.JUDGES / "metrics.json").read_text())["subset"] == "hard"
     index = book.build_book(run)
     landing = text_of(index)
-    assert re.search(r"09_judges The judges paper not current: its outputs were written "
+    assert re.search(r"09_judges The judges paper not current ?: its outputs were written "
                      r"outside the runner \(papermill or JupyterLab, with [^)]*subset=\W*hard",
                      landing)
-    assert re.search(r"12_figures_tables .* not current: its upstream 09_judges is not current",
+    assert re.search(r"12_figures_tables .* not current ?: its upstream 09_judges is not current",
                      landing)
-    assert "Kendall's τ)" in landing and "(not current)" in landing
+    assert re.search(r"Kendall.s τ\) [0-9.]+ to [0-9.]+ \( ?not current ?\)", landing)
     chapter = text_of(index.parent / "09_judges.html")
     assert "Not current" in chapter and "bash run_all.sh default" in chapter
 

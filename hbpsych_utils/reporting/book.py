@@ -731,13 +731,13 @@ def _prune(html_dir: Path, app: Any) -> None:
     for page in html_dir.glob("*.html"):
         if page.stem not in docs and page.stem not in ("genindex", "search"):
             page.unlink()
-    kept_downloads = {dest for _docs, dest in app.env.dlfiles.values()}
+    kept_downloads = {str(dest) for _docs, dest in app.env.dlfiles.values()}
     downloads = html_dir / "_downloads"
     if downloads.is_dir():
         for f in downloads.rglob("*"):
             if f.is_file() and f.relative_to(downloads).as_posix() not in kept_downloads:
                 f.unlink()
-    kept_images = {dest for _docs, dest in app.env.images.values()}
+    kept_images = {str(dest) for _docs, dest in app.env.images.values()}
     images = html_dir / "_images"
     if images.is_dir():
         for f in images.iterdir():

@@ -190,4 +190,6 @@ def write(run: StageRun[Any], metrics: BaseModel | Mapping[str, Any] | None, *,
     if run.by == state.HAND:
         state.write_build(stage.dir, run.name, by=state.HAND, parameters=run.parameters)
         publish_folder(stage.dir, stage.root)
+        if not any(stage.dir.parent.iterdir()):
+            stage.dir.parent.rmdir()  # .hand/ holds nothing more
     return Written(run.name, files, run.by)
