@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hbpsych_utils import runner  # noqa: E402
-from hbpsych_utils.core import config  # noqa: E402
+from hbpsych_utils import runner
+from hbpsych_utils.core import config
 
 
 def timed_run(profile: str, root: Path, overrides: dict) -> tuple[float, list[str]]:
