@@ -99,3 +99,15 @@ class Findings:
 
     def __len__(self) -> int:
         return len(self.sentences)
+
+
+class Shown:
+    """What a chapter's step returns, shown through its rich representation. Its plain-text
+    form (which Jupyter stores beside the rich one) is that text in Markdown, or its type's
+    name, never its data: a step's result can hold a whole corpus."""
+
+    def __repr__(self) -> str:
+        markdown = getattr(self, "_repr_markdown_", None)
+        if callable(markdown):
+            return str(markdown())
+        return f"<{type(self).__name__}: shown as a table or a figure>"

@@ -3,17 +3,29 @@
 Style: sorted bars, labelled axes and values, the Okabe–Ito colour-blind-safe palette, no
 chart junk. ``save`` writes PNG and SVG with fixed metadata and SVG ids, so re-running a
 profile on the same inputs reproduces the same files.
+
+Rendering a figure to PNG and SVG costs more than drawing it, and most re-runs of a stage
+redraw figures whose data did not change (a tweak of the judges' subset leaves the category,
+ranking and heatmap figures as they were). Each figure function therefore records a key of its
+inputs on the figure it returns (:func:`_keyed`: its name, its arguments' contents, this
+module's code and matplotlib's version), and ``save`` with a ``cache`` folder copies the files
+rendered for the same key instead of rendering them again: the same bytes, since saving is
+deterministic.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import html
 import io
-from collections.abc import Mapping, Sequence
+import json
+import shutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -27,6 +39,7 @@ from matplotlib.ticker import MaxNLocator
 
 from hbpsych_utils import study
 from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.reporting.display import Shown
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
              "#000000")
@@ -49,6 +62,36 @@ def _png_in_notebooks() -> None:
 _png_in_notebooks()
 
 
+_INPUTS_KEY = "_hbpsych_inputs"
+_CODE = hashlib.sha256(Path(__file__).read_bytes() + matplotlib.__version__.encode()).hexdigest()
+
+
+def _content(value: Any) -> str:
+    """A deterministic text of a figure function's argument, for its inputs key."""
+    if isinstance(value, pd.DataFrame | pd.Series):
+        return value.to_csv()
+    if hasattr(value, "model_dump_json"):
+        return str(value.model_dump_json())
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+F = TypeVar("F", bound=Callable[..., Figure])
+
+
+def _keyed(draw: F) -> F:
+    """Record on the figure a key of what it was drawn from (see the module doc)."""
+
+    @functools.wraps(draw)
+    def wrapper(*args: Any, **kwargs: Any) -> Figure:
+        fig = draw(*args, **kwargs)
+        parts = [draw.__name__, _CODE, *(_content(a) for a in args),
+                 *(f"{k}={_content(v)}" for k, v in sorted(kwargs.items()))]
+        setattr(fig, _INPUTS_KEY, hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32])
+        return fig
+
+    return wrapper  # type: ignore[return-value]
+
+
 def _subplots(*grid: int, figsize: tuple[float, float], layout: str | None = None,
               **kwargs: Any) -> tuple[Figure, Any]:
     """A figure and its axes, not registered with pyplot: no backend is involved (the figures
@@ -67,6 +110,7 @@ def _style() -> None:
     })
 
 
+@_keyed
 def category_distribution(
     counts: Mapping[str, int], *, title: str, muted: tuple[str, ...] = ("no category majority",)
 ) -> Figure:
@@ -103,8 +147,28 @@ def freeze_layout(fig: Figure) -> Figure:
     return fig
 
 
-def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
-    """Write ``stem.<fmt>`` for each format with reproducible metadata; returns the paths."""
+def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg"),
+         cache: Path | None = None) -> list[Path]:
+    """Write ``stem.<fmt>`` for each format with reproducible metadata; returns the paths.
+
+    With ``cache`` (a folder), a figure whose inputs key matches files rendered before is
+    copied from there instead of rendered; what is rendered is kept there, one key per stem."""
+    key = getattr(fig, _INPUTS_KEY, None)
+    if cache is not None and key is not None:
+        cached = [cache / f"{stem.name}-{key}.{fmt}" for fmt in formats]
+        if not all(c.is_file() for c in cached):
+            for old in cache.glob(f"{stem.name}-*"):
+                old.unlink()
+            rendered = save(fig, cache / f"{stem.name}-{key}", formats)
+            for path, target in zip(rendered, cached, strict=True):
+                path.rename(target)
+        out = []
+        for c, fmt in zip(cached, formats, strict=True):
+            path = stem.with_suffix(f".{fmt}")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(c, path)
+            out.append(path)
+        return out
     freeze_layout(fig)
     out = []
     for fmt in formats:
@@ -118,8 +182,8 @@ def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg")) -> 
     return out
 
 
-@dataclass(frozen=True)
-class Gallery:
+@dataclass(frozen=True, repr=False)
+class Gallery(Shown):
     """Several figures shown one after the other (a chapter's section), after the sentences
     saying what was left out and why; each figure keeps the file stem it is saved under."""
 
@@ -176,6 +240,7 @@ def _require(table: pd.DataFrame, columns: Sequence[str], what: str) -> None:
         raise ValueError(f"{what}: table has no column(s) {missing}")
 
 
+@_keyed
 def panel_ranking(
     table: pd.DataFrame,
     *,
@@ -251,6 +316,7 @@ def _judge_label(j: str) -> str:
     return study.display_name(j)
 
 
+@_keyed
 def judge_heatmap(
     per_judge: pd.DataFrame,
     *,
@@ -346,6 +412,7 @@ def judge_stats_frame(metrics: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["stat", "judge", "estimate", "low", "high"])
 
 
+@_keyed
 def judge_bias(
     stats: pd.DataFrame | Mapping[str, Any],
     *,

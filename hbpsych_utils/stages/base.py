@@ -41,6 +41,11 @@ if TYPE_CHECKING:
 P = TypeVar("P", bound=Section)
 
 
+FIGURE_CACHE = ".figure-cache"
+"""Figures rendered by earlier runs of the profile, by the key of their inputs
+(``reporting.figures.save``): a figure whose data did not change is copied, not rendered."""
+
+
 class ParameterError(ValueError):
     """A notebook parameter that its stage cannot use; the message names it."""
 
@@ -171,8 +176,6 @@ def write(run: StageRun[Any], metrics: BaseModel | Mapping[str, Any] | None, *,
     Markdown or LaTeX table, a CSV with its own number format), figures (PNG and SVG) and
     ``metrics.json`` (last, so it marks a finished stage); a hand run's outputs are then
     swapped into place."""
-    from hbpsych_utils.reporting import figures as figure_files
-
     stage = run.stage
     files = []
     for filename, table in (tables or {}).items():
@@ -181,9 +184,13 @@ def write(run: StageRun[Any], metrics: BaseModel | Mapping[str, Any] | None, *,
     for filename, text in (texts or {}).items():
         write_text(stage.path(filename), text)
         files.append(filename)
-    for stem, fig in (figures or {}).items():
-        figure_files.save(fig, stage.path(stem))
-        files += [f"{stem}.png", f"{stem}.svg"]
+    if figures:
+        # matplotlib only for a stage that has figures (it is most of a stage's import time)
+        from hbpsych_utils.reporting import figures as figure_files
+
+        for stem, fig in figures.items():
+            figure_files.save(fig, stage.path(stem), cache=stage.root / FIGURE_CACHE)
+            files += [f"{stem}.png", f"{stem}.svg"]
     if metrics is not None:
         stage.write_metrics(metrics_json(metrics))
         files.append(graph.METRICS)

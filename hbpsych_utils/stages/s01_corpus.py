@@ -22,7 +22,7 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import CorpusParams
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import CorpusMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -38,8 +38,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[CorpusParams]:
     return base.start(STAGE, namespace)
 
 
-@dataclass(frozen=True)
-class Loaded:
+@dataclass(frozen=True, repr=False)
+class Loaded(Shown):
     """The corpus as loaded and verified, with the load options later stages reload it with."""
 
     corpus: corpus.ProfileCorpus
@@ -78,8 +78,8 @@ def language_table(languages: dict[str, corpus.Language]) -> pd.DataFrame:
                          for pid, lang in languages.items()])
 
 
-@dataclass(frozen=True)
-class Languages:
+@dataclass(frozen=True, repr=False)
+class Languages(Shown):
     """Each conversation's detected language (``languages.csv``, which 02 reads)."""
 
     flags: dict[str, corpus.Language]
@@ -105,8 +105,8 @@ def languages(run: StageRun[CorpusParams], loaded: Loaded) -> Languages | Note:
     return Languages(corpus.language_flags(loaded.conversations))
 
 
-@dataclass(frozen=True)
-class Description:
+@dataclass(frozen=True, repr=False)
+class Description(Shown):
     """What a reader wants first: the corpus's numbers, its themes and its turns."""
 
     stats: dict[str, Any]

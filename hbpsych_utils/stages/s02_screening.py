@@ -25,7 +25,7 @@ from hbpsych_utils.construction import corpus, screening, translation
 from hbpsych_utils.core.config import ScreeningParams, unset_live_model
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import ScreeningMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -47,8 +47,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[ScreeningParams]:
     return base.start(STAGE, namespace)
 
 
-@dataclass(frozen=True)
-class Rubric:
+@dataclass(frozen=True, repr=False)
+class Rubric(Shown):
     """The screening rubric as a spec (labels, schema) and the category vocabulary it names."""
 
     spec: screening.ScreenSpec
@@ -75,8 +75,8 @@ def rubric(run: StageRun[ScreeningParams]) -> Rubric:
     return Rubric(spec, str(run.mode))
 
 
-@dataclass(frozen=True)
-class Screen:
+@dataclass(frozen=True, repr=False)
+class Screen(Shown):
     """The screen: one record per conversation (label, category, confidence, rationale,
     provenance), and, live, the problems met and the corpus it screened."""
 
@@ -116,8 +116,8 @@ def screen(run: StageRun[ScreeningParams], rubric: Rubric) -> Screen:
     return Screen(live.table, note, live.log, conversations)
 
 
-@dataclass(frozen=True)
-class Comparison:
+@dataclass(frozen=True, repr=False)
+class Comparison(Shown):
     """Live labels against the released ones on the conversations both screens cover."""
 
     confusion: pd.DataFrame
@@ -148,8 +148,8 @@ def compare_with_release(run: StageRun[ScreeningParams], rubric: Rubric,
                       found["n_common"], found["cohen_kappa"], found["percent_agreement"])
 
 
-@dataclass(frozen=True)
-class Translations:
+@dataclass(frozen=True, repr=False)
+class Translations(Shown):
     """The reviewers' machine translations: per conversation asked, its status; the problems."""
 
     model: str
@@ -183,8 +183,8 @@ def translate(run: StageRun[ScreeningParams], screen: Screen) -> Translations | 
     return Translations(model, result)
 
 
-@dataclass(frozen=True)
-class LabelTables:
+@dataclass(frozen=True, repr=False)
+class LabelTables(Shown):
     """Label x category and label x confidence counts, with totals."""
 
     by_category: pd.DataFrame

@@ -29,7 +29,7 @@ from hbpsych_utils.construction.tally import RoundTally, outcomes, tally_round1
 from hbpsych_utils.core.config import ReviewParams, resolve_path
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import ReviewRound1Metrics
-from hbpsych_utils.reporting.display import Findings, Note, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -44,8 +44,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[ReviewParams]:
     return base.start(STAGE, namespace)
 
 
-@dataclass(frozen=True)
-class ReviewSet:
+@dataclass(frozen=True, repr=False)
+class ReviewSet(Shown):
     """The blinded set (``review_id``, ``prompt_id``, ``kind``), what it was built from, and the
     ratings files that rate it (none, live, until the profile lists them)."""
 
@@ -88,8 +88,8 @@ def instrument(run: StageRun[ReviewParams], review: ReviewSet) -> review_round.M
                                         round_name="round1")
 
 
-@dataclass(frozen=True)
-class Votes:
+@dataclass(frozen=True, repr=False)
+class Votes(Shown):
     """Every reviewer's validated ratings file and the votes table (one row per item)."""
 
     rated: list[ratings.Ratings]
@@ -112,8 +112,8 @@ def votes(run: StageRun[ReviewParams], review: ReviewSet) -> Votes | Note:
     return Votes(rated, ratings.votes_table(review.table, rated))
 
 
-@dataclass(frozen=True)
-class Tally:
+@dataclass(frozen=True, repr=False)
+class Tally(Shown):
     """What the votes decide: inclusion by majority, and the stopping rule."""
 
     counted: RoundTally
@@ -134,8 +134,8 @@ def tally(run: StageRun[ReviewParams], votes: Votes | Note) -> Tally | Note:
                  outcomes(votes.table))
 
 
-@dataclass(frozen=True)
-class Agreement:
+@dataclass(frozen=True, repr=False)
+class Agreement(Shown):
     """Agreement on relevance among the round's reviewers."""
 
     summary: AgreementSummary

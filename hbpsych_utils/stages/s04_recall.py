@@ -35,7 +35,7 @@ from hbpsych_utils.construction.tally import RoundTally, design_counts, outcomes
 from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_model
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics, parse
-from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -63,8 +63,8 @@ def _not_in(what: str, state: str) -> Note:
     return unavailable(f"No {what}: round 2 is {label}; {why}.")
 
 
-@dataclass(frozen=True)
-class RecallPool:
+@dataclass(frozen=True, repr=False)
+class RecallPool(Shown):
     """Round 1's decision, the recall pool, and the state round 2 is in."""
 
     inputs: review_round.RoundInputs
@@ -96,8 +96,8 @@ def recall_pool(run: StageRun[RecallParams]) -> RecallPool:
     return RecallPool(inputs, round1, pool, state, paths)
 
 
-@dataclass(frozen=True)
-class RecallScreen:
+@dataclass(frozen=True, repr=False)
+class RecallScreen(Shown):
     """The recall rubric's verdict on every pooled conversation: a tier ``CLEAR | POSSIBLE |
     NO`` and a miss bucket."""
 
@@ -145,8 +145,8 @@ def recall_screen(run: StageRun[RecallParams], pool: RecallPool) -> RecallScreen
     return RecallScreen(str(params.model), params.batch_size, live)
 
 
-@dataclass(frozen=True)
-class Round2Set:
+@dataclass(frozen=True, repr=False)
+class Round2Set(Shown):
     """The round-2 set (the recovery key's columns: kind, recall tier, bucket, reason) and the
     ratings files that rate it."""
 
@@ -190,8 +190,8 @@ def instrument(run: StageRun[RecallParams], pool: RecallPool,
                                         round_name="round2", packet="recovery")
 
 
-@dataclass(frozen=True)
-class Votes:
+@dataclass(frozen=True, repr=False)
+class Votes(Shown):
     """Every reviewer's validated round-2 ratings file and the votes table."""
 
     rated: list[ratings.Ratings]
@@ -212,8 +212,8 @@ def votes(run: StageRun[RecallParams], pool: RecallPool, review: Round2Set | Not
     return Votes(rated, ratings.votes_table(review.table, rated))
 
 
-@dataclass(frozen=True)
-class Tally:
+@dataclass(frozen=True, repr=False)
+class Tally(Shown):
     """What round 2's votes decide: inclusion by majority, by recall tier, and whether the loop
     ends."""
 
@@ -234,8 +234,8 @@ def tally(run: StageRun[RecallParams], pool: RecallPool, votes: Votes | Note) ->
                  outcomes(votes.table))
 
 
-@dataclass(frozen=True)
-class Agreement:
+@dataclass(frozen=True, repr=False)
+class Agreement(Shown):
     """Agreement on relevance among round 2's reviewers."""
 
     summary: AgreementSummary

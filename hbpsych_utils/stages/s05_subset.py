@@ -28,7 +28,7 @@ from hbpsych_utils.core.config import SubsetParams
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import SubsetMetrics
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.reporting.display import Findings, Note, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -43,8 +43,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[SubsetParams]:
     return base.start(STAGE, namespace)
 
 
-@dataclass(frozen=True)
-class Votes:
+@dataclass(frozen=True, repr=False)
+class Votes(Shown):
     """The two rounds' votes tables (round 2's is ``None`` when no recall round was needed)."""
 
     round1: pd.DataFrame
@@ -72,8 +72,8 @@ def votes(run: StageRun[SubsetParams]) -> Votes:
                        "ratings (profile key recall.ratings_files) before it can be assembled")
 
 
-@dataclass(frozen=True)
-class Subsets:
+@dataclass(frozen=True, repr=False)
+class Subsets(Shown):
     """Each subset's ids and its file content in the released layout (key: v1, v2, hard)."""
 
     ids: dict[str, list[str]]
@@ -103,8 +103,8 @@ def assemble(run: StageRun[SubsetParams], votes: Votes) -> Subsets:
     return Subsets(ids, records)
 
 
-@dataclass(frozen=True)
-class Categories:
+@dataclass(frozen=True, repr=False)
+class Categories(Shown):
     """The modal reviewer category of each v1 conversation, and the count per category."""
 
     by_conversation: pd.Series
@@ -129,8 +129,8 @@ def category_figure(run: StageRun[SubsetParams], categories: Categories) -> Figu
         categories.counts, title=f"{run.params.name}-v1: modal reviewer category")
 
 
-@dataclass(frozen=True)
-class Comparison:
+@dataclass(frozen=True, repr=False)
+class Comparison(Shown):
     """Each derived subset against the released file of the same key."""
 
     by_subset: dict[str, subset.ReleaseComparison]

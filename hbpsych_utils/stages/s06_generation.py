@@ -39,7 +39,7 @@ from hbpsych_utils.evaluation import generation, grading, refusals, runlog
 from hbpsych_utils.evaluation.refusals import ErrorEvent
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import GenerationLiveMetrics, GenerationPaperMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -61,8 +61,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[GenerationParams]:
 
 # --- what is generated ---------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Conversations:
+@dataclass(frozen=True, repr=False)
+class Conversations(Shown):
     """Live: what this run sends, every candidate on every selected conversation."""
 
     subset: str
@@ -81,8 +81,8 @@ class Conversations:
                 f"each sent to {len(self.candidates)} candidate(s): {names}.")
 
 
-@dataclass(frozen=True)
-class ReleasedLogs:
+@dataclass(frozen=True, repr=False)
+class ReleasedLogs(Shown):
     """Paper: the released run's spend ledger and anomaly log (the responses are not
     released)."""
 
@@ -157,8 +157,8 @@ def cost_plan(run: StageRun[GenerationParams],
 
 # --- what was sent and what came back --------------------------------------------------------
 
-@dataclass(frozen=True)
-class Responses:
+@dataclass(frozen=True, repr=False)
+class Responses(Shown):
     """Live: the candidates' replies and what the engine planned and paid for them."""
 
     table: pd.DataFrame
@@ -188,8 +188,8 @@ class Responses:
         ])._repr_html_()
 
 
-@dataclass(frozen=True)
-class ReleasedGeneration:
+@dataclass(frozen=True, repr=False)
+class ReleasedGeneration(Shown):
     """Paper: what the released logs say about generating the responses."""
 
     spend_by_candidate: pd.Series

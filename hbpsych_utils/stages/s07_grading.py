@@ -39,7 +39,7 @@ from hbpsych_utils.pipeline.metrics import (
     JudgeCensus,
     JudgeSpend,
 )
-from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -62,8 +62,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[GradingParams]:
 
 # --- the grader --------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class GraderTemplate:
+@dataclass(frozen=True, repr=False)
+class GraderTemplate(Shown):
     """The reference grader template, verified against the registry's sha256."""
 
     text: str
@@ -84,8 +84,8 @@ def grader_template(run: StageRun[GradingParams]) -> GraderTemplate:
 
 # --- the panel's verdicts ----------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class PanelVerdicts:
+@dataclass(frozen=True, repr=False)
+class PanelVerdicts(Shown):
     """Live: every (judge, candidate, conversation, criterion) verdict of this run."""
 
     judges: list[str]
@@ -108,8 +108,8 @@ class PanelVerdicts:
                      f"{', '.join(self.judges)})").html()
 
 
-@dataclass(frozen=True)
-class ReleasedGrading:
+@dataclass(frozen=True, repr=False)
+class ReleasedGrading(Shown):
     """Paper: the released run's spend ledger and anomaly log (the verdicts are not
     released)."""
 
@@ -192,8 +192,8 @@ def census(verdicts: PanelVerdicts | ReleasedGrading) -> Table | Note:
     return Table(frame, caption="Verdicts per judge")
 
 
-@dataclass(frozen=True)
-class Scores:
+@dataclass(frozen=True, repr=False)
+class Scores(Shown):
     """Live: one score per (judge, candidate, conversation) (``grading.scores_from_verdicts``;
     NaN where a verdict was missing)."""
 

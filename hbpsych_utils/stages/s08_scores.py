@@ -24,7 +24,7 @@ from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.evaluation.score_sources import EvaluationSource, evaluation_source
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import PairedDifferenceRow, ScoresMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -36,8 +36,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[ScoresParams]:
     return base.start(STAGE, namespace)
 
 
-@dataclass(frozen=True)
-class Sources:
+@dataclass(frozen=True, repr=False)
+class Sources(Shown):
     """Each subset's evaluation source; the subsets this run has no scores for."""
 
     by_subset: dict[str, EvaluationSource]
@@ -84,8 +84,8 @@ def evaluation_sources(run: StageRun[ScoresParams]) -> Sources:
     return Sources(found, skipped)
 
 
-@dataclass(frozen=True)
-class Table1:
+@dataclass(frozen=True, repr=False)
+class Table1(Shown):
     """Table 1 of each subset (index: candidate; best first)."""
 
     tables: dict[str, pd.DataFrame]

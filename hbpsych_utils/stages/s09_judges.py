@@ -30,7 +30,7 @@ from hbpsych_utils.evaluation.score_sources import EvaluationSource
 from hbpsych_utils.evaluation.score_sources import evaluation_source as subset_source
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import IntervalRow, JudgesMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -48,8 +48,8 @@ def _title(subset: str) -> str:
     return study.SUBSET_TITLES[subset]
 
 
-@dataclass(frozen=True)
-class Source:
+@dataclass(frozen=True, repr=False)
+class Source(Shown):
     """The subset's scores (``None`` when this live run graded none of its conversations) and
     the judges whose own model is among the candidates (what self-preference needs)."""
 
@@ -90,8 +90,8 @@ def evaluation_source(run: StageRun[JudgesParams]) -> Source:
     return Source(subset, source, own)
 
 
-@dataclass(frozen=True)
-class RankAgreement:
+@dataclass(frozen=True, repr=False)
+class RankAgreement(Shown):
     """Kendall's tau-b between each pair of judges over the candidates every judge scored."""
 
     subset: str
@@ -121,8 +121,8 @@ def rank_agreement(source: Source) -> RankAgreement | Note:
                          len(source.judges), n)
 
 
-@dataclass(frozen=True)
-class Severity:
+@dataclass(frozen=True, repr=False)
+class Severity(Shown):
     """Each judge's mean over the candidates minus the grand mean (negative: harsher)."""
 
     grand_mean: float | None
@@ -145,8 +145,8 @@ def severity(source: Source) -> Severity | Note:
                     judge_stats.severity(source.per_judge, source.judges))
 
 
-@dataclass(frozen=True)
-class SelfPreference:
+@dataclass(frozen=True, repr=False)
+class SelfPreference(Shown):
     """Each judge's score for its own model minus the other judges' mean for it, raw and after
     removing every judge's severity; only judges whose own model is a candidate."""
 

@@ -23,7 +23,7 @@ from hbpsych_utils.evaluation import generation, refusals
 from hbpsych_utils.evaluation.score_sources import evaluation_source
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import RefusalsMetrics, SensitivityRow
-from hbpsych_utils.reporting.display import Findings, Note, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -37,8 +37,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[RefusalsParams]:
     return base.start(STAGE, namespace)
 
 
-@dataclass(frozen=True)
-class Census:
+@dataclass(frozen=True, repr=False)
+class Census(Shown):
     """The refusals of one subset, however found: one row per (model, conversation) with its
     category, the count per model, the refused ids per model, and (paper mode) how many empty
     replies were transport failures, re-requested and not counted."""

@@ -30,7 +30,7 @@ from hbpsych_utils.core.config import HarnessValidationParams
 from hbpsych_utils.evaluation import generation, grading, harness, panel
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import HarnessMetrics, HarnessSettings
-from hbpsych_utils.reporting.display import Findings, Note, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -65,8 +65,8 @@ def _settings_text(s: HarnessSettings) -> str:
 
 # --- the run -----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ReleasedRun:
+@dataclass(frozen=True, repr=False)
+class ReleasedRun(Shown):
     """The study's released GPT-4.1 HealthBench-Hard run: one score per conversation."""
 
     lines: list[harness.HarnessLine]
@@ -84,8 +84,8 @@ def released_run(run: StageRun[HarnessValidationParams]) -> ReleasedRun:
     return ReleasedRun(harness.read_harness_scores(run.stage.fetch(HARNESS_SCORES)))
 
 
-@dataclass(frozen=True)
-class LiveRerun:
+@dataclass(frozen=True, repr=False)
+class LiveRerun(Shown):
     """Live: the harness run made again through the engine."""
 
     settings: HarnessSettings
@@ -134,8 +134,8 @@ def live_rerun(run: StageRun[HarnessValidationParams],
 
 # --- the summary and the comparisons -----------------------------------------------------------
 
-@dataclass(frozen=True)
-class Summary:
+@dataclass(frozen=True, repr=False)
+class Summary(Shown):
     """The run summarised as simple-evals reports a run (``harness.summarize``)."""
 
     mode: str
@@ -185,8 +185,8 @@ def published_difference(s: Summary) -> Table | Note:
                  formats={"difference": "{:+.4f}"}, index=False)
 
 
-@dataclass(frozen=True)
-class Comparison:
+@dataclass(frozen=True, repr=False)
+class Comparison(Shown):
     """Live: the live scores beside the released run's, on the conversations both scored
     (``harness.compare_with_released``)."""
 

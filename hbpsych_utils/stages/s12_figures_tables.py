@@ -16,6 +16,7 @@ is said in one sentence and left out.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,6 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core import paths
 from hbpsych_utils.core.config import FiguresTablesParams
-from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.evaluation import judges as judge_stats
 from hbpsych_utils.evaluation.score_sources import (
     EvaluationSource,
@@ -40,7 +40,7 @@ from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as stage_metrics
 from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
 from hbpsych_utils.reporting import figures, tables
-from hbpsych_utils.reporting.display import Findings
+from hbpsych_utils.reporting.display import Findings, Shown
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -80,8 +80,8 @@ class SubsetTable:
     texts: dict[str, str]
 
 
-@dataclass(frozen=True)
-class Table1:
+@dataclass(frozen=True, repr=False)
+class Table1(Shown):
     """Table 1 of every subset of ``subsets`` that 08_scores wrote one for; the others, each
     with the sentence saying why it is left out."""
 
@@ -169,8 +169,8 @@ def ranking_and_heatmaps(t1: Table1) -> figures.Gallery:
     return figures.Gallery(out, notes=tuple(t1.skipped.values()))
 
 
-@dataclass(frozen=True)
-class JudgeFigure:
+@dataclass(frozen=True, repr=False)
+class JudgeFigure(Shown):
     """Severity and self-preference of the judges (09_judges' metrics), on 09's subset."""
 
     judges: JudgesMetrics
@@ -218,14 +218,15 @@ def write(run: StageRun[FiguresTablesParams], m: FiguresTablesMetrics, category:
     same files also go to the top-level ``figures/`` folder (the same bytes: figures are saved
     deterministically)."""
     figs, texts = _outputs(category, t1, panels, judged)
+    written = base.write(run, m, figures=figs, texts=texts)
     if m.published_to_figures:
+        # the stage's own files, where they now are (a hand run's were swapped into place)
+        folder = run.stage.dir if run.stage.dir.is_dir() else run.stage.final_dir
         target = paths.figures_dir()
         target.mkdir(exist_ok=True)
-        for stem, fig in figs.items():
-            figures.save(fig, target / stem, FIGURE_FORMATS)
-        for name, text in texts.items():
-            write_text(target / name, text)
-    return base.write(run, m, figures=figs, texts=texts)
+        for name in m.files:
+            shutil.copyfile(folder / name, target / name)
+    return written
 
 
 def judge_agreement(

@@ -19,7 +19,7 @@ from typing import Any
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.reporting import explorer as grade_explorer
-from hbpsych_utils.reporting.display import Findings, unavailable
+from hbpsych_utils.reporting.display import Findings, Shown, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -33,8 +33,8 @@ def start(namespace: Mapping[str, Any]) -> StageRun[Any]:
     return base.start(STAGE, namespace)
 
 
-@dataclass(frozen=True)
-class Grades:
+@dataclass(frozen=True, repr=False)
+class Grades(Shown):
     """This run's grades (``None`` in paper mode) and the conversations with at least one
     criterion on which the judges disagree."""
 
