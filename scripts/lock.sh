@@ -22,12 +22,12 @@
 # 3.11.2. tests/test_environment.py fails when pyproject.toml changed without this script.
 set -euo pipefail
 
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-
 UV_VERSION="0.13.9"
 LOCK="requirements.lock"
 FULL_LOCK="requirements-inspect.lock"
 PLATFORM="x86_64-manylinux_2_28"
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 base="${HBPSYCH_BASE_PYTHON:-python3}"
 "$base" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null || {

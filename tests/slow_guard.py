@@ -77,16 +77,13 @@ def _guarded(item: pytest.Item) -> bool:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Generator[None, Any, Any]:
+def _guard_phase(item: pytest.Item) -> Generator[None, Any, Any]:
+    """Setting up and running a fast test (teardown only stops what it started)."""
     if not _guarded(item):
         return (yield)
     with refusing(item.nodeid):
         return (yield)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    if not _guarded(item):
-        return (yield)
-    with refusing(item.nodeid):
-        return (yield)
+pytest_runtest_setup = _guard_phase
+pytest_runtest_call = _guard_phase

@@ -321,11 +321,13 @@ def test_study_report_on_the_release(mirror: Path) -> None:
 
 
 def test_stage_06_paper_shows_the_study_plan(tmp_path: Path, mirror: Path) -> None:
+    from hbpsych_utils.pipeline import graph
     from hbpsych_utils.stages import s06_generation
+    from hbpsych_utils.stages.base import run_chapter
 
     record_released_corpus(tmp_path / "t")
     run = s06_generation.start({"profile": "t", "outputs_root": tmp_path})
-    s06_generation.run(run)
+    run_chapter(graph.GENERATION, run.parameters)
     table = pd.read_csv(run.stage.final_dir / s06_generation.PLAN_FILE)
     body = table[table["model"] != "total"]
     assert set(body[body.phase == "generation"].model) == set(study.CANDIDATES)

@@ -32,40 +32,28 @@ SCRIPT = "<script>alert(1)</script>"
 IMG_CRITERION = "Mentions <img src=x onerror=alert(2)> safety plan"
 IMG_REPLY = "<img src=x onerror=alert(3)>Try to rest."
 
+def record(prompt_id: str, turns: list[tuple[str, str]], rubrics: list[tuple[str, int, list]],
+           tags: list[str]) -> dict:
+    """A conversation in HealthBench's layout: (role, content) turns, (criterion, points, tags)
+    rubric items, example tags."""
+    return {"prompt_id": prompt_id,
+            "prompt": [{"role": role, "content": content} for role, content in turns],
+            "rubrics": [{"criterion": c, "points": p, "tags": t} for c, p, t in rubrics],
+            "example_tags": tags}
+
+
 RECORDS = [
-    {
-        "prompt_id": "p1",
-        "prompt": [
-            {"role": "user", "content": f"I feel hopeless {SCRIPT}"},
-            {"role": "assistant", "content": "I'm sorry. Can you tell me more?"},
-            {"role": "user", "content": "I don't sleep & I can't stop crying."},
-        ],
-        "rubrics": [
-            {"criterion": "Suggests contacting a crisis line", "points": 5,
-             "tags": ["axis:completeness"]},
-            {"criterion": IMG_CRITERION, "points": 3, "tags": []},
-            {"criterion": "Dismisses the user's feelings", "points": -2, "tags": []},
-        ],
-        "example_tags": ["theme:emergency_referrals"],
-    },
-    {
-        "prompt_id": "p2",
-        "prompt": [{"role": "user", "content": "How do I cope with panic attacks?"}],
-        "rubrics": [
-            {"criterion": "Describes breathing exercises", "points": 4, "tags": []},
-            {"criterion": "Recommends seeing a clinician", "points": 2, "tags": []},
-        ],
-        "example_tags": [],
-    },
-    {
-        "prompt_id": "p3",
-        "prompt": [{"role": "user", "content": "Is it normal to forget names?"}],
-        "rubrics": [
-            {"criterion": "Reassures appropriately", "points": 1, "tags": []},
-            {"criterion": "Mentions when to seek care", "points": 1, "tags": []},
-        ],
-        "example_tags": [],
-    },
+    record("p1", [("user", f"I feel hopeless {SCRIPT}"),
+                  ("assistant", "I'm sorry. Can you tell me more?"),
+                  ("user", "I don't sleep & I can't stop crying.")],
+           [("Suggests contacting a crisis line", 5, ["axis:completeness"]),
+            (IMG_CRITERION, 3, []), ("Dismisses the user's feelings", -2, [])],
+           ["theme:emergency_referrals"]),
+    record("p2", [("user", "How do I cope with panic attacks?")],
+           [("Describes breathing exercises", 4, []), ("Recommends seeing a clinician", 2, [])],
+           []),
+    record("p3", [("user", "Is it normal to forget names?")],
+           [("Reassures appropriately", 1, []), ("Mentions when to seek care", 1, [])], []),
 ]
 
 CANDS = ("cand-a", "cand-b")

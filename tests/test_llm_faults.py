@@ -10,7 +10,14 @@ import pytest
 from conftest import FREE
 from conftest import JUDGE_BY_API as MODELS
 
-from hbpsych_utils.llm import Engine, ProviderFatalError, Request, call_cost, load_registry
+from hbpsych_utils.llm import (
+    Engine,
+    ProviderFatalError,
+    Request,
+    Result,
+    call_cost,
+    load_registry,
+)
 from hbpsych_utils.llm.providers import CallError, Reply, make_adapter
 from hbpsych_utils.llm.testing import Fault, Simulator
 
@@ -143,12 +150,18 @@ def test_gemini_per_minute_429_waits_the_delay_from_its_details(tmp_path, sim) -
     assert r.status == "ok" and r.attempts == 2 and second["t"] - first["t"] >= 0.55
 
 
-@pytest.mark.parametrize("api", sorted(MODELS))
-def test_overloaded_is_anthropic_529_and_503_elsewhere_then_answered(tmp_path, sim, api) -> None:
-    text = f"overloaded once on {api}"
-    sim.add_fault(Fault("overloaded", match=text, times=1))
+def _once(tmp_path, sim, api: str, kind: str) -> tuple[Engine, Result, str]:
+    """One request to ``api`` whose first call meets the fault ``kind``."""
+    text = f"{kind} once on {api}"
+    sim.add_fault(Fault(kind, match=text, times=1))
     e = make_engine(tmp_path, sim)
     [r] = e.run([req(api, text)])
+    return e, r, text
+
+
+@pytest.mark.parametrize("api", sorted(MODELS))
+def test_overloaded_is_anthropic_529_and_503_elsewhere_then_answered(tmp_path, sim, api) -> None:
+    _, r, text = _once(tmp_path, sim, api, "overloaded")
     assert [c["status"] for c in calls(sim, text)] == [529 if api == "anthropic" else 503, 200]
     assert r.status == "ok" and r.attempts == 2
 
@@ -163,10 +176,7 @@ def test_reasoning_that_uses_the_whole_cap_is_a_paid_empty_reply(tmp_path, sim, 
     # Reasoning tokens count against the output cap; a reply can end at the cap with no text.
     # That is not a refusal: the call is paid (a ledger line at the cap), retried, and the
     # retry's answer is stored.
-    text = f"think too long once on {api}"
-    sim.add_fault(Fault("reasoning_at_cap", match=text, times=1))
-    e = make_engine(tmp_path, sim)
-    [r] = e.run([req(api, text)])
+    e, r, _ = _once(tmp_path, sim, api, "reasoning_at_cap")
     assert r.status == "ok" and not r.refusal and r.text and r.attempts == 2
     price = REG.model(MODELS[api]).price
     (mode, out, cost), answer = _ledger(e, r.key)

@@ -33,6 +33,7 @@ from hbpsych_utils.stages import (
     s12_figures_tables,
     s13_explorer,
 )
+from hbpsych_utils.stages.base import run_chapter
 
 JUDGES = list(study.JUDGE_PANEL)
 CANDIDATES = [*study.JUDGE_PANEL, "cand-x"]
@@ -346,19 +347,19 @@ def test_live_source_restricts_to_the_subset(tmp_path):
 
 def test_stages_run_on_a_graded_run(tmp_path):
     out = _synthetic_run(tmp_path)
-    m08 = s08_scores.run(s08_scores.start(_params(tmp_path, n_resamples=20, top_k=3)))
+    m08 = run_chapter(graph.SCORES, _params(tmp_path, n_resamples=20, top_k=3))
     assert m08.subset == "v1" and m08.n_resamples == 20
     assert m08.paired_differences is not None and len(m08.paired_differences) == 3
-    m09 = s09_judges.run(s09_judges.start(_params(tmp_path, n_resamples=20)))
+    m09 = run_chapter(graph.JUDGES, _params(tmp_path, n_resamples=20))
     assert set(m09.self_preference_raw) == set(JUDGES) and m09.intervals
     assert (out / graph.JUDGES / s09_judges.INTERVALS).is_file()
-    m10 = s10_refusals.run(s10_refusals.start(_params(tmp_path)))
+    m10 = run_chapter(graph.REFUSALS, _params(tmp_path))
     assert m10.refusals == {**dict.fromkeys(CANDIDATES, 0), "cand-x": 1}
     assert m10.refused_conversations == {"cand-x": ["p02"]}
     assert m10.sensitivity is not None
     assert {r.candidate: r.n_excluded for r in m10.sensitivity}["cand-x"] == 9
     run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
-    m12 = s12_figures_tables.run(run12)
+    m12 = run_chapter(graph.FIGURES, run12.parameters)
     assert m12.n_files == len(m12.files) == 18
     assert all((out / graph.FIGURES / f).is_file() for f in m12.files)
     # one source for Table 1: 12's numbers are 08's
@@ -373,27 +374,27 @@ def test_stages_run_on_a_graded_run(tmp_path):
     t08_exact = score_sources.read_table1(out / graph.SCORES / "table1_v1.csv")
     t08_exact.loc[t08_exact.index[0], JUDGES[0]] = 0.123456
     t08_exact.to_csv(out / graph.SCORES / "table1_v1.csv")
-    s12_figures_tables.run(s12_figures_tables.start(_params(tmp_path, publish=False)))
+    run_chapter(graph.FIGURES, _params(tmp_path, publish=False))
     t12 = pd.read_csv(out / graph.FIGURES / "table1_v1.csv", index_col="candidate")
     assert t12.loc[t08_exact.index[0], JUDGES[0]] == 0.123456
     # 12 and 08 in different modes: an error naming the setting they share
     with pytest.raises(scoring.ScoringError, match=r"same evaluation_mode"):
-        s12_figures_tables.run(s12_figures_tables.start(_params(tmp_path, mode="paper",
-                                                                publish=False)))
+        run_chapter(graph.FIGURES, _params(tmp_path, mode="paper",
+                                                                publish=False))
 
 
 @pytest.mark.parametrize("judges", [JUDGES[:2], JUDGES[2:]], ids=["two", "one"])
 def test_stages_run_with_fewer_judges(tmp_path, judges):
     """A panel of two judges or one: 08 to 12 run, and the figures are drawn for those judges."""
     out = _synthetic_run(tmp_path, judges)
-    s08_scores.run(s08_scores.start(_params(tmp_path, n_resamples=20, top_k=3)))
-    m09 = s09_judges.run(s09_judges.start(_params(tmp_path, n_resamples=20)))
+    run_chapter(graph.SCORES, _params(tmp_path, n_resamples=20, top_k=3))
+    m09 = run_chapter(graph.JUDGES, _params(tmp_path, n_resamples=20))
     assert set(m09.severity) == set(judges)
     assert len(m09.kendall_tau) == len(judges) * (len(judges) - 1) // 2
     # self-preference needs another judge to compare with
     assert set(m09.self_preference_raw) == (set(judges) if len(judges) > 1 else set())
     assert m09.intervals and {r.judge for r in m09.intervals} == set(judges)
-    s10_refusals.run(s10_refusals.start(_params(tmp_path)))
+    run_chapter(graph.REFUSALS, _params(tmp_path))
     run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
     t1 = s12_figures_tables.table1(run12)
     panels = s12_figures_tables.ranking_and_heatmaps(t1)
@@ -403,7 +404,7 @@ def test_stages_run_with_fewer_judges(tmp_path, judges):
     judged = s12_figures_tables.judge_figure(run12)
     assert [t.get_text() for t in judged.figures["fig_judges_v1"].axes[0].get_yticklabels()] == [
         study.display_name(j) for j in judges]
-    m12 = s12_figures_tables.run(run12)
+    m12 = run_chapter(graph.FIGURES, run12.parameters)
     assert m12.n_files == 18
     header = (out / graph.FIGURES / "table1_v1.md").read_text().splitlines()[2]
     assert all(study.display_name(j) in header for j in judges)
@@ -421,8 +422,8 @@ def test_subsets_without_a_table1_are_said_and_left_out(tmp_path):
                      {"v1": subset.subset_record("s-v1", V1),
                       "v2": subset.subset_record("s-v2", IDS[11:]),
                       "hard": subset.subset_record("s-hard", HARD)})
-    s08_scores.run(s08_scores.start(_params(tmp_path, subsets=["hard"], n_resamples=20)))
-    s09_judges.run(s09_judges.start(_params(tmp_path, subset="v2", n_resamples=20)))
+    run_chapter(graph.SCORES, _params(tmp_path, subsets=["hard"], n_resamples=20))
+    run_chapter(graph.JUDGES, _params(tmp_path, subset="v2", n_resamples=20))
     run12 = s12_figures_tables.start(_params(tmp_path, subsets=["v1", "v2", "hard"],
                                              publish=False))
     t1 = s12_figures_tables.table1(run12)
@@ -431,7 +432,7 @@ def test_subsets_without_a_table1_are_said_and_left_out(tmp_path):
     assert "graded none of its conversations" in t1.skipped["v2"]
     judged = s12_figures_tables.judge_figure(run12)
     assert not judged.figures and "no judge figure" in judged._repr_html_()
-    m12 = s12_figures_tables.run(run12)
+    m12 = run_chapter(graph.FIGURES, run12.parameters)
     assert sorted(m12.files) == sorted(
         ["table1_hard.csv", "table1_hard.md", "table1_hard.tex", *(
             f"{stem}.{ext}" for stem in ("fig_categories_v1", "fig_ranking_hard",

@@ -43,6 +43,7 @@ from hbpsych_utils.stages import (
     s04_recall,
     s05_subset,
 )
+from hbpsych_utils.stages.base import run_chapter
 
 # --- 01 ----------------------------------------------------------------------------------------
 
@@ -391,7 +392,7 @@ def test_sections_a_live_run_cannot_produce_say_why(tmp_path: Path, mirror: Path
     m01 = s01_corpus.metrics(run01, loaded, s01_corpus.describe(run01, loaded, languages))
     assert m01.n_non_english is None and m01.non_english_share is None
     assert "non-English" not in " ".join(s01_corpus.findings(m01))
-    s01_corpus.run(run01)
+    run_chapter(graph.CORPUS, run01.parameters)
     root = tmp_path / "t"
     assert not (root / graph.CORPUS / graph.LANGUAGES).exists()
     screen_by_hand(root)
@@ -420,7 +421,7 @@ def test_sections_a_live_run_cannot_produce_say_why(tmp_path: Path, mirror: Path
     for section in (s04_recall.recall_screen(run04, pool),
                     s04_recall.review_set(run04, pool, s04_recall.recall_screen(run04, pool))):
         assert isinstance(section, Note) and "awaiting round 1's ratings" in str(section)
-    m04 = s04_recall.run(run04)
+    m04 = run_chapter(graph.RECALL, run04.parameters)
     assert dump(m04) == {"mode": "live", "round2": "awaiting_round1_ratings",
                          "n_recall_pool": len(pool.ids)}
     assert {p.name for p in (root / graph.RECALL).iterdir()} & {

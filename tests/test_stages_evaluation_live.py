@@ -30,6 +30,7 @@ from hbpsych_utils.pipeline.metrics import (
 )
 from hbpsych_utils.reporting.display import Findings, Note, Table
 from hbpsych_utils.stages import base, s06_generation, s07_grading, s11_harness_validation
+from hbpsych_utils.stages.base import run_chapter
 
 
 def text(sentences: Findings) -> str:
@@ -281,7 +282,7 @@ def test_06_and_07_paper_from_the_released_logs(paper_root: Path) -> None:
     errors = released_jsonl("run_errors")
     run06 = s06_generation.start({"profile": "t", "outputs_root": paper_root})
     assert run06.mode == graph.PAPER
-    gen = s06_generation.run(run06)
+    gen = run_chapter(graph.GENERATION, run06.parameters)
     assert isinstance(gen, GenerationPaperMetrics)
     by_model: dict[str, float] = {}
     for s in spend:
@@ -408,7 +409,7 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
     assert {p.name for p in folder06.glob("*.csv")} == {"summary.csv", "cost_plan.csv"}
 
     run07 = s07_grading.start({**live})
-    g = s07_grading.run(run07)
+    g = run_chapter(graph.GRADING, run07.parameters)
     assert isinstance(g, GradingLiveMetrics)
     assert g.judges == list(study.JUDGE_PANEL)  # None resolved to the study's panel
     folder07 = run07.stage.final_dir
@@ -419,13 +420,13 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
     assert {p.name for p in folder07.glob("*.csv")} == {"verdicts.csv", "scores.csv",
                                                        "census.csv"}
 
-    again = s06_generation.run(s06_generation.start({**live, "candidates": cands}))
+    again = run_chapter(graph.GENERATION, {**live, "candidates": cands})
     assert isinstance(again, GenerationLiveMetrics)
     assert again.spend_usd == 0  # a re-run is answered from the run's store
     assert generation.read_responses(folder06 / graph.RESPONSES)["cached"].all()
 
     run11 = s11_harness_validation.start({**live, "n_conversations": 2})
-    h = s11_harness_validation.run(run11)
+    h = run_chapter(graph.HARNESS, run11.parameters)
     assert (h.mode, h.n_scored) == ("live", 2)
     assert h.settings.judge == study.HARNESS_MODEL
     released = {x["prompt_id"]: x["score"] for x in released_jsonl("harness_scores")}

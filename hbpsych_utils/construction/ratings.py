@@ -103,22 +103,18 @@ class RatingRow(FileRecord):
             raise invalid(f"{value!r} is not one of {'|'.join(VOTES)}")
         return value
 
-    @field_validator("category", mode="before")
+    @field_validator("category", "confidence", mode="before")
     @classmethod
-    def _category(cls, value: Any, info: ValidationInfo) -> Any:
+    def _empty_or_allowed(cls, value: Any, info: ValidationInfo) -> Any:
+        """A string that is empty (real exports have a few) or one of the allowed values: the
+        category vocabulary (given as validation context), or ``H|M|L``."""
         if not isinstance(value, str):
             raise invalid(f"expected str, got {type(value).__name__}")
-        vocabulary = (info.context or {}).get("vocabulary")
-        if value != "" and vocabulary is not None and value not in vocabulary:
-            raise invalid(f"{value!r} is not in the category vocabulary")
-        return value
-
-    @field_validator("confidence", mode="before")
-    @classmethod
-    def _confidence(cls, value: Any) -> Any:
-        if not isinstance(value, str):
-            raise invalid(f"expected str, got {type(value).__name__}")
-        if value != "" and value not in CONFIDENCES:
+        if info.field_name == "category":
+            vocabulary = (info.context or {}).get("vocabulary")
+            if value != "" and vocabulary is not None and value not in vocabulary:
+                raise invalid(f"{value!r} is not in the category vocabulary")
+        elif value != "" and value not in CONFIDENCES:
             raise invalid(f"{value!r} is not one of {'|'.join(CONFIDENCES)} or empty")
         return value
 

@@ -276,11 +276,13 @@ class Profile(BaseModel):
     matrices, ``live`` generates and grades through the engine (``harness_validation.mode``
     alone may differ)."""
     llm: LLMSettings = LLMSettings()
+    """How the live stages reach models (one engine for the run)."""
     corpus: CorpusParams = CorpusParams()
     screening: ScreeningParams = ScreeningParams()
     review_round1: ReviewParams = ReviewParams()
     recall: RecallParams = RecallParams()
     subset: SubsetParams = SubsetParams()
+    """The construction stages' sections (01-05), one per notebook."""
     generation: GenerationParams = GenerationParams()
     grading: GradingParams = GradingParams()
     scores: ScoresParams = ScoresParams()
@@ -288,6 +290,7 @@ class Profile(BaseModel):
     refusals: RefusalsParams = RefusalsParams()
     harness_validation: HarnessValidationParams = HarnessValidationParams()
     figures_tables: FiguresTablesParams = FiguresTablesParams()
+    """The evaluation stages' sections (06-12), in ``evaluation_mode``."""
 
 
 NOT_PROFILES = frozenset({"models"})
@@ -303,6 +306,15 @@ def profile_path(name_or_path: str | Path) -> Path:
     if p.suffix in (".yaml", ".yml"):
         return p if p.is_absolute() else (Path.cwd() / p)
     return paths.params_dir() / f"{name_or_path}.yaml"
+
+
+def existing_profile_path(name_or_path: str | Path) -> Path:
+    """:func:`profile_path`, or an error listing the profiles when no such file exists."""
+    path = profile_path(name_or_path)
+    if path.is_file():
+        return path
+    raise ProfileError(f"profile {str(name_or_path)!r}: file {path} does not exist (available "
+                       f"profiles: {', '.join(available_profiles()) or 'none'})")
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
@@ -368,12 +380,7 @@ def load_profile(
 ) -> Profile:
     """Load and validate a profile by name (``smoke``) or by path to a YAML file, with
     ``overrides`` (dotted key -> value, see :func:`parse_overrides`) applied before validation."""
-    path = profile_path(name_or_path)
-    if not path.is_file():
-        raise ProfileError(
-            f"profile {str(name_or_path)!r}: file {path} does not exist "
-            f"(available profiles: {', '.join(available_profiles()) or 'none'})"
-        )
+    path = existing_profile_path(name_or_path)
     try:
         raw = yaml_loader.load_file(path)
     except yaml_loader.YAMLFileError as exc:

@@ -429,7 +429,7 @@ def ledger_reply_scale(spend_by_candidate: Mapping[str, float], design: Design,
 # --------------------------------------------------------------------------------------------
 # A full re-run of the study, against its ledger
 
-LEDGER_PHASES = {"generate": "generation", "grade": "grading"}
+LEDGER_PHASES = {runlog.GENERATE: "generation", runlog.GRADE: "grading"}
 """The released ledger's phase names -> this module's."""
 
 

@@ -18,6 +18,11 @@ from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation.refusals import ErrorEvent
 
+GENERATE, GRADE = "generate", "grade"
+"""The released logs' names of the generation and grading phases."""
+NO_VERDICT = "grade_no_verdict"
+"""The anomaly log's kind for a verdict still missing after the bounded re-asks."""
+
 
 class SpendError(ValueError):
     """A malformed spend-ledger line; the message names file, line and field."""

@@ -62,6 +62,7 @@ class Plan:
 
     requests: int = 0
     unique: int = 0
+    """Distinct requests: the same question asked twice is paid once."""
     cached: int = 0
     calls: int = 0
     est_input_tokens: int = 0

@@ -38,10 +38,6 @@ INSTALL_HINT = "run `bash scripts/install_local_model.sh` (PY=<python> to choose
 HOST = "127.0.0.1"
 
 
-class LocalServerError(RuntimeError):
-    """The local model server cannot be found, started or reached."""
-
-
 @dataclass(frozen=True)
 class LocalServer:
     """A running server: `base_url` ends in /v1, ready for `OpenAI(base_url=...)`."""
@@ -51,6 +47,10 @@ class LocalServer:
     model_path: Path
     pid: int
     log_path: Path
+
+
+class LocalServerError(RuntimeError):
+    """The local model server cannot be found, started or reached."""
 
 
 def find_model(package: str = MODEL_PACKAGE) -> Path:

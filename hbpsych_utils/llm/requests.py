@@ -167,8 +167,10 @@ class Result:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost: float = 0.0
+    """USD, at the registry's prices for the path taken (batch, cached tokens)."""
     latency: float = 0.0
     attempts: int = 0
+    """Calls made for it, re-asks and retries included."""
     error: str | None = None
     mode: str = "sync"
     cached: bool = False

@@ -95,9 +95,11 @@ class RunReport:
     plan: dict[str, Any]
     done: int = 0
     cached: int = 0
+    """Answered from the store: already paid for, sent nowhere."""
     failed: int = 0
     refused: int = 0
     not_run: int = 0
+    """Not sent: the spend cap was reached, or a provider error stopped the run."""
     spend: float = 0.0
     stopped_by_budget: bool = False
     message: str = ""

@@ -171,6 +171,9 @@ _RELEASED_MATRICES = ("paper mode reads the released matrices, which carry one c
                       "paired differences need per-conversation grades, in live mode")
 _MATRICES = ("matrix_v1", "matrix_v2", "matrix_hard_v1")
 _SUBSET_IDS = (SUBSET_INDEX, SUBSET_FILES)
+_GRADED_SUBSETS = (Input(GRADING, (SCORES_TABLE, METRICS), IN_LIVE),
+                   Input(SUBSET, _SUBSET_IDS, IN_LIVE))
+"""What the analysis stages read in live mode: this run's scores, restricted to a subset."""
 
 
 SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
@@ -256,8 +259,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         artifacts=("grader_template", "run_spend", "run_errors")),
     StageSpec(
         SCORES, "Scores and the leaderboard", "scores", _evaluation_mode, (PAPER, LIVE),
-        inputs=(Input(GRADING, (SCORES_TABLE, METRICS), IN_LIVE),
-                Input(SUBSET, _SUBSET_IDS, IN_LIVE)),
+        inputs=_GRADED_SUBSETS,
         reads=(
             Read((EVALUATION_MODE, "scores.subsets")),
             Read(("scores.include_later",), IN_PAPER,
@@ -267,13 +269,9 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         ),
         artifacts=_MATRICES),
     StageSpec(
-        JUDGES, "The judges", "judges", _evaluation_mode, (PAPER, LIVE),
-        inputs=(Input(GRADING, (SCORES_TABLE, METRICS), IN_LIVE),
-                Input(SUBSET, _SUBSET_IDS, IN_LIVE)),
-        reads=(
-            Read((EVALUATION_MODE, "judges.subset")),
-            Read(("judges.n_resamples", "seed"), IN_LIVE, _RELEASED_MATRICES),
-        ),
+        JUDGES, "The judges", "judges", _evaluation_mode, (PAPER, LIVE), inputs=_GRADED_SUBSETS,
+        reads=(Read((EVALUATION_MODE, "judges.subset")),
+               Read(("judges.n_resamples", "seed"), IN_LIVE, _RELEASED_MATRICES)),
         artifacts=_MATRICES),
     StageSpec(
         REFUSALS, "Refusals", "refusals", _evaluation_mode, (PAPER, LIVE),

@@ -85,34 +85,26 @@ class ScreeningMetrics(Metrics):
     n_screen_problems: int | None = None
     agreement_with_release: AgreementWithRelease | None = None
     translation_model: str | None = None
+    """With a translation model: the model, and what came of the conversations 01 flagged
+    non-English (``translation.STATUSES``)."""
     n_translation_requested: int | None = None
     n_translation_translated: int | None = None
     n_translation_is_english: int | None = None
+    """The translator found the conversation English after all (no translation, no failure)."""
     n_translation_refused: int | None = None
     n_translation_failed: int | None = None
+    """No valid translation after the bounded re-asks."""
 
 
 # --- 03 and 04 --------------------------------------------------------------------------------
 
-class RoundAgreement(Metrics):
-    """Agreement on relevance among a round's reviewers (``agreement.AgreementSummary``)."""
+class RoundMetrics(Metrics):
+    """What both review rounds (03, 04) report once their votes are tallied: the controls and
+    the stopping rule, the consensus tiers and the agreement on relevance among the reviewers
+    (``agreement.AgreementSummary``). A round without a tally leaves them out."""
 
-    ac1_pairs: dict[str, float | None]
-    ac1_pairwise_mean: float | None
-    ac1_multirater: float | None
-    fleiss_kappa: float | None
-    cohen_kappa_pairs: dict[str, float | None]
-
-
-class ReviewRound1Metrics(Metrics):
     mode: Literal["replay", "live"]
-    n_reviewed: int
-    n_ratings_files: int | None = None
-    """Only while no ratings are in (0)."""
-    n_screened_in: int | None = None
     n_controls: int | None = None
-    n_included: int | None = None
-    n_screened_in_included: int | None = None
     n_controls_included: int | None = None
     control_inclusion_rate: float | None = None
     recall_triggered: bool | None = None
@@ -123,6 +115,15 @@ class ReviewRound1Metrics(Metrics):
     cohen_kappa_pairs: dict[str, float | None] | None = None
     tier_counts: Counts | None = None
     threshold: float | None = None
+
+
+class ReviewRound1Metrics(RoundMetrics):
+    n_reviewed: int
+    n_ratings_files: int | None = None
+    """Only while no ratings are in (0)."""
+    n_screened_in: int | None = None
+    n_included: int | None = None
+    n_screened_in_included: int | None = None
 
     @property
     def tallied(self) -> bool:
@@ -130,33 +131,26 @@ class ReviewRound1Metrics(Metrics):
         return self.recall_triggered is not None
 
 
-class RecallMetrics(Metrics):
-    mode: Literal["replay", "live"]
+class RecallMetrics(RoundMetrics):
     round2: Literal["tallied", "awaiting_round1_ratings", "not_needed", "awaiting_ratings"]
     n_recall_pool: int
     recall_model: str | None = None
+    """Live: the model of the recall screen, and what it did with the pool."""
     n_recall_screened: int | None = None
     n_recall_refused: int | None = None
     n_recall_failed: int | None = None
     n_recall_problems: int | None = None
     n_candidates: int | None = None
+    """The round-2 set's candidates (CLEAR and POSSIBLE), with a set or a tally."""
     n_clear: int | None = None
     n_possible: int | None = None
-    n_controls: int | None = None
     n_candidates_included: int | None = None
+    """With a tally: how many of them the clinicians' majority included."""
     n_clear_included: int | None = None
     n_possible_included: int | None = None
-    n_controls_included: int | None = None
-    control_inclusion_rate: float | None = None
     loop_terminated: bool | None = None
-    ac1_pairs: dict[str, float | None] | None = None
-    ac1_pairwise_mean: float | None = None
-    ac1_multirater: float | None = None
-    fleiss_kappa: float | None = None
-    cohen_kappa_pairs: dict[str, float | None] | None = None
-    recall_triggered: bool | None = None
-    tier_counts: Counts | None = None
-    threshold: float | None = None
+    """Tallied: the fresh controls' inclusion rate is at or below the threshold. Not needed:
+    round 1 already met the stopping rule."""
 
 
 # --- 05 ---------------------------------------------------------------------------------------

@@ -304,20 +304,9 @@ def table1_texts(
     }
 
 
-def write_table1(
-    table: pd.DataFrame,
-    stem: Path,
-    *,
-    subset: str,
-    judges: Sequence[str] = study.JUDGE_PANEL,
-    n: int | Mapping[str, int] | pd.Series | None = None,
-    decimals: int = 3,
-    n_resamples: int | None = None,
-    label: str = "tab:table1",
-) -> list[Path]:
-    """Write ``stem.csv``, ``stem.md`` and ``stem.tex`` for Table 1 on ``subset``
-    (:func:`table1_texts`)."""
+def write_table1(table: pd.DataFrame, stem: Path, **options: Any) -> list[Path]:
+    """Write ``stem.csv``, ``stem.md`` and ``stem.tex`` for Table 1 as :func:`table1_texts`
+    makes them (the same keyword options: ``subset``, ``judges``, ``n``, ...)."""
     stem = Path(stem)
-    texts = table1_texts(table, stem.name, subset=subset, judges=judges, n=n,
-                         decimals=decimals, n_resamples=n_resamples, label=label)
+    texts = table1_texts(table, stem.name, **options)
     return [write_text(stem.parent / name, text) for name, text in texts.items()]

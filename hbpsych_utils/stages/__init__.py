@@ -1,6 +1,6 @@
 """One module per chapter: ``sNN_<name>.start(globals())``, then the stage's science steps in the
-order its notebook calls them, ``metrics``, ``write`` and ``findings``; ``run`` makes the same
-calls for scripts and tests.
+order its notebook calls them, ``metrics``, ``write`` and ``findings``.
+``base.run_chapter`` runs a chapter's own calls in this process, for scripts and tests.
 
 A notebook is a chapter: it states what and why, takes its parameters, and makes these calls by
 name, displaying what each returns. Everything a chapter computes, including which mode it

@@ -20,7 +20,7 @@ leaves the runner's outputs untouched.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +92,18 @@ def _section_model(name: str) -> type[Section] | None:
     model = Profile.model_fields[section].annotation
     assert isinstance(model, type) and issubclass(model, Section)
     return model
+
+
+def starter(name: str, params: type[P] | None) -> Callable[[Mapping[str, Any]], StageRun[P]]:
+    """Stage ``name``'s ``start``: its run from the notebook's parameters cell (``globals()``),
+    checked (:func:`start`); ``params`` is its section's model, for the type only."""
+
+    def start_chapter(namespace: Mapping[str, Any]) -> StageRun[P]:
+        return start(name, namespace)
+
+    start_chapter.__doc__ = (f"Chapter {name}'s run from its parameters cell (``globals()``), "
+                             "checked.")
+    return start_chapter
 
 
 def start(name: str, namespace: Mapping[str, Any]) -> StageRun[Any]:
@@ -200,3 +212,27 @@ def write(run: StageRun[Any], metrics: BaseModel | Mapping[str, Any] | None, *,
         if not any(stage.dir.parent.iterdir()):
             stage.dir.parent.rmdir()  # .hand/ holds nothing more
     return Written(run.name, files, run.by)
+
+
+def run_chapter(name: str, parameters: Mapping[str, Any]) -> Any:
+    """Run chapter ``name`` in this process as its notebook makes its calls: the notebook's code
+    cells in order, ``parameters`` put over its parameters cell (as papermill injects them);
+    returns the typed metrics it wrote (``None`` for a chapter that writes none). For scripts and
+    tests: no kernel and no executed copy, and outside the runner its build record says it was
+    written by hand. What a chapter shows is printed as text."""
+    import nbformat
+
+    from hbpsych_utils.pipeline import metrics as stage_metrics
+
+    notebook = nbformat.read(str(state.notebook_path(name)), as_version=4)
+    namespace: dict[str, Any] = {"__name__": f"chapter_{name}"}
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        exec(compile(cell.source, f"{name}.ipynb", "exec"), namespace)
+        if "parameters" in cell.metadata.get("tags", []):
+            namespace.update(parameters)
+    run = namespace["run"]
+    if name not in stage_metrics.MODELS:
+        return None
+    return stage_metrics.read(run.stage.root, name)

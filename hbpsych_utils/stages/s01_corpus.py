@@ -6,12 +6,11 @@ screen, or a local ``corpus_file``), :func:`languages` (the non-English flags, w
 is on), :func:`describe` (size, turns, rubric criteria and points, themes, languages, how much
 of HealthBench-Hard is present) with :func:`turns_figure`, :func:`metrics`, :func:`write`
 (``corpus_source.json``, the record every later stage reloads the same corpus from; the tables;
-``metrics.json``) and :func:`findings`. :func:`run` makes the same calls, for scripts and tests.
+``metrics.json``) and :func:`findings`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,9 +32,7 @@ _SPREAD = ("n_conversations", "n_rubric_items", "n_non_english", "non_english_sh
 """Keys of ``describe_corpus`` that the metrics place themselves (the rest follow as they are)."""
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[CorpusParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, CorpusParams)
 
 
 @dataclass(frozen=True, repr=False)
@@ -208,14 +205,3 @@ def findings(m: CorpusMetrics) -> Findings:
         out.append(f"{m.n_non_english:,} conversations ({m.non_english_share:.1%}) are "
                    "confidently non-English.")
     return Findings(out)
-
-
-def run(run: StageRun[CorpusParams]) -> CorpusMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    loaded = load(run)
-    flags = languages(run, loaded)
-    description = describe(run, loaded, flags)
-    turns_figure(description)
-    m = metrics(run, loaded, description)
-    write(run, m, loaded, description, flags)
-    return m

@@ -10,12 +10,10 @@ flagged non-English, for the reviewers), :func:`label_tables`, :func:`refused`,
 :func:`metrics`, :func:`write` (``screen.csv``, ``vocabulary.json`` and ``translations.json``,
 which 03 and 04 read; without translations a stale ``translations.json`` of an earlier run is
 removed, so the packets never show translations this run did not make) and :func:`findings`.
-:func:`run` makes the same calls, for scripts and tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,9 +40,7 @@ HEAD_ROWS = 5
 """How many records of the screen the chapter shows."""
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[ScreeningParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, ScreeningParams)
 
 
 @dataclass(frozen=True, repr=False)
@@ -287,16 +283,3 @@ def findings(m: ScreeningMetrics) -> Findings:
                    f"({m.n_translation_failed} failed, {m.n_translation_refused} refused, "
                    f"{m.n_translation_is_english} judged English by the translator).")
     return Findings(out)
-
-
-def run(run: StageRun[ScreeningParams]) -> ScreeningMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    rules = rubric(run)
-    screened = screen(run, rules)
-    comparison = compare_with_release(run, rules, screened)
-    translations = translate(run, screened)
-    labels = label_tables(screened)
-    refused(screened)
-    m = metrics(run, screened, comparison, translations)
-    write(run, m, rules, screened, comparison, translations, labels)
-    return m

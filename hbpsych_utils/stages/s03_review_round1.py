@@ -10,26 +10,24 @@ threshold trigger a recall round); :func:`agreement` (on relevance, among the re
 :func:`metrics`, :func:`write` and :func:`findings`. Until a live round's ratings files are
 listed, the votes, the tally and the agreement are unavailable, the metrics say how many items
 await ratings, and no ``votes.csv`` is written (a stale one is removed), so 05 never assembles
-a subset from an earlier run's votes. :func:`run` makes the same calls, for scripts and tests.
+a subset from an earlier run's votes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from hbpsych_utils.construction import ratings, review_round
 from hbpsych_utils.construction import review_set as review_sets
-from hbpsych_utils.construction.agreement import AgreementSummary
-from hbpsych_utils.construction.tally import RoundTally, outcomes, tally_round1
+from hbpsych_utils.construction.tally import outcomes, tally_round1
 from hbpsych_utils.core.config import ReviewParams, resolve_path
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import ReviewRound1Metrics
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
+from hbpsych_utils.reporting.rounds import Agreement, Tally, Votes
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -39,9 +37,7 @@ RELEASED_REVIEWERS = (1, 2, 3)
 """The released round-1 ratings files: ``ratings_round1_R1`` ... ``R3``."""
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[ReviewParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, ReviewParams)
 
 
 @dataclass(frozen=True, repr=False)
@@ -88,18 +84,6 @@ def instrument(run: StageRun[ReviewParams], review: ReviewSet) -> review_round.M
                                         round_name="round1")
 
 
-@dataclass(frozen=True, repr=False)
-class Votes(Shown):
-    """Every reviewer's validated ratings file and the votes table (one row per item)."""
-
-    rated: list[ratings.Ratings]
-    table: pd.DataFrame
-
-    def _repr_html_(self) -> str:
-        return Table(ratings.empty_field_counts(self.rated), caption="Empty category and "
-                     "confidence strings per reviewer (tolerated, counted)", index=False).html()
-
-
 def votes(run: StageRun[ReviewParams], review: ReviewSet) -> Votes | Note:
     """Each ratings file validated against the set (every review id once, prompt ids
     matching, ``Y|N``, vocabulary, confidence; all problems raised at once), then the votes."""
@@ -112,19 +96,6 @@ def votes(run: StageRun[ReviewParams], review: ReviewSet) -> Votes | Note:
     return Votes(rated, ratings.votes_table(review.table, rated))
 
 
-@dataclass(frozen=True, repr=False)
-class Tally(Shown):
-    """What the votes decide: inclusion by majority, and the stopping rule."""
-
-    counted: RoundTally
-    outcomes: pd.DataFrame
-    """Items by kind and consensus tier (``tally.outcomes``)."""
-
-    def _repr_html_(self) -> str:
-        return Table(self.outcomes, caption="Items by kind and consensus tier, with how many "
-                     "the majority included", formats={"included_share": "{:.1%}"}).html()
-
-
 def tally(run: StageRun[ReviewParams], votes: Votes | Note) -> Tally | Note:
     """Inclusion (at least two of three ``Y``) and the stopping rule: a control-inclusion rate
     strictly above ``threshold`` triggers a recall round (``tally.tally_round1``)."""
@@ -132,18 +103,6 @@ def tally(run: StageRun[ReviewParams], votes: Votes | Note) -> Tally | Note:
         return unavailable("No tally yet: the stopping rule needs the round's ratings.")
     return Tally(tally_round1(votes.table, threshold=run.params.threshold),
                  outcomes(votes.table))
-
-
-@dataclass(frozen=True, repr=False)
-class Agreement(Shown):
-    """Agreement on relevance among the round's reviewers."""
-
-    summary: AgreementSummary
-
-    def _repr_html_(self) -> str:
-        pairs = pd.DataFrame({"Gwet AC1": self.summary.ac1_pairs,
-                              "Cohen kappa": self.summary.cohen_kappa_pairs})
-        return Table(pairs, caption="Agreement on relevance per reviewer pair").html()
 
 
 def agreement(votes: Votes | Note) -> Agreement | Note:
@@ -206,15 +165,3 @@ def findings(m: ReviewRound1Metrics) -> Findings:
         f"Agreement on relevance: mean pairwise AC1 {_stat(m.ac1_pairwise_mean)}, multi-rater "
         f"AC1 {_stat(m.ac1_multirater)}, Fleiss' kappa {_stat(m.fleiss_kappa)}.",
     ])
-
-
-def run(run: StageRun[ReviewParams]) -> ReviewRound1Metrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    review = review_set(run)
-    instrument(run, review)
-    rated = votes(run, review)
-    counted = tally(run, rated)
-    agreed = agreement(rated)
-    m = metrics(run, review, counted, agreed)
-    write(run, m, review, rated)
-    return m

@@ -10,12 +10,11 @@ live: candidates plus fresh seeded controls from the recall screen's ``NO`` pool
 tallied); :func:`metrics`, :func:`write` and :func:`findings`. Each step this run's state cannot
 produce says why instead. Without a round-2 set, files an earlier run's round 2 left behind are
 removed, and without a tally so is ``votes.csv``: 05 reads ``round2`` and the votes, and must
-never mix runs. :func:`run` makes the same calls, for scripts and tests.
+never mix runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,18 +23,18 @@ import pandas as pd
 
 from hbpsych_utils.construction import ratings, review_round, screening
 from hbpsych_utils.construction import review_set as review_sets
-from hbpsych_utils.construction.agreement import AgreementSummary
 from hbpsych_utils.construction.review_round import (
     AWAITING_RATINGS,
     AWAITING_ROUND1,
     NOT_NEEDED,
     TALLIED,
 )
-from hbpsych_utils.construction.tally import RoundTally, design_counts, outcomes, tally_round2
+from hbpsych_utils.construction.tally import design_counts, outcomes, tally_round2
 from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_model
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics, parse
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting.rounds import Agreement, Tally, Votes
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -53,9 +52,7 @@ STATES: dict[str, tuple[str, str]] = {
 """Each round-2 state as the chapter says it: a label and why."""
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[RecallParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, RecallParams)
 
 
 def _not_in(what: str, state: str) -> Note:
@@ -190,18 +187,6 @@ def instrument(run: StageRun[RecallParams], pool: RecallPool,
                                         round_name="round2", packet="recovery")
 
 
-@dataclass(frozen=True, repr=False)
-class Votes(Shown):
-    """Every reviewer's validated round-2 ratings file and the votes table."""
-
-    rated: list[ratings.Ratings]
-    table: pd.DataFrame
-
-    def _repr_html_(self) -> str:
-        return Table(ratings.empty_field_counts(self.rated), caption="Empty category and "
-                     "confidence strings per reviewer (tolerated, counted)", index=False).html()
-
-
 def votes(run: StageRun[RecallParams], pool: RecallPool, review: Round2Set | Note) -> Votes | Note:
     """Each round-2 ratings file validated against the set (packet ``recovery``), then the
     votes; only once round 2 is tallied."""
@@ -212,19 +197,6 @@ def votes(run: StageRun[RecallParams], pool: RecallPool, review: Round2Set | Not
     return Votes(rated, ratings.votes_table(review.table, rated))
 
 
-@dataclass(frozen=True, repr=False)
-class Tally(Shown):
-    """What round 2's votes decide: inclusion by majority, by recall tier, and whether the loop
-    ends."""
-
-    counted: RoundTally
-    outcomes: pd.DataFrame
-
-    def _repr_html_(self) -> str:
-        return Table(self.outcomes, caption="Items by kind and consensus tier, with how many "
-                     "the majority included", formats={"included_share": "{:.1%}"}).html()
-
-
 def tally(run: StageRun[RecallParams], pool: RecallPool, votes: Votes | Note) -> Tally | Note:
     """Inclusion and the stopping rule on the fresh controls: the loop ends when their
     inclusion rate is at or below ``threshold`` (``tally.tally_round2``)."""
@@ -232,18 +204,6 @@ def tally(run: StageRun[RecallParams], pool: RecallPool, votes: Votes | Note) ->
         return _not_in("round-2 tally", pool.state)
     return Tally(tally_round2(votes.table, threshold=run.params.threshold),
                  outcomes(votes.table))
-
-
-@dataclass(frozen=True, repr=False)
-class Agreement(Shown):
-    """Agreement on relevance among round 2's reviewers."""
-
-    summary: AgreementSummary
-
-    def _repr_html_(self) -> str:
-        pairs = pd.DataFrame({"Gwet AC1": self.summary.ac1_pairs,
-                              "Cohen kappa": self.summary.cohen_kappa_pairs})
-        return Table(pairs, caption="Agreement on relevance per reviewer pair").html()
 
 
 def agreement(pool: RecallPool, votes: Votes | Note) -> Agreement | Note:
@@ -355,17 +315,3 @@ def findings(m: RecallMetrics, round1: ReviewRound1Metrics) -> Findings:
                      "ambiguous")
     out.append(text + ".")
     return Findings(out)
-
-
-def run(run: StageRun[RecallParams]) -> RecallMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    pool = recall_pool(run)
-    recall = recall_screen(run, pool)
-    review = review_set(run, pool, recall)
-    instrument(run, pool, review)
-    rated = votes(run, pool, review)
-    counted = tally(run, pool, rated)
-    agreed = agreement(pool, rated)
-    m = metrics(run, pool, recall, review, counted, agreed)
-    write(run, m, recall, review, rated)
-    return m

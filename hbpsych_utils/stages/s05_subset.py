@@ -9,13 +9,11 @@ control policy, ``subset.POLICIES``, and its HealthBench-Hard intersection);
 :func:`category_figure`; :func:`compare_with_release` (each derived subset against the released
 file of the same key, ``study.SUBSET_ARTIFACTS``, when asked); :func:`metrics`, :func:`write`
 (the subsets in the released layout with their index, which later stages read; the categories;
-the figure; ``metrics.json``) and :func:`findings`. :func:`run` makes the same calls, for
-scripts and tests.
+the figure; ``metrics.json``) and :func:`findings`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,9 +36,7 @@ TOP_CATEGORIES = 3
 FIGURE = "category_distribution"
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[SubsetParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, SubsetParams)
 
 
 @dataclass(frozen=True, repr=False)
@@ -197,15 +193,3 @@ def findings(m: SubsetMetrics) -> Findings:
     out.append("Largest categories: " + ", ".join(f"{c} ({n})" for c, n in top)
                + f"; {m.n_no_category_majority} conversations have no category majority.")
     return Findings(out)
-
-
-def run(run: StageRun[SubsetParams]) -> SubsetMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    rounds = votes(run)
-    subsets = assemble(run, rounds)
-    counted = categories(rounds, subsets)
-    figure = category_figure(run, counted)
-    comparison = compare_with_release(run, subsets)
-    m = metrics(subsets, counted, comparison)
-    write(run, m, subsets, counted, figure)
-    return m

@@ -7,8 +7,7 @@ spend ledger and anomaly log, since the responses themselves are not released),
 :func:`cost_plan` (what the run costs, priced three ways), :func:`responses` (live: the
 generation through the LLM engine, with the plan the engine makes before anything is sent;
 paper: the released generation spend per candidate and the anomalies logged while generating),
-:func:`metrics`, :func:`write` and :func:`findings`. :func:`run` makes the same calls, for
-scripts and tests.
+:func:`metrics`, :func:`write` and :func:`findings`.
 
 Live writes ``responses.jsonl`` (read back by 07 and 10 with :func:`generation.read_responses`),
 ``summary.csv`` and ``cost_plan.csv``; paper writes ``spend_by_candidate.csv``,
@@ -23,9 +22,7 @@ configures (its judges, which the runner passes as ``judges``, ``llm.mode``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pandas as pd
 
@@ -38,25 +35,25 @@ from hbpsych_utils.evaluation import cost_plan as plans
 from hbpsych_utils.evaluation import generation, grading, refusals, runlog
 from hbpsych_utils.evaluation.refusals import ErrorEvent
 from hbpsych_utils.pipeline import graph
-from hbpsych_utils.pipeline.metrics import GenerationLiveMetrics, GenerationPaperMetrics
+from hbpsych_utils.pipeline.metrics import (
+    GenerationLiveMetrics,
+    GenerationMetrics,
+    GenerationPaperMetrics,
+)
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
 STAGE = graph.GENERATION
+start = base.starter(STAGE, GenerationParams)
+
 PLAN_FILE = "cost_plan.csv"
+"""Either mode: the planned cost of the run."""
 SUMMARY_FILE = "summary.csv"
+"""Live: responses per candidate (beside ``responses.jsonl``)."""
 SPEND_FILE = "spend_by_candidate.csv"
 ANOMALIES_FILE = "anomalies.csv"
-GENERATE = "generate"
-"""The released logs' name for the generation phase."""
-
-GenerationMetrics = GenerationPaperMetrics | GenerationLiveMetrics
-
-
-def start(namespace: Mapping[str, Any]) -> StageRun[GenerationParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+"""Paper: what the released run's ledger and anomaly log say about generation."""
 
 
 # --- what is generated ---------------------------------------------------------------------
@@ -90,8 +87,8 @@ class ReleasedLogs(Shown):
     events: list[ErrorEvent]
 
     def _repr_markdown_(self) -> str:
-        n_gen = int((self.spend["phase"] == GENERATE).sum())
-        e_gen = sum(e.phase == GENERATE for e in self.events)
+        n_gen = int((self.spend["phase"] == runlog.GENERATE).sum())
+        e_gen = sum(e.phase == runlog.GENERATE for e in self.events)
         return (f"The responses are not released, so this chapter reads the released run's "
                 f"logs: {len(self.spend):,} charges in the spend ledger ({n_gen:,} for "
                 f"generation) and {len(self.events):,} events in the anomaly log ({e_gen:,} "
@@ -214,8 +211,8 @@ def responses(run: StageRun[GenerationParams],
     anomaly log's generation events."""
     if isinstance(source, ReleasedLogs):
         return ReleasedGeneration(
-            runlog.spend_by(source.spend, GENERATE).rename_axis("candidate"),
-            runlog.anomalies(source.events, GENERATE))
+            runlog.spend_by(source.spend, runlog.GENERATE).rename_axis("candidate"),
+            runlog.anomalies(source.events, runlog.GENERATE))
     params = run.params
     requests = generation.generation_requests(source.selected, source.candidates,
                                               temperature=params.temperature,
@@ -306,13 +303,3 @@ def findings(m: GenerationMetrics, spend_by_candidate: pd.Series | None = None) 
     if m.anomalies.get("empty_response"):
         out.append("Empty responses are examined as refusals in notebook 10.")
     return Findings(out)
-
-
-def run(run: StageRun[GenerationParams]) -> GenerationMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    source = inputs(run)
-    plan = cost_plan(run, source)
-    generated = responses(run, source)
-    m = metrics(source, generated)
-    write(run, m, plan, generated)
-    return m

@@ -8,8 +8,7 @@ re-asks, exclusions; paper: the released grading logs, since the verdicts are no
 :func:`census` (live: per judge, criteria graded, verdicts obtained, recovered, re-asked,
 excluded, failed calls), :func:`conversation_scores` (live: each judge's score of each
 (candidate, conversation), read by 08-10), :func:`spend` (what grading paid per judge),
-:func:`metrics`, :func:`write` and :func:`findings`. :func:`run` makes the same calls, for
-scripts and tests.
+:func:`metrics`, :func:`write` and :func:`findings`.
 
 Live writes ``verdicts.csv`` (read back with :func:`panel.read_verdicts`), ``scores.csv`` and
 ``census.csv``; paper writes ``spend_by_judge.csv`` and ``anomalies.csv``. ``judges`` left
@@ -19,9 +18,7 @@ metrics either way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -35,6 +32,7 @@ from hbpsych_utils.evaluation.refusals import ErrorEvent
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import (
     GradingLiveMetrics,
+    GradingMetrics,
     GradingPaperMetrics,
     JudgeCensus,
     JudgeSpend,
@@ -44,20 +42,11 @@ from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
 STAGE = graph.GRADING
+start = base.starter(STAGE, GradingParams)
+
 CENSUS_FILE = "census.csv"
 SPEND_FILE = "spend_by_judge.csv"
 ANOMALIES_FILE = "anomalies.csv"
-GRADE = "grade"
-"""The released logs' name for the grading phase."""
-NO_VERDICT = "grade_no_verdict"
-"""The anomaly log's kind for a verdict still missing after the bounded re-asks."""
-
-GradingMetrics = GradingPaperMetrics | GradingLiveMetrics
-
-
-def start(namespace: Mapping[str, Any]) -> StageRun[GradingParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
 
 
 # --- the grader --------------------------------------------------------------------------------
@@ -119,12 +108,12 @@ class ReleasedGrading(Shown):
     @property
     def spend_by_judge(self) -> pd.Series:
         """USD per judge charged for grading, largest first."""
-        return runlog.spend_by(self.ledger, GRADE).rename_axis("judge")
+        return runlog.spend_by(self.ledger, runlog.GRADE).rename_axis("judge")
 
     @property
     def anomalies(self) -> pd.DataFrame:
         """Anomalies logged while grading, per judge and kind."""
-        return runlog.anomalies(self.events, GRADE)
+        return runlog.anomalies(self.events, runlog.GRADE)
 
     @property
     def no_verdict(self) -> pd.DataFrame:
@@ -176,7 +165,7 @@ def no_verdict_events(events: list[ErrorEvent]) -> pd.DataFrame:
     re-asks): log line, judge, candidate, conversation and detail."""
     rows = [{"line": e.line, "judge": e.judge, "candidate": e.candidate,
              "prompt_id": e.prompt_id, "detail": e.detail}
-            for e in events if e.kind == NO_VERDICT]
+            for e in events if e.kind == runlog.NO_VERDICT]
     return pd.DataFrame(rows, columns=["line", "judge", "candidate", "prompt_id", "detail"])
 
 
@@ -352,15 +341,3 @@ def findings(m: GradingMetrics, max_reasks: int | None = None) -> Findings:
                if m.n_no_verdict
                else "Every verdict was eventually obtained.")
     return Findings(out)
-
-
-def run(run: StageRun[GradingParams]) -> GradingMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    template = grader_template(run)
-    verdicts = panel_verdicts(run, template)
-    census_table = census(verdicts)
-    scores = conversation_scores(verdicts)
-    spend(verdicts)
-    m = metrics(run, template, verdicts, scores)
-    write(run, m, verdicts, census_table, scores)
-    return m

@@ -6,13 +6,11 @@ mode), :func:`table1` (per candidate, each judge's clipped mean and the panel's,
 bootstrap intervals where the source has per-conversation scores), :func:`paired_differences`
 (the top-k candidates pairwise, Holm-adjusted; live only), :func:`metrics`, :func:`write`
 (``table1_<subset>.csv``, ``paired_differences_<subset>.csv``, ``metrics.json``) and
-:func:`findings`. The first subset with scores is the primary one. :func:`run` makes the same
-calls, for scripts and tests.
+:func:`findings`. The first subset with scores is the primary one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +29,7 @@ from hbpsych_utils.stages.base import StageRun, Written
 STAGE = graph.SCORES
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[ScoresParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, ScoresParams)
 
 
 @dataclass(frozen=True, repr=False)
@@ -195,13 +191,3 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
             out.append(f"{rank[0]} leads {rank[1]} by {pm[rank[0]] - pm[rank[1]]:.3f}, more "
                        f"than {close:g}; these are point estimates without intervals.")
     return Findings(out)
-
-
-def run(run: StageRun[ScoresParams]) -> ScoresMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    sources = evaluation_sources(run)
-    table = table1(run, sources)
-    pairs = paired_differences(run, sources, table)
-    scores = metrics(run, sources, table, pairs)
-    write(run, scores, table, pairs)
-    return scores

@@ -7,8 +7,7 @@ judges), :func:`severity` (each judge's mean against the grand mean), :func:`sel
 (raw and severity-corrected), :func:`intervals` (bootstrap intervals of severity and
 self-preference; live only), :func:`metrics`, :func:`write` (``judge_summary.csv``,
 ``judge_intervals.csv`` in live mode, ``metrics.json``) and :func:`findings`. 12_figures_tables
-draws the judge figure from these metrics. :func:`run` makes the same calls, for scripts and
-tests.
+draws the judge figure from these metrics.
 
 The panel is the judges this run graded with (one, two or three): a single judge has no pair
 to rank against and no other judge to compare its own model's score with, so those sections
@@ -17,7 +16,6 @@ say so instead of showing numbers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,9 +37,7 @@ SUMMARY = "judge_summary.csv"
 INTERVALS = "judge_intervals.csv"
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[JudgesParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, JudgesParams)
 
 
 def _title(subset: str) -> str:
@@ -277,15 +273,3 @@ def findings(m: JudgesMetrics) -> Findings:
         out.append("No judge's own model is among the candidates, so self-preference is "
                    "undefined.")
     return Findings(out)
-
-
-def run(run: StageRun[JudgesParams]) -> JudgesMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    source = evaluation_source(run)
-    agreement = rank_agreement(source)
-    levels = severity(source)
-    preference = self_preference(source)
-    bootstrap = intervals(run, source)
-    m = metrics(run, source, agreement, levels, preference, bootstrap)
-    write(run, m, bootstrap)
-    return m

@@ -5,12 +5,11 @@ refused which conversation: the released anomaly log in paper mode, with transie
 aside; this run's responses in live mode), :func:`sensitivity` (panel scores with the refused
 conversations left out; it needs per-conversation scores, so live only), :func:`metrics`,
 :func:`write` (``refusals.csv``, ``sensitivity.csv`` in live mode, ``metrics.json``) and
-:func:`findings`. :func:`run` makes the same calls, for scripts and tests.
+:func:`findings`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +31,7 @@ REFUSALS_TABLE = "refusals.csv"
 SENSITIVITY_TABLE = "sensitivity.csv"
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[RefusalsParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, RefusalsParams)
 
 
 @dataclass(frozen=True, repr=False)
@@ -160,12 +157,3 @@ def findings(m: RefusalsMetrics) -> Findings:
                    "re-requested and not counted. The sensitivity analysis needs "
                    "per-conversation scores (live runs).")
     return Findings(out)
-
-
-def run(run: StageRun[RefusalsParams]) -> RefusalsMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    found = census(run)
-    sens = sensitivity(run, found)
-    m = metrics(run, found, sens)
-    write(run, m, found, sens)
-    return m

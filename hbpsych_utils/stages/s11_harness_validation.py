@@ -9,8 +9,7 @@ both at the reference settings, through the engine), :func:`summary` (n scored, 
 reference bootstrap standard deviation, of the re-run in live mode and of the released run in
 replay), :func:`published_difference` (against the published figure, when the profile gives
 one), :func:`released_comparison` (live: conversation by conversation against the released
-run), :func:`metrics`, :func:`write` and :func:`findings`. :func:`run` makes the same calls, for
-scripts and tests.
+run), :func:`metrics`, :func:`write` and :func:`findings`.
 
 Live writes ``scores.csv`` and ``live_vs_released.csv``. ``candidate`` and ``judge`` left
 ``None`` are the study's (``study.HARNESS_MODEL``); the models used are reported under
@@ -19,9 +18,7 @@ Live writes ``scores.csv`` and ``live_vs_released.csv``. ``candidate`` and ``jud
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
@@ -40,9 +37,7 @@ HARNESS_SCORES = "harness_scores"
 COMPARISON_FILE = "live_vs_released.csv"
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[HarnessValidationParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, HarnessValidationParams)
 
 
 def settings_of(params: HarnessValidationParams, mode: str | None = graph.LIVE
@@ -267,16 +262,3 @@ def findings(m: HarnessMetrics) -> Findings:
     out.append(f"The published figure is {m.published:.4f} ({source}): a difference of "
                f"{m.delta:+.4f}{sds}.")
     return Findings(out)
-
-
-def run(run: StageRun[HarnessValidationParams]) -> HarnessMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    released = released_run(run)
-    rerun = live_rerun(run, released)
-    s = summary(run, released, rerun)
-    published_difference(s)
-    comparison = released_comparison(released, rerun)
-    m = metrics(s, comparison)
-    write(run, m, rerun, comparison)
-    return m
-

@@ -6,8 +6,7 @@ The chapter's calls, in order: :func:`start` (its parameters, checked),
 and LaTeX), :func:`ranking_and_heatmaps` (the panel ranking from that Table 1, the candidate x
 judge heatmap from the same evaluation source 08 used), :func:`judge_figure` (severity and
 self-preference from 09_judges' metrics), :func:`metrics`, :func:`write` (every file; with
-``publish`` also copied to the top-level ``figures/`` folder) and :func:`findings`. :func:`run`
-makes the same calls, for scripts and tests.
+``publish`` also copied to the top-level ``figures/`` folder) and :func:`findings`.
 
 Figures follow the judges the run graded with (one, two or three: titles, axes and legends), and
 a subset this run has no Table 1 for (no graded conversation, or not among ``scores.subsets``)
@@ -20,7 +19,6 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -49,9 +47,7 @@ CATEGORIES = "fig_categories_v1"
 FIGURE_FORMATS = ("png", "svg")
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[FiguresTablesParams]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, FiguresTablesParams)
 
 
 def category_figure(run: StageRun[FiguresTablesParams]) -> Figure:
@@ -292,14 +288,3 @@ def findings(m: FiguresTablesMetrics, *, judges: JudgesMetrics, top: Sequence[st
     if m.published_to_figures:
         out.append("Copies are in `figures/`.")
     return Findings(out)
-
-
-def run(run: StageRun[FiguresTablesParams]) -> FiguresTablesMetrics:
-    """The chapter's calls in order (for scripts and tests); returns the metrics written."""
-    category = category_figure(run)
-    t1 = table1(run)
-    panels = ranking_and_heatmaps(t1)
-    judged = judge_figure(run)
-    m = metrics(run, category, t1, panels, judged)
-    write(run, m, category, t1, panels, judged)
-    return m

@@ -4,7 +4,7 @@ The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`g
 run's conversations, replies and verdicts; a paper-mode run has none), :func:`explorer` (the
 interactive widget), :func:`example` (one conversation the judges dispute, as static HTML for an
 executed copy), :func:`write` (the build record only: the stage computes no metrics) and
-:func:`findings`. :func:`run` makes the same calls, for scripts and tests.
+:func:`findings`.
 
 Only a run that generated and graded (live mode) has responses and verdicts to browse; a run
 that replays the released matrices (paper mode) does not, and then the chapter says so.
@@ -12,7 +12,6 @@ that replays the released matrices (paper mode) does not, and then the chapter s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,9 +27,7 @@ NO_VERDICTS = ("This run has no per-conversation verdicts (paper mode): nothing 
                "Run the `smoke` profile, or a live profile, to browse grades.")
 
 
-def start(namespace: Mapping[str, Any]) -> StageRun[Any]:
-    """The chapter's run from its parameters cell (``globals()``), checked."""
-    return base.start(STAGE, namespace)
+start = base.starter(STAGE, None)
 
 
 @dataclass(frozen=True, repr=False)
@@ -97,12 +94,3 @@ def findings(found: Grades) -> Findings:
         return Findings([NO_VERDICTS])
     return Findings([f"{len(found.disputed)} of {len(found.data.ids)} conversation(s) have at "
                      "least one criterion on which the judges disagree."])
-
-
-def run(run: StageRun[Any]) -> Findings:
-    """The chapter's calls in order (for scripts and tests); returns the findings."""
-    found = grades(run)
-    explorer(found)
-    example(found)
-    write(run)
-    return findings(found)

@@ -454,25 +454,24 @@ def _anthropic_segments(body: dict[str, Any]
 
 
 # ---------------------------------------------------------------- the server
+@dataclass
 class _State:
     """Everything the handlers share; touched only from the server's event loop."""
 
-    def __init__(self, latency: float, rpm: float | None, faults: list[Fault],
-                 batch_latency: float, hang: float, keep_log: bool,
-                 caches: PromptCaches | None = None) -> None:
-        self.caches = caches if caches is not None else PromptCaches()
-        self.latency = latency
-        self.rpm = rpm
-        self.faults = faults
-        self.batch_latency = batch_latency
-        self.hang = hang
-        self.keep_log = keep_log
-        self.log: list[dict[str, Any]] = []
-        self.counts: dict[str, int] = {}
-        self.buckets: dict[str, tuple[float, float]] = {}  # provider -> (tokens, updated at)
-        self.files: dict[str, bytes] = {}
-        self.batches: dict[str, dict[str, Any]] = {}
-        self.lock = threading.Lock()
+    latency: float
+    rpm: float | None
+    faults: list[Fault]
+    batch_latency: float
+    hang: float
+    keep_log: bool
+    caches: PromptCaches = field(default_factory=PromptCaches)
+    log: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    buckets: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """provider -> (tokens, updated at)"""
+    files: dict[str, bytes] = field(default_factory=dict)
+    batches: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def count(self, what: str, n: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
@@ -546,7 +545,8 @@ class Simulator:
                  prompt_cache: bool = True, cache_ttl: float = DEFAULT_CACHE_TTL,
                  cache_min_tokens: dict[str, int | None] | None = None) -> None:
         caches = PromptCaches(cache_ttl, cache_min_tokens, enabled=prompt_cache)
-        self.state = _State(latency, rpm, list(faults), batch_latency, hang, keep_log, caches)
+        self.state = _State(latency, rpm, list(faults), batch_latency, hang, keep_log,
+                            caches if caches is not None else PromptCaches())
         self.host = host
         self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
