@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import matplotlib
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -102,7 +101,7 @@ def _subplots(*grid: int, figsize: tuple[float, float], layout: str | None = Non
 
 
 def _style() -> None:
-    plt.rcParams.update({
+    matplotlib.rcParams.update({
         "svg.hashsalt": "hbpsych",  # stable element ids in SVG output
         "font.size": 9,
         "axes.spines.top": False,
@@ -176,7 +175,7 @@ def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg"),
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"Date": None} if fmt == "svg" else {"Software": None} if fmt == "png" else None
         # the salt is read at save time, so pin it here too (rcParams may have been reset)
-        with plt.rc_context({"svg.hashsalt": "hbpsych"}):
+        with matplotlib.rc_context({"svg.hashsalt": "hbpsych"}):
             fig.savefig(path, dpi=150, bbox_inches="tight", metadata=meta)
         out.append(path)
     return out
