@@ -317,3 +317,18 @@ def test_judge_bias_with_one_judge_says_why_there_is_no_self_preference(tmp_path
     assert "a single judge" in fig._suptitle.get_text()
     assert not fig.legends  # no marker drawn, so no legend
     _check_saved(fig, tmp_path / "bias_one")
+
+
+def test_a_figure_of_the_same_inputs_is_copied_from_the_cache_not_drawn(tmp_path) -> None:
+    cache = tmp_path / "cache"
+    counts = {"anxiety": 5, "sleep": 3}
+    first = figures.category_distribution(counts, title="t", cache=cache)
+    assert not isinstance(first, figures.CachedFigure)  # nothing cached yet: drawn
+    drawn = figures.save(first, tmp_path / "a" / "fig", cache=cache)
+    again = figures.category_distribution(counts, title="t", cache=cache)
+    assert isinstance(again, figures.CachedFigure)
+    copied = figures.save(again, tmp_path / "b" / "fig")
+    assert [p.read_bytes() for p in copied] == [p.read_bytes() for p in drawn]
+    assert figures.png_bytes(again) == drawn[0].read_bytes() == figures.png_bytes(first)
+    other = figures.category_distribution({**counts, "sleep": 4}, title="t", cache=cache)
+    assert not isinstance(other, figures.CachedFigure)  # other data: drawn again

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -203,7 +204,8 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
     # the heatmap, drawn again from the same files: one column per judge used
     stage = s12_figures_tables.start({"profile": "smoke", "outputs_root": tmp_path,
                                       "mode": "live", "publish": False})
-    panels = s12_figures_tables.ranking_and_heatmaps(s12_figures_tables.table1(stage))
+    shutil.rmtree(stage.figure_cache)  # drawn, not copied from the run's figure cache
+    panels = s12_figures_tables.ranking_and_heatmaps(stage, s12_figures_tables.table1(stage))
     heatmap = panels.figures["fig_heatmap_v1"].axes[0]
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in two]

@@ -397,7 +397,7 @@ def test_stages_run_with_fewer_judges(tmp_path, judges):
     run_chapter(graph.REFUSALS, _params(tmp_path))
     run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
     t1 = s12_figures_tables.table1(run12)
-    panels = s12_figures_tables.ranking_and_heatmaps(t1)
+    panels = s12_figures_tables.ranking_and_heatmaps(run12, t1)
     heatmap = panels.figures["fig_heatmap_v1"].axes[0]
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in judges]

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from hbpsych_utils import study
 from hbpsych_utils.evaluation import scoring
@@ -48,6 +47,8 @@ def kendall_taus(
     A single judge has no pair (an empty dict); a pair whose tau is undefined (fewer than two
     candidates, or a judge that gave every candidate the same score) is ``None``, not NaN, so
     ``metrics.json`` stays valid JSON."""
+    from scipy import stats  # here, not at import: 12 reads 09's taus and needs no scipy
+
     t = complete_rows(per_judge, judges)
     out: dict[str, float | None] = {}
     for a, b in itertools.combinations(judges, 2):

@@ -4,12 +4,12 @@ Style: sorted bars, labelled axes and values, the Okabe–Ito colour-blind-safe 
 chart junk. ``save`` writes PNG and SVG with fixed metadata and SVG ids, so re-running a
 profile on the same inputs reproduces the same files.
 
-Rendering a figure to PNG and SVG costs more than drawing it, and most re-runs of a stage
-redraw figures whose data did not change (a tweak of the judges' subset leaves the category,
-ranking and heatmap figures as they were). Each figure function therefore records a key of its
-inputs on the figure it returns (:func:`_keyed`: its name, its arguments' contents, this
-module's code and matplotlib's version), and ``save`` with a ``cache`` folder copies the files
-rendered for the same key instead of rendering them again: the same bytes, since saving is
+Most re-runs of a stage redraw figures whose data did not change (a tweak of the judges' subset
+leaves the category, ranking and heatmap figures as they were). Each figure function therefore
+computes a key of its inputs (:func:`_keyed`: its name, its arguments' contents, this module's
+code and matplotlib's version). Given a ``cache`` folder that holds files saved for that key,
+it returns them as a :class:`CachedFigure` instead of drawing; ``save`` copies them, and what it
+renders it also keeps there. The files are the same bytes either way, since saving is
 deterministic.
 """
 
@@ -63,6 +63,9 @@ _png_in_notebooks()
 
 _INPUTS_KEY = "_hbpsych_inputs"
 _CODE = hashlib.sha256(Path(__file__).read_bytes() + matplotlib.__version__.encode()).hexdigest()
+FORMATS = ("png", "svg")
+CACHE_LIMIT = 256
+"""Files a figure cache keeps (the most recently used): a few runs' worth of every figure."""
 
 
 def _content(value: Any) -> str:
@@ -74,18 +77,46 @@ def _content(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
 
+@dataclass(frozen=True)
+class CachedFigure:
+    """A figure saved before from the same inputs: its files, shown as its PNG."""
+
+    key: str
+    files: dict[str, Path]
+    """Format -> the cached file."""
+
+    def _repr_png_(self) -> bytes:
+        return self.files["png"].read_bytes()
+
+
+def _cached(cache: Path | None, key: str) -> CachedFigure | None:
+    if cache is None:
+        return None
+    files = {fmt: cache / f"{key}.{fmt}" for fmt in FORMATS}
+    if not all(f.is_file() for f in files.values()):
+        return None
+    for f in files.values():
+        f.touch()  # recently used: kept when the cache is trimmed
+    return CachedFigure(key, files)
+
+
 F = TypeVar("F", bound=Callable[..., Figure])
 
 
 def _keyed(draw: F) -> F:
-    """Record on the figure a key of what it was drawn from (see the module doc)."""
+    """Key a figure function by its inputs; with ``cache=`` (a folder), return the files saved
+    for the same key instead of drawing (see the module doc)."""
 
     @functools.wraps(draw)
-    def wrapper(*args: Any, **kwargs: Any) -> Figure:
-        fig = draw(*args, **kwargs)
+    def wrapper(*args: Any, cache: Path | None = None, **kwargs: Any) -> Figure | CachedFigure:
         parts = [draw.__name__, _CODE, *(_content(a) for a in args),
                  *(f"{k}={_content(v)}" for k, v in sorted(kwargs.items()))]
-        setattr(fig, _INPUTS_KEY, hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32])
+        key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+        found = _cached(cache, key)
+        if found is not None:
+            return found
+        fig = draw(*args, **kwargs)
+        setattr(fig, _INPUTS_KEY, key)
         return fig
 
     return wrapper  # type: ignore[return-value]
@@ -146,28 +177,14 @@ def freeze_layout(fig: Figure) -> Figure:
     return fig
 
 
-def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg"),
+def save(fig: Figure | CachedFigure, stem: Path, formats: tuple[str, ...] = FORMATS,
          cache: Path | None = None) -> list[Path]:
     """Write ``stem.<fmt>`` for each format with reproducible metadata; returns the paths.
 
-    With ``cache`` (a folder), a figure whose inputs key matches files rendered before is
-    copied from there instead of rendered; what is rendered is kept there, one key per stem."""
-    key = getattr(fig, _INPUTS_KEY, None)
-    if cache is not None and key is not None:
-        cached = [cache / f"{stem.name}-{key}.{fmt}" for fmt in formats]
-        if not all(c.is_file() for c in cached):
-            for old in cache.glob(f"{stem.name}-*"):
-                old.unlink()
-            rendered = save(fig, cache / f"{stem.name}-{key}", formats)
-            for path, target in zip(rendered, cached, strict=True):
-                path.rename(target)
-        out = []
-        for c, fmt in zip(cached, formats, strict=True):
-            path = stem.with_suffix(f".{fmt}")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(c, path)
-            out.append(path)
-        return out
+    A :class:`CachedFigure` is copied. With ``cache``, a drawn figure's files are also kept
+    there under its inputs key (the least recently used trimmed to ``CACHE_LIMIT`` files)."""
+    if isinstance(fig, CachedFigure):
+        return [_copy(fig.files[fmt], stem.with_suffix(f".{fmt}")) for fmt in formats]
     freeze_layout(fig)
     out = []
     for fmt in formats:
@@ -178,7 +195,30 @@ def save(fig: Figure, stem: Path, formats: tuple[str, ...] = ("png", "svg"),
         with matplotlib.rc_context({"svg.hashsalt": "hbpsych"}):
             fig.savefig(path, dpi=150, bbox_inches="tight", metadata=meta)
         out.append(path)
+    key = getattr(fig, _INPUTS_KEY, None)
+    if cache is not None and key is not None and set(formats) == set(FORMATS):
+        for path in out:
+            _copy(path, cache / f"{key}{path.suffix}")
+        kept = sorted(cache.glob("*.*"), key=lambda f: f.stat().st_mtime, reverse=True)
+        for old in kept[CACHE_LIMIT:]:
+            old.unlink(missing_ok=True)
     return out
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def png_bytes(fig: Figure | CachedFigure) -> bytes:
+    """The figure as PNG, for showing it: the bytes ``save`` writes (a cached figure's file)."""
+    if isinstance(fig, CachedFigure):
+        return fig.files["png"].read_bytes()
+    buf = io.BytesIO()
+    freeze_layout(fig)
+    fig.savefig(buf, format="png", dpi=150, bbox_inches="tight", metadata={"Software": None})
+    return buf.getvalue()
 
 
 @dataclass(frozen=True, repr=False)
@@ -186,18 +226,14 @@ class Gallery(Shown):
     """Several figures shown one after the other (a chapter's section), after the sentences
     saying what was left out and why; each figure keeps the file stem it is saved under."""
 
-    figures: Mapping[str, Figure]
+    figures: Mapping[str, Figure | CachedFigure]
     notes: Sequence[str] = field(default_factory=tuple)
     """Plain sentences shown before the figures (escaped)."""
 
     def _repr_html_(self) -> str:
         parts = [f"<p>{html.escape(note)}</p>" for note in self.notes]
         for stem, fig in self.figures.items():
-            buf = io.BytesIO()
-            freeze_layout(fig)
-            fig.savefig(buf, format="png", dpi=100, bbox_inches="tight",
-                        metadata={"Software": None})
-            data = base64.b64encode(buf.getvalue()).decode("ascii")
+            data = base64.b64encode(png_bytes(fig)).decode("ascii")
             parts.append(f'<img alt="{html.escape(stem)}" src="data:image/png;base64,{data}"/>')
         return "\n".join(parts)
 

@@ -68,6 +68,12 @@ class StageRun(Generic[P]):
     parameters: dict[str, Any] = field(default_factory=dict)
     """The notebook parameters as given (what a hand build records)."""
 
+    @property
+    def figure_cache(self) -> Path:
+        """Where figures drawn by earlier runs of the profile are kept, by the key of their
+        inputs (``reporting.figures``): a figure whose data did not change is not redrawn."""
+        return self.stage.root / FIGURE_CACHE
+
     def value(self, parameter: str) -> Any:
         """A parameter taken from another section (06: ``judges``)."""
         return self.parameters.get(parameter)
@@ -201,7 +207,7 @@ def write(run: StageRun[Any], metrics: BaseModel | Mapping[str, Any] | None, *,
         from hbpsych_utils.reporting import figures as figure_files
 
         for stem, fig in figures.items():
-            figure_files.save(fig, stage.path(stem), cache=stage.root / FIGURE_CACHE)
+            figure_files.save(fig, stage.path(stem), cache=run.figure_cache)
             files += [f"{stem}.png", f"{stem}.svg"]
     if metrics is not None:
         stage.write_metrics(metrics_json(metrics))

@@ -122,7 +122,8 @@ def categories(votes: Votes, subsets: Subsets) -> Categories:
 def category_figure(run: StageRun[SubsetParams], categories: Categories) -> Figure:
     """The categories of v1 as bars, largest first, "no category majority" greyed at the end."""
     return figures.category_distribution(
-        categories.counts, title=f"{run.params.name}-v1: modal reviewer category")
+        categories.counts, title=f"{run.params.name}-v1: modal reviewer category",
+        cache=run.figure_cache)
 
 
 @dataclass(frozen=True, repr=False)

@@ -56,7 +56,7 @@ def category_figure(run: StageRun[FiguresTablesParams]) -> Figure:
                                                                  graph.CATEGORIES_V1))
     return figures.category_distribution(
         subset_files.category_counts(categories),
-        title=f"{study.SUBSET_TITLES['v1']}: modal reviewer category")
+        title=f"{study.SUBSET_TITLES['v1']}: modal reviewer category", cache=run.figure_cache)
 
 
 def table1_stem(key: str) -> str:
@@ -152,16 +152,17 @@ def table1(run: StageRun[FiguresTablesParams]) -> Table1:
     return Table1(subsets, skipped)
 
 
-def ranking_and_heatmaps(t1: Table1) -> figures.Gallery:
+def ranking_and_heatmaps(run: StageRun[FiguresTablesParams], t1: Table1) -> figures.Gallery:
     """Per subset, the panel ranking (from 08's Table 1: intervals where it has them) and the
     candidate x judge heatmap (the evaluation source's per-judge means), for the judges used."""
-    out: dict[str, Figure] = {}
+    out: dict[str, Figure | figures.CachedFigure] = {}
     for key, sub in t1.subsets.items():
         title = study.SUBSET_TITLES[key]
-        out[f"fig_ranking_{key}"] = figures.panel_ranking(sub.table, subset=title,
-                                                          judge_models=sub.source.judges)
-        out[f"fig_heatmap_{key}"] = figures.judge_heatmap(sub.source.per_judge, subset=title,
-                                                          judges=sub.source.judges)
+        out[f"fig_ranking_{key}"] = figures.panel_ranking(
+            sub.table, subset=title, judge_models=sub.source.judges, cache=run.figure_cache)
+        out[f"fig_heatmap_{key}"] = figures.judge_heatmap(
+            sub.source.per_judge, subset=title, judges=sub.source.judges,
+            cache=run.figure_cache)
     return figures.Gallery(out, notes=tuple(t1.skipped.values()))
 
 
@@ -189,7 +190,8 @@ def judge_figure(run: StageRun[FiguresTablesParams]) -> JudgeFigure:
         return JudgeFigure(judged, figures.Gallery({}, notes=(
             f"{graph.JUDGES} had no graded conversation of {title}, so there is no judge "
             "figure.",)))
-    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title)
+    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title,
+                             cache=run.figure_cache)
     return JudgeFigure(judged, figures.Gallery({f"fig_judges_{judged.subset}": fig}))
 
 
