@@ -126,3 +126,17 @@ def test_the_docs_show_the_graph_as_the_code_declares_it() -> None:
     text = (Path(__file__).resolve().parent.parent / "docs" / "pipeline.md").read_text("utf-8")
     shown = text.split("<!-- graph:start -->\n")[1].split("<!-- graph:end -->")[0]
     assert shown == graph.describe_markdown()
+
+
+def test_keys_of_a_profile_file_that_no_stage_reads_are_listed(tmp_path: Path) -> None:
+    from hbpsych_utils.runner import checks
+
+    path = tmp_path / "paperish.yaml"
+    path.write_text("corpus:\n  allow_partial: true\nscores:\n  n_resamples: 200\n"
+                    "judges:\n  subset: hard\n")
+    profile, unread = checks.load_for_run(path)
+    assert profile.scores.n_resamples == 200
+    assert len(unread) == 1 and unread[0].startswith("scores.n_resamples: 08_scores reads it "
+                                                     "only in live mode")
+    _, none = checks.load_for_run(path, {"evaluation_mode": "live"})
+    assert none == []

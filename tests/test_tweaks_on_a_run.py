@@ -171,3 +171,19 @@ def test_a_failed_hand_run_leaves_the_runners_outputs_as_they_were(copy_of_defau
     assert proc.returncode != 0 and "5,000" in proc.stdout + proc.stderr
     assert {p.relative_to(run): p.read_bytes() for p in (run / graph.CORPUS).iterdir()} == files
     assert json.loads((run / graph.CORPUS / "build.json").read_text())["by"] == "runner"
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+def test_a_mixed_run_keeps_the_released_harness_check(smoke_run: Path, tmp_path: Path) -> None:
+    """The one section that may leave the evaluation mode: a live smoke run whose harness check
+    replays the released GPT-4.1 run re-runs 11 alone, in replay."""
+    shutil.copytree(smoke_run, tmp_path / "smoke")
+    result = runner.run_profile("smoke", outputs_root=tmp_path,
+                                overrides={"harness_validation.mode": "replay"},
+                                echo=lambda _: None)
+    assert result.ok and [n["notebook"] for n in result.notebooks] == [graph.HARNESS]
+    run = tmp_path / "smoke"
+    harness = json.loads((run / graph.HARNESS / "metrics.json").read_text())
+    assert harness["mode"] == "replay" and harness["n_scored"] == 1000
+    assert json.loads((run / graph.SCORES / "metrics.json").read_text())["mode"] == "live"

@@ -1,3 +1,4 @@
-"""Infrastructure every stage shares: profiles (``config``), paths, external artifacts
-(``sources``), file-format validation (``records``), JSON Lines (``jsonl``), a stage's output
-folder (``stage``), the run manifest and the papermill runner. Nothing here knows the science."""
+"""Infrastructure every layer shares: profiles (``config``), paths, external artifacts
+(``sources``), file-format validation (``records``), JSON Lines (``jsonl``), strict YAML
+(``yaml_loader``), atomic writes (``writes``) and the run lock (``runlock``). The lowest layer
+after ``study``: nothing here knows the science or the stages."""

@@ -1,2 +1,2 @@
-"""What readers see: figures, Table 1 and its writers, the grade explorer, and
-``filter-results`` for results produced elsewhere (notebooks 12-13, the CLI)."""
+"""What readers see: figures, Table 1 and its writers, what chapters display, the grade
+explorer, the book, and ``filter-results``/``ids``/``export`` for results produced elsewhere."""
