@@ -22,7 +22,6 @@ function of the stages' metrics; the pages only lay them out.
 from __future__ import annotations
 
 import argparse
-import html
 import io
 import json
 import math
@@ -40,7 +39,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hbpsych_utils import study
-from hbpsych_utils.core import paths, records
+from hbpsych_utils.core import escape, paths, records
 from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
@@ -272,12 +271,13 @@ def headline_numbers(metrics: Mapping[str, Any]) -> list[Headline]:
 
 
 def _cell(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A value shown as text in Markdown prose or a table cell (``escape.md_text``)."""
+    return escape.md_text(text)
 
 
-def _code(text: object) -> str:
-    return f"`{str(text).replace('`', '')}`"
+def _code(text: object, cell: bool = True) -> str:
+    """A value shown verbatim as inline code (``escape.md_code``), by default in a table cell."""
+    return escape.md_code(text, cell=cell)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -292,9 +292,13 @@ def _yaml_block(data: object) -> str:
 
 
 def _chapter_link(text: str, chapter: str, chapters: Sequence[str]) -> str:
+    """``text`` linking to a chapter. A role's text is never HTML, but a backtick would end
+    the role and a ``<`` start its target, so neither is kept as such."""
     if chapter not in chapters:
         return _cell(text)
-    return f"{{doc}}`{_cell(text).replace('<', '&lt;')} <{chapter}>`"
+    shown = (str(text).replace("`", "").replace("\\", "\\\\").replace("|", "\\|")
+             .replace("\n", " ").replace("<", "&lt;"))
+    return f"{{doc}}`{shown} <{chapter}>`"
 
 
 def _profile_values(profile: str | None) -> dict[str, Any] | None:
@@ -313,19 +317,11 @@ STATE_WORDS = {"current": "current", "not_current": "not current", "failed": "fa
                "not_run": "not run", "not_in_profile": "not in this profile"}
 
 
-def _md_text(text: object) -> str:
-    """Plain text safe in Markdown prose: HTML escaped, Markdown's inline markers neutralised."""
-    out = html.escape(str(text), quote=False)
-    for ch in "\\`*_[]|":
-        out = out.replace(ch, "\\" + ch)
-    return out.replace("\n", " ")
-
-
 def state_sentence(s: StageState, command: str) -> str:
     """What a chapter's banner and the landing page say about a stage that is not current."""
     word = STATE_WORDS[s.state].capitalize()
-    fix = f" Bring it up to date with `{command.replace('`', '')}`." if command else ""
-    return f"**{word}**: {_md_text(s.reason)}.{fix}"
+    fix = f" Bring it up to date with {_code(command, cell=False)}." if command else ""
+    return f"**{word}**: {_cell(s.reason)}.{fix}"
 
 
 def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequence[str],
@@ -335,19 +331,19 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     """The landing page: the study, this run's profile, each stage's mode and state, the
     headline numbers (each marked when its chapter is not current), contents."""
     states = states or {}
-    parts = [f"# HealthBench-Psych: the `{profile}` run\n", STUDY_SUMMARY + "\n"]
+    parts = [f"# HealthBench-Psych: the {_code(profile, cell=False)} run\n", STUDY_SUMMARY + "\n"]
     parts.append(f"## This run\n\nProfile **{_cell(profile)}**"
-                 + (f": {_md_text(description.strip())}" if description.strip() else ".")
+                 + (f": {_cell(description.strip())}" if description.strip() else ".")
                  + "\n")
     if overrides:
         parts.append("Tweaked on the command line: " + ", ".join(
-            _code(f"{k}={json.dumps(v, default=str)}") for k, v in overrides.items())
+            _code(f"{k}={json.dumps(v, default=str)}", cell=False) for k, v in overrides.items())
             + f" (see {{doc}}`provenance <{PROVENANCE_PAGE}>`).\n")
     stale = [s for s in states.values() if s.state in ("not_current", "failed")]
     if stale:
         parts.append(f"**{len(stale)} of {len(states)} chapters are not current**: their "
                      "numbers are not this run's until the runner runs them again "
-                     f"(`{command.replace('`', '')}`).\n")
+                     f"({_code(command, cell=False)}).\n")
     rows = []
     for stage in graph.STAGES:
         m = metrics.get(stage)
@@ -359,9 +355,9 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
         shown = (mode or "–") + (f" (round 2 {round2.replace('_', ' ')})" if round2 else "")
         word = (STATE_WORDS[st.state] if st is not None else "unknown")
         if st is not None and not st.current:
-            word = f"**{word}**: {_md_text(st.reason)}"
+            word = f"**{word}**: {_cell(st.reason)}"
         rows.append((_chapter_link(f"{stage} {graph.spec(stage).title}", stage, chapters),
-                     _cell(shown), word.replace("|", "\\|")))
+                     _cell(shown), word))
     parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
                  "files, *live* calls models through the engine.\n")
     parts.append(_table(["stage", "mode", "state"], rows))
@@ -402,8 +398,8 @@ def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner:
                  "figure can be downloaded as PNG and SVG, Table 1 as CSV, Markdown and LaTeX.\n")
     for png in pngs:
         title = png.stem.removeprefix("fig_").replace("_", " ")
-        parts.append(f"## Figure: {title}\n")
-        parts.append(f"![{title}]({rel}/{png.name})\n")
+        parts.append(f"## Figure: {_cell(title)}\n")
+        parts.append(f"![{_cell(title)}]({rel}/{png.name})\n")
         parts.append("Download: " + _downloads(stage_dir, png.stem, rel, (("PNG", "png"),
                                                                          ("SVG", "svg"))))
     for md in tables:
@@ -508,7 +504,7 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
              _cell(", ".join(info.get("used_by", [])))) for name, info in infos.items()]))
         parts.append("Upstream, pinned (shown as text: the book links nowhere outside itself):\n")
         parts.append("".join(
-            f"- {_code(name)}: {_code(info.get('url', '?'))}"
+            f"- {_code(name, cell=False)}: {_code(info.get('url', '?'), cell=False)}"
             + (f" ({_cell(info['licence'])})" if info.get("licence") else "") + "\n"
             for name, info in infos.items()))
     hashes = manifest.get("subset_sha256") or {}
@@ -519,8 +515,8 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
     grading = manifest.get("grading") if isinstance(manifest.get("grading"), dict) else {}
     template = manifest.get("grader_template_sha256") or grading.get("grader_template_sha256")
     parts.append("## Grader template\n")
-    parts.append(f"sha256 {_code(template)}\n" if template else "Not recorded (no grading "
-                 "stage ran).\n")
+    parts.append(f"sha256 {_code(template, cell=False)}\n" if template
+                 else "Not recorded (no grading stage ran).\n")
     for key, title in (("generation", "Generation"), ("grading", "Grading")):
         if isinstance(manifest.get(key), dict):
             parts.append(f"## {title} (live)\n")
@@ -537,7 +533,7 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
         parts.append(_yaml_block(packages))
     else:
         parts.append(f"Not recorded by this manifest (package `hbpsych_utils` "
-                     f"{manifest.get('package_version', '?')}).\n")
+                     f"{_cell(manifest.get('package_version', '?'))}).\n")
     return "\n".join(parts)
 
 
