@@ -104,6 +104,12 @@ REFERENCE_TEMPERATURE = 0.5
 GENERATION_MAX_TOKENS = 8192
 GRADER_MAX_TOKENS = 2048
 
+PUBLISHED_HARNESS_SCORE = 0.16
+"""OpenAI's published HealthBench-Hard score of GPT-4.1 (as the HealthBench paper prints it),
+which the study's harness check compares against."""
+
+PUBLISHED_HARNESS_SOURCE = "HealthBench paper (Arora et al., 2025): GPT-4.1 on HealthBench Hard"
+
 # --- thresholds for findings (what a sentence may claim) -----------------------------------------
 
 TAU_SAME_ORDER = 0.9
