@@ -100,7 +100,7 @@ def test_screening_findings_replay() -> None:
     found = s02_screening.findings(ScreeningMetrics(**SCREEN))
     text = " ".join(found)
     assert "**378** RELEVANT, **263** BORDERLINE and 4,359 NOT_RELEVANT" in text
-    assert "1 item(s) were refused by the screening model and routed to review." in text
+    assert "1 item was refused by the screening model and routed to review." in text
     assert "no valid record" not in text
     # the three largest counts, largest first, whatever the dict order
     assert "perinatal_mh (107), mood_depression_bipolar (63), anxiety (47)." in text

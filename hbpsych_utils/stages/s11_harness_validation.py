@@ -25,6 +25,7 @@ import pandas as pd
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import HarnessValidationParams
 from hbpsych_utils.core.escape import md_code, md_text
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import generation, grading, harness, panel
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import HarnessMetrics, HarnessSettings
@@ -93,7 +94,7 @@ class LiveRerun(Shown):
     def _repr_html_(self) -> str:
         n = len(self.scores)
         unscored = int(self.scores.score.isna().sum())
-        note = (f"{n:,} Hard conversation(s) of this run's corpus, "
+        note = (f"{count(n, 'Hard conversation')} of this run's corpus, "
                 f"{_settings_text(self.settings)}; {unscored} left unscored.")
         return Tables([Table(self.plan, caption="Cost plan of the generation (estimated "
                              "before any call was sent)", precision=4)], note=note)._repr_html_()
