@@ -114,6 +114,13 @@ def through_sdk(fx: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Reply | 
     ("anthropic_429_rate_limit.json", "transient", 17.0, "rate_limit_error"),
     ("anthropic_529_overloaded.json", "transient", None, "overloaded_error"),
     ("anthropic_400_credit_balance.json", "fatal", None, "credit balance is too low"),
+    # errors that mean "stop" whatever their status: a limit the account set, a bad key
+    ("anthropic_400_usage_limits.json", "fatal", None, "specified API usage limits"),
+    ("openai_400_billing_hard_limit.json", "fatal", None, "billing_hard_limit_reached"),
+    ("gemini_400_api_key_invalid.json", "fatal", None, "API_KEY_INVALID"),
+    # Gemini without RetryInfo: the wait is the message's "Please retry in", past character 500
+    ("gemini_429_retry_in_message.json", "transient", 27.160771047,
+     "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"),
 ])
 def test_adapters_classify_real_error_bodies(monkeypatch, name, kind, retry_after, named) -> None:
     fx = fixture(name)
@@ -122,6 +129,30 @@ def test_adapters_classify_real_error_bodies(monkeypatch, name, kind, retry_afte
     assert (err.kind, err.status) == (kind, fx["status"]), str(err)
     assert err.retry_after == (pytest.approx(retry_after) if retry_after is not None else None)
     assert named in str(err)
+
+
+@pytest.mark.parametrize(("name", "cause"), [
+    ("openai_429_insufficient_quota.json", "out of credit or quota"),
+    ("openai_400_billing_hard_limit.json", "billing hard limit is reached"),
+    ("anthropic_400_credit_balance.json", "credit balance is too low"),
+    ("anthropic_400_usage_limits.json", "API usage limit set for the account is reached"),
+    ("gemini_400_api_key_invalid.json", "API key is not valid"),
+])
+def test_a_stop_error_says_its_cause_and_what_to_do(monkeypatch, name, cause) -> None:
+    err = through_sdk(fixture(name), monkeypatch)
+    assert isinstance(err, CallError) and err.kind == "fatal"
+    text = str(err)  # the cause in words first, then the provider's own message
+    assert cause in text and text.index(cause) < text.index("HTTP"), text
+    assert "re-run; finished calls are reused" in str(err)
+
+
+def test_the_gemini_retry_hint_in_the_message_is_read_before_the_message_is_cut() -> None:
+    body = fixture("gemini_429_retry_in_message.json")["body"]
+    assert body["error"]["message"].index("Please retry in") > 300
+    assert not [d for d in body["error"]["details"] if d["@type"].endswith("RetryInfo")]
+    err = google_genai.classify_error(429, body)
+    assert (err.kind, err.retry_after) == ("transient", pytest.approx(27.160771047))
+    assert "(retry in 27.1608s)" in str(err)
 
 
 def test_a_code_late_in_a_long_body_still_decides_the_kind(monkeypatch) -> None:
@@ -174,6 +205,9 @@ def test_openai_structured_output_refusal_sets_the_refusal_flag(monkeypatch) -> 
     (429, '{"type": "rate_limit_error", "details": {"error_code": '
           '"enforced_spend_limit_reached"}}', "fatal"),
     (402, '{"type": "billing_error", "message": "payment method declined"}', "fatal"),
+    # OpenAI: an account whose billing is not active (a 429 that no wait cures)
+    (429, '{"message": "Your account is not active, please check your billing details on our '
+          'website.", "type": "billing_not_active", "code": "billing_not_active"}', "fatal"),
     (429, "Rate limit reached for gpt-4.1 on requests per min (RPM)", "transient"),
 ])
 def test_status_and_message_decide_the_kind(status, message, kind) -> None:
@@ -263,8 +297,22 @@ class _Help(_Strict):
     links: list[_Link]
 
 
+class _ErrorInfo(_Strict):  # google.rpc.ErrorInfo
+    type: str = ""
+    reason: str
+    domain: str
+    metadata: dict[str, str] | None = None
+
+
+class _LocalizedMessage(_Strict):  # google.rpc.LocalizedMessage
+    type: str = ""
+    locale: str
+    message: str
+
+
 _RPC_TYPES: dict[str, type[_Strict]] = {"RetryInfo": _RetryInfo, "QuotaFailure": _QuotaFailure,
-                                        "Help": _Help}
+                                        "Help": _Help, "ErrorInfo": _ErrorInfo,
+                                        "LocalizedMessage": _LocalizedMessage}
 _RPC_CODES = {400: {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"},
               404: {"NOT_FOUND"}, 429: {"RESOURCE_EXHAUSTED"}, 500: {"INTERNAL"},
               503: {"UNAVAILABLE"}}
