@@ -223,3 +223,24 @@ def test_anthropic_batch_objects_validate_against_the_sdk(end: str | None) -> No
     if end:
         gone = "expired" if end == "batch_expired" else "canceled"
         assert kinds[gone] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", APIS)
+def test_line_separators_raw_inside_answers_leave_batch_results_readable(
+    tmp_path: Path, api: str
+) -> None:
+    # The results hold each answer raw (JSON allows U+2028 and U+0085 inside a string): read
+    # line by line on "\n" only, every item is collected from the batch, none is asked again.
+    model = JUDGE_BY_API[api]
+    value = "one\u2028two\u0085three"
+    schema = {"type": "object", "properties": {"answer": {"const": value}},
+              "required": ["answer"], "additionalProperties": False}
+    reqs = [Request(model, [{"role": "user", "content": f"separators\u2028inside {i}"}],
+                    temperature=0, max_tokens=256, response_schema=schema) for i in range(4)]
+    with Simulator() as sim:
+        out = engine(sim, tmp_path / "store.db").run(reqs, mode="batch")
+        calls = asked(sim, model)
+    assert [(r.status, r.mode) for r in out] == [("ok", "batch")] * 4, out[0].error
+    assert all(json.loads(r.text or "")["answer"] == value for r in out)
+    assert calls == {"batch": 4}

@@ -197,6 +197,40 @@ def test_openai_structured_output_refusal_sets_the_refusal_flag(monkeypatch) -> 
     assert (reply.input_tokens, reply.output_tokens) == (81, 11)
 
 
+def test_openai_batch_results_are_split_on_newline_only() -> None:
+    # A batch output file holds one JSON object per line; JSON allows U+2028 and U+0085 raw
+    # inside a string, and a reply that contains them must not cut its line in two.
+    texts = {"k0": "one\u2028line", "k1": "next\u0085line"}
+    lines = [{"id": f"batch_req_{k}", "custom_id": k, "error": None,
+              "response": {"status_code": 200, "request_id": f"req_{k}", "body": {
+                  "id": f"chatcmpl-{k}", "object": "chat.completion", "created": 1,
+                  "model": MODEL["openai"], "choices": [{
+                      "index": 0, "finish_reason": "stop", "logprobs": None,
+                      "message": {"role": "assistant", "content": t, "refusal": None}}],
+                  "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}}}
+             for k, t in texts.items()]
+    data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
+    assert len(data.decode("utf-8").splitlines()) == 4  # what str.splitlines() would read
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        assert request.url.path == "/v1/files/file-out/content"
+        return httpx2.Response(200, content=data,
+                               headers={"content-type": "application/octet-stream"})
+
+    async def go() -> dict[str, Reply | CallError]:
+        adapter = make_adapter(PROVIDER["openai"], "fixture-key", "https://provider.invalid", 10.0)
+        adapter.client = openai.AsyncOpenAI(  # type: ignore[attr-defined]
+            api_key="fixture-key", base_url="https://provider.invalid/v1", max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)))
+        try:
+            return await adapter.batch_collect("batch_x", {"output_file_id": "file-out"})
+        finally:
+            await adapter.aclose()
+
+    got = asyncio.run(go())
+    assert {k: r.text for k, r in got.items() if isinstance(r, Reply)} == texts
+
+
 @pytest.mark.parametrize(("status", "message", "kind"), [
     # OpenAI: a request larger than the whole per-minute allowance never succeeds
     (429, "Request too large for gpt-4o in organization org-X on tokens per min (TPM): Limit "

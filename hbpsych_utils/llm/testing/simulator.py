@@ -65,6 +65,7 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
+from hbpsych_utils.core import jsonl
 from hbpsych_utils.llm.faults import (
     BATCH_END_FAULT_KINDS,
     COLLECT_FAULT_KINDS,
@@ -835,7 +836,7 @@ class Simulator:
         if fid not in self.state.files:
             return _error("openai", 400, f"input file {fid} not found")
         bid = "batch_" + uuid.uuid4().hex[:24]
-        lines = [json.loads(x) for x in self.state.files[fid].splitlines() if x.strip()]
+        lines = [json.loads(x) for x in jsonl.lines(self.state.files[fid].decode("utf-8"))]
         self.state.batches[bid] = {
             "api": "openai", "tenant": tenant, "created": time.time(), "items": lines,
             "obj": {"id": bid, "object": "batch", "endpoint": body.get("endpoint"),
@@ -891,11 +892,11 @@ class Simulator:
             obj = b["obj"]
             if out:
                 fid = "file-" + uuid.uuid4().hex[:24]
-                self.state.files[fid] = "".join(json.dumps(x) + "\n" for x in out).encode()
+                self.state.files[fid] = _jsonl(out)
                 obj["output_file_id"] = fid
             if err:
                 fid = "file-" + uuid.uuid4().hex[:24]
-                self.state.files[fid] = "".join(json.dumps(x) + "\n" for x in err).encode()
+                self.state.files[fid] = _jsonl(err)
                 obj["error_file_id"] = fid
             status = {"batch_expired": "expired", "batch_cancelled": "cancelled"}.get(
                 end.kind if end else "", "completed")
@@ -952,7 +953,7 @@ class Simulator:
             for r in unprocessed:
                 counts[gone] += 1
                 lines.append({"custom_id": r.get("custom_id"), "result": {"type": gone}})
-            b["results"] = "".join(json.dumps(x) + "\n" for x in lines).encode()
+            b["results"] = _jsonl(lines)
             b["obj"].update(
                 processing_status="ended", ended_at=_iso(time.time()),
                 results_url=f"{self.url}/v1/messages/batches/{bid}/results",
@@ -1088,6 +1089,12 @@ def _openai_unprocessed(line: dict[str, Any], code: str) -> dict[str, Any]:
                                   "cancelled."}[code]
     return {"id": "batch_req_" + uuid.uuid4().hex[:16], "custom_id": line.get("custom_id"),
             "response": None, "error": {"code": code, "message": message}}
+
+
+def _jsonl(records: list[dict[str, Any]]) -> bytes:
+    """Batch results as the providers write them: one JSON object per line, UTF-8 text unescaped
+    (so a reply holding U+2028 or U+0085 holds them raw, as JSON allows)."""
+    return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in records).encode("utf-8")
 
 
 def _fault_text(kind: str | None, text: str) -> str:
