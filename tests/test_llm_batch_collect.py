@@ -244,3 +244,36 @@ def test_line_separators_raw_inside_answers_leave_batch_results_readable(
     assert [(r.status, r.mode) for r in out] == [("ok", "batch")] * 4, out[0].error
     assert all(json.loads(r.text or "")["answer"] == value for r in out)
     assert calls == {"batch": 4}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", APIS)
+def test_a_crash_before_the_collected_mark_books_no_paid_reply_twice(
+    tmp_path: Path, api: str
+) -> None:
+    # A batch's results (its answers and the empty replies it was billed for) and its mark as
+    # collected are one transaction. The crash is injected where a killed run would stop: the
+    # mark fails after the results are written. The batch stays open with nothing booked, and
+    # the next run collects it and books every billed reply once.
+    model = JUDGE_BY_API[api]
+    store = tmp_path / "store.db"
+    with Simulator(faults=[Fault("empty", api=api, times=4)]) as sim:
+        first = engine(sim, store)
+        with sqlite3.connect(store) as db:
+            db.execute("CREATE TRIGGER crash_at_mark BEFORE UPDATE OF status ON batches "
+                       "WHEN NEW.status = 'collected' BEGIN SELECT RAISE(ABORT, 'crash'); END")
+        with pytest.raises(sqlite3.DatabaseError, match="crash"):
+            first.run(requests(model), mode="batch")
+        first.store.close()
+        with sqlite3.connect(store) as db:
+            db.execute("DROP TRIGGER crash_at_mark")
+        again = engine(sim, store).run(requests(model), mode="batch")
+        served_empty = [x for x in sim.log if x["fault"] == "empty"]
+    assert [r.status for r in again] == ["ok"] * N
+    assert len(served_empty) == 4  # billed once, in the one batch
+    empty_keys = {r.key for r in again if r.mode == "sync"}
+    lines = ledger(store)
+    assert len(empty_keys) == 4
+    assert Counter(m for _, m, *_ in lines) == {"batch": N, "sync": 4}
+    assert Counter(k for k, m, *_ in lines if m == "batch" and k in empty_keys) == {
+        k: 1 for k in empty_keys}
