@@ -52,8 +52,7 @@ _FATAL_CAUSES: tuple[tuple[str, str], ...] = (
 )
 _FATAL_STATUS = {401: "the API key was refused", 402: "the provider asks for payment",
                  403: "the API key lacks permission for this model or project"}
-_FATAL_ACTION = ("fix it in the provider's console (credit, limit, key), then re-run; finished "
-                 "calls are reused")
+_FATAL_ACTION = "fix it in the provider's console (credit, limit or key), then re-run"
 # A 429 that no wait will cure: OpenAI's "Request too large for <model> ... on tokens per min".
 _PERMANENT_429_PHRASES = ("request too large for",)
 
