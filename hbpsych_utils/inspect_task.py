@@ -39,6 +39,20 @@ the key filter-results reads) and one key per judge (its unclipped score). Metri
 ``<judge>_clipped_mean``/``_ci_low``/``_ci_high``. Score metadata keeps every verdict (judge,
 criterion, met, recovered, attempts) so a reader can recompute any of them.
 
+Refusals. The reply graded is the model's answer text (:func:`graded_reply`); an explicit
+refusal is graded as the empty reply it is, as the engine grades it (METHODS section 6: kept as
+the model's answer, graded as returned, never re-sampled). Inspect itself puts an OpenAI
+refusal's explanation (``message.refusal``) into ``output.completion``; it is left out here.
+What the references do: simple-evals' HealthBench grader grades the text its sampler returns,
+an empty one included (``assistant: `` and nothing after), and its samplers read the content
+only, never ``message.refusal``: ``ResponsesSampler`` returns ``output_text``, which has no
+refusal parts (so a refusal is graded as an empty reply, as here), ``ChatCompletionSampler``
+retries a reply whose content is null (a Structured Outputs refusal) until it gets content,
+and a refusal on a plain chat request is content text, graded as written (here too).
+inspect_evals' ``healthbench`` scorer grades ``state.output.completion`` (so an OpenAI
+refusal's explanation) and scores an empty completion 0 without asking the judge (here the
+empty reply is graded). This task follows simple-evals and the engine.
+
 From inspect_evals' ``healthbench`` task nothing is imported, because none of its grading
 matches the reference exactly: it pastes the template into its source (here it is fetched and
 hash-checked), strips a bare ``` fence the reference leaves (a reply the reference re-asks is
@@ -73,8 +87,10 @@ from inspect_ai.model import (
     ChatMessageAssistant,
     ChatMessageSystem,
     ChatMessageUser,
+    ContentText,
     GenerateConfig,
     Model,
+    ModelOutput,
     get_model,
     model_roles,
 )
@@ -239,6 +255,18 @@ def _bound_judges() -> list[Model]:
 # Grading one conversation
 
 
+def graded_reply(output: ModelOutput) -> str:
+    """The reply the judges grade: the model's answer text, without the refusal explanation
+    Inspect adds to it (its OpenAI provider turns ``message.refusal`` into a text part marked
+    ``refusal``, which ``output.completion`` includes). An explicit refusal is therefore graded
+    as the empty reply it is, as the engine stores and grades it (see the module docstring)."""
+    content = output.message.content if output.choices else None
+    if not isinstance(content, list) or not any(
+            isinstance(c, ContentText) and c.refusal for c in content):
+        return output.completion or ""
+    return "\n".join(c.text for c in content if isinstance(c, ContentText) and not c.refusal)
+
+
 @dataclass(frozen=True)
 class CriterionVerdict:
     judge: str
@@ -329,7 +357,7 @@ def psych_panel_scorer(
 
     async def score(state: TaskState, target: Target) -> Score:
         conv = conversations[str(state.sample_id)]
-        reply = state.output.completion or ""  # an empty reply is graded as returned
+        reply = graded_reply(state.output)  # an empty reply is graded as returned
         requests = grading.build_requests(conv, reply, template, temperature=temperature,
                                           max_tokens=max_tokens)
         judges, taken = {}, set()
