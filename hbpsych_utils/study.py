@@ -160,8 +160,8 @@ GENERATION_MAX_TOKENS = 8192
 GRADER_MAX_TOKENS = 2048
 
 PUBLISHED_HARNESS_SCORE = 0.16
-"""OpenAI's published HealthBench-Hard score of GPT-4.1 (as the HealthBench paper prints it),
-which the study's harness check compares against."""
+"""OpenAI's HealthBench-Hard score of GPT-4.1, as the study's paper cites it from the HealthBench
+paper (its §3.2): what the harness check compares against."""
 
 PUBLISHED_HARNESS_SOURCE = "HealthBench paper (Arora et al., 2025): GPT-4.1 on HealthBench Hard"
 
