@@ -104,8 +104,9 @@ registry, defines the terms; a term not listed here is shown as written)."""
 
 
 def category_label(term: str) -> str:
-    """A category term as readers see it ('perinatal_mh' -> 'Perinatal mental health')."""
-    return CATEGORY_LABELS.get(term, term.replace("_", " "))
+    """A category term as readers see it ('perinatal_mh' -> 'Perinatal mental health'); a term
+    the vocabulary here does not list, as written."""
+    return CATEGORY_LABELS.get(term, term)
 
 
 # --- subsets (METHODS section 5) ----------------------------------------------------------------

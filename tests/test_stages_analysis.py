@@ -66,7 +66,7 @@ def test_08_close_top_is_said_only_when_within_close_scores():
     close = _scores_metrics({"a": 0.600, "b": 0.595, "c": 0.40})
     text = " ".join(s08_scores.findings(close))
     assert "rank **a** first (0.600), then b (0.595), then c (0.400); c is last" in text
-    assert "On **hard** the order starts c, b, a." in text
+    assert "On **HealthBench-Psych-Hard v1** the order starts c, b, a." in text
     assert "The top of the table is close: 1 candidate lies within 0.01 of a (b)" in text
     far = _scores_metrics({"a": 0.62, "b": 0.60, "c": 0.40})
     text = " ".join(s08_scores.findings(far))
@@ -145,7 +145,7 @@ def _refusals_metrics(mode="paper", subset_key="v1", counts=None, replaced=0,
 def test_10_findings_refusals_and_sensitivity():
     m = _refusals_metrics(counts={"a": 2, "b": 0}, replaced=1)
     text = " ".join(s10_refusals.findings(m))
-    assert text.startswith("On v1, **a** refused 2 conversations.")
+    assert text.startswith("On HealthBench-Psych v1, **a** refused 2 conversations.")
     assert "1 empty reply was a transport failure" in text
     m = _refusals_metrics(mode="live", counts={"a": 2, "b": 0},
                           sensitivity={"a": -0.01, "b": 0.0})
@@ -153,12 +153,15 @@ def test_10_findings_refusals_and_sensitivity():
     assert "moves the panel score by a: -0.0100." in text and "transport" not in text
     nobody = _refusals_metrics(mode="live", subset_key="hard", counts={"a": 0},
                                sensitivity={"a": 0.0})
-    assert list(s10_refusals.findings(nobody)) == ["No model refused a hard conversation."]
+    assert list(s10_refusals.findings(nobody)) == [
+        "No model refused a HealthBench-Psych-Hard v1 conversation."]
     # live, but nothing of the subset graded, or nothing generated
     ungraded = _refusals_metrics(mode="live", subset_key="v2", counts={"a": 0})
-    assert "graded no v2 conversation" in " ".join(s10_refusals.findings(ungraded))
+    said = " ".join(s10_refusals.findings(ungraded))
+    assert "graded no HealthBench-Psych v2 conversation" in said
     empty = _refusals_metrics(mode="live", subset_key="v2")
-    assert "no reply to a v2 conversation" in " ".join(s10_refusals.findings(empty))
+    said = " ".join(s10_refusals.findings(empty))
+    assert "no reply to a HealthBench-Psych v2 conversation" in said
 
 
 # ---------------------------------------------------------------------------- 12 findings

@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, screening, translation
 from hbpsych_utils.core.config import ScreeningParams, unset_live_model
 from hbpsych_utils.core.escape import md_code, md_text
@@ -189,7 +190,7 @@ class LabelTables(Shown):
     by_confidence: pd.DataFrame
 
     def _repr_html_(self) -> str:
-        return Tables([Table(self.by_category, caption="Label x category"),
+        return Tables([Table(self.by_category, caption="Label x category", categories=True),
                        Table(self.by_confidence, caption="Label x confidence")])._repr_html_()
 
 
@@ -273,7 +274,8 @@ def findings(m: ScreeningMetrics) -> Findings:
         f"RELEVANT, **{m.n_borderline:,}** BORDERLINE and {m.n_not_relevant:,} "
         f"NOT_RELEVANT; {routed}.",
         "The commonest RELEVANT categories: "
-        + (", ".join(f"{md_text(c)} ({n})" for c, n in top) or "none") + ".",
+        + (", ".join(f"{md_text(study.category_label(c))} ({n})" for c, n in top) or "none")
+        + ".",
         f"{m.n_relevant + m.n_borderline:,} conversations go to blinded clinician review.",
     ]
     if (a := m.agreement_with_release) is not None:

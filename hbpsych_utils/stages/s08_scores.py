@@ -177,15 +177,16 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
     intervals), or by how much the leader leads when none does.
     """
     rank, pm = m.ranking, m.panel_mean
-    name = {c: md_text(c) for c in rank}  # candidates are named by the profile's registry
+    name = {c: md_text(study.display_name(c)) for c in rank}
     kind = "panel's point estimates" if m.point_estimates_only else "panel scores"
-    out = [f"On **{m.subset}**, the {kind} rank **{name[rank[0]]}** first ({pm[rank[0]]:.3f})"
+    title = study.SUBSET_TITLES.get(m.subset, m.subset)
+    out = [f"On **{title}**, the {kind} rank **{name[rank[0]]}** first ({pm[rank[0]]:.3f})"
            + "".join(f", then {name[c]} ({pm[c]:.3f})" for c in rank[1:3])
            + f"; {name[rank[-1]]} is last ({pm[rank[-1]]:.3f})."]
     for key, sub in m.by_subset.items():
         if key != m.subset:
-            out.append(f"On **{key}** the order starts "
-                       f"{', '.join(md_text(c) for c in sub.ranking[:3])}.")
+            out.append(f"On **{study.SUBSET_TITLES.get(key, key)}** the order starts "
+                       f"{', '.join(md_text(study.display_name(c)) for c in sub.ranking[:3])}.")
     if m.paired_differences is not None:
         best, pairs = rank[0], m.paired_differences
         k = len({p.a for p in pairs} | {p.b for p in pairs})

@@ -60,7 +60,8 @@ class Census(Shown):
         if self.table.empty:
             return (f"<p>No model refused a conversation of {html_text(title)} "
                     f"({html_text(self.source)}).</p>")
-        return Table(self.table, caption=f"Refused conversations on {title} ({self.source})",
+        return Table(self.table, categories=True,
+                     caption=f"Refused conversations on {title} ({self.source})",
                      index=False).html()
 
 
@@ -138,7 +139,7 @@ def findings(m: RefusalsMetrics) -> Findings:
     one in paper mode, how many empty replies were transport failures set aside, and why there
     is no sensitivity analysis; a live run without one graded nothing of the subset.
     """
-    subset = m.subset
+    subset = study.SUBSET_TITLES.get(m.subset, m.subset)
     if m.mode == graph.LIVE and not m.refusals:
         return Findings([f"This run generated no reply to a {subset} conversation, so there is "
                          "nothing to count."])
@@ -152,7 +153,8 @@ def findings(m: RefusalsMetrics) -> Findings:
         moved = [model for model in refusing if delta.get(model) is not None]
         if moved:
             out.append("Excluding the refused conversations moves the panel score by "
-                       + ", ".join(f"{md_text(model)}: {delta[model]:+.4f}" for model in moved)
+                       + ", ".join(f"{md_text(study.display_name(model))}: {delta[model]:+.4f}"
+                                   for model in moved)
                        + ".")
     elif m.mode == graph.LIVE:
         out.append(f"This run graded no {subset} conversation, so there is no sensitivity "
