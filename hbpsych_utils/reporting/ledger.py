@@ -25,12 +25,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY
-from hbpsych_utils.core import paths, records
+from hbpsych_utils.core import paths, records, yaml_loader
 from hbpsych_utils.pipeline import graph
 
 PAPER_NUMBERS = "paper_numbers.yaml"
@@ -349,6 +348,24 @@ MEASURES: dict[str, Callable[..., Value]] = {
 """Named measures for numbers that are not one metrics field (``measure:`` in the data)."""
 
 
+MEASURE_STAGES: dict[str, str] = {
+    "ranked": graph.SCORES, "rank_range": graph.SCORES, "top_under_judge": graph.SCORES,
+    "separated_pairs": graph.SCORES, "difference": graph.SCORES,
+    "difference_interval": graph.SCORES, "categories_at_most": graph.SUBSET,
+    "kendall_tau": graph.JUDGES, "self_preference_interval": graph.JUDGES,
+    "refusing_models": graph.REFUSALS, "mean_without_refusals": graph.REFUSALS,
+}
+"""The stage each named measure reads (``best_pair_ac1`` names its stage in its argument)."""
+
+
+def stage_of(number: PaperNumber) -> str:
+    """The stage whose results give this run's value (what the ledger's row links to)."""
+    if number.value is not None:
+        return number.value[0]
+    assert number.measure is not None
+    return MEASURE_STAGES.get(number.measure) or number.args[0]
+
+
 def run_value(number: PaperNumber, metrics: Metrics) -> Value:
     """This run's value for one printed number."""
     if number.measure is not None:
@@ -372,9 +389,11 @@ def load_numbers(path: Path | None = None) -> list[PaperNumber]:
     """The paper's printed numbers (``data/paper_numbers.yaml``), validated, ids unique."""
     path = path or paths.project_root() / "data" / PAPER_NUMBERS
     try:
-        data = yaml.safe_load(records.read_text(path, error=LedgerError))
-    except yaml.YAMLError as exc:
-        raise LedgerError(f"{path}: not YAML: {exc}") from exc
+        data = yaml_loader.load_file(path)
+    except yaml_loader.YAMLFileError as exc:
+        raise LedgerError(str(exc)) from exc
+    except OSError as exc:
+        raise LedgerError(f"{path}: cannot read the paper's numbers ({exc.strerror})") from exc
     if not isinstance(data, list):
         raise LedgerError(f"{path}: expected a list of entries")
     numbers = []
