@@ -121,7 +121,7 @@ def publish_main(argv: list[str] | None = None) -> int:
     """``python -m hbpsych_utils publish PROFILE [--subset v1|v2] [--output DIR]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = publish_parser().parse_args(argv)
-    from hbpsych_utils.core import records
+    from hbpsych_utils.core import sources
     from hbpsych_utils.reporting import book, publish
 
     run_dir = profile_dir(args.profile, args.outputs)
@@ -134,16 +134,16 @@ def publish_main(argv: list[str] | None = None) -> int:
             rerun = book.update_command(name, run.manifest, run_dir.parent)
             report = publish.publish(run_dir, subset=args.subset, output=args.output,
                                      rerun=rerun)
-            n = sum(1 for f in report.files
-                    if f.endswith(".json") and f != publish.EXPORT_MANIFEST)
-            print(f"published {n} mindbench-results v1 artifact(s) of {name} "
+            print(f"published {len(report.artifacts)} mindbench-results v1 artifact(s) of {name} "
                   f"({args.subset}) -> {report.output}")
             if not args.no_book and (run_dir / book.BOOK_DIR).is_dir():
                 print(f"book: {book.build_book(run_dir)}")
     except runlock.RunLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LOCKED
-    except (publish.PublishError, book.BookError, records.NotJSON) as exc:
+    except (ValueError, OSError, sources.ArtifactError, book.BookError) as exc:
+        # the package's readers name the file, record and field (PublishError, ScoringError,
+        # NotJSON, ... are ValueErrors)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return 0
