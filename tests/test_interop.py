@@ -123,7 +123,8 @@ def inspect_sample(pid: str, value: Any, *, epoch: int = 1, scorer: str = "_scor
 
 
 def hb_value(score: float) -> dict:
-    """inspect_evals >= 1.1.0: Score.value is a dict holding healthbench_score."""
+    """inspect_evals' healthbench task since its version 1.1.0: Score.value is a dict holding
+    healthbench_score."""
     return {"healthbench_score": score, "criteria_met": 1, "total_criteria": 1, "_crit_0_met": 1.0}
 
 
@@ -318,7 +319,8 @@ def test_inspect_eval_zip(tmp_path: Path, tiny) -> None:
 
 def test_inspect_json_log_older_number_values(tmp_path: Path, tiny) -> None:
     psych, _ = tiny
-    # before inspect_evals 1.1.0 Score.value was the bare per-sample score; NaN = unscored
+    # before version 1.1.0 of inspect_evals' healthbench task, Score.value was the bare
+    # per-sample score; NaN = unscored
     path = write_inspect_json(tmp_path / "log.json", [
         inspect_sample(A, 0.9), inspect_sample(B, float("nan")), inspect_sample(D, 0.3),
     ], model="anthropic/claude-haiku-4-5-20251001", task="healthbench")

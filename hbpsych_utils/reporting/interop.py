@@ -443,7 +443,8 @@ class InspectSample(_Record):
 
 
 class HealthBenchValue(_Record):
-    """``Score.value`` of the HealthBench scorer since inspect_evals 1.1.0."""
+    """``Score.value`` of the HealthBench scorer since version 1.1.0 of inspect_evals'
+    healthbench task."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     healthbench_score: ScoreOrNone
