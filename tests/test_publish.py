@@ -268,6 +268,12 @@ def test_publish_default_v1_from_a_run(default_run: Path, mirror: Path, tmp_path
         assert manifest["files"][f.name] == "sha256:" + sources.sha256_file(f)
     record = json.loads((run / publish.RECORD).read_text())
     assert record["v1"]["output"] == str(out.resolve()) and record["v1"]["mode"] == "paper"
+    # inside the run folder, the record names the folder relative to it: a copy still finds it
+    assert cli.publish_main(["default", "--outputs", str(run.parent), "--no-book"]) == 0
+    moved = shutil.copytree(run, tmp_path / "moved" / "default")
+    assert json.loads((moved / publish.RECORD).read_text())["v1"]["output"] == "published/v1"
+    [shown] = publish.for_book(moved)
+    assert shown.folder == moved / "published" / "v1" and shown.files_ok and not shown.stale
 
 
 def test_publish_smoke_intervals_errors_items_cost_and_the_book(

@@ -577,7 +577,7 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
                      f"{rec.mode} mode\n")
         names = sorted(n for n in rec.files if n.endswith(".json")
                        and n != publish.EXPORT_MANIFEST)
-        parts.append(f"{len(names)} artifact(s) written to {_code(rec.output)} at "
+        parts.append(f"{len(names)} artifact(s) written to {_code(item.folder)} at "
                      f"{_cell(rec.written_at)}.\n")
         if item.stale:
             parts.append(f"**Not current**: {', '.join(item.stale)} changed since they were "

@@ -204,6 +204,8 @@ class Published(BaseModel):
     subset: str
     mode: str
     output: str
+    """Where the files went: relative to the run folder when inside it (so a copied run folder
+    still finds them), else absolute."""
     written_at: str
     files: dict[str, str]
     """File name -> sha256 (the artifacts, their items and the export manifest)."""
@@ -756,7 +758,10 @@ def publish(run_dir: Path, *, subset: str = "v1", output: Path | None = None,
     write_folder(out, files)
     shas = {name: _sha(data) for name, data in files.items()}
     done = read_records(run.root)
-    done[subset] = Published(subset=subset, mode=run.mode, output=str(out.resolve()),
+    where = out.resolve()
+    if where.is_relative_to(run.root.resolve()):
+        where = where.relative_to(run.root.resolve())
+    done[subset] = Published(subset=subset, mode=run.mode, output=str(where),
                              written_at=datetime.now(UTC).isoformat(timespec="seconds"),
                              files=shas, stages=stages)
     write_json(run.root / RECORD, {k: v.model_dump(mode="json") for k, v in done.items()})
@@ -773,19 +778,16 @@ class Shown:
     wrote (``files_ok``), and whether the stages it reports changed since (``stale``)."""
 
     record: Published
+    folder: Path
     files_ok: bool
     stale: list[str]
-
-    @property
-    def folder(self) -> Path:
-        return Path(self.record.output)
 
 
 def for_book(run_dir: Path) -> list[Shown]:
     """Every publication of a run folder, checked against its files and the stages now."""
     shown = []
     for rec in read_records(run_dir).values():
-        folder = Path(rec.output)
+        folder = Path(run_dir) / rec.output  # an absolute output stays as it is
         ok = all((folder / n).is_file() and sources.sha256_file(folder / n) == sha
                  for n, sha in rec.files.items())
         stale = []
@@ -793,5 +795,5 @@ def for_book(run_dir: Path) -> list[Shown]:
             build = state.read_build(Path(run_dir), name)
             if build is None or build.fingerprint != fingerprint:
                 stale.append(name)
-        shown.append(Shown(rec, ok, stale))
+        shown.append(Shown(rec, folder, ok, stale))
     return shown
