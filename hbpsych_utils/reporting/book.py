@@ -558,7 +558,7 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
     try:
         shown = publish.for_book(profile_dir)
     except publish.PublishError as exc:
-        return f"## Published results\n\n{_md_text(exc)}\n"
+        return f"## Published results\n\n{_cell(exc)}\n"
     if not shown:
         return ""
     parts = ["## Published results\n",
@@ -569,7 +569,7 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
         rec = item.record
         again = (f"python -m hbpsych_utils publish {shlex.quote(profile)} --subset "
                  f"{rec.subset}{_outputs_option(profile_dir.parent)}")
-        parts.append(f"### {_md_text(study.SUBSET_TITLES.get(rec.subset, rec.subset))}, "
+        parts.append(f"### {_cell(study.SUBSET_TITLES.get(rec.subset, rec.subset))}, "
                      f"{rec.mode} mode\n")
         names = sorted(n for n in rec.files if n.endswith(".json")
                        and n != publish.EXPORT_MANIFEST)
