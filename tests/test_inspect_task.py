@@ -386,7 +386,7 @@ def test_filter_results_says_a_crashed_inspect_run_failed(
     from inspect_ai import eval as inspect_run
     from inspect_ai.dataset import MemoryDataset, Sample
     from inspect_ai.scorer import Score, scorer
-    from inspect_ai.solver import TaskState, solver
+    from inspect_ai.solver import TaskState, solver  # noqa: F401 (the annotations name it)
 
     first, second = resolve_subset("hard").ids[:2]
 
