@@ -375,3 +375,44 @@ def test_filter_results_reads_zstandard_members_and_names_a_damaged_one(
     damaged.write_bytes(bytes(data))
     with pytest.raises(interop.InteropError, match=rf"damaged\.eval: {member.filename}: damaged"):
         interop.read_inspect(damaged)
+
+
+@pytest.mark.slow
+def test_filter_results_says_a_crashed_inspect_run_failed(
+        mirror: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A log Inspect itself wrote for a run that crashed after scoring one conversation: the
+    report refuses it (exit 3) and says the run failed, with what was scored and errored."""
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_run
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.scorer import Score, scorer
+    from inspect_ai.solver import TaskState, solver  # noqa: F401 (the annotations name it)
+
+    first, second = resolve_subset("hard").ids[:2]
+
+    @solver
+    def crash_on_second():  # type: ignore[no-untyped-def]
+        async def solve(state: TaskState, generate: object) -> TaskState:
+            if state.sample_id == second:
+                raise RuntimeError("judge provider returned HTTP 500")
+            return state
+        return solve
+
+    @scorer(metrics=[])
+    def zero():  # type: ignore[no-untyped-def]
+        async def score(state: TaskState, target: object) -> Score:
+            return Score(value={"healthbench_score": 0.0, "criteria_met": 0,
+                                "total_criteria": 3})
+        return score
+
+    task = Task(dataset=MemoryDataset([Sample(id=first, input="a"), Sample(id=second,
+                                                                          input="b")]),
+                solver=crash_on_second(), scorer=zero())
+    [log] = inspect_run(task, model="mockllm/model", log_dir=str(tmp_path), display="none",
+                        max_samples=1)
+    assert log.status == "error"
+    [path] = tmp_path.glob("*.eval")
+    assert interop.main([str(path)]) == interop.EXIT_INCOMPLETE
+    out, err = capsys.readouterr()
+    assert out == "" and "the run FAILED (status 'error'" in err
+    assert "judge provider returned HTTP 500" in err and "1 sample(s) scored" in err

@@ -226,6 +226,26 @@ def test_ledger_has_every_paid_call_with_cached_tokens(tmp_path: Path) -> None:
                                       "cost": 0, "by_model": []}
 
 
+def test_spend_by_tag_divides_the_ledger_by_the_tag_of_what_it_paid_for(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+    tagged = [Result(key=f"k{i}", model=m, provider="p", status="ok", text="t", cost=c, tag=t)
+              for i, (m, t, c) in enumerate([("cand", "generate", 0.25),
+                                             ("judge", "grade:cand", 0.5),
+                                             ("judge", "grade:other", 0.125)])]
+    s.put_many(tagged, run_id="r1")
+    s.put(tagged[1], run_id="r2")  # answered again and paid again: the same tag
+    # an empty reply paid before its key's answer was stored counts under that answer
+    s.record_spend(run_id="r1", provider="p", model="judge", key="k2", mode="sync",
+                   input_tokens=1, output_tokens=0, cost=0.0625)
+    s.record_spend(run_id="r1", provider="p", model="judge", key="lost", mode="sync",
+                   input_tokens=1, output_tokens=0, cost=0.001)
+    rows = {(r["tag"], r["model"]): (r["calls"], r["cost"]) for r in s.spend_by_tag()}
+    assert rows == {("generate", "cand"): (1, 0.25), ("grade:cand", "judge"): (2, 1.0),
+                    ("grade:other", "judge"): (2, 0.1875), ("", "judge"): (1, 0.001)}
+    first = {r["tag"]: (r["first_ts"], r["last_ts"]) for r in s.spend_by_tag()}
+    assert first["grade:cand"][0] <= first["grade:cand"][1]
+
+
 def test_a_failed_write_leaves_nothing_and_no_stale_ids(tmp_path: Path) -> None:
     s = Store(tmp_path / "s.db")
     good = Result(key="k1", model="fresh-model", provider="fresh-provider", status="ok",

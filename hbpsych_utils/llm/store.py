@@ -539,6 +539,22 @@ class Store:
             "by_model": by_model,
         }
 
+    def spend_by_tag(self) -> list[dict[str, Any]]:
+        """The ledger by the tag and model of the result each line paid for, so a caller that
+        tags its requests (grading tags each reply's candidate) can say what one part of a run
+        cost: calls, cost and the first and last charge (Unix time). A line without a stored
+        result of its own (an empty reply retried) counts under its key's result; one whose key
+        never got a result has tag ``""``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.tag, COALESCE(r.model, l.model), COUNT(*), SUM(l.cost), MIN(l.ts), "
+                "MAX(l.ts) FROM ledger_lines l LEFT JOIN result_rows r ON r.id = "
+                "COALESCE(l.result, (SELECT id FROM result_rows WHERE key = l.key)) "
+                "GROUP BY r.tag, COALESCE(r.model, l.model)").fetchall()
+            return [{"tag": self._name(tag) or "", "model": self._name(model), "calls": n,
+                     "cost": round(cost or 0.0, 6), "first_ts": first, "last_ts": last}
+                    for tag, model, n, cost, first, last in rows]
+
     # ---- batches
     def add_batch(self, batch_id: str, provider: str, model: str, keys: Sequence[str],
                   info: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 A reader opens ``outputs/<profile>/book/index.html`` and reads the whole study without Jupyter:
 a landing page with this run's headline numbers (each linking to the chapter that computed it),
 one chapter per executed notebook (code folded, figures inline), the figures and Table 1 with
-downloads, and the run's provenance from ``manifest.json``.
+downloads, and the run's provenance from ``manifest.json``, with the mindbench-results artifacts
+published from the run (``publish``) as downloads.
 
 Why Sphinx with MyST-NB: MyST-NB reads the executed notebooks as they are (execution off),
 Sphinx and its bundled Alabaster theme ship every script and stylesheet in the package (nothing
@@ -65,6 +66,8 @@ STUDY_SUMMARY = (
 
 FIGURES_PAGE = "figures"
 PROVENANCE_PAGE = "provenance"
+PUBLISHED_FILES = "published"
+"""The book's copies of the files published from the run (downloads, not pages)."""
 FIGURES_STAGE = "12_figures_tables"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTE = (
@@ -147,11 +150,14 @@ def update_command(profile: str, manifest: Mapping[str, Any] | None,
     overrides = (manifest or {}).get("overrides") or {}
     sets = "".join(f" --set {shlex.quote(f'{k}={json.dumps(v)}')}"
                    for k, v in overrides.items()) if isinstance(overrides, dict) else ""
-    where = ""
-    if outputs_root is not None and (Path(outputs_root).resolve()
-                                     != paths.outputs_root().resolve()):
-        where = f" --outputs {shlex.quote(str(Path(outputs_root).resolve()))}"
-    return f"bash run_all.sh {shlex.quote(profile)}{where}{sets}"
+    return f"bash run_all.sh {shlex.quote(profile)}{_outputs_option(outputs_root)}{sets}"
+
+
+def _outputs_option(outputs_root: Path | None) -> str:
+    """`` --outputs DIR`` for a run outside the default outputs folder ("" otherwise)."""
+    if outputs_root is None or Path(outputs_root).resolve() == paths.outputs_root().resolve():
+        return ""
+    return f" --outputs {shlex.quote(str(Path(outputs_root).resolve()))}"
 
 
 def corpus_partial(metrics: Mapping[str, Any]) -> bool:
@@ -557,9 +563,11 @@ class Spend(BaseModel):
 
 def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[str],
                         metrics: Mapping[str, Any],
-                        states: Mapping[str, StageState] | None = None) -> str:
-    """The provenance page: everything ``manifest.json`` records about the run, and every
-    stage's build (who made its outputs, when, whether they are current)."""
+                        states: Mapping[str, StageState] | None = None,
+                        published: str = "") -> str:
+    """The provenance page: everything ``manifest.json`` records about the run, every stage's
+    build (who made its outputs, when, whether they are current), and ``published``
+    (:func:`published_markdown`)."""
     parts = ["# Provenance\n"]
     if manifest is None:
         parts.append("This run folder has no `manifest.json`.\n")
@@ -641,6 +649,8 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
         if isinstance(manifest.get(key), dict):
             parts.append(f"## {title} (live)\n")
             parts.append(_yaml_block(manifest[key]))
+    if published:
+        parts.append(published)
     parts.append("## Spend\n")
     parts.append(_spend_markdown(manifest.get("spend"), metrics))
     packages = manifest.get("packages")
@@ -654,6 +664,59 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
     else:
         parts.append(f"Not recorded by this manifest (package `hbpsych_utils` "
                      f"{_cell(manifest.get('package_version', '?'))}).\n")
+    return "\n".join(parts)
+
+
+def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
+    """The provenance page's section on the mindbench-results artifacts published from the run
+    (``python -m hbpsych_utils publish``): each publication's files copied into the book's
+    sources (``src``) as downloads, while they are still the files it wrote; one that reports
+    stages changed since says so, with the command that publishes again ("" when nothing was
+    published)."""
+    from hbpsych_utils.reporting import publish  # with pandas: loaded only to build a book
+
+    try:
+        shown = publish.for_book(profile_dir)
+    except publish.PublishError as exc:
+        return f"## Published results\n\n{_cell(exc)}\n"
+    if not shown:
+        return ""
+    parts = ["## Published results\n",
+             "This run's scores as mindbench-results v1 artifacts (the MindBench results "
+             "hub's contract), one per candidate, each validated against the registry's schema "
+             "before it was written.\n"]
+    for item in sorted(shown, key=lambda x: x.record.subset):
+        rec = item.record
+        again = (f"python -m hbpsych_utils publish {shlex.quote(profile)} --subset "
+                 f"{rec.subset}{_outputs_option(profile_dir.parent)}")
+        parts.append(f"### {_cell(study.SUBSET_TITLES.get(rec.subset, rec.subset))}, "
+                     f"{rec.mode} mode\n")
+        names = sorted(n for n in rec.files if n.endswith(".json")
+                       and n != publish.EXPORT_MANIFEST)
+        parts.append(f"{len(names)} artifact(s) written to {_code(item.folder)} at "
+                     f"{_cell(rec.written_at)}.\n")
+        if item.stale:
+            parts.append(f"**Not current**: {', '.join(item.stale)} changed since they were "
+                         f"written. Publish again with `{again}`.\n")
+        if not item.files_ok:
+            parts.append(f"The files are no longer those it wrote (missing or changed), so the "
+                         f"book does not link them. Publish again with `{again}`.\n")
+            continue
+        dest = src / PUBLISHED_FILES / rec.subset
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in rec.files:
+            shutil.copyfile(item.folder / name, dest / name)
+        rel = f"{PUBLISHED_FILES}/{rec.subset}"
+        parts.append(f"Export manifest (the files' sha256): {{download}}"
+                     f"`{publish.EXPORT_MANIFEST} <{rel}/{publish.EXPORT_MANIFEST}>`.\n")
+        rows = []
+        for name in names:
+            items = publish.items_name(name.removeprefix(f"{publish.BENCHMARK_SLUG}--")
+                                       .removesuffix(".json"))
+            rows.append((_code(name), f"{{download}}`artifact <{rel}/{name}>`",
+                         f"{{download}}`per item <{rel}/{items}>`" if items in rec.files
+                         else "–", _code(rec.files[name][:12])))
+        parts.append(_table(["file", "artifact", "per-item scores", "sha256"], rows))
     return "\n".join(parts)
 
 
@@ -768,7 +831,8 @@ def sphinx_config(title: str, banner: str) -> dict[str, Any]:
         "html_domain_indices": False,
         "html_last_updated_fmt": None,
         "html_permalinks": True,
-        "exclude_patterns": ["files", EXTRA_DIR],  # copies of the stage's files, not pages
+        # copies of the stage's files, the published artifacts and extra files, not pages
+        "exclude_patterns": ["files", PUBLISHED_FILES, EXTRA_DIR],
         "suppress_warnings": ["misc.highlighting_failure", "myst.header"],
     }
 
@@ -868,7 +932,9 @@ def write_sources(profile_dir: Path, src: Path) -> str:
                          chapter_banner(states.get(FIGURES_STAGE), command)),
         encoding="utf-8")
     (src / f"{PROVENANCE_PAGE}.md").write_text(
-        provenance_markdown(manifest, chapters, metrics, states), encoding="utf-8")
+        provenance_markdown(manifest, chapters, metrics, states,
+                            published_markdown(profile_dir, src, profile)),
+        encoding="utf-8")
     return partial_banner(metrics, run)
 
 

@@ -120,13 +120,15 @@ def live_rerun(run: StageRun[HarnessValidationParams],
     template = grading.load_template(run.stage.fetch(grading.TEMPLATE_ARTIFACT))
     requests = generation.generation_requests(selected, [settings.candidate],
                                               temperature=params.temperature,
-                                              max_tokens=params.max_tokens)
+                                              max_tokens=params.max_tokens,
+                                              tag=harness.GENERATE_TAG)
     with run.open_engine(conversations=list(by_id.values())) as engine:
         plan = engine.plan(requests, mode=run.llm.mode)
         responses = generation.responses_table(engine.run(requests, mode=run.llm.mode))
         graded = panel.grade(engine, responses, by_id, [settings.judge], template,
                              temperature=params.temperature, max_tokens=params.max_tokens,
-                             mode=run.llm.mode, prompt_caching=run.llm.prompt_caching)
+                             mode=run.llm.mode, prompt_caching=run.llm.prompt_caching,
+                             tag=harness.GRADE_TAG)
     return LiveRerun(settings, grading.scores_from_verdicts(graded.verdicts, by_id),
                      generation.plan_table(plan))
 
