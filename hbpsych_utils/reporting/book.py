@@ -1,23 +1,30 @@
 """The book: one run folder rendered as a static, fully offline website.
 
 A reader opens ``outputs/<profile>/book/index.html`` and reads the whole study without Jupyter:
-a landing page with this run's headline numbers (each linking to the chapter that computed it),
-one chapter per executed notebook (code folded, figures inline), the figures and Table 1 with
-downloads, and the run's provenance from ``manifest.json``, with the mindbench-results artifacts
-published from the run (``publish``) as downloads.
+a landing page that leads with how much of the paper the run reproduces (the reproduction
+ledger's summary), says where everything is and gives this run's headline numbers (each linking
+to the chapter that computed it); one chapter per executed notebook (code folded, figures
+inline); the paper's tables and figures under its labels with downloads; the ledger; the
+methods page (``docs/methods.md``); the review instruments, copied in; and the run's provenance
+from ``manifest.json``, with the mindbench-results artifacts published from the run
+(``publish``) as downloads.
 
-Why Sphinx with MyST-NB: MyST-NB reads the executed notebooks as they are (execution off),
-Sphinx and its bundled Alabaster theme ship every script and stylesheet in the package (nothing
-is fetched at build or view time), hidden code is a plain ``<details>`` element (one click, no
-JavaScript), and the default run's book builds in a few seconds on two cores
-(``benchmarks/book_overhead.py``). nbconvert's HTML exporter renders one page per notebook only,
-inlines ~280 kB of CSS into each and, by default, links require.js and MathJax from a CDN.
+Why Sphinx with MyST-NB: MyST-NB reads the executed notebooks as they are (execution off), hidden
+code is a plain ``<details>`` element (one click, no JavaScript), and the default run's book
+builds in seconds on two cores (``benchmarks/book_overhead.py``). nbconvert's HTML exporter
+renders one page per notebook only, inlines ~280 kB of CSS into each and, by default, links
+require.js and MathJax from a CDN. Why sphinx-book-theme: it is made for books of executed
+notebooks (a chapter list, a contents column per page, wide outputs that scroll), its pages fit
+a laptop's window, and it ships every script, stylesheet and icon font in the package, so
+nothing is fetched at build or view time (pydata-sphinx-theme, under it, the same).
 
 Offline by construction: no MathJax (LaTeX outputs fall back to text), no widget manager (an
-ipywidgets view is replaced by a note; the static HTML the stage displays after it stays), no
-search box (Sphinx's search fetches pages, which ``file://`` forbids), and upstream URLs are
-shown as text, not links. The headline numbers come from ``headline_numbers``, a tested
-function of the stages' metrics; the pages only lay them out.
+ipywidgets view is replaced by a note; the static HTML the stage displays after it stays), and
+search without result summaries (those fetch pages, which ``file://`` forbids; the search index
+is a script the page loads). Upstream addresses are links a reader may follow; the book itself
+requests nothing outside its folder. The headline numbers and the ledger come from tested
+functions of the stages' metrics (``headline_numbers``, ``reporting.ledger``); the pages only
+lay them out.
 """
 
 from __future__ import annotations
@@ -412,6 +419,16 @@ def explorer_note(metrics: Mapping[str, Any]) -> str:
             "profile, and run all cells.")
 
 
+_PLAIN_NAME = re.compile(r"[\w.\- ]+")
+
+
+def title_name(profile: str) -> str:
+    """The profile's name as page titles carry it. The theme writes titles into its navigation
+    as they are, unescaped, so a name with any other character is titled "this profile" (the
+    page itself still shows the name, as text)."""
+    return profile if _PLAIN_NAME.fullmatch(profile) else "this profile"
+
+
 def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequence[str],
                      description: str = "", overrides: Mapping[str, Any] | None = None,
                      states: Mapping[str, StageState] | None = None,
@@ -422,9 +439,14 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     mode and state, the headline numbers (each marked when its chapter is not current),
     contents."""
     states = states or {}
-    parts = [f"# HealthBench-Psych: the {_code(profile, cell=False)} run\n", STUDY_SUMMARY + "\n"]
+    parts = [f"# HealthBench-Psych: the {_code(title_name(profile), cell=False)} run\n",
+             STUDY_SUMMARY + "\n"]
     if reproduced is not None:
-        parts.append(f"**{reproduced.sentence()}** See the "
+        own = any(getattr(metrics.get(s), "mode", None) == graph.LIVE
+                  for s in (graph.GENERATION, graph.GRADING))
+        why = (" This run generated and graded replies of its own, so the paper's evaluation "
+               "numbers are not expected to reappear here." if own else "")
+        parts.append(f"**{reproduced.sentence()}**{why} See the "
                      f"{{doc}}`reproduction ledger <{LEDGER_PAGE}>`.\n")
     if find:
         parts.append("## Find your way\n")
@@ -821,6 +843,8 @@ def sphinx_config(title: str, banner: str) -> dict[str, Any]:
         },
         "html_static_path": [str(SITE_FILES / "static")],
         "html_css_files": ["book.css"],
+        # the theme reads its colour mode from here when the browser has none stored (file://)
+        "html_context": {"default_mode": "light"},
         "html_extra_path": [EXTRA_DIR],
         "html_show_search_summary": False,
         "html_copy_source": False,
@@ -1016,7 +1040,7 @@ def render(profile_dir: Path, *, parallel: int = 0, fresh: bool = False) -> Buil
             banner = write_sources(profile_dir, Path(tmp))
             _sync(Path(tmp), work / "src")
         (work / "src" / EXTRA_DIR).mkdir(exist_ok=True)  # Sphinx wants it, even empty
-        title = f"HealthBench-Psych · {profile_dir.name}"
+        title = f"HealthBench-Psych · {title_name(profile_dir.name)}"
         # as sphinx-build does: docutils' global registries are restored after the build, so
         # a second book in the same process (tests, the runner) starts clean
         with patch_docutils(None), docutils_namespace():

@@ -27,7 +27,9 @@ from hbpsych_utils.stages.base import StageRun, Written
 
 STAGE = graph.EXPLORER
 NO_VERDICTS = ("This run has no per-conversation verdicts (paper mode): nothing to explore. "
-               "Run the `smoke` profile, or a live profile, to browse grades.")
+               "To browse grades, run a profile that grades (`bash run_all.sh smoke`), open "
+               "this notebook in JupyterLab (`jupyter lab notebooks/13_explorer.ipynb`), set "
+               "`profile = \"smoke\"` in its parameters cell and run all cells.")
 
 
 start = base.starter(STAGE, None)
