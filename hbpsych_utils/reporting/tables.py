@@ -1,4 +1,4 @@
-"""Table 1 and its writers: CSV for machines, Markdown for the book and README, LaTeX for a paper.
+"""Table 1 and its writers: CSV for machines, Markdown for the book, LaTeX for a paper.
 
 One normalised layout serves both scoring modes (``scoring.table1`` with bootstrap intervals,
 ``scoring.paper_table`` with point estimates), so a reader of the CSV never has to know which
