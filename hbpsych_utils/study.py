@@ -41,16 +41,72 @@ HARNESS_MODEL = "gpt-4.1-2025-04-14"
 """Candidate and judge of the harness check: OpenAI's published GPT-4.1 HealthBench-Hard run."""
 
 DISPLAY_NAMES: dict[str, str] = {
+    "gpt-3.5-turbo": "GPT-3.5 Turbo",
     "gpt-4.1-2025-04-14": "GPT-4.1",
+    "gpt-5.5": "GPT-5.5",
+    "gpt-5.6-sol": "GPT-5.6 Sol",
+    "claude-fable-5": "Claude Fable 5",
     "claude-haiku-4-5-20251001": "Claude Haiku 4.5",
+    "claude-opus-5": "Claude Opus 5",
+    "claude-sonnet-5": "Claude Sonnet 5",
     "gemini-2.5-flash": "Gemini 2.5 Flash",
+    "gemini-2.5-pro": "Gemini 2.5 Pro",
+    "gemini-3.6-flash": "Gemini 3.6 Flash",
+    "deepseek-v4-flash": "DeepSeek V4 Flash",
+    "deepseek-v4-pro": "DeepSeek V4 Pro",
+    "grok-4.5": "Grok 4.5",
+    "kimi-k2.6": "Kimi K2.6",
+    "kimi-k3": "Kimi K3",
+    "mistral-large-latest": "Mistral Large",
+    "mistral-small-latest": "Mistral Small",
+    "qwen3-8b": "Qwen3 8B",
+    "qwen3.7-plus": "Qwen3.7 Plus",
+    "claude-fable-5-1": "Claude Fable 5.1",
+    "gemini-3.8-flash": "Gemini 3.8 Flash",
+    "gpt-6-astra": "GPT-6 Astra",
 }
-"""Short headings for the panel judges in tables and figures; any other id is shown as is."""
+"""How tables, figures and sentences name the study's models (candidates and judges); any other
+model is shown by its id. Files for machines (CSV, metrics) keep the ids."""
 
 
 def display_name(model_id: str) -> str:
-    """A model's short heading (e.g. 'GPT-4.1'), or the id itself if it has none."""
+    """A model's name for readers (e.g. 'GPT-4.1'), or the id itself if it has none."""
     return DISPLAY_NAMES.get(model_id, model_id)
+
+
+def pair_name(a: str, b: str) -> str:
+    """Two models (e.g. a pair of judges) as readers see them: 'GPT-4.1 – Gemini 2.5 Flash'."""
+    return f"{display_name(a)} – {display_name(b)}"
+
+
+CATEGORY_LABELS: dict[str, str] = {
+    "mood_depression_bipolar": "Mood disorders",
+    "anxiety": "Anxiety",
+    "trauma_ptsd": "Trauma and PTSD",
+    "psychosis": "Psychosis",
+    "suicidality_self_harm": "Suicidality and self-harm",
+    "substance_use": "Substance use",
+    "eating_disorder": "Eating disorders",
+    "neurodevelopmental_adhd": "ADHD",
+    "personality": "Personality",
+    "sleep": "Sleep",
+    "perinatal_mh": "Perinatal mental health",
+    "grief_bereavement": "Grief and bereavement",
+    "stress_adjustment": "Stress and adjustment",
+    "psychiatric_medication": "Psychiatric medication",
+    "psychotherapy_access": "Psychotherapy and access to care",
+    "cognitive_neuro": "Cognitive and neurocognitive",
+    "other_mh": "Other mental health",
+    "none": "None",
+}
+"""Readers' names of the screening rubric's category vocabulary (the rubric itself, data in the
+registry, defines the terms; a term not listed here is shown as written)."""
+
+
+def category_label(term: str) -> str:
+    """A category term as readers see it ('perinatal_mh' -> 'Perinatal mental health'); a term
+    the vocabulary here does not list, as written."""
+    return CATEGORY_LABELS.get(term, term)
 
 
 # --- subsets (METHODS section 5) ----------------------------------------------------------------
@@ -107,6 +163,12 @@ REFERENCE_TEMPERATURE = 0.5
 
 GENERATION_MAX_TOKENS = 8192
 GRADER_MAX_TOKENS = 2048
+
+PUBLISHED_HARNESS_SCORE = 0.16
+"""OpenAI's HealthBench-Hard score of GPT-4.1, as the study's paper cites it from the HealthBench
+paper (its §3.2): what the harness check compares against."""
+
+PUBLISHED_HARNESS_SOURCE = "HealthBench paper (Arora et al., 2025): GPT-4.1 on HealthBench Hard"
 
 # --- thresholds for findings (what a sentence may claim) -----------------------------------------
 

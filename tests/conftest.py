@@ -185,13 +185,15 @@ def write_profile(project: Path, *stages: str, text: str = "", name: str = "p") 
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty project (HBPSYCH_ROOT): ``params/`` with the real model registry (a profile is
     checked against it when the runner loads it), ``data/registry.yaml`` (the artifacts a
-    stage's fingerprint names) and ``notebooks/`` for the test to fill with stage notebooks
-    named like the graph's stages; the test writes its profile (``write_profile``)."""
+    stage's fingerprint names), ``data/paper_numbers.yaml`` (the book's ledger) and
+    ``notebooks/`` for the test to fill with stage notebooks named like the graph's stages; the
+    test writes its profile (``write_profile``)."""
     (tmp_path / "params").mkdir()
     (tmp_path / "notebooks").mkdir()
     (tmp_path / "data").mkdir()
     shutil.copy(paths.project_root() / "params" / "models.yaml", tmp_path / "params")
     shutil.copy(paths.registry_file(), tmp_path / "data")
+    shutil.copy(paths.project_root() / "data" / "paper_numbers.yaml", tmp_path / "data")
     monkeypatch.setenv("HBPSYCH_ROOT", str(tmp_path))
     return tmp_path
 

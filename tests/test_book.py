@@ -120,7 +120,10 @@ def test_headline_numbers_from_crafted_metrics() -> None:
     assert got["control_inclusion_03"].chapter == "03_review_round1"
     assert got["control_inclusion_04"].value == "4.0 %"
     assert got["control_inclusion_04"].chapter == "04_recall"
-    assert got["ac1_03"].value == "0.790" and got["ac1_04"].value == "0.513"
+    # AC1 as the paper reports it: the mean over reviewer pairs, the remaining pair beside it
+    assert got["ac1_03"].value == "0.79" and got["ac1_04"].value == "0.49"
+    assert "remaining pair R1–R3" in got["ac1_04"].detail and ": 0.84" in got["ac1_04"].detail
+    assert "multi-rater AC1: 0.513" in got["ac1_04"].detail
     # the top three by panel mean, judges' display names used where the study has one
     assert got["ranking"].value == "1. m-a (0.627), 2. GPT-4.1 (0.624), 3. m-c (0.610)"
     assert "of 4 candidates" in got["ranking"].detail and "point estimates" in got["ranking"].detail
@@ -128,7 +131,7 @@ def test_headline_numbers_from_crafted_metrics() -> None:
     assert got["judge_tau"].chapter == "09_judges"
     assert got["judge_tau"].detail == "on HealthBench-Psych v1; 3 judge pairs"  # its subset
     # no published figure: the clipped mean is the headline, and the detail says why
-    assert got["harness"].value == "clipped mean 0.157"
+    assert got["harness"].value == "0.157"
     assert "no published figure" in got["harness"].detail and "n = 1,000" in got["harness"].detail
 
 
@@ -136,8 +139,8 @@ def test_harness_headline_is_the_difference_when_a_published_figure_exists() -> 
     harness = {**HARNESS, "clipped_mean": 0.157, "bootstrap_std": 0.009, "published": 0.145,
                "delta": 0.012, "published_source": "the paper"}
     (h,) = book.headline_numbers(typed({"11_harness_validation": harness}))
-    assert h.value == "Δ = +0.012"
-    assert "vs published 0.145 (the paper)" in h.detail
+    assert h.value == "0.157 against the published 0.14"  # at the paper's precision
+    assert "difference +0.012" in h.detail and "(the paper)" in h.detail
 
 
 def test_live_harness_rerun_is_compared_with_the_released_run() -> None:
@@ -145,7 +148,7 @@ def test_live_harness_rerun_is_compared_with_the_released_run() -> None:
                "bootstrap_std": 0.1118, "n_common_with_released": 4,
                "mean_difference_vs_released": -0.0598}
     (h,) = book.headline_numbers(typed({"11_harness_validation": harness}))
-    assert h.value == "clipped mean 0.289"
+    assert h.value == "0.289"
     assert h.detail.endswith("-0.060 against the released run on the 4 conversations in common")
 
 
@@ -172,7 +175,8 @@ def test_missing_stages_and_numbers_give_fewer_headlines_not_errors() -> None:
 
 
 def test_partial_banner_follows_the_corpus_metrics() -> None:
-    assert "712 of 5,000" in book.partial_banner(typed(METRICS))
+    banner = book.partial_banner(typed(METRICS))
+    assert "712 of HealthBench's 5,000" in banner and "chapter 01 computes" in banner
     assert book.partial_banner(typed({"01_corpus": COMPLETE_CORPUS})) == ""
     assert book.partial_banner({}) == ""  # 01 did not run: nothing to claim
 
@@ -237,7 +241,7 @@ def test_book_of_a_partial_run_with_stages_missing(tmp_path: Path) -> None:
     assert "02_screening.html" not in html and "12_figures_tables.html" not in html
     # the banner is on every page, the landing page's included
     for name, text in html.items():
-        assert "partial-banner" in text and "712 of 5,000" in text, name
+        assert "bd-header-announcement" in text and "read 712 of" in text, name
     index = html["index.html"]
     # headline numbers link to their chapter, or stay plain text when it is absent (08)
     assert re.search(r'href="05_subset.html"[^>]*>\s*(<span[^>]*>)?610 conversations', index)
@@ -270,7 +274,7 @@ def test_book_of_a_complete_run_has_no_banner_and_nothing_external(tmp_path: Pat
                    ["01_corpus", "13_explorer"])
     html = pages(book.build_book(run))
     for name, text in html.items():
-        assert "partial-banner" not in text, name
+        assert "bd-header-announcement" not in text, name
         # nothing loaded or linked from outside the folder: no CDN, fonts, MathJax, require.js
         assert not re.search(r'(src|href)="(https?:)?//', text), name
         for bad in ("mathjax", "require.js", "googleapis", "unpkg", "jsdelivr", "cdnjs"):
@@ -321,7 +325,8 @@ def test_provenance_shows_manifest_overrides_packages_and_spend(tmp_path: Path) 
         assert text in prov, text
     assert "seed=123" in html["index.html"]  # the landing page says the run was tweaked
     assert "not installed" in prov
-    assert 'href="https://example.org' not in prov  # shown, never linked
+    # an upstream address is a link that wraps (a reader's click, never a request of the page)
+    assert 'class="url" href="https://example.org/x.jsonl"' in prov
     assert 'href="01_corpus.html"' in prov
     # every stage of the profile with its state (01 has no build record: not the runner's)
     assert "Stages" in prov and "it has no build record" in prov and "not run" in prov
@@ -419,7 +424,7 @@ def test_a_stage_the_profile_does_not_run_carries_no_warning(tmp_path: Path) -> 
     assert states["12_figures_tables"].state == "not_in_profile"
     assert book.chapter_banner(states["12_figures_tables"], "bash run_all.sh p") == ""
     html = pages(book.render(run).index)
-    assert "No figures: 12_figures_tables did not run." in shown(html["figures.html"])
+    assert "No figures: chapter 12 did not run." in shown(html["figures.html"])
     for name, page in html.items():
         assert "Bring it up to date" not in shown(page), name
         assert "in this profile" not in shown(page), name

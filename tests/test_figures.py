@@ -82,13 +82,17 @@ def _check_saved(fig: Figure, stem: Path) -> None:
 
 
 def test_category_distribution_labels_and_saves(tmp_path: Path):
-    counts = {"depression": 30, "anxiety": 15, "no category majority": 5}
+    counts = {"depression": 30, "perinatal_mh": 15, "psychosis": 1, "no category majority": 4}
     fig = figures.category_distribution(counts, title="toy subset")
     ax = fig.axes[0]
-    assert _ytick_labels(ax) == ["depression", "anxiety", "no category majority"]
+    # readers' names of the vocabulary's terms; a term without one is shown as written
+    assert _ytick_labels(ax) == ["depression", "Perinatal mental health", "Psychosis",
+                                 "no category majority"]
     assert ax.get_title("left") == "toy subset (n = 50)"
-    assert [t.get_text() for t in ax.texts] == [" 30 (60%)", " 15 (30%)", " 5 (10%)"]
-    assert ax.patches[2].get_facecolor()[:3] == pytest.approx((0.6, 0.6, 0.6))  # muted grey
+    # shares to a tenth of a percent, so a small category never reads "(0%)"
+    assert [t.get_text() for t in ax.texts] == [" 30 (60.0%)", " 15 (30.0%)", " 1 (2.0%)",
+                                                " 4 (8.0%)"]
+    assert ax.patches[3].get_facecolor()[:3] == pytest.approx((0.6, 0.6, 0.6))  # muted grey
     _check_saved(fig, tmp_path / "categories")
 
 
@@ -240,9 +244,10 @@ def test_figures_on_released_matrices(tmp_path: Path, name: str, n: int):
 
     fig = figures.panel_ranking(table, subset=subset)
     labels = _ytick_labels(fig.axes[0])
-    assert len(labels) == 23 and set(labels) == set(table.index)
+    # models by their readers' names
+    assert len(labels) == 23 and set(labels) == {study.display_name(c) for c in table.index}
     later = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_fontstyle() == "italic"]
-    assert sorted(later) == sorted(study.LATER_CANDIDATES)
+    assert sorted(later) == sorted(study.display_name(c) for c in study.LATER_CANDIDATES)
     _check_saved(fig, tmp_path / "ranking")
 
     fig = figures.judge_heatmap(pj, subset=subset)
@@ -264,7 +269,7 @@ def test_released_v1_ranking_hand_checked():
     labels = _ytick_labels(fig.axes[0])
     # from the CSV: kimi-k2.6 (0.599671 + 0.586262 + 0.694921) / 3 = 0.626951 leads,
     # gpt-5.5 (0.597851 + 0.584990 + 0.688751) / 3 = 0.623864 second, gpt-3.5-turbo last
-    assert labels[:2] == ["kimi-k2.6", "gpt-5.5"] and labels[-1] == "gpt-3.5-turbo"
+    assert labels[:2] == ["Kimi K2.6", "GPT-5.5"] and labels[-1] == "GPT-3.5 Turbo"
     assert len(labels) == 20
     assert "0.627" in _texts(fig)
 

@@ -74,7 +74,9 @@ def test_refusals_and_harness(run: Path) -> None:
     scores = [x["score"] for x in jsonl("harness_scores")]
     assert harness["n_scored"] == len(scores) == 1000
     assert harness["clipped_mean"] == pytest.approx(min(1, max(0, sum(scores) / len(scores))))
-    assert harness["published"] is None and harness["delta"] is None
+    # compared with OpenAI's published figure by default, as the study did
+    assert harness["published"] == 0.16
+    assert harness["delta"] == pytest.approx(harness["clipped_mean"] - 0.16)
 
 
 def test_figures_and_tables_written_and_published(run: Path) -> None:

@@ -25,6 +25,7 @@ from hbpsych_utils.pipeline.metrics import (
     SubsetScores,
 )
 from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.reporting import tables
 from hbpsych_utils.reporting.display import Note
 from hbpsych_utils.stages import (
     s08_scores,
@@ -65,8 +66,8 @@ def test_08_close_top_is_said_only_when_within_close_scores():
     close = _scores_metrics({"a": 0.600, "b": 0.595, "c": 0.40})
     text = " ".join(s08_scores.findings(close))
     assert "rank **a** first (0.600), then b (0.595), then c (0.400); c is last" in text
-    assert "On **hard** the order starts c, b, a." in text
-    assert "The top of the table is close: 1 candidate(s) lie within 0.01 of a (b)" in text
+    assert "On **HealthBench-Psych-Hard v1** the order starts c, b, a." in text
+    assert "The top of the table is close: 1 candidate lies within 0.01 of a (b)" in text
     far = _scores_metrics({"a": 0.62, "b": 0.60, "c": 0.40})
     text = " ".join(s08_scores.findings(far))
     assert "close" not in text
@@ -144,20 +145,23 @@ def _refusals_metrics(mode="paper", subset_key="v1", counts=None, replaced=0,
 def test_10_findings_refusals_and_sensitivity():
     m = _refusals_metrics(counts={"a": 2, "b": 0}, replaced=1)
     text = " ".join(s10_refusals.findings(m))
-    assert text.startswith("On v1, **a** refused 2 conversation(s).")
-    assert "1 empty reply(ies) were transport failures" in text
+    assert text.startswith("On HealthBench-Psych v1, **a** refused 2 conversations.")
+    assert "1 empty reply was a transport failure" in text
     m = _refusals_metrics(mode="live", counts={"a": 2, "b": 0},
                           sensitivity={"a": -0.01, "b": 0.0})
     text = " ".join(s10_refusals.findings(m))
     assert "moves the panel score by a: -0.0100." in text and "transport" not in text
     nobody = _refusals_metrics(mode="live", subset_key="hard", counts={"a": 0},
                                sensitivity={"a": 0.0})
-    assert list(s10_refusals.findings(nobody)) == ["No model refused a hard conversation."]
+    assert list(s10_refusals.findings(nobody)) == [
+        "No model refused a HealthBench-Psych-Hard v1 conversation."]
     # live, but nothing of the subset graded, or nothing generated
     ungraded = _refusals_metrics(mode="live", subset_key="v2", counts={"a": 0})
-    assert "graded no v2 conversation" in " ".join(s10_refusals.findings(ungraded))
+    said = " ".join(s10_refusals.findings(ungraded))
+    assert "graded no HealthBench-Psych v2 conversation" in said
     empty = _refusals_metrics(mode="live", subset_key="v2")
-    assert "no reply to a v2 conversation" in " ".join(s10_refusals.findings(empty))
+    said = " ".join(s10_refusals.findings(empty))
+    assert "no reply to a HealthBench-Psych v2 conversation" in said
 
 
 # ---------------------------------------------------------------------------- 12 findings
@@ -360,14 +364,14 @@ def test_stages_run_on_a_graded_run(tmp_path):
     assert {r.candidate: r.n_excluded for r in m10.sensitivity}["cand-x"] == 9
     run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
     m12 = run_chapter(graph.FIGURES, run12.parameters)
-    assert m12.n_files == len(m12.files) == 18
+    assert m12.n_files == len(m12.files) == 19
     assert all((out / graph.FIGURES / f).is_file() for f in m12.files)
     # one source for Table 1: 12's numbers are 08's
     t08 = pd.read_csv(out / graph.SCORES / "table1_v1.csv", index_col="candidate")
     t12 = pd.read_csv(out / graph.FIGURES / "table1_v1.csv", index_col="candidate")
     for col in ("panel_mean", "ci_low", "ci_high", *JUDGES):
         assert t12[col].to_numpy() == pytest.approx(t08.loc[t12.index, col].to_numpy(), abs=1e-6)
-    assert "(20 resamples)" in (out / graph.FIGURES / "table1_v1.md").read_text()
+    assert "20 resamples" in (out / graph.FIGURES / "table1.md").read_text()
     assert all(len(f) for f in (s08_scores.findings(m08), s09_judges.findings(m09),
                                 s10_refusals.findings(m10)))
     # 12 publishes the Table 1 08 wrote (read back exactly), it does not bootstrap again
@@ -398,15 +402,16 @@ def test_stages_run_with_fewer_judges(tmp_path, judges):
     run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
     t1 = s12_figures_tables.table1(run12)
     panels = s12_figures_tables.ranking_and_heatmaps(run12, t1)
-    heatmap = panels.figures["fig_heatmap_v1"].axes[0]
+    heatmap = panels.figures["fig_heatmap_v1"].figure.axes[0]
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in judges]
     judged = s12_figures_tables.judge_figure(run12)
-    assert [t.get_text() for t in judged.figures["fig_judges_v1"].axes[0].get_yticklabels()] == [
-        study.display_name(j) for j in judges]
+    bias = judged.figures["fig_judges_v1"].figure.axes[0]
+    assert [t.get_text() for t in bias.get_yticklabels()] == [study.display_name(j)
+                                                              for j in judges]
     m12 = run_chapter(graph.FIGURES, run12.parameters)
-    assert m12.n_files == 18
-    header = (out / graph.FIGURES / "table1_v1.md").read_text().splitlines()[2]
+    assert m12.n_files == 19
+    header = (out / graph.FIGURES / "table_i1.md").read_text().splitlines()[2]
     assert all(study.display_name(j) in header for j in judges)
     assert all(study.display_name(j) not in header for j in JUDGES if j not in judges)
     text = " ".join(s12_figures_tables.findings(m12, judges=judged.judges, top=t1.top,
@@ -428,13 +433,13 @@ def test_subsets_without_a_table1_are_said_and_left_out(tmp_path):
                                              publish=False))
     t1 = s12_figures_tables.table1(run12)
     assert list(t1.subsets) == ["hard"] and t1.primary == "hard"
-    assert "not among scores.subsets" in t1.skipped["v1"]
+    assert "not among the scored subsets" in t1.skipped["v1"]
     assert "graded none of its conversations" in t1.skipped["v2"]
     judged = s12_figures_tables.judge_figure(run12)
     assert not judged.figures and "no judge figure" in judged._repr_html_()
     m12 = run_chapter(graph.FIGURES, run12.parameters)
     assert sorted(m12.files) == sorted(
-        ["table1_hard.csv", "table1_hard.md", "table1_hard.tex", *(
+        ["table1_hard.csv", *tables.TABLE1_FILES, "catalogue.json", *(
             f"{stem}.{ext}" for stem in ("fig_categories_v1", "fig_ranking_hard",
                                          "fig_heatmap_hard") for ext in ("png", "svg"))])
     assert (out / graph.FIGURES / graph.METRICS).is_file()

@@ -100,10 +100,10 @@ def test_screening_findings_replay() -> None:
     found = s02_screening.findings(ScreeningMetrics(**SCREEN))
     text = " ".join(found)
     assert "**378** RELEVANT, **263** BORDERLINE and 4,359 NOT_RELEVANT" in text
-    assert "1 item(s) were refused by the screening model and routed to review." in text
+    assert "1 item was refused by the screening model and routed to review." in text
     assert "no valid record" not in text
     # the three largest counts, largest first, whatever the dict order
-    assert "perinatal_mh (107), mood_depression_bipolar (63), anxiety (47)." in text
+    assert "Perinatal mental health (107), Mood disorders (63), Anxiety (47)." in text
     assert "641 conversations go to blinded clinician review" in text
     assert "released screen also covers" not in text and "translation" not in text
 
@@ -263,15 +263,18 @@ SUBSET = {
 def test_subset_findings_matches_release() -> None:
     text = " ".join(s05_subset.findings(SubsetMetrics(**SUBSET)))
     assert "v1 holds **610** conversations (v2: 611); **119** of them" in text
-    assert "v1: matches the release, v2: matches the release, hard: matches the release." in text
+    assert ("HealthBench-Psych v1 matches the release, HealthBench-Psych v2 matches the "
+            "release, HealthBench-Psych-Hard v1 matches the release.") in text
     assert "DIFFERS" not in text
-    assert "Largest categories: perinatal_mh (112), anxiety (84), sleep (43); 65 " in text
+    assert ("Largest categories: Perinatal mental health (112), Anxiety (84), Sleep (43); "
+            "65 ") in text
 
 
 def test_subset_findings_differs_and_without_comparison() -> None:
     text = " ".join(s05_subset.findings(SubsetMetrics(**{**SUBSET,
                                                          "matches_release_v2": False})))
-    assert "v1: matches the release, v2: DIFFERS from the release, hard: matches" in text
+    assert ("HealthBench-Psych v1 matches the release, HealthBench-Psych v2 DIFFERS from the "
+            "release, HealthBench-Psych-Hard v1 matches") in text
     bare = {k: v for k, v in SUBSET.items() if not k.startswith("matches_release")}
     text = " ".join(s05_subset.findings(SubsetMetrics(**bare)))
     assert "release" not in text and "Largest categories" in text

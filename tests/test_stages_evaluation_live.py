@@ -47,15 +47,15 @@ LIVE06 = GenerationLiveMetrics(
 
 def test_06_live_findings_state_refusals_and_failures_only_when_there_are_any() -> None:
     found = text(s06_generation.findings(LIVE06))
-    assert "24 responses from 2 candidate(s) on 12 v1 conversations: 22 answered" in found
-    assert "1 explicit refusal(s) were kept" in found and "No candidate refused" not in found
-    assert "1 call(s) failed in transport" in found and "No call failed" not in found
+    assert "24 responses from 2 candidates on 12 v1 conversations: 22 answered" in found
+    assert "1 explicit refusal was kept" in found and "No candidate refused" not in found
+    assert "1 call failed in transport and is left" in found and "No call failed" not in found
     assert "Spend $0.0123 (plan: $0.0400)" in found
     assert "spend cap" not in found
     clean = text(s06_generation.findings(LIVE06.model_copy(update={"n_refused": 0,
                                                                    "n_failed": 0})))
     assert "No candidate refused." in clean and "No call failed." in clean
-    assert "refusal(s) were kept" not in clean and "failed in transport" not in clean
+    assert "refusal was kept" not in clean and "failed in transport" not in clean
     capped = text(s06_generation.findings(LIVE06.model_copy(update={"stopped_by_budget": True})))
     assert "spend cap (llm.max_cost) stopped the run" in capped
 
@@ -129,19 +129,19 @@ def _live07(**update: Any) -> GradingLiveMetrics:
 
 def test_07_live_findings_report_reasks_and_exclusions_only_when_there_are_any() -> None:
     found = text(s07_grading.findings(_live07(), max_reasks=3))
-    assert "1,884 criterion verdicts from 3 judge(s)." in found
-    assert "4 verdict(s) were recovered from malformed JSON" in found
-    assert "5 criterion verdict(s) needed a re-ask." in found
-    assert "4 verdict(s) were still missing after 3 re-ask(s) and were excluded" in found
+    assert "1,884 criterion verdicts from 3 judges." in found
+    assert "4 verdicts were recovered from malformed JSON" in found
+    assert "5 criterion verdicts needed a re-ask." in found
+    assert "4 verdicts were still missing after 3 re-asks and excluded" in found
     assert "140 (judge, candidate, conversation) scores; 4 left unscored" in found
     assert "not graded" not in found
     clean = text(s07_grading.findings(_live07(n_recovered=0, n_reasked=0, n_excluded=0,
                                               n_unscored=0)))
     assert "none needed recovery" in clean and "No criterion needed a re-ask." in clean
     assert "No verdict was excluded." in clean and "none left unscored" in clean
-    assert "re-ask(s)" not in clean and "left unscored because" not in clean
+    assert "re-asks and excluded" not in clean and "left unscored because" not in clean
     failed = text(s07_grading.findings(_live07(n_replies_not_graded=2)))
-    assert "2 reply(ies) were not graded because their generation failed." in failed
+    assert "2 replies were not graded because their generation failed." in failed
 
 
 def test_07_live_findings_say_what_grading_paid_and_what_the_caches_served() -> None:
@@ -160,7 +160,7 @@ def test_07_paper_findings() -> None:
     found = text(s07_grading.findings(m))
     assert f"({study.display_name(study.JUDGE_PANEL[0])}: $6.00, other-judge: $4.00)" in found
     assert "records 5 × grade_fallback, 2 × grade_no_verdict." in found
-    assert "2 verdict(s) were never obtained" in found
+    assert "2 verdicts were never obtained" in found
     clean = text(s07_grading.findings(m.model_copy(update={"anomalies": {},
                                                            "n_no_verdict": 0})))
     assert "records no anomalies" in clean and "Every verdict was eventually obtained." in clean
@@ -355,7 +355,8 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
 
 
 def test_11_no_published_figure_is_said_not_shown(paper_root: Path) -> None:
-    run = s11_harness_validation.start({"profile": "t", "outputs_root": paper_root})
+    run = s11_harness_validation.start({"profile": "t", "outputs_root": paper_root,
+                                        "published": None})
     released = s11_harness_validation.released_run(run)
     summary = s11_harness_validation.summary(run, released, Note("replay"))
     difference = s11_harness_validation.published_difference(summary)

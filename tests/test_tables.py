@@ -137,96 +137,118 @@ def _scores() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_write_table1_with_intervals(tmp_path: Path):
-    st = scoring.table1(_scores(), judges=J, n_resamples=200, seed=5)
-    paths = tables.write_table1(st, tmp_path / "table1", subset="toy subset", judges=J,
-                                n_resamples=200)
-    assert [p.name for p in paths] == ["table1.csv", "table1.md", "table1.tex"]
-    rows = _read_csv(paths[0])
-    assert [r["candidate"] for r in rows] == ["A", "B"]
-    # A's panel: per conversation (0.5+0.5+0.2)/3 = 0.4, 0.766667, 0.233333, 0.6 -> mean 0.5;
-    # B's: 0.1, 0.1, 0.3, 0.3 -> 0.2. Per-judge A: J1 0.5, J2 0.5, J3 0.5; B: J1 0.25
+def _cells(md: str, first: str) -> list[str]:
+    """The cells of the Markdown table row whose second cell is ``first``."""
+    for line in md.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) > 1 and cells[1] == first:
+            return cells
+    raise AssertionError(f"no row {first!r}")
+
+
+def test_paper_table1_with_intervals_puts_subsets_side_by_side():
+    st = tables.table1(scoring.table1(_scores(), judges=J, n_resamples=200, seed=5), judges=J)
+    other = st.copy()
+    other["panel_mean"] = other["panel_mean"] - 0.1
+    t = tables.paper_table1({"v1": st, "hard": other}, n_resamples=200)
+    assert t.label == "Table 1"
+    assert list(t.frame.columns) == ["Rank", "Model", "HealthBench-Psych v1 (n = 4)",
+                                     "HealthBench-Psych-Hard v1 (n = 4)"]
+    lo, hi = st.loc[0, "ci_low"], st.loc[0, "ci_high"]
+    # A's panel: per conversation (0.5+0.5+0.2)/3 = 0.4, 0.766667, 0.233333, 0.6 -> mean 0.5
+    assert t.frame.iloc[0].tolist() == ["1", "A", f"0.500 [{lo:.3f}, {hi:.3f}]",
+                                        f"0.400 [{lo:.3f}, {hi:.3f}]"]
+    assert "95% intervals" in t.caption and "200 resamples" in t.caption
+    assert "Table I1" in t.caption
+    md = t.markdown()
+    assert md.startswith("**Table 1.** Three-judge panel means on HealthBench-Psych v1 and ")
+    assert _cells(md, "B")[:3] == ["2", "B", t.frame.iloc[1, 2]]
+    html = t._repr_html_()
+    assert html.count("<table") == 1 and "<caption>Table 1. " in html
+
+
+def test_paper_table1_point_estimates_say_why_and_mark_later():
+    pt = tables.table1(scoring.paper_table(PER_JUDGE, J), judges=J, n=50)
+    t = tables.paper_table1({"v1": pt})
+    assert t.frame["Model"].tolist() == ["L †", "J3", "J1", "J2", "X"]
+    assert t.frame.iloc[0, 2] == "0.700"  # no interval in a point-estimate cell
+    assert "point estimates" in t.caption and "no interval" in t.caption
+    assert t.notes == [tables.LATER_NOTE]
+    tex = t.latex("tab:table1")
+    assert r"L \textdagger{}" in tex and r"\begin{tabular}{rlr}" in tex
+
+
+def test_per_judge_table_lists_each_judge_and_the_panel():
+    pt = tables.table1(scoring.paper_table(PER_JUDGE, J), judges=J, n=50)
+    t = tables.per_judge_table(pt, subset="v1", judges=J)
+    assert t.label == "Table I1"
+    assert list(t.frame.columns) == ["Rank", "Model", "J1", "J2", "J3", "Panel"]
+    # J3's row: J1 0.5, J2 0.5, J3 0.8, panel (0.5 + 0.5 + 0.8) / 3 = 0.6
+    assert t.frame.iloc[1].tolist() == ["2", "J3", "0.500", "0.500", "0.800", "0.600"]
+    assert "HealthBench-Psych v1 (n = 50)" in t.caption
+
+
+def test_table1_texts_are_every_file_and_deterministic():
+    st = tables.table1(scoring.table1(_scores(), judges=J, n_resamples=100, seed=5), judges=J)
+    a = tables.table1_texts({"v1": st}, judges=J, n_resamples=100)
+    b = tables.table1_texts({"v1": st}, judges=J, n_resamples=100)
+    assert a == b
+    assert sorted(a) == sorted(["table1_v1.csv", *tables.TABLE1_FILES])
+    assert a["table1_v1.csv"] == tables.csv_text(st)
+    rows = list(csv.DictReader(io.StringIO(a["table1_v1.csv"])))
     assert rows[0]["panel_mean"] == "0.500000" and rows[1]["panel_mean"] == "0.200000"
-    assert rows[1]["J1"] == "0.250000" and rows[1]["J2"] == "0.150000"
-    assert rows[0]["n"] == "4"
-    lo, hi = float(rows[0]["ci_low"]), float(rows[0]["ci_high"])
-    assert 0.233333 <= lo <= 0.5 <= hi <= 0.766667
-    md = paths[1].read_text(encoding="utf-8")
-    assert md.startswith("**Table 1.** Panel ranking on toy subset (95% bootstrap intervals).")
-    assert "| 95% CI" in md
-    assert f"[{lo:.3f}, {hi:.3f}]" in md
-    assert "(200 resamples)" in md
-    assert tables.POINT_ESTIMATES_NOTE not in md
-    tex = paths[2].read_text(encoding="utf-8")
-    assert r"\caption{Panel ranking on toy subset (95\% bootstrap intervals).}" in tex
-    assert r"1 & A & 0.500 & " in tex
-    assert tex.count(r"\\") >= 3  # header and two rows
-
-
-def test_write_table1_paper_mode_marks_point_estimates_and_later(tmp_path: Path):
-    paths = tables.write_table1(scoring.paper_table(PER_JUDGE, J), tmp_path / "t", subset="toy",
-                                judges=J, n=50)
-    md = paths[1].read_text(encoding="utf-8")
-    assert "(point estimates)" in md and tables.POINT_ESTIMATES_NOTE in md
-    assert "95% CI" not in md
-    assert "| L †" in md and tables.LATER_NOTE in md
-    assert md.count("†") == 2  # the row and the note
-    header = md.splitlines()[2]
-    assert [c.strip() for c in header.strip("|").split("|")] == [
-        "Rank", "Candidate", "Panel mean", "J1", "J2", "J3", "n"]
-    tex = paths[2].read_text(encoding="utf-8")
-    assert r"L \textdagger{}" in tex
-    assert r"\begin{tabular}{rlrrrrr}" in tex
-    csv_rows = _read_csv(paths[0])
-    assert csv_rows[0]["ci_low"] == "" and csv_rows[0]["in_study"] == "False"
-
-
-def test_write_table1_is_deterministic(tmp_path: Path):
-    st = scoring.table1(_scores(), judges=J, n_resamples=100, seed=5)
-    a = tables.write_table1(st, tmp_path / "a", subset="toy", judges=J)
-    b = tables.write_table1(st, tmp_path / "b", subset="toy", judges=J)
-    assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
+    assert rows[1]["J1"] == "0.250000" and rows[1]["J2"] == "0.150000" and rows[0]["n"] == "4"
 
 
 # --------------------------------------------------------------------------------------------
 # The released matrices
 
 
+def _released(name: str, include_later: bool = False) -> pd.DataFrame:
+    m = score_sources.read_matrix(sources.fetch(name))
+    pt = scoring.paper_table(scoring.paper_per_judge(m, include_later=include_later))
+    return tables.table1(pt, n=score_sources.matrix_n(m))
+
+
+def _matrix_panel(name: str, candidate: str) -> float:
+    """A candidate's panel mean from the released matrix read with csv: the judges' mean."""
+    path = sources.fetch(name)
+    values = [float(r["clipped_mean_score"]) for r in csv.DictReader(io.StringIO(
+        path.read_text(encoding="utf-8"))) if r["candidate"] == candidate]
+    assert len(values) == 3
+    return sum(values) / 3
+
+
 @needs_mirror
-def test_table1_on_released_v1(tmp_path: Path):
-    m = score_sources.read_matrix(sources.fetch("matrix_v1"))
-    pt = scoring.paper_table(scoring.paper_per_judge(m))
-    paths = tables.write_table1(pt, tmp_path / "table1_v1", subset="HealthBench-Psych v1",
-                                n=score_sources.matrix_n(m))
-    rows = _read_csv(paths[0])
+def test_table1_on_the_released_matrices():
+    v1, hard = _released("matrix_v1"), _released("matrix_hard_v1")
+    texts = tables.table1_texts({"v1": v1, "hard": hard}, judges=study.JUDGE_PANEL)
+    rows = list(csv.DictReader(io.StringIO(texts["table1_v1.csv"])))
     assert len(rows) == 20
     assert list(rows[0]) == ["rank", "candidate", "panel_mean", "ci_low", "ci_high", "n",
                              *study.JUDGE_PANEL, "in_study"]
-    top = rows[0]
     # matrix_v1.csv: kimi-k2.6 = 0.599671 (GPT-4.1), 0.586262 (Haiku), 0.694921 (Gemini);
     # (0.599671 + 0.586262 + 0.694921) / 3 = 0.626951
-    assert (top["rank"], top["candidate"], top["panel_mean"], top["n"]) == (
+    assert (rows[0]["rank"], rows[0]["candidate"], rows[0]["panel_mean"], rows[0]["n"]) == (
         "1", "kimi-k2.6", "0.626951", "610")
-    assert top["gpt-4.1-2025-04-14"] == "0.599671"
-    assert top["claude-haiku-4-5-20251001"] == "0.586262"
-    assert top["gemini-2.5-flash"] == "0.694921"
-    assert rows[-1]["candidate"] == "gpt-3.5-turbo"
-    md = paths[1].read_text(encoding="utf-8")
-    first = next(line for line in md.splitlines() if "kimi-k2.6" in line)
-    assert [c.strip() for c in first.strip("|").split("|")] == [
-        "1", "kimi-k2.6", "0.627", "0.600", "0.586", "0.695", "610"]
-    assert "Gemini 2.5 Flash" in md and "†" not in md
+    md = texts["table1.md"]
+    header = _cells(md, "Model")
+    assert header == ["Rank", "Model", "HealthBench-Psych v1 (n = 610)",
+                      "HealthBench-Psych-Hard v1 (n = 119)"]
+    kimi = _cells(md, "Kimi K2.6")
+    assert kimi == ["1", "Kimi K2.6", f"{_matrix_panel('matrix_v1', 'kimi-k2.6'):.3f}",
+                    f"{_matrix_panel('matrix_hard_v1', 'kimi-k2.6'):.3f}"]
+    assert len([line for line in md.splitlines() if line.startswith("|")]) == 2 + 20
+    assert "†" not in md
+    appendix = texts["table_i1.md"]
+    assert _cells(appendix, "Kimi K2.6") == ["1", "Kimi K2.6", "0.600", "0.586", "0.695",
+                                             "0.627"]
 
 
 @needs_mirror
-def test_table1_on_released_hard_with_later(tmp_path: Path):
-    m = score_sources.read_matrix(sources.fetch("matrix_hard_v1"))
-    pt = scoring.paper_table(scoring.paper_per_judge(m, include_later=True))
-    paths = tables.write_table1(pt, tmp_path / "t", subset="Psych-Hard v1",
-                                n=score_sources.matrix_n(m))
-    rows = _read_csv(paths[0])
-    assert len(rows) == 23 and {r["n"] for r in rows} == {"119"}
-    assert sorted(r["candidate"] for r in rows if r["in_study"] == "False") == sorted(
-        study.LATER_CANDIDATES)
-    tex = paths[2].read_text(encoding="utf-8")
+def test_table1_on_released_hard_with_later():
+    hard = _released("matrix_hard_v1", include_later=True)
+    assert len(hard) == 23 and set(hard["n"]) == {119}
+    assert sorted(hard.loc[~hard["in_study"], "candidate"]) == sorted(study.LATER_CANDIDATES)
+    tex = tables.paper_table1({"hard": hard}).latex("tab:t")
     assert tex.count(r"\textdagger{}") == 4  # three rows and the note

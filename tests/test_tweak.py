@@ -1,4 +1,4 @@
-"""Tweaking a parameter, as the README's "Tweak a parameter" section says: ``--set`` through
+"""Tweaking a parameter, as docs/running.md's "Tweak a parameter" section says: ``--set`` through
 run_all.sh (a key no stage reads under the profile's modes is refused), and a notebook run on its
 own from ``notebooks/`` (JupyterLab, papermill ``-p``), which the run then marks not current."""
 
@@ -76,7 +76,7 @@ def test_a_set_some_stage_reads_is_accepted() -> None:
 def test_notebook_runs_standalone_from_notebooks_folder(default_run: Path,
                                                         tmp_path: Path) -> None:
     """After a run, a clean notebook runs by itself with its own defaults (profile "default",
-    outputs "../outputs") plus papermill's ``-p`` — the README's command, in a copy of the
+    outputs "../outputs") plus papermill's ``-p`` — the documented command, in a copy of the
     project layout so the session's run is not touched. A relative outputs folder is taken from
     the project's notebooks/ folder, so the copy is the project (HBPSYCH_ROOT).
 

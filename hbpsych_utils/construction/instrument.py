@@ -34,6 +34,9 @@ TEMPLATE = "instrument_template.html"
 PACKET_FILE = "packet.json"
 INSTRUMENT_FILE = "instrument.html"
 """The two files ``write_round`` leaves in a round's folder."""
+BOOK_COPY = "instruments/{stage}.html"
+"""Where a run's book carries a round's instrument (relative to the book's pages), so a reader
+opens it from the chapter."""
 _SCRIPT_RE = re.compile(r'<script id="instrument-js">(.*?)</script>', re.DOTALL)
 _ROUND_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",

@@ -75,7 +75,10 @@ class Materials:
     n_translated: int
 
     def _repr_markdown_(self) -> str:
-        return (f"Instrument: `{self.instrument}` — {self.n_available:,} of {self.n_items:,} "
+        stage = self.instrument.split("/", 1)[0]
+        href = instrument.BOOK_COPY.format(stage=stage)
+        return (f'The reviewers\' instrument, <a href="{href}">open it here</a> (in the run '
+                f"folder: `{self.instrument}`): {self.n_available:,} of {self.n_items:,} "
                 f"conversations available in this corpus; {self.n_translated:,} with a machine "
                 "translation.")
 

@@ -6,11 +6,9 @@ versioned control policy — the controls that reached a majority. HealthBench-P
 intersection with the HealthBench-Hard ids. Each subset is released as sorted ``prompt_ids``
 with ``prompt_id_sha256 = sha256(json.dumps(sorted ids))``.
 
-On the control policy: METHODS.md says v1 does not admit majority controls and v2 does. The
-released files are more specific: v1 *does* hold round 1's nine majority controls ("Round 1
-admitted its nine majority controls", v2's admission note) and leaves out round 2's one; v2
-admits that one too. ``POLICIES`` encodes exactly that, per round, so both readings are a
-parameter away.
+On the control policy: v1 holds round 1's nine majority controls and leaves out round 2's one;
+v2 admits that one too (the procedure, the released files and v2's admission note agree).
+``POLICIES`` encodes it per round, so another policy is a parameter away.
 """
 
 from __future__ import annotations

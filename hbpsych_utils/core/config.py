@@ -230,10 +230,10 @@ class HarnessValidationParams(Section):
     follows the profile's ``evaluation_mode`` (paper: replay). The one evaluation stage whose
     mode may differ from the rest, because it depends on nothing else of the evaluation: a live
     re-run of the candidates may keep the released harness check (the ``live`` profile does)."""
-    published: float | None = Field(default=None, ge=0, le=1)
-    """OpenAI's published HealthBench-Hard score for GPT-4.1 (a fraction); ``None`` when not
-    given, and then no difference is reported."""
-    published_source: str = ""
+    published: float | None = Field(default=study.PUBLISHED_HARNESS_SCORE, ge=0, le=1)
+    """The published score the check compares against (a fraction): by default OpenAI's
+    HealthBench-Hard score for GPT-4.1, as the study compared; ``None``: no difference."""
+    published_source: str = study.PUBLISHED_HARNESS_SOURCE
     """Where ``published`` comes from (citation), recorded beside it."""
     candidate: str | None = None
     """Live mode: the model that answers; ``None`` is the study's (``study.HARNESS_MODEL``,

@@ -201,7 +201,7 @@ def _download(art: Artifact, dest: Path) -> None:
         raise ArtifactError(
             f"artifact {art.name!r}: could not download {art.url} ({type(exc).__name__}: {exc}). "
             f"This machine has no network access to it and no mirror is set: set {MIRROR_ENV} "
-            "to a folder holding the offline mirror (see README, 'Data')"
+            "to a folder holding the offline mirror (see docs/running.md, 'Data')"
         ) from exc
     data = _DERIVERS[art.derive](got.read_bytes()) if art.derive else got.read_bytes()
     if art.sha256 is not None:

@@ -12,10 +12,10 @@ recomputed from the grades with the grader's own formula and checked against the
 *Live* runs GPT-4.1 on the Hard conversations at those settings through the engine (notebook
 11) and summarises its per-conversation scores the same way (``summarize``).
 
-The published figure is a profile parameter: we could not find OpenAI's GPT-4.1
-HealthBench-Hard number in any source reachable from this project's machines (the simple-evals
-README has no HealthBench column), so a profile supplies it with its citation, as a fraction in
-[0, 1] like the scores, or leaves it unset and no difference is reported.
+The published figure is a profile parameter, a fraction in [0, 1] like the scores, with its
+citation. By default it is 0.16, OpenAI's GPT-4.1 HealthBench-Hard score as the study's paper
+cites it from the HealthBench paper (``study.PUBLISHED_HARNESS_SCORE``); a profile may give
+another or none, and then no difference is reported.
 """
 
 from __future__ import annotations

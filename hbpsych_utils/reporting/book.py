@@ -1,23 +1,30 @@
 """The book: one run folder rendered as a static, fully offline website.
 
 A reader opens ``outputs/<profile>/book/index.html`` and reads the whole study without Jupyter:
-a landing page with this run's headline numbers (each linking to the chapter that computed it),
-one chapter per executed notebook (code folded, figures inline), the figures and Table 1 with
-downloads, and the run's provenance from ``manifest.json``, with the mindbench-results artifacts
-published from the run (``publish``) as downloads.
+a landing page that leads with how much of the paper the run reproduces (the reproduction
+ledger's summary), says where everything is and gives this run's headline numbers (each linking
+to the chapter that computed it); one chapter per executed notebook (code folded, figures
+inline); the paper's tables and figures under its labels with downloads; the ledger; the
+methods page (``docs/methods.md``); the review instruments, copied in; and the run's provenance
+from ``manifest.json``, with the mindbench-results artifacts published from the run
+(``publish``) as downloads.
 
-Why Sphinx with MyST-NB: MyST-NB reads the executed notebooks as they are (execution off),
-Sphinx and its bundled Alabaster theme ship every script and stylesheet in the package (nothing
-is fetched at build or view time), hidden code is a plain ``<details>`` element (one click, no
-JavaScript), and the default run's book builds in a few seconds on two cores
-(``benchmarks/book_overhead.py``). nbconvert's HTML exporter renders one page per notebook only,
-inlines ~280 kB of CSS into each and, by default, links require.js and MathJax from a CDN.
+Why Sphinx with MyST-NB: MyST-NB reads the executed notebooks as they are (execution off), hidden
+code is a plain ``<details>`` element (one click, no JavaScript), and the default run's book
+builds in seconds on two cores (``benchmarks/book_overhead.py``). nbconvert's HTML exporter
+renders one page per notebook only, inlines ~280 kB of CSS into each and, by default, links
+require.js and MathJax from a CDN. Why sphinx-book-theme: it is made for books of executed
+notebooks (a chapter list, a contents column per page, wide outputs that scroll), its pages fit
+a laptop's window, and it ships every script, stylesheet and icon font in the package, so
+nothing is fetched at build or view time (pydata-sphinx-theme, under it, the same).
 
 Offline by construction: no MathJax (LaTeX outputs fall back to text), no widget manager (an
-ipywidgets view is replaced by a note; the static HTML the stage displays after it stays), no
-search box (Sphinx's search fetches pages, which ``file://`` forbids), and upstream URLs are
-shown as text, not links. The headline numbers come from ``headline_numbers``, a tested
-function of the stages' metrics; the pages only lay them out.
+ipywidgets view is replaced by a note; the static HTML the stage displays after it stays), and
+search without result summaries (those fetch pages, which ``file://`` forbids; the search index
+is a script the page loads). Upstream addresses are links a reader may follow; the book itself
+requests nothing outside its folder. The headline numbers and the ledger come from tested
+functions of the stages' metrics (``headline_numbers``, ``reporting.ledger``); the pages only
+lay them out.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,18 +47,20 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hbpsych_utils import study
+from hbpsych_utils.construction.instrument import BOOK_COPY, INSTRUMENT_FILE
 from hbpsych_utils.core import escape, paths, records
 from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
 from hbpsych_utils.pipeline.state import StageState
+from hbpsych_utils.reporting import catalogue, ledger
 
 BOOK_DIR = "book"
 """The book's folder inside a run folder ``outputs/<profile>/``."""
 
 SITE_FILES = Path(__file__).with_name("book_site")
-"""The book's Sphinx template and stylesheet (package data)."""
+"""The book's stylesheet (package data)."""
 
 STUDY_SUMMARY = (
     "HealthBench (OpenAI, 2025) is 5,000 rubric-graded health conversations with no specialty "
@@ -164,13 +173,28 @@ def corpus_partial(metrics: Mapping[str, Any]) -> bool:
     return corpus is not None and corpus.complete is False
 
 
-def partial_banner(metrics: Mapping[str, Any]) -> str:
-    """The sentence every page of a partial-corpus book carries ("" for a complete corpus)."""
+def corpus_chapters(profile: Profile | None) -> list[str]:
+    """The chapters whose results come from the corpus's conversations themselves: 01 and
+    every stage that reads 01's corpus under the profile's modes (the graph says which)."""
+    if profile is None:
+        return [graph.CORPUS]
+    return [s for s in graph.STAGES
+            if s == graph.CORPUS or graph.CORPUS in graph.spec(s).upstream(profile)]
+
+
+def partial_banner(metrics: Mapping[str, Any], profile: Profile | None = None) -> str:
+    """The sentence every page of a partial-corpus book carries ("" for a complete corpus):
+    how much of the corpus the run had, and which chapters that limits."""
     if not corpus_partial(metrics):
         return ""
     c = metrics[graph.CORPUS]
-    return (f"Partial corpus: this run used {c.n_conversations:,} of {c.n_expected:,} "
-            "HealthBench conversations, so its numbers are not the study's.")
+    numbers = [s[:2] for s in corpus_chapters(profile)]
+    which = (f"chapter {numbers[0]} computes" if len(numbers) == 1 else
+             f"chapters {', '.join(numbers[:-1])} and {numbers[-1]} compute")
+    return (f"Partial corpus: this run read {c.n_conversations:,} of HealthBench's "
+            f"{c.n_expected:,} conversations. What {which} from the conversations themselves "
+            "covers only those; every number taken from the study's released files is "
+            "complete.")
 
 
 def _pct(x: float) -> str:
@@ -194,10 +218,19 @@ def _review_headlines(m: ReviewRound1Metrics | RecallMetrics | None, stage: str,
         out.append(Headline(
             key=f"control_inclusion_{stage[:2]}", chapter=stage, detail=detail,
             label=f"Control-inclusion rate, {round_name}", value=_pct(m.control_inclusion_rate)))
-    if _finite(m.ac1_multirater):
+    if _finite(m.ac1_pairwise_mean):
+        assert m.ac1_pairwise_mean is not None
+        parts = [f"mean over reviewer pairs ({m.ac1_pairwise_mean:.3f}), as the paper reports"]
+        pairs = {k: v for k, v in (m.ac1_pairs or {}).items() if _finite(v)}
+        if len(pairs) > 2:
+            best = max(pairs, key=lambda k: pairs[k])
+            parts.append(f"the remaining pair {best.replace('-', '–')}, without the reviewer "
+                         f"the others agree with least: {pairs[best]:.2f}")
+        if _finite(m.ac1_multirater):
+            parts.append(f"multi-rater AC1: {m.ac1_multirater:.3f}")
         out.append(Headline(
             key=f"ac1_{stage[:2]}", chapter=stage, label=f"Gwet's AC1, {round_name}",
-            value=f"{m.ac1_multirater:.3f}", detail="three clinicians, multi-rater"))
+            value=f"{m.ac1_pairwise_mean:.2f}", detail="; ".join(parts)))
     return out
 
 
@@ -255,17 +288,17 @@ def headline_numbers(metrics: Mapping[str, Any]) -> list[Headline]:
                if _finite(harness.bootstrap_std) else "")
         if _finite(harness.delta) and _finite(harness.published):
             src = f" ({harness.published_source})" if harness.published_source else ""
-            value = f"Δ = {harness.delta:+.3f}"
-            detail = (f"clipped mean {harness.clipped_mean:.3f} vs published "
-                      f"{harness.published:.3f}{src}; {', '.join(x for x in (std, n) if x)}")
+            value = f"{harness.clipped_mean:.3f} against the published {harness.published:.2f}"
+            detail = (f"difference {harness.delta:+.3f}; published figure{src}; "
+                      f"{', '.join(x for x in (std, n) if x)}")
         else:
-            value = f"clipped mean {harness.clipped_mean:.3f}"
+            value = f"{harness.clipped_mean:.3f}"
             detail = ", ".join(x for x in (std, n, "no published figure to compare") if x)
-            if (_finite(harness.mean_difference_vs_released)
-                    and harness.n_common_with_released):
-                detail += (f"; {harness.mean_difference_vs_released:+.3f} against the released "
-                           f"run on the {harness.n_common_with_released:,} conversations in "
-                           "common")
+        if (_finite(harness.mean_difference_vs_released)
+                and harness.n_common_with_released):
+            detail += (f"; {harness.mean_difference_vs_released:+.3f} against the released "
+                       f"run on the {harness.n_common_with_released:,} conversations in "
+                       "common")
         out.append(Headline(key="harness", chapter=graph.HARNESS,
                             label="Harness check (GPT-4.1, HealthBench-Hard)",
                             value=value, detail=detail))
@@ -330,14 +363,94 @@ def state_sentence(s: StageState, command: str) -> str:
     return f"**{word}**: {_cell(s.reason)}.{fix}"
 
 
+LEDGER_PAGE = "ledger"
+METHODS_PAGE = "methods"
+SEARCH_PAGE = "search.html"
+ROUND_INSTRUMENTS = {graph.REVIEW_ROUND1: "Round 1", graph.RECALL: "Round 2 (recall)"}
+
+
+def _url(url: object) -> str:
+    """A web address as a link that wraps (anything else as text)."""
+    text = str(url or "?")
+    if not text.startswith(("https://", "http://")):
+        return _code(text, cell=False)
+    return f'<a class="url" href="{escape.html_text(text)}">{escape.html_text(text)}</a>'
+
+
+def _html_link(text: str, href: str) -> str:
+    """A link to a file the book carries that is not a page (MyST passes inline HTML)."""
+    return f'<a href="{escape.html_text(href)}">{escape.html_text(text)}</a>'
+
+
+def find_markdown(chapters: Sequence[str], instruments: Mapping[str, str],
+                  has_methods: bool, explorer_note: str) -> str:
+    """Where everything is: the ledger, figures, methods, search, the review instruments, the
+    explorer and the provenance page."""
+    items = [f"- {{doc}}`Reproduction ledger <{LEDGER_PAGE}>`: every number the paper prints "
+             "beside this run's value.",
+             f"- {{doc}}`Figures and tables <{FIGURES_PAGE}>`: Table 1 and the paper's figures, "
+             "with downloads."]
+    if has_methods:
+        items.append(f"- {{doc}}`Methods <{METHODS_PAGE}>`: the procedure as this compendium "
+                     "runs it, step by step.")
+    items.append(f"- {_html_link('Search', SEARCH_PAGE)} the book.")
+    if instruments:
+        links = ", ".join(_html_link(ROUND_INSTRUMENTS[stage], href)
+                          for stage, href in instruments.items())
+        items.append(f"- The clinicians' review instruments, as they opened them: {links} "
+                     "(one self-contained page each; ratings stay in the browser until "
+                     "exported).")
+    if graph.EXPLORER in chapters:
+        items.append(f"- {_chapter_link('The grade explorer', graph.EXPLORER, chapters)}: "
+                     f"{explorer_note}")
+    items.append(f"- {{doc}}`Provenance <{PROVENANCE_PAGE}>`: the profile, commit, artifacts, "
+                 "packages and spend of this run.")
+    return "\n".join(items) + "\n"
+
+
+def explorer_note(metrics: Mapping[str, Any]) -> str:
+    """How to open the grade explorer, and on which run (it needs per-conversation verdicts)."""
+    live = getattr(metrics.get(graph.GRADING), "mode", None) == graph.LIVE
+    where = ("this run" if live else "a run that grades, such as the smoke profile "
+             "(`bash run_all.sh smoke`)")
+    return (f"browse every reply and each judge's verdict per criterion. It needs per-"
+            f"conversation verdicts, so open it on {where}: `jupyter lab "
+            "notebooks/13_explorer.ipynb`, set the parameters cell's `profile` to that run's "
+            "profile, and run all cells.")
+
+
+_PLAIN_NAME = re.compile(r"[\w.\- ]+")
+
+
+def title_name(profile: str) -> str:
+    """The profile's name as page titles carry it. The theme writes titles into its navigation
+    as they are, unescaped, so a name with any other character is titled "this profile" (the
+    page itself still shows the name, as text)."""
+    return profile if _PLAIN_NAME.fullmatch(profile) else "this profile"
+
+
 def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequence[str],
                      description: str = "", overrides: Mapping[str, Any] | None = None,
                      states: Mapping[str, StageState] | None = None,
-                     command: str = "") -> str:
-    """The landing page: the study, this run's profile, each stage's mode and state, the
-    headline numbers (each marked when its chapter is not current), contents."""
+                     command: str = "", reproduced: ledger.Summary | None = None,
+                     find: str = "", extra_pages: Sequence[str] = ()) -> str:
+    """The landing page: the study, how much of the paper this run reproduces (``reproduced``,
+    the ledger's summary), where everything is (``find``), this run's profile, each stage's
+    mode and state, the headline numbers (each marked when its chapter is not current),
+    contents."""
     states = states or {}
-    parts = [f"# HealthBench-Psych: the {_code(profile, cell=False)} run\n", STUDY_SUMMARY + "\n"]
+    parts = [f"# HealthBench-Psych: the {_code(title_name(profile), cell=False)} run\n",
+             STUDY_SUMMARY + "\n"]
+    if reproduced is not None:
+        own = any(getattr(metrics.get(s), "mode", None) == graph.LIVE
+                  for s in (graph.GENERATION, graph.GRADING))
+        why = (" This run generated and graded replies of its own, so the paper's evaluation "
+               "numbers are not expected to reappear here." if own else "")
+        parts.append(f"**{reproduced.sentence()}**{why} See the "
+                     f"{{doc}}`reproduction ledger <{LEDGER_PAGE}>`.\n")
+    if find:
+        parts.append("## Find your way\n")
+        parts.append(find)
     parts.append(f"## This run\n\nProfile **{_cell(profile)}**"
                  + (f": {_cell(description.strip())}" if description.strip() else ".")
                  + "\n")
@@ -362,11 +475,11 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
         word = (STATE_WORDS[st.state] if st is not None else "unknown")
         if st is not None and not st.current:
             word = f"**{word}**: {_cell(st.reason)}"
-        rows.append((_chapter_link(f"{stage} {graph.spec(stage).title}", stage, chapters),
+        rows.append((_chapter_link(f"{stage[:2]} · {graph.spec(stage).title}", stage, chapters),
                      _cell(shown), word))
     parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
                  "files, *live* calls models through the engine.\n")
-    parts.append(_table(["stage", "mode", "state"], rows))
+    parts.append(_table(["chapter", "mode", "state"], rows))
     heads = headline_numbers(metrics)
     parts.append("## Headline numbers\n")
     if heads:
@@ -378,8 +491,32 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     else:
         parts.append("None: the stages that compute them did not run.\n")
     parts.append("## Contents\n")
-    toc = [*chapters, FIGURES_PAGE, PROVENANCE_PAGE]
+    toc = [*chapters, FIGURES_PAGE, *extra_pages, PROVENANCE_PAGE]
     parts.append("```{toctree}\n:maxdepth: 1\n\n" + "\n".join(toc) + "\n```\n")
+    return "\n".join(parts)
+
+
+def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
+                    chapters: Sequence[str]) -> str:
+    """The reproduction ledger's page: the summary, then every printed number by section."""
+    summary = ledger.summary(rows)
+    parts = ["# Reproduction ledger\n",
+             "Every number the study's paper prints that its released artifacts determine, "
+             "beside the value this run computed. A number is *equal* when this run's value, "
+             "rounded as the paper prints it, is the printed value; *differs* says by how much; "
+             "*not computable* says what this run lacks. The paper's values are kept as printed "
+             "in `data/paper_numbers.yaml`; this run's come from its chapters' results.\n",
+             f"**{summary.sentence()}**\n"]
+    words = {ledger.EQUAL: "equal", ledger.DIFFERS: "**differs**",
+             ledger.NOT_COMPUTABLE: "not computable"}
+    table = []
+    for r in rows:
+        stage = ledger.stage_of(r.number)
+        run = _chapter_link(r.run, stage, chapters) if r.run else "–"
+        status = words[r.status] + (f": {_cell(r.note)}" if r.note else "")
+        table.append((_cell(r.number.section), _cell(r.number.quantity),
+                      _cell(r.number.paper), run, status))
+    parts.append(_table(["§", "quantity", "paper", "this run", "status"], table))
     return "\n".join(parts)
 
 
@@ -389,45 +526,50 @@ def _not_current_mark(s: StageState | None) -> str:
     return f" (**{STATE_WORDS[s.state]}**)"
 
 
+def _file_label(name: str) -> str:
+    """How a download is named: its format, and the subset of a per-subset table."""
+    stem, _, ext = name.rpartition(".")
+    kind = {"md": "Markdown", "tex": "LaTeX"}.get(ext, ext.upper())
+    key = stem.removeprefix("table1_")
+    return f"{kind}, {study.SUBSET_TITLES[key]}" if key in study.SUBSET_TITLES else kind
+
+
 def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner: str = "") -> str:
-    """The figures of 12_figures_tables and Table 1 with its downloads (``rel``: the folder of
-    the files' copies, relative to the page); ``banner`` when 12 is not current."""
-    parts = ["# Figures and Table 1\n"]
+    """The tables and figures of 12_figures_tables in the paper's order, under the paper's
+    labels and with their captions (its ``catalogue.json``), each with its downloads (``rel``:
+    the folder of the files' copies, relative to the page); ``banner`` when 12 is not
+    current."""
+    parts = ["# Figures and tables\n"]
     if banner:
         parts.append(f"```{{warning}}\n{banner}\n```\n")
-    pngs = _by_subset(stage_dir.glob("fig_*.png")) if stage_dir.is_dir() else []
-    tables = _by_subset(stage_dir.glob("table1_*.md")) if stage_dir.is_dir() else []
-    if not pngs and not tables:
-        parts.append(f"No figures: `{FIGURES_STAGE}` did not run.\n")
+    try:
+        made = catalogue.read(stage_dir) if stage_dir.is_dir() else None
+    except (ValueError, OSError) as exc:
+        raise BookError(str(exc)) from exc
+    if made is None or not made.items:
+        parts.append(f"No figures: {_chapter_link('chapter 12', FIGURES_STAGE, chapters)} did "
+                     "not run.\n")
         return "\n".join(parts)
-    parts.append(f"Drawn by {_chapter_link(FIGURES_STAGE, FIGURES_STAGE, chapters)}; each "
-                 "figure can be downloaded as PNG and SVG, Table 1 as CSV, Markdown and LaTeX.\n")
-    for png in pngs:
-        title = png.stem.removeprefix("fig_").replace("_", " ")
-        parts.append(f"## Figure: {_cell(title)}\n")
-        parts.append(f"![{_cell(title)}]({rel}/{png.name})\n")
-        parts.append("Download: " + _downloads(stage_dir, png.stem, rel, (("PNG", "png"),
-                                                                         ("SVG", "svg"))))
-    for md in tables:
-        key = md.stem.removeprefix("table1_")
-        parts.append(f"## Table 1: {study.SUBSET_TITLES.get(key, key)}\n")
-        parts.append(records.read_text(md, error=BookError).strip() + "\n")
-        parts.append("Download: " + _downloads(
-            stage_dir, md.stem, rel, (("CSV", "csv"), ("Markdown", "md"), ("LaTeX", "tex"))))
+    parts.append(f"Drawn by {_chapter_link('chapter 12', FIGURES_STAGE, chapters)}, in the "
+                 "paper's order and under its labels; the compendium's own additions follow, "
+                 "marked so. Each comes with its files.\n")
+    for item in made.items:
+        parts.append(f"## {_cell(item.heading)}\n")
+        markdown = next((f for f in item.files if f.endswith(".md")), None)
+        if markdown is not None and (stage_dir / markdown).is_file():
+            text = records.read_text(stage_dir / markdown, error=BookError).strip()
+            parts.append(_cell(item.caption) + "\n")
+            parts.append(text.split("\n\n", 1)[-1] + "\n")  # the table, below its caption line
+        elif f"{item.stem}.png" in item.files:
+            parts.append(f"![{_cell(item.heading)}]({rel}/{item.stem}.png)\n")
+            parts.append(_cell(item.caption) + "\n")
+        if not item.in_paper:
+            parts.append("*Not in the paper: drawn by the compendium.*\n")
+        kinds = [(_file_label(f), f) for f in item.files]
+        parts.append("Files: " + " · ".join(
+            f"{{download}}`{label} <{rel}/{name}>`" for label, name in kinds
+            if (stage_dir / name).is_file()) + "\n")
     return "\n".join(parts)
-
-
-def _by_subset(files: Iterable[Path]) -> list[Path]:
-    """Files named ``*_<subset>.*`` in the study's subset order (v1, v2, hard), then by name."""
-    order = {key: i for i, key in enumerate(study.SUBSET_KEYS)}
-    return sorted(files, key=lambda p: (order.get(p.stem.rsplit("_", 1)[-1], len(order)),
-                                        p.name))
-
-
-def _downloads(folder: Path, stem: str, rel: str, kinds: Sequence[tuple[str, str]]) -> str:
-    links = [f"{{download}}`{label} <{rel}/{stem}.{ext}>`" for label, ext in kinds
-             if (folder / f"{stem}.{ext}").is_file()]
-    return " · ".join(links) + "\n"
 
 
 class Spend(BaseModel):
@@ -510,9 +652,9 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
         parts.append(_table(["artifact", "sha256", "from", "used by"], [
             (_code(name), _code(info.get("sha256", "?")), _cell(info.get("source", "")),
              _cell(", ".join(info.get("used_by", [])))) for name, info in infos.items()]))
-        parts.append("Upstream, pinned (shown as text: the book links nowhere outside itself):\n")
+        parts.append("Upstream, pinned to a commit or a content hash:\n")
         parts.append("".join(
-            f"- {_code(name, cell=False)}: {_code(info.get('url', '?'), cell=False)}"
+            f"- {_code(name, cell=False)}: {_url(info.get('url'))}"
             + (f" ({_cell(info['licence'])})" if info.get("licence") else "") + "\n"
             for name, info in infos.items()))
     hashes = manifest.get("subset_sha256") or {}
@@ -668,9 +810,12 @@ def chapter_banner(s: StageState | None, command: str) -> str:
 
 
 def sphinx_config(title: str, banner: str) -> dict[str, Any]:
-    """The Sphinx configuration of the book: MyST-NB with execution off, Alabaster, offline."""
+    """The Sphinx configuration of the book: MyST-NB with execution off, sphinx-book-theme,
+    offline (the theme ships its scripts, styles and icon fonts; search summaries, which fetch
+    pages, are off because ``file://`` forbids fetching)."""
     return {
         "project": title,
+        "author": "the HealthBench-Psych compendium",
         "html_title": title,
         "extensions": ["myst_nb"],
         "nb_execution_mode": "off",
@@ -681,23 +826,37 @@ def sphinx_config(title: str, banner: str) -> dict[str, Any]:
         "nb_code_prompt_hide": "Hide code",
         "nb_merge_streams": True,
         "myst_enable_extensions": [],
-        "html_theme": "alabaster",
-        "html_theme_options": {"show_powered_by": False, "show_relbars": True,
-                               "page_width": "1200px", "sidebar_width": "230px"},
-        "html_sidebars": {"**": ["navigation.html", "relations.html"]},
-        "templates_path": [str(SITE_FILES / "templates")],
+        "html_theme": "sphinx_book_theme",
+        "html_theme_options": {
+            "announcement": escape.html_text(banner) if banner else "",
+            "home_page_in_toc": True,
+            "show_toc_level": 2,
+            "use_download_button": False,
+            "use_fullscreen_button": False,
+            "use_repository_button": False,
+            "use_source_button": False,
+            "use_issues_button": False,
+            "use_edit_page_button": False,
+            "navigation_with_keys": False,
+            "extra_footer": "",
+            "footer_content_items": [],
+        },
         "html_static_path": [str(SITE_FILES / "static")],
         "html_css_files": ["book.css"],
-        "html_context": {"partial_banner": banner},
+        # the theme reads its colour mode from here when the browser has none stored (file://)
+        "html_context": {"default_mode": "light"},
+        "html_extra_path": [EXTRA_DIR],
+        "html_show_search_summary": False,
         "html_copy_source": False,
         "html_show_sourcelink": False,
         "html_use_index": False,
         "html_show_copyright": False,
+        "html_show_sphinx": False,
         "html_domain_indices": False,
         "html_last_updated_fmt": None,
         "html_permalinks": True,
-        # copies of the stage's files and of the published artifacts, not pages
-        "exclude_patterns": ["files", PUBLISHED_FILES],
+        # copies of the stage's files, the published artifacts and extra files, not pages
+        "exclude_patterns": ["files", PUBLISHED_FILES, EXTRA_DIR],
         "suppress_warnings": ["misc.highlighting_failure", "myst.header"],
     }
 
@@ -720,6 +879,39 @@ def _read_manifest(profile_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+EXTRA_DIR = "_extra"
+"""Files the book carries as they are, outside any page (Sphinx's ``html_extra_path``)."""
+
+
+def copy_instruments(profile_dir: Path, src: Path) -> dict[str, str]:
+    """Copy each review round's instrument into the book; by stage, its path in the book."""
+    out = {}
+    for stage in ROUND_INSTRUMENTS:
+        found = profile_dir / stage / INSTRUMENT_FILE
+        if found.is_file():
+            rel = BOOK_COPY.format(stage=stage)
+            (src / EXTRA_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(found, src / EXTRA_DIR / rel)
+            out[stage] = rel
+    return out
+
+
+_RELATIVE_LINK = re.compile(r"\[([^\]]+)\]\((?![a-z]+:|#)([^)\s]+)\)")
+
+
+def repository_links_as_text(markdown: str, folder: str) -> str:
+    """A repository document's relative links (``[the stage graph](pipeline.md)``) as text
+    naming the file (``the stage graph (docs/pipeline.md in the repository)``): the book
+    carries the page, not the files it links to; web links stay links."""
+    return _RELATIVE_LINK.sub(lambda m: f"{m.group(1)} (`{folder}/{m.group(2)}` in the "
+                              "repository)", markdown)
+
+
+def methods_source() -> Path:
+    """The compendium's methods page (``docs/methods.md``), rendered into every book."""
+    return paths.project_root() / "docs" / f"{METHODS_PAGE}.md"
+
+
 def write_sources(profile_dir: Path, src: Path) -> str:
     """Write the book's Sphinx sources for a run folder into ``src``; return the banner."""
     profile_dir = Path(profile_dir)
@@ -730,14 +922,31 @@ def write_sources(profile_dir: Path, src: Path) -> str:
     states = stage_states(profile_dir, run, manifest)
     command = update_command(profile, manifest, profile_dir.parent)
     src.mkdir(parents=True, exist_ok=True)
+    (src / EXTRA_DIR).mkdir(exist_ok=True)
     chapters = []
     for nb in chapters_of(profile_dir, states):
         prepare_notebook(nb, src / nb.name, chapter_banner(states.get(nb.stem), command))
         chapters.append(nb.stem)
+    try:
+        rows = ledger.ledger(metrics)
+    except ledger.LedgerError as exc:
+        raise BookError(str(exc)) from exc
+    (src / f"{LEDGER_PAGE}.md").write_text(ledger_markdown(rows, metrics, chapters),
+                                           encoding="utf-8")
+    extra_pages = [LEDGER_PAGE]
+    methods = methods_source()
+    if methods.is_file():
+        text = records.read_text(methods, error=BookError)
+        (src / f"{METHODS_PAGE}.md").write_text(repository_links_as_text(text, "docs"),
+                                                encoding="utf-8")
+        extra_pages.append(METHODS_PAGE)
+    find = find_markdown(chapters, copy_instruments(profile_dir, src),
+                         METHODS_PAGE in extra_pages, explorer_note(metrics))
     overrides = (manifest or {}).get("overrides")
     (src / "index.md").write_text(
         landing_markdown(profile, metrics, chapters, run.description if run else "",
-                         overrides if isinstance(overrides, dict) else None, states, command),
+                         overrides if isinstance(overrides, dict) else None, states, command,
+                         reproduced=ledger.summary(rows), find=find, extra_pages=extra_pages),
         encoding="utf-8")
     stage_dir = profile_dir / FIGURES_STAGE
     if stage_dir.is_dir():
@@ -750,7 +959,7 @@ def write_sources(profile_dir: Path, src: Path) -> str:
         provenance_markdown(manifest, chapters, metrics, states,
                             published_markdown(profile_dir, src, profile)),
         encoding="utf-8")
-    return partial_banner(metrics)
+    return partial_banner(metrics, run)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -830,7 +1039,8 @@ def render(profile_dir: Path, *, parallel: int = 0, fresh: bool = False) -> Buil
         with tempfile.TemporaryDirectory(prefix=".book-src-", dir=profile_dir) as tmp:
             banner = write_sources(profile_dir, Path(tmp))
             _sync(Path(tmp), work / "src")
-        title = f"HealthBench-Psych · {profile_dir.name}"
+        (work / "src" / EXTRA_DIR).mkdir(exist_ok=True)  # Sphinx wants it, even empty
+        title = f"HealthBench-Psych · {title_name(profile_dir.name)}"
         # as sphinx-build does: docutils' global registries are restored after the build, so
         # a second book in the same process (tests, the runner) starts clean
         with patch_docutils(None), docutils_namespace():

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from hbpsych_utils import study
 from hbpsych_utils.core import escape
 
 
@@ -37,9 +38,28 @@ def unavailable(reason: str) -> Note:
     return Note(reason)
 
 
+def readers_names(frame: pd.DataFrame, *, categories: bool = False) -> pd.DataFrame:
+    """``frame`` with the study's model ids (cells, row and column labels) replaced by their
+    display names and, with ``categories``, category terms by their labels: what a reader sees;
+    the files keep the ids."""
+    names: dict[str, str] = dict(study.DISPLAY_NAMES)
+    if categories:
+        names |= study.CATEGORY_LABELS
+    out = frame.rename(index=lambda v: names.get(v, v) if isinstance(v, str) else v,
+                       columns=lambda v: names.get(v, v) if isinstance(v, str) else v)
+    text = [c for c in out.columns if out[c].dtype == object]
+    if text:
+        out = out.copy()
+        for c in text:
+            out[c] = out[c].map(lambda v: names.get(v, v) if isinstance(v, str) else v)
+    return out
+
+
 @dataclass(frozen=True)
 class Table:
-    """A table with a caption, shown as an HTML ``<table>`` (numbers rounded as given)."""
+    """A table with a caption, shown as an HTML ``<table>`` (numbers rounded as given), the
+    study's models under their display names (and category terms under their labels, with
+    ``categories``)."""
 
     frame: pd.DataFrame
     caption: str = ""
@@ -47,17 +67,20 @@ class Table:
     formats: Mapping[str, str] = field(default_factory=dict)
     """Column -> format string (``"{:+.4f}"``), for columns that need their own."""
     index: bool = True
+    categories: bool = False
 
     def html(self) -> str:
+        shown = readers_names(self.frame, categories=self.categories)
+        formats = dict(zip(shown.columns, (self.formats.get(c) for c in self.frame.columns),
+                           strict=True))
         # the Styler escapes cells and labels when asked, but never the axes' names
         names = {axis: [None if n is None else escape.html_text(n) for n in labels.names]
-                 for axis, labels in (("index", self.frame.index),
-                                      ("columns", self.frame.columns))}
-        frame = self.frame.rename_axis(**names)
+                 for axis, labels in (("index", shown.index), ("columns", shown.columns))}
+        frame = shown.rename_axis(**names)
         styler = (frame.style.format(precision=self.precision, na_rep="–", escape="html")
                   .format_index(escape="html", axis=0).format_index(escape="html", axis=1))
-        for column, fmt in self.formats.items():
-            if column in frame.columns:
+        for column, fmt in formats.items():
+            if fmt is not None:
                 styler = styler.format(fmt, subset=[column], na_rep="–", escape="html")
         if self.caption:
             styler = styler.set_caption(escape.html_text(self.caption))

@@ -152,10 +152,11 @@ def category_distribution(
     fig, ax = _subplots(figsize=(6.5, 0.28 * len(labels) + 1.0))
     colours = [MUTED if k in muted else OKABE_ITO[0] for k in labels]
     ax.barh(range(len(labels)), values, color=colours)
-    ax.set_yticks(range(len(labels)), [k.replace("_", " ") for k in labels])
+    ax.set_yticks(range(len(labels)), [k if k in muted else study.category_label(k)
+                                       for k in labels])
     ax.invert_yaxis()
     for i, v in enumerate(values):
-        ax.text(v, i, f" {v} ({v / total:.0%})", va="center", fontsize=8)
+        ax.text(v, i, f" {v} ({v / total:.1%})", va="center", fontsize=8)
     ax.set_xlabel("conversations")
     ax.set_xlim(0, max(values) * 1.2 if values else 1)
     ax.set_title(f"{title} (n = {total})", loc="left")
@@ -222,24 +223,41 @@ def png_bytes(fig: Figure | CachedFigure) -> bytes:
 
 
 @dataclass(frozen=True, repr=False)
+class Captioned(Shown):
+    """A figure as the paper shows it: its heading ("Figure G2. Panel ranking ...") and a
+    caption saying what is plotted, under the image."""
+
+    figure: Figure | CachedFigure
+    heading: str
+    caption: str
+
+    def _repr_html_(self) -> str:
+        data = base64.b64encode(png_bytes(self.figure)).decode("ascii")
+        return (f'<figure><img alt="{escape.html_text(self.heading)}" '
+                f'src="data:image/png;base64,{data}"/>'
+                f"<figcaption><strong>{escape.html_text(self.heading)}.</strong> "
+                f"{escape.html_text(self.caption)}</figcaption></figure>")
+
+    def __repr__(self) -> str:
+        return f"[{self.heading}] {self.caption}"
+
+
+@dataclass(frozen=True, repr=False)
 class Gallery(Shown):
     """Several figures shown one after the other (a chapter's section), after the sentences
     saying what was left out and why; each figure keeps the file stem it is saved under."""
 
-    figures: Mapping[str, Figure | CachedFigure]
+    figures: Mapping[str, Captioned]
     notes: Sequence[str] = field(default_factory=tuple)
     """Plain sentences shown before the figures (escaped)."""
 
     def _repr_html_(self) -> str:
         parts = [f"<p>{escape.html_text(note)}</p>" for note in self.notes]
-        for stem, fig in self.figures.items():
-            data = base64.b64encode(png_bytes(fig)).decode("ascii")
-            parts.append(f'<img alt="{escape.html_text(stem)}" '
-                         f'src="data:image/png;base64,{data}"/>')
+        parts += [fig._repr_html_() for fig in self.figures.values()]
         return "\n".join(parts)
 
     def __repr__(self) -> str:
-        return "\n".join([*self.notes, *(f"[figure {stem}]" for stem in self.figures)])
+        return "\n".join([*self.notes, *(repr(f) for f in self.figures.values())])
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,7 +344,7 @@ def panel_ranking(
     span = float(np.nanmax(hi) - np.nanmin(lo)) or 0.1
     for i in range(n):
         ax.text(hi[i] + 0.015 * span, i, f"{est[i]:.3f}", va="center", fontsize=7.5)
-    ax.set_yticks(range(n), order)
+    ax.set_yticks(range(n), [study.display_name(c) for c in order])
     for tick, c in zip(ax.get_yticklabels(), order, strict=True):
         if c in late:
             tick.set_color("#555555")
@@ -336,7 +354,7 @@ def panel_ranking(
                 min(1.0, float(np.nanmax(hi)) + 0.12 * span))
     ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
     ax.set_xlabel("panel score (clipped mean over conversations, 0–1)")
-    ns = t["n_panel"] if "n_panel" in t.columns else None
+    ns = next((t[c] for c in ("n_panel", "n") if c in t.columns), None)
     if ci:
         note = "95% bootstrap intervals"
         if ns is not None and ns.nunique() == 1:
@@ -408,7 +426,7 @@ def judge_heatmap(
             outlined = True
     ax.set_xticks(range(len(judges)), [_judge_label(j) for j in judges])
     ax.xaxis.tick_top()
-    ax.set_yticks(range(n), order)
+    ax.set_yticks(range(n), [study.display_name(c) for c in order])
     for tick, c in zip(ax.get_yticklabels(), order, strict=True):
         if c in late:
             tick.set_color("#555555")

@@ -1,4 +1,4 @@
-"""Table 1 and its writers: CSV for machines, Markdown for the README, LaTeX for the paper.
+"""Table 1 and its writers: CSV for machines, Markdown for the book, LaTeX for a paper.
 
 One normalised layout serves both scoring modes (``scoring.table1`` with bootstrap intervals,
 ``scoring.paper_table`` with point estimates), so a reader of the CSV never has to know which
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any
@@ -27,20 +28,11 @@ from hbpsych_utils import study
 from hbpsych_utils.core import escape
 from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.reporting.display import Table
 
 LATER_MARK = "†"
 LATER_NOTE = (
     f"{LATER_MARK} added to the released matrices after the study; not one of its candidates."
-)
-POINT_ESTIMATES_NOTE = (
-    "Point estimates: the panel mean is the mean of the judges' clipped means; the "
-    "per-conversation grades behind them are not available, so no interval is given."
-)
-"""The note under Table 1 when it has no intervals (paper mode): why, in a full sentence."""
-CI_NOTE = (
-    "Panel mean: per conversation, the mean of the judges that all scored it, then the mean "
-    "over conversations clipped to [0, 1]; 95% percentile interval from a seeded "
-    "conversation-level bootstrap{resamples}; n = conversations in the panel mean."
 )
 
 
@@ -228,88 +220,141 @@ def write_csv(df: pd.DataFrame, path: Path, *, float_decimals: int = 6) -> Path:
 
 
 # --------------------------------------------------------------------------------------------
-# Table 1 for readers
+# Table 1 for readers: the paper's layout
 
 
-def table1_display(
-    t1: pd.DataFrame,
-    *,
-    judges: Sequence[str] = study.JUDGE_PANEL,
-    decimals: int = 3,
-    n_resamples: int | None = None,
-) -> tuple[pd.DataFrame, list[str], list[str]]:
-    """Table 1 as strings for Markdown/LaTeX: the frame, its column alignment, and its notes.
+@dataclass(frozen=True, repr=False)
+class ReaderTable:
+    """A table as readers see it: text cells, column alignment, its label and caption (one
+    sentence saying what it shows), and notes; written as Markdown, LaTeX or HTML alike."""
 
-    The interval column appears only when every row has one; later-added candidates carry a
-    dagger and a note; the point-estimate note says why there is no interval.
-    """
-    judges = list(judges)
-    ci = has_intervals(t1)
-    later = ("in_study" in t1.columns) and not bool(t1["in_study"].all())
-    f = lambda v: format_number(v, decimals)  # noqa: E731
-    out = pd.DataFrame({"Rank": [str(int(r)) for r in t1["rank"]]})
-    names = []
+    label: str
+    caption: str
+    frame: pd.DataFrame
+    align: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        return (f"**{_md_escape(self.label)}.** {_md_escape(self.caption)}\n\n"
+                + to_markdown(self.frame, align=self.align, notes=self.notes))
+
+    def latex(self, tex_label: str) -> str:
+        return to_latex(self.frame, align=self.align, caption=f"{self.label}. {self.caption}",
+                        label=tex_label, notes=self.notes)
+
+    def _repr_html_(self) -> str:
+        html = Table(self.frame, caption=f"{self.label}. {self.caption}", index=False).html()
+        return html + "".join(f"<p>{escape.html_text(n)}</p>" for n in self.notes)
+
+    def __repr__(self) -> str:
+        return self.markdown()
+
+
+def _model_names(t1: pd.DataFrame) -> dict[str, str]:
+    """Each candidate's display name, with the dagger of a later-added one."""
+    later = "in_study" in t1.columns and not bool(t1["in_study"].all())
+    out = {}
     for _, r in t1.iterrows():
-        late = later and not bool(r["in_study"])
-        names.append(f"{r['candidate']} {LATER_MARK}" if late else str(r["candidate"]))
-    out["Candidate"] = names
-    out["Panel mean"] = [f(v) for v in t1["panel_mean"]]
-    align = ["r", "l", "r"]
+        name = study.display_name(str(r["candidate"]))
+        out[str(r["candidate"])] = (f"{name} {LATER_MARK}" if later and not bool(r["in_study"])
+                                    else name)
+    return out
+
+
+def _n_text(t1: pd.DataFrame) -> str:
+    ns = sorted({int(v) for v in t1["n"].dropna()})
+    if not ns:
+        return ""
+    return f"n = {ns[0]:,}" if len(ns) == 1 else f"n = {ns[0]:,}–{ns[-1]:,}"
+
+
+def paper_table1(subsets: Mapping[str, pd.DataFrame], *, decimals: int = 3,
+                 n_resamples: int | None = None, per_judge: str = "Table I1") -> ReaderTable:
+    """Table 1 as the paper lays it out: one row per model, best first by the first subset's
+    panel mean, and one column per subset (v1 and Hard side by side) with the panel mean and,
+    where the source has per-conversation grades, its 95% interval in the same cell.
+
+    ``subsets``: Table 1 frames in the normalised layout (:func:`table1`), by subset key, the
+    primary first. The caption says in one sentence whether the cells carry intervals and, if
+    not, why; per-judge means are left to ``per_judge`` (the appendix table)."""
+    if not subsets:
+        raise ValueError("Table 1: no subset to show")
+    keys = list(subsets)
+    primary = subsets[keys[0]]
+    order = [str(c) for c in primary["candidate"]]
+    for t in list(subsets.values())[1:]:
+        order += [str(c) for c in t["candidate"] if str(c) not in order]
+    names: dict[str, str] = {}
+    for t in subsets.values():
+        names.update(_model_names(t))
+    f = lambda v: format_number(v, decimals)  # noqa: E731
+    ranks = dict(zip(primary["candidate"].astype(str), primary["rank"], strict=True))
+    out = pd.DataFrame({"Rank": [str(int(ranks[c])) if c in ranks else "–" for c in order],
+                        "Model": [names[c] for c in order]})
+    align = ["r", "l"]
+    ci = all(has_intervals(t) for t in subsets.values())
+    for key, t in subsets.items():
+        rows = t.set_index(t["candidate"].astype(str))
+        cells = []
+        for c in order:
+            if c not in rows.index:
+                cells.append("–")
+                continue
+            r = rows.loc[c]
+            cell = f(r["panel_mean"])
+            if ci:
+                cell += f" [{f(r['ci_low'])}, {f(r['ci_high'])}]"
+            cells.append(cell)
+        n = _n_text(t)
+        out[study.SUBSET_TITLES.get(key, key) + (f" ({n})" if n else "")] = cells
+        align.append("r")
+    titles = " and ".join(study.SUBSET_TITLES.get(k, k) for k in keys)
     if ci:
-        out["95% CI"] = [f"[{f(lo)}, {f(hi)}]" for lo, hi in zip(t1["ci_low"], t1["ci_high"],
-                                                                 strict=True)]
-        align.append("c")
+        resamples = f", {n_resamples:,} resamples" if n_resamples else ""
+        how = (f"with 95% intervals from a seeded conversation-level bootstrap{resamples} "
+               "(each resample's mean clipped)")
+    else:
+        how = ("as point estimates: the released matrices hold one mean per model and judge, "
+               "so no interval can be computed")
+    caption = (f"Three-judge panel means on {titles}, best first by the "
+               f"{study.SUBSET_TITLES.get(keys[0], keys[0])} mean, {how}; per-judge means are "
+               f"in {per_judge}.")
+    notes = [LATER_NOTE] if any(LATER_MARK in v for v in names.values()) else []
+    return ReaderTable("Table 1", caption, out, align, notes)
+
+
+def per_judge_table(t1: pd.DataFrame, *, subset: str, judges: Sequence[str],
+                    decimals: int = 3, label: str = "Table I1") -> ReaderTable:
+    """Each judge's clipped mean per model on one subset, and the panel's (the paper's
+    Appendix I table), in Table 1's order."""
+    f = lambda v: format_number(v, decimals)  # noqa: E731
+    names = _model_names(t1)
+    out = pd.DataFrame({"Rank": [str(int(r)) for r in t1["rank"]],
+                        "Model": [names[str(c)] for c in t1["candidate"]]})
     for j in judges:
         out[study.display_name(j)] = [f(v) for v in t1[j]]
-        align.append("r")
-    if t1["n"].notna().any():
-        out["n"] = [format_number(v) for v in t1["n"]]
-        align.append("r")
-    resamples = f" ({n_resamples:,} resamples)" if n_resamples else ""
-    notes = [CI_NOTE.format(resamples=resamples) if ci else POINT_ESTIMATES_NOTE]
-    shown = [j for j in judges if study.display_name(j) != j]
-    if shown:
-        notes.append("Judges: " + "; ".join(f"{study.display_name(j)} = {j}" for j in shown) + ".")
-    if later:
-        notes.append(LATER_NOTE)
-    return out, align, notes
+    out["Panel"] = [f(v) for v in t1["panel_mean"]]
+    n = _n_text(t1)
+    caption = (f"Each judge's clipped mean per model on {study.SUBSET_TITLES.get(subset, subset)}"
+               + (f" ({n})" if n else "") + ", and the panel's, in Table 1's order.")
+    notes = [LATER_NOTE] if any(LATER_MARK in v for v in names.values()) else []
+    return ReaderTable(label, caption, out, ["r", "l", *(["r"] * (len(judges) + 1))], notes)
 
 
-def table1_texts(
-    table: pd.DataFrame,
-    stem: str,
-    *,
-    subset: str,
-    judges: Sequence[str] = study.JUDGE_PANEL,
-    n: int | Mapping[str, int] | pd.Series | None = None,
-    decimals: int = 3,
-    n_resamples: int | None = None,
-    label: str = "tab:table1",
-) -> dict[str, str]:
-    """Table 1 on ``subset`` as the text of ``stem.csv``, ``stem.md`` and ``stem.tex`` (file
-    name -> text), so a stage can show the Markdown before it writes the files.
-
-    ``table`` is ``scoring.table1`` or ``scoring.paper_table`` output (or already normalised by
-    ``table1``). The CSV keeps 6 decimals and every column; Markdown and LaTeX round to
-    ``decimals`` for reading. ``n_resamples``, when given, is stated in the interval note.
-    """
-    t1 = table if {"candidate", "ci_low", "n"} <= set(table.columns) else table1(
-        table, judges=judges, n=n)
-    disp, align, notes = table1_display(t1, judges=judges, decimals=decimals,
-                                        n_resamples=n_resamples)
-    caption = f"Panel ranking on {subset}"
-    caption += " (95% bootstrap intervals)." if has_intervals(t1) else " (point estimates)."
-    return {
-        f"{stem}.csv": csv_text(t1),
-        f"{stem}.md": f"**Table 1.** {caption}\n\n" + to_markdown(disp, align=align,
-                                                                   notes=notes),
-        f"{stem}.tex": to_latex(disp, align=align, caption=caption, label=label, notes=notes),
-    }
+TABLE1_FILES = ("table1.md", "table1.tex", "table_i1.md", "table_i1.tex")
+"""The reader files of Table 1 and its appendix table (12_figures_tables writes them beside each
+subset's ``table1_<subset>.csv``)."""
 
 
-def write_table1(table: pd.DataFrame, stem: Path, **options: Any) -> list[Path]:
-    """Write ``stem.csv``, ``stem.md`` and ``stem.tex`` for Table 1 as :func:`table1_texts`
-    makes them (the same keyword options: ``subset``, ``judges``, ``n``, ...)."""
-    stem = Path(stem)
-    texts = table1_texts(table, stem.name, **options)
-    return [write_text(stem.parent / name, text) for name, text in texts.items()]
+def table1_texts(subsets: Mapping[str, pd.DataFrame], *, judges: Sequence[str],
+                 n_resamples: int | None = None) -> dict[str, str]:
+    """Table 1's files, by name: each subset's CSV (every column, 6 decimals, the machine
+    layout ``table1_<subset>.csv``), Table 1 in the paper's layout and the per-judge appendix
+    table of the first subset, each as Markdown and LaTeX. ``subsets``: normalised frames."""
+    first = next(iter(subsets))
+    main = paper_table1(subsets, n_resamples=n_resamples)
+    appendix = per_judge_table(subsets[first], subset=first, judges=judges)
+    out = {f"table1_{key}.csv": csv_text(t) for key, t in subsets.items()}
+    out |= {"table1.md": main.markdown(), "table1.tex": main.latex("tab:table1"),
+            "table_i1.md": appendix.markdown(), "table_i1.tex": appendix.latex("tab:table-i1")}
+    return out

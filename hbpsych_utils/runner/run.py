@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import shutil
 import sys
@@ -73,6 +74,16 @@ class Step:
     run: bool
     reason: str
     current: bool = False
+
+
+def injected_root(root: Path) -> str:
+    """The outputs root as the runner gives it to a notebook: relative to ``notebooks/`` when
+    it lies inside the project (``../outputs``, as the parameters cell says by default, so the
+    executed notebook and its book show no path of the machine), else absolute."""
+    root = Path(root).resolve()
+    if root.is_relative_to(paths.project_root().resolve()):
+        return os.path.relpath(root, paths.notebooks_dir().resolve())
+    return str(root)
 
 
 def default_command(profile: str, outputs_root: Path | None, only: list[str] | None,
@@ -270,7 +281,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                 record()
                 raise RunInterrupted(profile.name, out, name, f"{name} (before it started)")
             declared = execute.declared_parameters(nb)
-            values_in = graph.notebook_parameters(profile, name, str(root))
+            values_in = graph.notebook_parameters(profile, name, injected_root(root))
             params = {k: v for k, v in values_in.items() if k in declared}
             echo(f"[{i}/{len(to_run)}] {name} ...")
             try:

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import CorpusParams
 from hbpsych_utils.core.escape import md_text
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import CorpusMetrics
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
@@ -49,7 +50,7 @@ class Loaded(Shown):
 
     def _repr_markdown_(self) -> str:
         return (f"**{self.corpus.coverage.describe()}** (source: {md_text(self.corpus.source)}); "
-                f"{len(self.corpus.report.skipped)} invalid line(s) skipped.")
+                f"{count(len(self.corpus.report.skipped), 'invalid line')} skipped.")
 
 
 def load(run: StageRun[CorpusParams]) -> Loaded:
@@ -115,10 +116,36 @@ class Description(Shown):
     n_hard_in_corpus: int
 
     def _repr_html_(self) -> str:
+        shown = {label: _shown(self.stats[key], fmt) for key, (label, fmt) in STAT_LABELS.items()
+                 if self.stats.get(key) is not None}
         return Tables([
-            Table(pd.Series(self.stats, name="value").to_frame(), caption="The corpus"),
+            Table(pd.Series(shown, name="").rename_axis("").to_frame(), caption="The corpus"),
             Table(self.themes, caption="Conversations per theme (example_tags)"),
         ])._repr_html_()
+
+
+STAT_LABELS: dict[str, tuple[str, str]] = {
+    "n_conversations": ("Conversations", "{:,}"),
+    "n_multi_turn": ("Multi-turn conversations", "{:,}"),
+    "turns_mean": ("Turns per conversation, mean", "{:.1f}"),
+    "turns_median": ("Turns per conversation, median", "{:.0f}"),
+    "turns_max": ("Turns per conversation, most", "{:,}"),
+    "n_rubric_items": ("Rubric criteria", "{:,}"),
+    "rubric_items_mean": ("Rubric criteria per conversation, mean", "{:.1f}"),
+    "n_negative_items": ("Criteria worth negative points", "{:,}"),
+    "positive_points_total": ("Positive points, all criteria", "{:,}"),
+    "negative_points_total": ("Negative points, all criteria", "{:,}"),
+    "points_all_integer": ("Every criterion worth whole points", "yes/no"),
+    "n_non_english": ("Conversations flagged non-English", "{:,}"),
+    "non_english_share": ("Share flagged non-English", "{:.1%}"),
+}
+"""How the corpus's numbers (``corpus.describe_corpus``) read in the chapter, and their format."""
+
+
+def _shown(value: Any, fmt: str) -> str:
+    if fmt == "yes/no":
+        return "yes" if value else "no"
+    return fmt.format(value)
 
 
 def describe(run: StageRun[CorpusParams], loaded: Loaded,

@@ -19,9 +19,11 @@ from typing import Any
 
 import pandas as pd
 
+from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, screening, translation
 from hbpsych_utils.core.config import ScreeningParams, unset_live_model
 from hbpsych_utils.core.escape import md_code, md_text
+from hbpsych_utils.core.wording import count, were
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import ScreeningMetrics
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
@@ -109,7 +111,7 @@ def screen(run: StageRun[ScreeningParams], rubric: Rubric) -> Screen:
         live = screening.run_screen(rubric.spec, conversations, ask,
                                     batch_size=params.batch_size, max_reasks=params.max_reasks)
     note = (f"Screened {len(live.table):,} conversations with {params.model} in batches of "
-            f"{params.batch_size}; {len(live.log)} problem(s) logged ({SCREEN_PROBLEMS}).")
+            f"{params.batch_size}; {count(len(live.log), 'problem')} logged ({SCREEN_PROBLEMS}).")
     return Screen(live.table, note, live.log, conversations)
 
 
@@ -154,7 +156,7 @@ class Translations(Shown):
 
     def _repr_html_(self) -> str:
         status = self.result.table.status.value_counts().to_frame()
-        return Table(status, caption=f"{len(self.result.table)} conversation(s) flagged "
+        return Table(status, caption=f"{count(len(self.result.table), 'conversation')} flagged "
                      f"non-English sent to {self.model}").html()
 
 
@@ -188,7 +190,7 @@ class LabelTables(Shown):
     by_confidence: pd.DataFrame
 
     def _repr_html_(self) -> str:
-        return Tables([Table(self.by_category, caption="Label x category"),
+        return Tables([Table(self.by_category, caption="Label x category", categories=True),
                        Table(self.by_confidence, caption="Label x confidence")])._repr_html_()
 
 
@@ -261,7 +263,8 @@ def findings(m: ScreeningMetrics) -> Findings:
     only when their numbers exist (a live run, a comparison, a translation model).
     """
     top = sorted(m.relevant_by_category.items(), key=lambda kv: -kv[1])[:TOP_CATEGORIES]
-    routed = (f"{m.n_model_refused} item(s) were refused by the screening model and routed "
+    routed = (f"{count(m.n_model_refused, 'item')} {were(m.n_model_refused)} refused by the "
+              "screening model and routed "
               "to review")
     if m.n_screen_failed:
         routed += (f", {m.n_screen_failed} got no valid record after re-asks and were "
@@ -271,7 +274,8 @@ def findings(m: ScreeningMetrics) -> Findings:
         f"RELEVANT, **{m.n_borderline:,}** BORDERLINE and {m.n_not_relevant:,} "
         f"NOT_RELEVANT; {routed}.",
         "The commonest RELEVANT categories: "
-        + (", ".join(f"{md_text(c)} ({n})" for c, n in top) or "none") + ".",
+        + (", ".join(f"{md_text(study.category_label(c))} ({n})" for c, n in top) or "none")
+        + ".",
         f"{m.n_relevant + m.n_borderline:,} conversations go to blinded clinician review.",
     ]
     if (a := m.agreement_with_release) is not None:

@@ -110,7 +110,8 @@ class Categories(Shown):
 
     def _repr_html_(self) -> str:
         table = pd.Series(self.counts, name="conversations").rename_axis("category").to_frame()
-        return Table(table, caption="v1 conversations by modal reviewer category").html()
+        return Table(table, caption="v1 conversations by modal reviewer category",
+                     categories=True).html()
 
 
 def categories(votes: Votes, subsets: Subsets) -> Categories:
@@ -187,11 +188,12 @@ def findings(m: SubsetMetrics) -> Findings:
     """
     out = [f"HealthBench-Psych v1 holds **{m.n_v1}** conversations (v2: {m.n_v2}); "
            f"**{m.n_hard}** of them are HealthBench-Hard."]
-    verdicts = [f"{k}: {'matches' if v else 'DIFFERS from'} the release"
-                for k, v in m.matches().items()]
+    verdicts = [f"{study.SUBSET_TITLES.get(k, k)} {'matches' if v else 'DIFFERS from'} the "
+                "release" for k, v in m.matches().items()]
     if verdicts:
         out.append(f"Derived ids and hashes — {', '.join(verdicts)}.")
     top = list(m.category_counts.items())[:TOP_CATEGORIES]
-    out.append("Largest categories: " + ", ".join(f"{md_text(c)} ({n})" for c, n in top)
+    out.append("Largest categories: " + ", ".join(f"{md_text(study.category_label(c))} ({n})"
+                                                  for c, n in top)
                + f"; {m.n_no_category_majority} conversations have no category majority.")
     return Findings(out)

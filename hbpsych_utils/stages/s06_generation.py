@@ -32,6 +32,7 @@ from hbpsych_utils.construction import subset as subsets
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import GenerationParams, GradingParams
 from hbpsych_utils.core.escape import md_code, md_text
+from hbpsych_utils.core.wording import count, were
 from hbpsych_utils.evaluation import cost_plan as plans
 from hbpsych_utils.evaluation import generation, grading, refusals, runlog
 from hbpsych_utils.evaluation.refusals import ErrorEvent
@@ -74,9 +75,9 @@ class Conversations(Shown):
 
     def _repr_markdown_(self) -> str:
         names = ", ".join(md_code(c) for c in self.candidates) or "none"
-        return (f"{len(self.selected)} conversation(s) of subset **{self.subset}** "
+        return (f"{count(len(self.selected), 'conversation')} of subset **{self.subset}** "
                 f"({self.n_in_subset} in the subset, {len(self.corpus)} in this run's corpus), "
-                f"each sent to {len(self.candidates)} candidate(s): {names}.")
+                f"each sent to {count(len(self.candidates), 'candidate')}: {names}.")
 
 
 @dataclass(frozen=True, repr=False)
@@ -136,7 +137,7 @@ def cost_plan(run: StageRun[GenerationParams],
         design = plans.Design(conversations=tuple(plans.measure(source.selected, template)),
                               n_conversations=len(source.selected),
                               candidates=tuple(source.candidates), judges=tuple(judges))
-        what = f"this run's {len(source.candidates)} candidate(s) on its conversations"
+        what = f"this run's {count(len(source.candidates), 'candidate')} on its conversations"
     else:
         held = corpus.load_recorded(run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
         candidates = tuple(params.candidates or study.CANDIDATES)
@@ -148,9 +149,9 @@ def cost_plan(run: StageRun[GenerationParams],
     routings = [plans.AS_STUDY_RAN, plans.configured(llm.mode, llm.prompt_caching),
                 plans.OPTIMISED]
     frame = plans.compare(design, profile_registry(llm.registry_file), routings)
-    return Table(frame, caption=f"Planned cost (USD) of {what}, graded by {len(judges)} "
-                 "judge(s): as the study ran it, as configured, optimised", precision=4,
-                 index=False)
+    return Table(frame, caption=f"Planned cost (USD) of {what}, graded by "
+                 f"{count(len(judges), 'judge')}: as the study ran it, as configured, "
+                 "optimised", precision=4, index=False)
 
 
 # --- what was sent and what came back --------------------------------------------------------
@@ -282,11 +283,13 @@ def findings(m: GenerationMetrics, spend_by_candidate: pd.Series | None = None) 
     to notebook 10 only when empty responses were logged.
     """
     if isinstance(m, GenerationLiveMetrics):
-        out = [f"{m.n_responses} responses from {len(m.candidates)} candidate(s) on "
+        out = [f"{m.n_responses} responses from {count(len(m.candidates), 'candidate')} on "
                f"{m.n_conversations} {m.subset} conversations: {m.n_ok} answered."]
-        out.append(f"{m.n_refused} explicit refusal(s) were kept as the model's answer and "
+        out.append(f"{count(m.n_refused, 'explicit refusal')} {were(m.n_refused)} kept as the "
+                   "model's answer and "
                    "are graded as returned." if m.n_refused else "No candidate refused.")
-        out.append(f"{m.n_failed} call(s) failed in transport and are left for a re-run "
+        out.append(f"{count(m.n_failed, 'call')} failed in transport and "
+                   f"{'is' if m.n_failed == 1 else 'are'} left for a re-run "
                    "(never stored as an answer)." if m.n_failed else "No call failed.")
         out.append(f"Spend ${m.spend_usd:,.4f} (plan: ${m.plan_est_cost_usd:,.4f}).")
         if m.stopped_by_budget:

@@ -28,6 +28,7 @@ from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import sources
 from hbpsych_utils.core.config import GradingParams
 from hbpsych_utils.core.escape import md_text
+from hbpsych_utils.core.wording import count, were
 from hbpsych_utils.evaluation import generation, grading, panel, refusals, runlog
 from hbpsych_utils.evaluation.refusals import ErrorEvent
 from hbpsych_utils.pipeline import graph
@@ -94,8 +95,8 @@ class PanelVerdicts(Shown):
                 "replies not graded (generation failed)": c["n_replies_not_graded"]}
         rows |= {f"engine calls, attempt {k}": n for k, n in c["calls_by_attempt"].items()}
         frame = pd.Series(rows, name="n").rename_axis("").to_frame()
-        return Table(frame, caption=f"The panel's verdicts ({len(self.judges)} judge(s): "
-                     f"{', '.join(self.judges)})").html()
+        return Table(frame, caption=f"The panel's verdicts ({count(len(self.judges), 'judge')}: "
+                     f"{', '.join(study.display_name(j) for j in self.judges)})").html()
 
 
 @dataclass(frozen=True, repr=False)
@@ -313,19 +314,22 @@ def findings(m: GradingMetrics, max_reasks: int | None = None) -> Findings:
     never obtained.
     """
     if isinstance(m, GradingLiveMetrics):
-        out = [f"{m.n_criteria_graded:,} criterion verdicts from {len(m.judges)} judge(s)."]
-        out.append(f"{m.n_recovered} verdict(s) were recovered from malformed JSON by "
+        out = [f"{m.n_criteria_graded:,} criterion verdicts from {count(len(m.judges), 'judge')}."]
+        out.append(f"{count(m.n_recovered, 'verdict')} {were(m.n_recovered)} recovered from "
+                   "malformed JSON by "
                    "pattern extraction." if m.n_recovered
                    else "Every verdict parsed as the reference grader reads it; none needed "
                         "recovery.")
-        out.append(f"{m.n_reasked} criterion verdict(s) needed a re-ask." if m.n_reasked
+        out.append(f"{count(m.n_reasked, 'criterion verdict')} needed a re-ask." if m.n_reasked
                    else "No criterion needed a re-ask.")
-        bound = f" after {max_reasks} re-ask(s)" if max_reasks is not None else ""
-        out.append(f"{m.n_excluded} verdict(s) were still missing{bound} and were excluded "
+        bound = f" after {count(max_reasks, 're-ask')}" if max_reasks is not None else ""
+        out.append(f"{count(m.n_excluded, 'verdict')} {were(m.n_excluded)} still missing{bound} "
+                   "and excluded "
                    "(never counted as false)." if m.n_excluded
                    else "No verdict was excluded.")
         if m.n_replies_not_graded:
-            out.append(f"{m.n_replies_not_graded} reply(ies) were not graded because "
+            out.append(f"{count(m.n_replies_not_graded, 'reply', 'replies')} "
+                       f"{were(m.n_replies_not_graded)} not graded because "
                        "their generation failed.")
         out.append(f"{m.n_scores:,} (judge, candidate, conversation) scores"
                    + (f"; {m.n_unscored} left unscored because a verdict was missing."
@@ -338,7 +342,8 @@ def findings(m: GradingMetrics, max_reasks: int | None = None) -> Findings:
     logged = ", ".join(f"{n} × {md_text(k)}" for k, n in m.anomalies.items())
     out.append(f"The grading log records {logged}." if logged
                else "The grading log records no anomalies.")
-    out.append(f"{m.n_no_verdict} verdict(s) were never obtained after the bounded re-asks."
+    out.append(f"{count(m.n_no_verdict, 'verdict')} {were(m.n_no_verdict)} never obtained "
+               "after the bounded re-asks."
                if m.n_no_verdict
                else "Every verdict was eventually obtained.")
     return Findings(out)

@@ -19,11 +19,13 @@ import pandas as pd
 from hbpsych_utils import study
 from hbpsych_utils.core.config import ScoresParams
 from hbpsych_utils.core.escape import md_text
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.evaluation.score_sources import EvaluationSource, evaluation_source
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import PairedDifferenceRow, ScoresMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting import tables
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -83,28 +85,38 @@ def evaluation_sources(run: StageRun[ScoresParams]) -> Sources:
 
 @dataclass(frozen=True, repr=False)
 class Table1(Shown):
-    """Table 1 of each subset (index: candidate; best first)."""
+    """Table 1 of each subset (index: candidate; best first), shown in the paper's layout with
+    the per-judge appendix table of the primary subset."""
 
     tables: dict[str, pd.DataFrame]
     intervals: bool
     n_resamples: int | None
+    readers: list[tables.ReaderTable]
 
     def _repr_html_(self) -> str:
-        how = (f"95% bootstrap intervals over conversations, {self.n_resamples:,} resamples"
-               if self.intervals else "point estimates: the released matrices carry no "
-               "per-conversation grades, so no interval")
-        return Tables([Table(t, caption=f"Table 1: {study.SUBSET_TITLES[key]} ({how})")
-                       for key, t in self.tables.items()])._repr_html_()
+        return "".join(t._repr_html_() for t in self.readers)
+
+    def __repr__(self) -> str:
+        return "\n\n".join(t.markdown() for t in self.readers)
 
 
 def table1(run: StageRun[ScoresParams], sources: Sources) -> Table1:
     """Table 1 of every subset with scores: each judge's clipped mean and the panel's, with
     seeded bootstrap intervals and the reference's ``bootstrap_std`` where the source has
-    per-conversation scores (``EvaluationSource.table1``)."""
+    per-conversation scores (``EvaluationSource.table1``); shown as the paper lays it out
+    (``tables.paper_table1``, ``tables.per_judge_table``)."""
     n = run.params.n_resamples
-    return Table1({key: source.table1(n_resamples=n, seed=run.seed)
-                   for key, source in sources.by_subset.items()},
-                  intervals=sources.intervals, n_resamples=n if sources.intervals else None)
+    computed = {key: source.table1(n_resamples=n, seed=run.seed)
+                for key, source in sources.by_subset.items()}
+    shown = {key: tables.table1(t, judges=sources.by_subset[key].judges,
+                                n=sources.by_subset[key].n) for key, t in computed.items()}
+    resamples = n if sources.intervals else None
+    primary = sources.by_subset[sources.primary]
+    readers = [tables.paper_table1(shown, n_resamples=resamples),
+               tables.per_judge_table(shown[sources.primary], subset=sources.primary,
+                                      judges=primary.judges)]
+    return Table1(computed, intervals=sources.intervals, n_resamples=resamples,
+                  readers=readers)
 
 
 def paired_differences(run: StageRun[ScoresParams], sources: Sources,
@@ -165,15 +177,16 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
     intervals), or by how much the leader leads when none does.
     """
     rank, pm = m.ranking, m.panel_mean
-    name = {c: md_text(c) for c in rank}  # candidates are named by the profile's registry
+    name = {c: md_text(study.display_name(c)) for c in rank}
     kind = "panel's point estimates" if m.point_estimates_only else "panel scores"
-    out = [f"On **{m.subset}**, the {kind} rank **{name[rank[0]]}** first ({pm[rank[0]]:.3f})"
+    title = study.SUBSET_TITLES.get(m.subset, m.subset)
+    out = [f"On **{title}**, the {kind} rank **{name[rank[0]]}** first ({pm[rank[0]]:.3f})"
            + "".join(f", then {name[c]} ({pm[c]:.3f})" for c in rank[1:3])
            + f"; {name[rank[-1]]} is last ({pm[rank[-1]]:.3f})."]
     for key, sub in m.by_subset.items():
         if key != m.subset:
-            out.append(f"On **{key}** the order starts "
-                       f"{', '.join(md_text(c) for c in sub.ranking[:3])}.")
+            out.append(f"On **{study.SUBSET_TITLES.get(key, key)}** the order starts "
+                       f"{', '.join(md_text(study.display_name(c)) for c in sub.ranking[:3])}.")
     if m.paired_differences is not None:
         best, pairs = rank[0], m.paired_differences
         k = len({p.a for p in pairs} | {p.b for p in pairs})
@@ -186,7 +199,8 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
     elif m.point_estimates_only and len(rank) > 1:
         near = [c for c in rank[1:] if pm[rank[0]] - pm[c] <= close]
         if near:
-            out.append(f"The top of the table is close: {len(near)} candidate(s) lie within "
+            out.append(f"The top of the table is close: {count(len(near), 'candidate')} "
+                       f"{'lies' if len(near) == 1 else 'lie'} within "
                        f"{close:g} of {name[rank[0]]} ({', '.join(name[c] for c in near)}); "
                        "without per-conversation "
                        "grades these are point estimates, and differences this small should "

@@ -228,6 +228,10 @@ def write(run: StageRun[JudgesParams], m: JudgesMetrics, bootstrap: Table | Note
     return base.write(run, m, tables=files)
 
 
+def _name(model: str) -> str:
+    return md_text(study.display_name(model))
+
+
 def findings(m: JudgesMetrics) -> Findings:
     """The sentences of "What we found", from 09's metrics.
 
@@ -259,15 +263,15 @@ def findings(m: JudgesMetrics) -> Findings:
     if len(sev) > 1:
         harshest, lenient = min(sev, key=sev.__getitem__), max(sev, key=sev.__getitem__)
         assert m.grand_mean is not None
-        out.append(f"{md_text(lenient)} is the most lenient ({sev[lenient]:+.3f} against the "
-                   f"grand mean {m.grand_mean:.3f}) and {md_text(harshest)} the harshest "
+        out.append(f"{_name(lenient)} is the most lenient ({sev[lenient]:+.3f} against the "
+                   f"grand mean {m.grand_mean:.3f}) and {_name(harshest)} the harshest "
                    f"({sev[harshest]:+.3f}).")
     raw, cor = m.self_preference_raw, m.self_preference_corrected
     if raw:
         out.append("Self-preference, raw: "
-                   + ", ".join(f"{md_text(j)} {v:+.3f}" for j, v in raw.items() if v is not None)
+                   + ", ".join(f"{_name(j)} {v:+.3f}" for j, v in raw.items() if v is not None)
                    + "; after removing each judge's severity: "
-                   + ", ".join(f"{md_text(j)} {v:+.3f}" for j, v in cor.items() if v is not None)
+                   + ", ".join(f"{_name(j)} {v:+.3f}" for j, v in cor.items() if v is not None)
                    + ".")
     elif len(sev) < 2:
         out.append("With no other judge to compare with, self-preference is undefined.")

@@ -19,6 +19,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core.config import RefusalsParams
 from hbpsych_utils.core.escape import html_text, md_text
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import generation, refusals
 from hbpsych_utils.evaluation.score_sources import evaluation_source
 from hbpsych_utils.pipeline import graph
@@ -59,7 +60,8 @@ class Census(Shown):
         if self.table.empty:
             return (f"<p>No model refused a conversation of {html_text(title)} "
                     f"({html_text(self.source)}).</p>")
-        return Table(self.table, caption=f"Refused conversations on {title} ({self.source})",
+        return Table(self.table, categories=True,
+                     caption=f"Refused conversations on {title} ({self.source})",
                      index=False).html()
 
 
@@ -137,12 +139,13 @@ def findings(m: RefusalsMetrics) -> Findings:
     one in paper mode, how many empty replies were transport failures set aside, and why there
     is no sensitivity analysis; a live run without one graded nothing of the subset.
     """
-    subset = m.subset
+    subset = study.SUBSET_TITLES.get(m.subset, m.subset)
     if m.mode == graph.LIVE and not m.refusals:
         return Findings([f"This run generated no reply to a {subset} conversation, so there is "
                          "nothing to count."])
     refusing = {model: n for model, n in m.refusals.items() if n}
-    out = [f"On {subset}, " + ", ".join(f"**{md_text(model)}** refused {n} conversation(s)"
+    out = [f"On {subset}, " + ", ".join(f"**{md_text(study.display_name(model))}** refused "
+                                        f"{count(n, 'conversation')}"
                                         for model, n in refusing.items()) + "."
            if refusing else f"No model refused a {subset} conversation."]
     if m.sensitivity is not None:
@@ -150,13 +153,16 @@ def findings(m: RefusalsMetrics) -> Findings:
         moved = [model for model in refusing if delta.get(model) is not None]
         if moved:
             out.append("Excluding the refused conversations moves the panel score by "
-                       + ", ".join(f"{md_text(model)}: {delta[model]:+.4f}" for model in moved)
+                       + ", ".join(f"{md_text(study.display_name(model))}: {delta[model]:+.4f}"
+                                   for model in moved)
                        + ".")
     elif m.mode == graph.LIVE:
         out.append(f"This run graded no {subset} conversation, so there is no sensitivity "
                    "analysis.")
     else:
-        out.append(f"{m.n_replaced_transient} empty reply(ies) were transport failures, "
+        n = m.n_replaced_transient
+        out.append(f"{count(n, 'empty reply', 'empty replies')} "
+                   f"{'was a transport failure' if n == 1 else 'were transport failures'}, "
                    "re-requested and not counted. The sensitivity analysis needs "
                    "per-conversation scores (live runs).")
     return Findings(out)

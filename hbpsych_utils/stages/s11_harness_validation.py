@@ -22,9 +22,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import HarnessValidationParams
-from hbpsych_utils.core.escape import md_code, md_text
+from hbpsych_utils.core.escape import md_text
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import generation, grading, harness, panel
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import HarnessMetrics, HarnessSettings
@@ -55,7 +57,8 @@ def settings_of(params: HarnessValidationParams, mode: str | None = graph.LIVE
 
 
 def _settings_text(s: HarnessSettings) -> str:
-    return (f"{md_code(s.candidate)} answering, {md_code(s.judge)} grading, temperature "
+    return (f"{md_text(study.display_name(s.candidate))} answering, "
+            f"{md_text(study.display_name(s.judge))} grading, temperature "
             f"{s.temperature:g}, {s.max_tokens:,} tokens")
 
 
@@ -93,7 +96,7 @@ class LiveRerun(Shown):
     def _repr_html_(self) -> str:
         n = len(self.scores)
         unscored = int(self.scores.score.isna().sum())
-        note = (f"{n:,} Hard conversation(s) of this run's corpus, "
+        note = (f"{count(n, 'Hard conversation')} of this run's corpus, "
                 f"{_settings_text(self.settings)}; {unscored} left unscored.")
         return Tables([Table(self.plan, caption="Cost plan of the generation (estimated "
                              "before any call was sent)", precision=4)], note=note)._repr_html_()

@@ -1,12 +1,15 @@
 """Chapter 12, figures and tables: the paper's figures and Table 1, from what earlier stages wrote.
 
 The chapter's calls, in order: :func:`start` (its parameters, checked),
-:func:`category_figure` (05_subset's categories), :func:`table1` (for each subset of
-``subsets``, the Table 1 08_scores wrote: its numbers, not a second bootstrap, as CSV, Markdown
-and LaTeX), :func:`ranking_and_heatmaps` (the panel ranking from that Table 1, the candidate x
-judge heatmap from the same evaluation source 08 used), :func:`judge_figure` (severity and
-self-preference from 09_judges' metrics), :func:`metrics`, :func:`write` (every file; with
-``publish`` also copied to the top-level ``figures/`` folder) and :func:`findings`.
+:func:`category_figure` (Figure G1, 05_subset's categories), :func:`table1` (Table 1 in the
+paper's layout, every subset of ``subsets`` side by side, and the per-judge Table I1, from the
+Table 1 08_scores wrote: its numbers, not a second bootstrap, as CSV, Markdown and LaTeX),
+:func:`ranking_and_heatmaps` (Figure G2, the panel ranking from that Table 1, and Figure I1,
+the model x judge heatmap from the same evaluation source 08 used; other subsets' as
+supplements), :func:`judge_figure` (Figure I2, severity and self-preference from 09_judges'
+metrics), :func:`metrics`, :func:`write` (every file and ``catalogue.json``, the objects' labels
+and captions the book's figures page shows; with ``publish`` also copied to the top-level
+``figures/`` folder) and :func:`findings`. Labels follow the paper (``reporting.catalogue``).
 
 Figures follow the judges the run graded with (one, two or three: titles, axes and legends), and
 a subset this run has no Table 1 for (no graded conversation, or not among ``scores.subsets``)
@@ -25,7 +28,8 @@ from matplotlib.figure import Figure
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
-from hbpsych_utils.core import paths
+from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY
+from hbpsych_utils.core import escape, paths
 from hbpsych_utils.core.config import FiguresTablesParams
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.evaluation import judges as judge_stats
@@ -38,7 +42,7 @@ from hbpsych_utils.evaluation.scoring import ScoringError
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as stage_metrics
 from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
-from hbpsych_utils.reporting import figures, tables
+from hbpsych_utils.reporting import catalogue, figures, tables
 from hbpsych_utils.reporting.display import Findings, Shown
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -51,39 +55,47 @@ FIGURE_FORMATS = ("png", "svg")
 start = base.starter(STAGE, FiguresTablesParams)
 
 
-def category_figure(run: StageRun[FiguresTablesParams]) -> Figure:
-    """The subset's composition: conversations per modal reviewer category (05_subset)."""
+def category_figure(run: StageRun[FiguresTablesParams]) -> figures.Captioned:
+    """Figure G1, the subset's composition: conversations per modal reviewer category
+    (05_subset)."""
     categories = subset_files.read_categories(run.stage.upstream(graph.SUBSET,
                                                                  graph.CATEGORIES_V1))
-    return figures.category_distribution(
-        subset_files.category_counts(categories),
-        title=f"{study.SUBSET_TITLES['v1']}: modal reviewer category", cache=run.figure_cache)
+    counts = subset_files.category_counts(categories)
+    title = study.SUBSET_TITLES["v1"]
+    fig = figures.category_distribution(counts, title=f"{title}: modal reviewer category",
+                                        cache=run.figure_cache)
+    label, heading, _ = catalogue.label([CATEGORIES])[CATEGORIES]
+    none = counts.get(NO_CATEGORY_MAJORITY, 0)
+    return figures.Captioned(fig, f"{label}. {heading}", (
+        f"The {sum(counts.values()):,} conversations of {title} by the category most of the "
+        f"reviewers who included them chose, largest first; {none:,} without a category "
+        "majority are shown in grey."))
 
 
 def table1_stem(key: str) -> str:
-    """The stem of subset ``key``'s Table 1 files: 08's CSV name without ``.csv``, so 12's
-    CSV, Markdown and LaTeX sit beside the same name."""
+    """The stem of subset ``key``'s Table 1 CSV: 08's name without ``.csv``."""
     return Path(graph.TABLE1.format(subset=key)).stem
 
 
 @dataclass(frozen=True)
 class SubsetTable:
-    """One subset's Table 1 as 08_scores wrote it, its evaluation source (for the heatmap, the
-    judges and n) and the text of its files."""
+    """One subset's Table 1 as 08_scores wrote it (normalised to Table 1's layout) and its
+    evaluation source (for the heatmap, the judges and n)."""
 
     key: str
     table: pd.DataFrame
     source: EvaluationSource
-    texts: dict[str, str]
 
 
 @dataclass(frozen=True, repr=False)
 class Table1(Shown):
-    """Table 1 of every subset of ``subsets`` that 08_scores wrote one for; the others, each
-    with the sentence saying why it is left out."""
+    """Table 1 of every subset of ``subsets`` that 08_scores wrote one for, in the paper's
+    layout, and the per-judge appendix table; the subsets left out, each with the sentence
+    saying why."""
 
     subsets: dict[str, SubsetTable]
     skipped: dict[str, str]
+    n_resamples: int | None
 
     @property
     def primary(self) -> str | None:
@@ -95,19 +107,36 @@ class Table1(Shown):
         """The primary subset's top three by rank."""
         if self.primary is None:
             return []
-        return self.subsets[self.primary].table.sort_values("rank").index[:3].tolist()
+        return self.subsets[self.primary].table.sort_values("rank")["candidate"][:3].tolist()
 
     @property
     def intervals(self) -> bool:
         return self.primary is not None and self.subsets[self.primary].source.intervals
 
-    def texts(self) -> dict[str, str]:
-        return {name: text for sub in self.subsets.values() for name, text in sub.texts.items()}
+    def reader_tables(self) -> list[tables.ReaderTable]:
+        """Table 1 and Table I1 as readers see them (none when no subset has a Table 1)."""
+        if self.primary is None:
+            return []
+        frames = {key: sub.table for key, sub in self.subsets.items()}
+        primary = self.subsets[self.primary]
+        return [tables.paper_table1(frames, n_resamples=self.n_resamples),
+                tables.per_judge_table(primary.table, subset=self.primary,
+                                       judges=primary.source.judges)]
 
-    def _repr_markdown_(self) -> str:
-        parts = list(self.skipped.values())
-        parts += [sub.texts[f"{table1_stem(key)}.md"] for key, sub in self.subsets.items()]
-        return "\n\n".join(parts)
+    def texts(self) -> dict[str, str]:
+        if self.primary is None:
+            return {}
+        return tables.table1_texts({key: sub.table for key, sub in self.subsets.items()},
+                                   judges=self.subsets[self.primary].source.judges,
+                                   n_resamples=self.n_resamples)
+
+    def _repr_html_(self) -> str:
+        notes = "".join(f"<p>{escape.html_text(s)}</p>" for s in self.skipped.values())
+        return notes + "".join(t._repr_html_() for t in self.reader_tables())
+
+    def __repr__(self) -> str:
+        return "\n\n".join([*self.skipped.values(),
+                             *(t.markdown() for t in self.reader_tables())])
 
 
 def scores_metrics(run: StageRun[FiguresTablesParams]) -> ScoresMetrics:
@@ -123,11 +152,11 @@ def scores_metrics(run: StageRun[FiguresTablesParams]) -> ScoresMetrics:
 
 
 def table1(run: StageRun[FiguresTablesParams]) -> Table1:
-    """Table 1 of each subset from 08_scores' ``table1_<subset>.csv`` (read back exactly), laid
-    out as CSV, Markdown and LaTeX for the judges 08 scored with; a subset without graded
-    conversations, or that 08 did not score, is left out with a sentence."""
+    """Table 1 of each subset from 08_scores' ``table1_<subset>.csv`` (read back exactly), in
+    the paper's layout for the judges 08 scored with; a subset without graded conversations,
+    or that 08 did not score, is left out with a sentence."""
     scores = scores_metrics(run)
-    found: dict[str, tuple[pd.DataFrame, EvaluationSource]] = {}
+    found: dict[str, SubsetTable] = {}
     skipped = {}
     for key in run.params.subsets:
         title = study.SUBSET_TITLES[key]
@@ -139,32 +168,53 @@ def table1(run: StageRun[FiguresTablesParams]) -> Table1:
             continue
         path = run.stage.upstream_optional(graph.SCORES, graph.TABLE1.format(subset=key))
         if path is None:
-            skipped[key] = (f"{title}: {graph.SCORES} made no Table 1 for it (it is not among "
-                            "scores.subsets), so it has no Table 1 and no figures here.")
+            skipped[key] = (f"{title}: chapter 08 made no Table 1 for it (it is not among the "
+                            "scored subsets), so it has no Table 1 and no figures here.")
             continue
-        found[key] = (read_table1(path), source)
-    n_resamples = (scores.n_resamples if any(s.intervals for _, s in found.values())
+        found[key] = SubsetTable(key, tables.table1(read_table1(path), judges=source.judges,
+                                                    n=source.n), source)
+    n_resamples = (scores.n_resamples if any(s.source.intervals for s in found.values())
                    else None)
-    subsets = {}
-    for key, (table, source) in found.items():
-        texts = tables.table1_texts(table, table1_stem(key), subset=study.SUBSET_TITLES[key],
-                                    judges=source.judges, n=source.n, n_resamples=n_resamples)
-        subsets[key] = SubsetTable(key, table, source, texts)
-    return Table1(subsets, skipped)
+    return Table1(found, skipped, n_resamples)
+
+
+def _ranking_caption(sub: SubsetTable, n_resamples: int | None) -> str:
+    title = study.SUBSET_TITLES[sub.key]
+    if tables.has_intervals(sub.table):
+        how = (f"with 95% bootstrap intervals over conversations ({n_resamples:,} resamples)"
+               if n_resamples else "with 95% bootstrap intervals over conversations")
+    else:
+        how = ("as point estimates (the released matrices carry no per-conversation grades, "
+               "so no interval)")
+    later = ("in_study" in sub.table.columns and not bool(sub.table["in_study"].all()))
+    return (f"Each model's three-judge panel mean on {title}, best first, {how}; diamonds mark "
+            "the judges' own models" + ("; grey: models added after the study." if later
+                                        else "."))
+
+
+def _heatmap_caption(sub: SubsetTable) -> str:
+    return (f"Each judge's clipped mean per model on {study.SUBSET_TITLES[sub.key]}, rows in "
+            "the panel's order; an outlined cell is a judge grading its own model, where "
+            "self-preference would show.")
 
 
 def ranking_and_heatmaps(run: StageRun[FiguresTablesParams], t1: Table1) -> figures.Gallery:
-    """Per subset, the panel ranking (from 08's Table 1: intervals where it has them) and the
-    candidate x judge heatmap (the evaluation source's per-judge means), for the judges used."""
-    out: dict[str, Figure | figures.CachedFigure] = {}
+    """Per subset, the panel ranking (Figure G2 on v1: from 08's Table 1, intervals where it
+    has them) and the model x judge heatmap (Figure I1 on v1: the evaluation source's
+    per-judge means), for the judges used; other subsets' are supplements."""
+    drawn: dict[str, tuple[Figure | figures.CachedFigure, str]] = {}
     for key, sub in t1.subsets.items():
         title = study.SUBSET_TITLES[key]
-        out[f"fig_ranking_{key}"] = figures.panel_ranking(
-            sub.table, subset=title, judge_models=sub.source.judges, cache=run.figure_cache)
-        out[f"fig_heatmap_{key}"] = figures.judge_heatmap(
+        drawn[f"fig_ranking_{key}"] = (figures.panel_ranking(
+            sub.table.set_index("candidate"), subset=title, judge_models=sub.source.judges,
+            cache=run.figure_cache), _ranking_caption(sub, t1.n_resamples))
+        drawn[f"fig_heatmap_{key}"] = (figures.judge_heatmap(
             sub.source.per_judge, subset=title, judges=sub.source.judges,
-            cache=run.figure_cache)
-    return figures.Gallery(out, notes=tuple(t1.skipped.values()))
+            cache=run.figure_cache), _heatmap_caption(sub))
+    labels = catalogue.label(list(drawn))
+    shown = {stem: figures.Captioned(drawn[stem][0], f"{labels[stem][0]}. {labels[stem][1]}",
+                                     drawn[stem][1]) for stem in labels}
+    return figures.Gallery(shown, notes=tuple(t1.skipped.values()))
 
 
 @dataclass(frozen=True, repr=False)
@@ -175,7 +225,7 @@ class JudgeFigure(Shown):
     gallery: figures.Gallery
 
     @property
-    def figures(self) -> Mapping[str, Figure]:
+    def figures(self) -> Mapping[str, figures.Captioned]:
         return self.gallery.figures
 
     def _repr_html_(self) -> str:
@@ -183,26 +233,70 @@ class JudgeFigure(Shown):
 
 
 def judge_figure(run: StageRun[FiguresTablesParams]) -> JudgeFigure:
-    """The judge figure from 09_judges' metrics (intervals when 09 ran live), named after the
-    subset 09 measured (``judges.subset``), which may differ from this chapter's subsets."""
+    """Figure I2 from 09_judges' metrics (intervals when 09 ran live), named after the subset
+    09 measured (``judges.subset``), which may differ from this chapter's subsets."""
     judged = stage_metrics.parse(graph.JUDGES, run.stage.upstream_metrics(graph.JUDGES))
     title = study.SUBSET_TITLES[judged.subset]
     if not judged.severity:
         return JudgeFigure(judged, figures.Gallery({}, notes=(
-            f"{graph.JUDGES} had no graded conversation of {title}, so there is no judge "
+            f"Chapter 09 had no graded conversation of {title}, so there is no judge "
             "figure.",)))
+    stem = f"fig_judges_{judged.subset}"
     fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title,
                              cache=run.figure_cache)
-    return JudgeFigure(judged, figures.Gallery({f"fig_judges_{judged.subset}": fig}))
+    label, heading, _ = catalogue.label([stem])[stem]
+    how = ("with 95% bootstrap intervals" if judged.intervals else
+           "as point estimates (no per-conversation grades, so no interval)")
+    grand = f" {judged.grand_mean:.3f}" if judged.grand_mean is not None else ""
+    caption = (f"Left: each judge's severity, its mean over the {judged.n_candidates} models "
+               f"minus the grand mean{grand}; right: its self-preference (its score for its own "
+               "model minus the other judges' mean for it), raw and after removing every "
+               f"judge's severity; on {title}, {how}.")
+    return JudgeFigure(judged, figures.Gallery(
+        {stem: figures.Captioned(fig, f"{label}. {heading}", caption)}))
 
 
-def _outputs(category: Figure, t1: Table1, panels: figures.Gallery,
+def _figures(category: figures.Captioned, panels: figures.Gallery,
+             judged: JudgeFigure) -> dict[str, figures.Captioned]:
+    return {CATEGORIES: category, **panels.figures, **judged.figures}
+
+
+def catalogue_of(category: figures.Captioned, t1: Table1, panels: figures.Gallery,
+                 judged: JudgeFigure) -> catalogue.Catalogue:
+    """The chapter's objects in the paper's order, with the labels and captions shown here
+    (the book's figures page shows the same)."""
+    shown = _figures(category, panels, judged)
+    readers = {"table1": t1.reader_tables()[0], "table_i1": t1.reader_tables()[1]} \
+        if t1.primary is not None else {}
+    files = {"table1": ["table1.md", "table1.tex",
+                        *(f"{table1_stem(k)}.csv" for k in t1.subsets)],
+             "table_i1": ["table_i1.md", "table_i1.tex"]}
+    labels = catalogue.label([*readers, *shown])
+    items = []
+    for stem in labels:
+        if stem in readers:
+            r = readers[stem]
+            items.append(catalogue.Item(stem=stem, label=r.label, title=labels[stem][1],
+                                        caption=r.caption, files=files[stem],
+                                        in_paper=labels[stem][2]))
+        else:
+            c = shown[stem]
+            label, title = c.heading.split(". ", 1)
+            items.append(catalogue.Item(stem=stem, label=label, title=title, caption=c.caption,
+                                        files=[f"{stem}.{ext}" for ext in FIGURE_FORMATS],
+                                        in_paper=labels[stem][2]))
+    return catalogue.Catalogue(items=items)
+
+
+def _outputs(category: figures.Captioned, t1: Table1, panels: figures.Gallery,
              judged: JudgeFigure) -> tuple[dict[str, Figure], dict[str, str]]:
     """Every figure (by file stem) and text file (by file name) the chapter writes."""
-    return {CATEGORIES: category, **panels.figures, **judged.figures}, t1.texts()
+    figs = {stem: c.figure for stem, c in _figures(category, panels, judged).items()}
+    made = catalogue_of(category, t1, panels, judged)
+    return figs, {**t1.texts(), catalogue.CATALOGUE: made.model_dump_json(indent=1) + "\n"}
 
 
-def metrics(run: StageRun[FiguresTablesParams], category: Figure, t1: Table1,
+def metrics(run: StageRun[FiguresTablesParams], category: figures.Captioned, t1: Table1,
             panels: figures.Gallery, judged: JudgeFigure) -> FiguresTablesMetrics:
     """12's metrics: the files it writes and whether they are published to ``figures/``."""
     figs, texts = _outputs(category, t1, panels, judged)
@@ -211,11 +305,12 @@ def metrics(run: StageRun[FiguresTablesParams], category: Figure, t1: Table1,
                                 n_files=len(names), published_to_figures=run.params.publish)
 
 
-def write(run: StageRun[FiguresTablesParams], m: FiguresTablesMetrics, category: Figure,
-          t1: Table1, panels: figures.Gallery, judged: JudgeFigure) -> Written:
-    """Every figure (PNG and SVG) and Table 1 file, then ``metrics.json``; with ``publish`` the
-    same files also go to the top-level ``figures/`` folder (the same bytes: figures are saved
-    deterministically)."""
+def write(run: StageRun[FiguresTablesParams], m: FiguresTablesMetrics,
+          category: figures.Captioned, t1: Table1, panels: figures.Gallery,
+          judged: JudgeFigure) -> Written:
+    """Every figure (PNG and SVG), Table 1 file and the catalogue, then ``metrics.json``; with
+    ``publish`` the same files also go to the top-level ``figures/`` folder (the same bytes:
+    figures are saved deterministically)."""
     figs, texts = _outputs(category, t1, panels, judged)
     written = base.write(run, m, figures=figs, texts=texts)
     if m.published_to_figures:
@@ -286,7 +381,7 @@ def findings(m: FiguresTablesMetrics, *, judges: JudgesMetrics, top: Sequence[st
                    + about + ".")
     else:
         out.append(f"On {study.SUBSET_TITLES[subset]} the panel puts "
-                   f"{', '.join(md_text(c) for c in top)} on top"
+                   f"{', '.join(md_text(study.display_name(c)) for c in top)} on top"
                    + (" (with 95% intervals in the ranking figure)" if intervals
                       else " (point estimates)") + "; " + about + ".")
     if m.published_to_figures:

@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.escape import md_text
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.reporting import explorer as grade_explorer
 from hbpsych_utils.reporting.display import Findings, Shown, unavailable
@@ -25,7 +27,9 @@ from hbpsych_utils.stages.base import StageRun, Written
 
 STAGE = graph.EXPLORER
 NO_VERDICTS = ("This run has no per-conversation verdicts (paper mode): nothing to explore. "
-               "Run the `smoke` profile, or a live profile, to browse grades.")
+               "To browse grades, run a profile that grades (`bash run_all.sh smoke`), open "
+               "this notebook in JupyterLab (`jupyter lab notebooks/13_explorer.ipynb`), set "
+               "`profile = \"smoke\"` in its parameters cell and run all cells.")
 
 
 start = base.starter(STAGE, None)
@@ -43,10 +47,11 @@ class Grades(Shown):
         if self.data is None:
             return NO_VERDICTS
         d = self.data
-        return (f"{len(d.ids)} conversation(s), {len(d.candidates)} candidate(s) and "
-                f"{len(d.judges)} judge(s) ({', '.join(md_text(j) for j in d.judges)}); "
-                f"{len(self.disputed)} "
-                "conversation(s) with at least one criterion the judges disagree on.")
+        return (f"{count(len(d.ids), 'conversation')}, {count(len(d.candidates), 'candidate')} "
+                f"and {count(len(d.judges), 'judge')} "
+                f"({', '.join(md_text(study.display_name(j)) for j in d.judges)}); "
+                f"{count(len(self.disputed), 'conversation')} with at least one criterion the "
+                "judges disagree on.")
 
 
 def grades(run: StageRun[Any]) -> Grades:
@@ -94,5 +99,7 @@ def findings(found: Grades) -> Findings:
     nothing to explore."""
     if found.data is None:
         return Findings([NO_VERDICTS])
-    return Findings([f"{len(found.disputed)} of {len(found.data.ids)} conversation(s) have at "
-                     "least one criterion on which the judges disagree."])
+    n = len(found.data.ids)
+    return Findings([f"{len(found.disputed):,} of {count(n, 'conversation')} "
+                     f"{'has' if len(found.disputed) == 1 else 'have'} at least one criterion "
+                     "on which the judges disagree."])
