@@ -54,7 +54,7 @@ def test_upstream_follows_the_mode() -> None:
     assert graph.dependents([graph.JUDGES], DEFAULT) == [graph.FIGURES]
     assert graph.dependents([graph.CORPUS], DEFAULT) == [
         graph.REVIEW_ROUND1, graph.RECALL, graph.SUBSET, graph.GENERATION, graph.REFUSALS,
-        graph.FIGURES]
+        graph.HARNESS, graph.FIGURES]  # 11 reads the rubrics of the released run's conversations
     assert graph.EXPLORER in graph.dependents([graph.CORPUS], SMOKE)
 
 

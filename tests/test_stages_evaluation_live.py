@@ -27,6 +27,10 @@ from hbpsych_utils.pipeline.metrics import (
     GradingLiveMetrics,
     GradingPaperMetrics,
     HarnessMetrics,
+    LengthDistribution,
+    ReleasedBreakdown,
+    ReleasedLength,
+    TagScore,
 )
 from hbpsych_utils.reporting.display import Findings, Note, Table
 from hbpsych_utils.stages import base, s06_generation, s07_grading, s11_harness_validation
@@ -241,6 +245,29 @@ def test_11_difference_in_bootstrap_sds_only_with_a_published_figure() -> None:
     assert "(source not given)" in unsourced
 
 
+def test_11_released_axes_named_only_above_the_slice_threshold() -> None:
+    tag = dict(ci_low=0.0, ci_high=1.0, bootstrap_std=0.1)
+    b = ReleasedBreakdown(n_lines=1000, n_with_rubric=193, by_tag={
+        "axis:accuracy": TagScore(n=143, clipped_mean=0.36, **tag),
+        "axis:completeness": TagScore(n=168, clipped_mean=0.0, **tag),
+        "axis:instruction_following": TagScore(n=3, clipped_mean=-0.0, **tag),
+        "theme:hedging": TagScore(n=26, clipped_mean=0.9, **tag)})
+    lm = ReleasedLength(variant="hard", penalty=0.0392, n=1000, clipped_mean=0.1574,
+                        adjusted_mean=0.1689, chars=LengthDistribution(
+                            n=1000, mean=1854.3, min=4, p25=1228, median=1721, p75=2364.75,
+                            max=6218))
+    m = REPLAY11.model_copy(update={"released_breakdown": b, "released_length": lm})
+    found = text(s11_harness_validation.findings(m, min_n=5))
+    assert ("on the 193 of its 1,000 conversations whose rubrics this run's corpus holds, the "
+            "released GPT-4.1 run scores lowest on completeness (0.000, n = 168) and highest on "
+            "accuracy (0.360, n = 143)") in found
+    assert "instruction following" not in found  # 3 conversations: below the threshold
+    assert "length-adjusted score is 0.1689 against a raw 0.1574" in found
+    assert "median 1,721 characters" in found
+    few = text(s11_harness_validation.findings(m, min_n=150))  # one axis left: no comparison
+    assert "lowest on" not in few and "length-adjusted" in few
+
+
 def test_11_comparison_with_the_released_run_only_on_common_conversations() -> None:
     live = REPLAY11.model_copy(update={"mode": "live", "n_common_with_released": 4,
                                        "mean_difference_vs_released": -0.0598})
@@ -341,8 +368,10 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     difference = s11_harness_validation.published_difference(summary)
     comparison = s11_harness_validation.released_comparison(released, rerun)
     assert isinstance(comparison, Note)
-    m = s11_harness_validation.metrics(summary, comparison)
-    s11_harness_validation.write(run, m, rerun, comparison)
+    breakdown = s11_harness_validation.released_breakdown(run, released)
+    lengths = s11_harness_validation.released_length(run)
+    m = s11_harness_validation.metrics(summary, comparison, breakdown, lengths)
+    s11_harness_validation.write(run, m, rerun, comparison, breakdown)
     assert isinstance(difference, Table)
     assert difference.frame["difference"].iloc[0] == pytest.approx(m.delta)
     assert m.n_scored == len(scores)
@@ -350,8 +379,14 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     assert m.delta == pytest.approx(m.clipped_mean - 0.2)
     assert m.settings.candidate == study.HARNESS_MODEL
     assert "n_common_with_released" not in base.metrics_json(m)
-    assert sorted(p.name for p in run.stage.final_dir.glob("*.csv")) == []
+    assert sorted(p.name for p in run.stage.final_dir.glob("*.csv")) == [
+        s11_harness_validation.BREAKDOWN_FILE]
     assert "bootstrap standard deviations" in text(s11_harness_validation.findings(m))
+    # the released run by tag, on the conversations whose rubrics the partial corpus holds
+    assert m.released_breakdown is not None and m.released_breakdown.n_with_rubric == 193
+    assert m.released_length is not None and m.released_length.n == len(scores)
+    html = breakdown._repr_html_()
+    assert "193 of the 1,000" in html and "context awareness" in html
 
 
 def test_11_no_published_figure_is_said_not_shown(paper_root: Path) -> None:

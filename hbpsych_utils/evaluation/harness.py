@@ -34,7 +34,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import TextRecord
-from hbpsych_utils.evaluation import grading, scoring
+from hbpsych_utils.evaluation import grading, length, scoring
 
 REFERENCE_SETTINGS: dict[str, Any] = {
     "candidate": study.HARNESS_MODEL,
@@ -221,3 +221,71 @@ def replay(
     """Summary of the released harness run (``summarize`` of its per-conversation scores)."""
     return summarize((ln.score for ln in lines), published=published, seed=seed,
                      n_resamples=n_resamples)
+
+
+# --------------------------------------------------------------------------------------------
+# The released run's replies and per-criterion grades: where it fails, and its length
+
+class HarnessReplyRecord(TextRecord):
+    """One line of the released run's results (``harness_results``: ``results.jsonl``), the
+    fields read for its reply lengths (strict types; other keys are ignored)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    error = HarnessError
+
+    prompt_id: str = Field(min_length=1)
+    score: float | None = Field(allow_inf_nan=False)
+    response_text: str | None
+    """The candidate's reply as graded; ``null`` when there was none."""
+
+
+@dataclass(frozen=True)
+class HarnessReply:
+    line: int
+    prompt_id: str
+    score: float | None
+    chars: int | None
+    """The reply's length as the reference counts it (``length.chars``)."""
+
+
+def read_harness_replies(path: Path | str) -> list[HarnessReply]:
+    """The released run's replies with their scores, validated line by line
+    (``HarnessReplyRecord``: errors name file, line and field); a prompt_id may appear once."""
+    path = Path(path)
+    out: list[HarnessReply] = []
+    seen: dict[str, int] = {}
+    for lineno, rec in jsonl.records(path, error=HarnessError):
+        r = HarnessReplyRecord.parse(rec, f"{path}:{lineno}")
+        if r.prompt_id in seen:
+            raise HarnessError(f"{path}:{lineno}: field 'prompt_id': {r.prompt_id} repeats line "
+                               f"{seen[r.prompt_id]}")
+        seen[r.prompt_id] = lineno
+        out.append(HarnessReply(lineno, r.prompt_id, r.score, length.chars(r.response_text)))
+    return out
+
+
+def released_verdicts(lines: Iterable[HarnessLine],
+                      conversations: Mapping[str, Conversation]) -> pd.DataFrame:
+    """The released grades as a verdict table (``grading.VERDICT_COLUMNS``; the harness model is
+    judge and candidate), for the conversations whose rubric ``conversations`` holds and whose
+    grades pair with it one to one (the others are reported by :func:`check_against_rubrics`)."""
+    rows = [(study.HARNESS_MODEL, study.HARNESS_MODEL, ln.prompt_id, i, met)
+            for ln in lines if ln.prompt_id in conversations
+            and len(ln.grades) == len(conversations[ln.prompt_id].rubrics)
+            for i, met in enumerate(ln.grades)]
+    return pd.DataFrame(rows, columns=["judge", "candidate", "prompt_id", "criterion_index",
+                                       "criteria_met"])
+
+
+def length_summary(replies: Iterable[HarnessReply], variant: str) -> dict[str, Any]:
+    """The released run's length-adjusted score (``length``: the reference's formula with
+    ``variant``'s penalty) beside its raw clipped mean, over the scored replies, with the
+    distribution of their lengths."""
+    scored = [r for r in replies if r.score is not None and r.chars is not None]
+    scores = [r.score for r in scored]
+    n_chars = [r.chars for r in scored]
+    per_500 = length.penalty(variant)
+    return {"variant": variant, "penalty": per_500, "n": len(scored),
+            "clipped_mean": scoring.clipped_mean(scores),
+            "adjusted_mean": length.adjusted_mean(scores, n_chars, per_500),
+            "chars": length.distribution(n_chars)}

@@ -114,6 +114,20 @@ def bootstrap_ci(
     )
 
 
+def interval_and_std(
+    scores: Iterable[float] | pd.Series | np.ndarray,
+    *,
+    n_resamples: int = study.N_RESAMPLES,
+    seed: int | np.random.Generator = 0,
+    level: float = study.CI_LEVEL,
+) -> tuple[Interval, float]:
+    """:func:`bootstrap_ci` and :func:`reference_bootstrap_std` from the same resamples (one
+    bootstrap, the same numbers as calling both with the same seed)."""
+    x = _as_array(scores)
+    means = bootstrap_means(x, n_resamples=n_resamples, seed=seed)
+    return percentile_interval(clipped_mean(x), means, x.size, level), float(np.std(means))
+
+
 def reference_bootstrap_std(
     scores: Iterable[float] | pd.Series | np.ndarray,
     *,

@@ -282,7 +282,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         artifacts=("run_errors",)),
     StageSpec(
         HARNESS, "Harness validation", "harness_validation", _harness_mode, (REPLAY, LIVE),
-        inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),),
+        inputs=(Input(CORPUS, (CORPUS_RECORD,)),),
         reads=(
             Read((EVALUATION_MODE, "harness_validation.mode", "harness_validation.published",
                   "harness_validation.published_source", "seed")),
@@ -292,7 +292,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
                  "replay mode summarises the released GPT-4.1 run, made at the reference "
                  "settings; these apply to a live re-run"),
         ),
-        artifacts=("harness_scores", "grader_template")),
+        artifacts=("harness_scores", "harness_results", "grader_template")),
     StageSpec(
         FIGURES, "Figures and tables", "figures_tables", _evaluation_mode, (PAPER, LIVE),
         inputs=(Input(SUBSET, (CATEGORIES_V1,)),

@@ -358,7 +358,55 @@ class RefusalsMetrics(Metrics):
     sensitivity: list[SensitivityRow] | None = None
 
 
+# --- shared by 11 and 14: scores by tag, reply lengths ------------------------------------------
+
+class TagScore(Metrics):
+    """A tag's or slice's score (``evaluation.breakdowns.summarise``): n conversations, the
+    clipped mean, its 95% bootstrap interval and the reference's ``bootstrap_std``."""
+
+    n: int
+    clipped_mean: float
+    ci_low: float
+    ci_high: float
+    bootstrap_std: float
+
+
+class LengthDistribution(Metrics):
+    """Reply lengths in characters (``evaluation.length.distribution``)."""
+
+    n: int
+    mean: float
+    min: float
+    p25: float
+    median: float
+    p75: float
+    max: float
+
+
 # --- 11 ---------------------------------------------------------------------------------------
+
+class ReleasedBreakdown(Metrics):
+    """The released harness run by rubric axis and theme: its per-criterion grades on the
+    conversations whose rubric the run's corpus holds."""
+
+    n_lines: int
+    """Conversations of the released run (1,000)."""
+    n_with_rubric: int
+    """Of those, the ones whose rubric this run's corpus holds (193 with the offline corpus)."""
+    by_tag: dict[str, TagScore]
+
+
+class ReleasedLength(Metrics):
+    """The released harness run's length-adjusted score beside its raw one, over its scored
+    replies (``harness.length_summary``)."""
+
+    variant: str
+    penalty: float
+    n: int
+    clipped_mean: float
+    adjusted_mean: float
+    chars: LengthDistribution
+
 
 class HarnessSettings(Metrics):
     candidate: str
@@ -378,6 +426,8 @@ class HarnessMetrics(Metrics):
     settings: HarnessSettings
     n_common_with_released: int | None = None
     mean_difference_vs_released: float | None = None
+    released_breakdown: ReleasedBreakdown | None = None
+    released_length: ReleasedLength | None = None
 
 
 # --- 12 ---------------------------------------------------------------------------------------
