@@ -98,7 +98,12 @@ def test_notebook_parameters_of_a_stage() -> None:
     assert values["mode"] == "live" and values["outputs_root"] == "/out"
     assert values["judges"] is None  # grading.judges as the profile sets it: the study's panel
     assert values["candidates"] == SMOKE.generation.candidates
-    assert "seed" not in values  # generation takes no seed
+    # generation declares the seed its further samples are drawn with, and reads it only when
+    # it samples more than one reply per conversation
+    assert values["seed"] == SMOKE.seed
+    assert "seed" not in graph.keys_read(SMOKE, graph.GENERATION)
+    sampled = config.load_profile("smoke", {"generation.samples": 3})
+    assert graph.keys_read(sampled, graph.GENERATION)["seed"] == SMOKE.seed
     tweaked = config.load_profile("smoke", {"grading.judges": ["gpt-4.1-2025-04-14"]})
     assert graph.notebook_parameters(tweaked, graph.GENERATION, "/o")["judges"] == [
         "gpt-4.1-2025-04-14"]

@@ -115,10 +115,12 @@ def tag_scores(verdicts: pd.DataFrame, conversations: Mapping[str, Conversation]
 
 
 def with_panel(tags: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
-    """The per-judge tag scores of :func:`tag_scores` and the panel's, long: columns scorer,
-    candidate, prompt_id, [sample,] tag, score. The panel's is the judges' equal-weight mean on
-    the conversations every judge of ``judges`` scored (as ``scoring.panel_conversation_scores``
-    forms the overall panel score)."""
+    """A long score table (``judge``, keys, ``score``: the tag scores of :func:`tag_scores`, or
+    per-conversation scores) with the panel's beside each judge's: columns scorer, the keys,
+    score; unscored rows (NaN) left out. The panel's is the judges' equal-weight mean on the
+    rows every judge of ``judges`` scored (as ``scoring.panel_conversation_scores`` forms the
+    overall panel score)."""
+    tags = tags.dropna(subset=["score"])
     rest = [k for k in tags.columns if k not in ("judge", "score")]
     per_judge = tags.rename(columns={"judge": "scorer"})
     if tags.empty:

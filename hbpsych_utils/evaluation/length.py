@@ -45,6 +45,11 @@ PENALTIES: dict[str, float] = {
 }
 """Score per 500 characters, by HealthBench variant (module doc). HealthBench-Psych is drawn
 from the full HealthBench (``healthbench``); the harness check runs on Hard (``hard``)."""
+VARIANT_NAMES: dict[str, str] = {
+    "healthbench": "HealthBench", "hard": "HealthBench Hard",
+    "consensus": "HealthBench Consensus", "professional": "HealthBench Professional",
+}
+"""How a variant's penalty is named in sentences and captions."""
 LENGTH_COLUMNS = ("scorer", "candidate", "n", "mean_chars", "median_chars", "clipped_mean",
                   "adjusted_mean", "adjusted_ci_low", "adjusted_ci_high", "adjustment")
 

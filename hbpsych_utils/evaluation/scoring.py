@@ -150,15 +150,18 @@ SCORE_COLUMNS = ("judge", "candidate", "prompt_id", "score")
 
 
 def check_scores_table(scores: pd.DataFrame, where: str = "score table") -> None:
+    """The columns of ``SCORE_COLUMNS``, one row per (judge, candidate, conversation) — per
+    sample too in a table of several replies per conversation (a ``sample`` column)."""
     missing = set(SCORE_COLUMNS) - set(scores.columns)
     if missing:
         raise ScoringError(f"{where}: missing column(s) {sorted(missing)}")
-    dup = scores.duplicated(["judge", "candidate", "prompt_id"])
+    sampled = "sample" in scores.columns
+    dup = scores.duplicated(["judge", "candidate", "prompt_id", *(["sample"] if sampled else [])])
     if dup.any():
         r = scores[dup].iloc[0]
         raise ScoringError(
             f"{where}: duplicate row for judge {r['judge']}, candidate {r['candidate']}, "
-            f"prompt_id {r['prompt_id']}"
+            f"prompt_id {r['prompt_id']}" + (f", sample {r['sample']}" if sampled else "")
         )
 
 

@@ -294,7 +294,8 @@ class Lengths(Shown):
         }, name="value").rename_axis("").to_frame()
         return Table(frame, caption=(
             f"The released GPT-4.1 run's replies: lengths and the length-adjusted score "
-            f"(HealthBench {s['variant']} penalty, {s['penalty']:g} per {length.PER_CHARS} "
+            f"({length.VARIANT_NAMES[s['variant']]} penalty, {s['penalty']:g} per "
+            f"{length.PER_CHARS} "
             f"characters beyond {length.CENTER:,}, applied per reply before the clipped "
             "mean)")).html()
 
@@ -392,7 +393,7 @@ def released_findings(m: HarnessMetrics, *, min_n: int = study.SLICE_MIN_N) -> l
     if lm is not None:
         out.append(f"Over its {lm.n:,} scored replies (median {lm.chars.median:,.0f} "
                    f"characters), its length-adjusted score is {lm.adjusted_mean:.4f} against "
-                   f"a raw {lm.clipped_mean:.4f} (HealthBench {lm.variant} penalty, "
+                   f"a raw {lm.clipped_mean:.4f} ({length.VARIANT_NAMES[lm.variant]} penalty, "
                    f"{lm.penalty:g} per {length.PER_CHARS} characters beyond "
                    f"{length.CENTER:,}).")
     return out
