@@ -4,7 +4,7 @@ A profile has a few top-level keys and one section per notebook stage (``corpus`
 ``01_corpus``, ``screening`` for ``02_screening``, ...). Every section is a pydantic model that
 forbids unknown keys, so a typo is an error naming the profile, the key and what was expected
 instead of a silently ignored setting. The construction stages (02-04) each have a ``mode``
-(``replay`` or ``live``); the evaluation stages (06-13) share one, the profile's
+(``replay`` or ``live``); the evaluation stages (06-14) share one, the profile's
 ``evaluation_mode`` (``paper`` or ``live``), which only ``harness_validation.mode`` may
 override. What each stage reads of a profile, and the values the runner injects into its
 notebook's ``parameters`` cell, are declared by the stage graph
@@ -290,7 +290,7 @@ class Profile(BaseModel):
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
     evaluation_mode: Literal["paper", "live"] = "paper"
-    """The mode of the evaluation stages 06-13: ``paper`` reads the released study's logs and
+    """The mode of the evaluation stages 06-14: ``paper`` reads the released study's logs and
     matrices, ``live`` generates and grades through the engine (``harness_validation.mode``
     alone may differ)."""
     llm: LLMSettings = LLMSettings()

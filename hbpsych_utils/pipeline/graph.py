@@ -76,7 +76,7 @@ TABLE1 = "table1_{subset}.csv"
 
 REPLAY, PAPER, LIVE = "replay", "paper", "live"
 EVALUATION_MODE = "evaluation_mode"
-"""The profile key that sets the mode of the evaluation stages (06-13) at once."""
+"""The profile key that sets the mode of the evaluation stages (06-14) at once."""
 
 
 @dataclass(frozen=True)
