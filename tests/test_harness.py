@@ -61,13 +61,18 @@ def test_published_must_be_a_fraction(tmp_path):
         ('{"prompt_id": "", "score": 0.3, "grades": []}', "prompt_id"),
         ('{"prompt_id": "a", "score": 0.3, "grades": "yes"}', "grades"),
         ('{"score": 0.3, "grades": []}', "prompt_id"),
+        # the released replies (results.jsonl)
+        ('{"prompt_id": "a", "score": 0.3, "response_text": 7}', "response_text"),
+        ('{"prompt_id": "a", "score": "0.3", "response_text": "x"}', "score"),
     ],
 )
 def test_bad_lines_name_the_field(tmp_path, line, field):
     p = tmp_path / "s.jsonl"
     p.write_text(line + "\n", encoding="utf-8")
+    read = (harness.read_harness_replies if "response_text" in line
+            else harness.read_harness_scores)
     with pytest.raises(harness.HarnessError, match=rf"s\.jsonl:1: field '{re.escape(field)}'"):
-        harness.read_harness_scores(p)
+        read(p)
 
 
 def test_duplicate_prompt_id(tmp_path):
@@ -148,13 +153,3 @@ def test_released_replies_lengths_and_breakdown_by_hand(tmp_path):
         ["a", 0, True], ["a", 1, True]]
 
 
-@pytest.mark.parametrize(("line", "field"), [
-    ('{"prompt_id": "a", "score": 0.3, "response_text": 7}', "response_text"),
-    ('{"prompt_id": "a", "score": "0.3", "response_text": "x"}', "score"),
-    ('{"score": 0.3, "response_text": "x"}', "prompt_id"),
-])
-def test_bad_reply_lines_name_the_field(tmp_path, line, field):
-    p = tmp_path / "r.jsonl"
-    p.write_text(line + "\n", encoding="utf-8")
-    with pytest.raises(harness.HarnessError, match=rf"r\.jsonl:1: field '{field}'"):
-        harness.read_harness_replies(p)

@@ -21,10 +21,10 @@ README has no HealthBench column), so a profile supplies it with its citation, a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -65,6 +65,10 @@ class HarnessRecord(TextRecord):
     """The ``criteria_met`` booleans in rubric order."""
 
 
+R = TypeVar("R", "HarnessRecord", "HarnessReplyRecord")
+"""A line of one of the released harness files."""
+
+
 @dataclass(frozen=True)
 class HarnessLine:
     line: int
@@ -73,22 +77,25 @@ class HarnessLine:
     grades: tuple[bool, ...]
 
 
+def _released_lines(path: Path, record: type[R]) -> Iterator[tuple[int, R]]:
+    """Each line of a released harness file validated by ``record`` (errors name file, line and
+    field), with its line number; a prompt_id may appear once."""
+    seen: dict[str, int] = {}
+    for lineno, rec in jsonl.records(path, error=HarnessError):
+        r = record.parse(rec, f"{path}:{lineno}")
+        pid = r.prompt_id
+        if pid in seen:
+            raise HarnessError(
+                f"{path}:{lineno}: field 'prompt_id': {pid} repeats line {seen[pid]}")
+        seen[pid] = lineno
+        yield lineno, r
+
+
 def read_harness_scores(path: Path | str) -> list[HarnessLine]:
     """The released per-conversation harness scores, validated line by line (``HarnessRecord``:
     errors name file, line and field); a prompt_id may appear once."""
-    path = Path(path)
-    out: list[HarnessLine] = []
-    seen: dict[str, int] = {}
-    for lineno, rec in jsonl.records(path, error=HarnessError):
-        r = HarnessRecord.parse(rec, f"{path}:{lineno}")
-        if r.prompt_id in seen:
-            raise HarnessError(
-                f"{path}:{lineno}: field 'prompt_id': {r.prompt_id} repeats line "
-                f"{seen[r.prompt_id]}"
-            )
-        seen[r.prompt_id] = lineno
-        out.append(HarnessLine(lineno, r.prompt_id, r.score, tuple(r.grades)))
-    return out
+    return [HarnessLine(lineno, r.prompt_id, r.score, tuple(r.grades))
+            for lineno, r in _released_lines(Path(path), HarnessRecord)]
 
 
 def compare_with_released(scores: pd.DataFrame, released: Iterable[HarnessLine]) -> pd.DataFrame:
@@ -251,17 +258,8 @@ class HarnessReply:
 def read_harness_replies(path: Path | str) -> list[HarnessReply]:
     """The released run's replies with their scores, validated line by line
     (``HarnessReplyRecord``: errors name file, line and field); a prompt_id may appear once."""
-    path = Path(path)
-    out: list[HarnessReply] = []
-    seen: dict[str, int] = {}
-    for lineno, rec in jsonl.records(path, error=HarnessError):
-        r = HarnessReplyRecord.parse(rec, f"{path}:{lineno}")
-        if r.prompt_id in seen:
-            raise HarnessError(f"{path}:{lineno}: field 'prompt_id': {r.prompt_id} repeats line "
-                               f"{seen[r.prompt_id]}")
-        seen[r.prompt_id] = lineno
-        out.append(HarnessReply(lineno, r.prompt_id, r.score, length.chars(r.response_text)))
-    return out
+    return [HarnessReply(lineno, r.prompt_id, r.score, length.chars(r.response_text))
+            for lineno, r in _released_lines(Path(path), HarnessReplyRecord)]
 
 
 def released_verdicts(lines: Iterable[HarnessLine],

@@ -378,6 +378,16 @@ def _heatmap_cells(ax: Axes, m: np.ndarray, cmap: str) -> Any:
     return im
 
 
+def _heatmap_frame(fig: Figure, ax: Axes, im: Any) -> None:
+    """No ticks or spines around a heatmap, and its colour bar of clipped mean scores."""
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    cbar = fig.colorbar(im, ax=ax, shrink=0.5, aspect=15, pad=0.02)
+    cbar.set_label("clipped mean score")
+    cbar.outline.set_visible(False)
+
+
 @_keyed
 def judge_heatmap(
     per_judge: pd.DataFrame,
@@ -424,12 +434,7 @@ def judge_heatmap(
         if c in late:
             tick.set_color("#555555")
             tick.set_fontstyle("italic")
-    ax.tick_params(length=0)
-    for s in ax.spines.values():
-        s.set_visible(False)
-    cbar = fig.colorbar(im, ax=ax, shrink=0.5, aspect=15, pad=0.02)
-    cbar.set_label("clipped mean score")
-    cbar.outline.set_visible(False)
+    _heatmap_frame(fig, ax, im)
     ax.set_title(f"Clipped mean score by candidate and judge: {subset}\n"
                  "rows sorted by panel mean", loc="left", fontsize=10, pad=8)
     notes = []
@@ -604,12 +609,7 @@ def score_heatmap(table: pd.DataFrame, *, title: str, note: str = "",
     ax.set_xticks(range(n_cols), [str(c) for c in table.columns], rotation=35, ha="left")
     ax.xaxis.tick_top()
     ax.set_yticks(range(n_rows), [str(r) for r in table.index])
-    ax.tick_params(length=0)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
-    cbar = fig.colorbar(im, ax=ax, shrink=0.5, aspect=15, pad=0.02)
-    cbar.set_label("clipped mean score")
-    cbar.outline.set_visible(False)
+    _heatmap_frame(fig, ax, im)
     ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10, pad=8)
     return freeze_layout(fig)
 
