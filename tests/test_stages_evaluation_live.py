@@ -103,6 +103,27 @@ def test_06_metrics_from_a_responses_table() -> None:
     assert typed.parse(graph.GENERATION, base.metrics_json(m)) == m
 
 
+def test_06_metrics_and_findings_with_samples() -> None:
+    """With several replies per conversation the first reply's counts stay where they were and
+    the further samples are counted apart (and said in the findings)."""
+    table = pd.DataFrame({
+        "model": ["a"] * 6, "prompt_id": ["p1", "p2"] * 3,
+        "status": ["ok", "ok", "ok", "refused", "failed", "ok"],
+        "refusal": [False, False, False, True, False, False], "config": ["{}"] * 6,
+        "sample": [0, 0, 1, 1, 2, 2], "seed": [None, None, 8, 8, 9, 9]})
+    convs = [Conversation("p1", (), ()), Conversation("p2", (), ())]
+    source = s06_generation.Conversations("v1", ["a"], convs, 2, convs)
+    m = s06_generation.metrics(source, s06_generation.Responses(
+        table, pd.DataFrame(), plan_est_cost=1.0, spend=0.5, stopped_by_budget=False))
+    assert (m.n_responses, m.n_ok, m.n_refused, m.n_failed) == (2, 2, 0, 0)
+    assert (m.samples, m.n_sample_responses, m.n_sample_ok, m.n_sample_refused,
+            m.n_sample_failed) == (3, 4, 2, 1, 1)
+    found = text(s06_generation.findings(m))
+    assert "answered each conversation 3 times: 4 further replies (2 answered, 1 refused, " \
+           "1 failed)" in found
+    assert typed.parse(graph.GENERATION, base.metrics_json(m)) == m
+
+
 def test_06_paper_metrics_from_the_released_logs() -> None:
     spend = pd.Series({"x": 3.00004, "y": 1.0}, name="usd").rename_axis("candidate")
     anomalies = pd.DataFrame({"call_failed": [1, 0], "empty_response": [0, 2]},
@@ -146,6 +167,11 @@ def test_07_live_findings_report_reasks_and_exclusions_only_when_there_are_any()
     assert "re-ask(s)" not in clean and "left unscored because" not in clean
     failed = text(s07_grading.findings(_live07(n_replies_not_graded=2)))
     assert "2 reply(ies) were not graded because their generation failed." in failed
+    assert "further samples" not in found
+    sampled = text(s07_grading.findings(_live07(samples=3, n_sample_scores=280,
+                                                n_sample_unscored=8)))
+    assert ("The further samples (3 replies per conversation in all) have 280 scores and 8 "
+            "left unscored.") in sampled
 
 
 def test_07_live_findings_say_what_grading_paid_and_what_the_caches_served() -> None:
