@@ -85,6 +85,12 @@ def test_a_tweak_no_stage_reads_is_explained() -> None:
     assert "not among the profile's notebooks" in str(graph.unread_reason(local, "judges.subset"))
     for key in ("description", "notebooks", "name"):
         assert graph.unread_reason(DEFAULT, key) is None
+    # the analyses of 14 and several samples need a live run
+    for key in ("analyses.subset", "analyses.length_penalty", "generation.samples"):
+        why = str(graph.unread_reason(DEFAULT, key))
+        assert "live mode" in why and "paper mode" in why, key
+    assert graph.unread_reason(SMOKE, "analyses.subset") is None
+    assert graph.unread_reason(SMOKE, "generation.samples") is None
 
 
 def test_file_keys_are_the_keys_the_yaml_sets() -> None:
