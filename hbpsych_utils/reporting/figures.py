@@ -229,17 +229,12 @@ class Gallery(Shown):
     figures: Mapping[str, Figure | CachedFigure]
     notes: Sequence[str] = field(default_factory=tuple)
     """Plain sentences shown before the figures (escaped)."""
-    captions: Mapping[str, str] = field(default_factory=dict)
-    """Stem -> the figure's caption (plain text, escaped), shown under it."""
 
     def _repr_html_(self) -> str:
         parts = [f"<p>{html.escape(note)}</p>" for note in self.notes]
         for stem, fig in self.figures.items():
             data = base64.b64encode(png_bytes(fig)).decode("ascii")
-            img = f'<img alt="{html.escape(stem)}" src="data:image/png;base64,{data}"/>'
-            caption = self.captions.get(stem)
-            parts.append(img if caption is None else
-                         f"<figure>{img}<figcaption>{html.escape(caption)}</figcaption></figure>")
+            parts.append(f'<img alt="{html.escape(stem)}" src="data:image/png;base64,{data}"/>')
         return "\n".join(parts)
 
     def __repr__(self) -> str:

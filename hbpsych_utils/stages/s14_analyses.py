@@ -20,6 +20,7 @@ worst-at-k and the run spread use every reply. Live writes ``by_tag.csv``, ``len
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,25 @@ FIGURES: dict[str, FigureText] = {
 
 def figure_stem(key: str, subset: str) -> str:
     return f"fig_{key}_{subset}"
+
+
+@dataclass(frozen=True, repr=False)
+class Figures(Shown):
+    """A section's figures, each with its caption (:data:`FIGURES`) under it."""
+
+    figures: dict[str, Figure | figures.CachedFigure]
+    captions: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        parts = [figures.Gallery({}, notes=self.notes)._repr_html_()] if self.notes else []
+        for stem, fig in self.figures.items():
+            parts.append(f"<figure>{figures.Gallery({stem: fig})._repr_html_()}<figcaption>"
+                         f"{html.escape(self.captions[stem])}</figcaption></figure>")
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return "\n".join([*self.notes, *(f"[figure {stem}]" for stem in self.figures)])
 
 
 # --- what was graded -------------------------------------------------------------------------
@@ -239,7 +259,7 @@ def by_tag(run: StageRun[AnalysesParams], source: Graded | Note) -> Breakdown | 
     return Breakdown(summary, source.panel_mean, source.subset, source.judges)
 
 
-def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> figures.Gallery | Note:
+def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> Figures | Note:
     """The panel's scores as heatmaps: candidates x rubric axes, candidates x modal clinician
     categories (rows best overall first)."""
     if not isinstance(tags, Breakdown):
@@ -257,7 +277,7 @@ def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> figures.G
             table, title=f"{FIGURES[key].title}: {title}",
             note="clipped mean; rows best overall first", cache=run.figure_cache)
     captions = {figure_stem(k, tags.subset): FIGURES[k].caption for k in FIGURES}
-    return figures.Gallery(out, notes=notes, captions=captions)
+    return Figures(out, captions, notes)
 
 
 # --- is a score bought with length? -----------------------------------------------------------
@@ -286,9 +306,8 @@ class Lengths(Shown):
             f"{LENGTHS_FILE}"), precision=4, formats={"adjustment": "{:+.4f}",
                                                       "mean_chars": "{:,.0f}",
                                                       "median_chars": "{:,.0f}"})
-        gallery = figures.Gallery({self.stem: self.figure},
-                                  captions={self.stem: FIGURES["length"].caption})
-        return table.html() + "\n" + gallery._repr_html_()
+        shown = Figures({self.stem: self.figure}, {self.stem: FIGURES["length"].caption})
+        return table.html() + "\n" + shown._repr_html_()
 
 
 def lengths(run: StageRun[AnalysesParams], source: Graded | Note) -> Lengths | Note:
@@ -339,9 +358,8 @@ class Reliability(Shown):
             Table(spread, caption=f"The panel's overall score in each of the {self.samples} "
                   "runs (one per sample index) and their spread (standard deviation, ddof 0)",
                   precision=4)], note=" ".join(self.notes))
-        gallery = figures.Gallery({self.stem: self.figure},
-                                  captions={self.stem: FIGURES["worst_at_k"].caption})
-        return tables._repr_html_() + "\n" + gallery._repr_html_()
+        shown = Figures({self.stem: self.figure}, {self.stem: FIGURES["worst_at_k"].caption})
+        return tables._repr_html_() + "\n" + shown._repr_html_()
 
 
 def reliability(run: StageRun[AnalysesParams], source: Graded | Note) -> Reliability | Note:
@@ -420,7 +438,7 @@ def metrics(run: StageRun[AnalysesParams], source: Graded | Note, tags: Breakdow
 
 
 def write(run: StageRun[AnalysesParams], m: AnalysesMetrics, tags: Breakdown | Note,
-          heat: figures.Gallery | Note, lens: Lengths | Note,
+          heat: Figures | Note, lens: Lengths | Note,
           rel: Reliability | Note) -> Written:
     """Live: ``by_tag.csv``, ``lengths.csv``, ``worst_at_k.csv`` and ``run_spread.csv`` (with
     several samples) and the figures; ``metrics.json`` last."""
@@ -428,8 +446,8 @@ def write(run: StageRun[AnalysesParams], m: AnalysesMetrics, tags: Breakdown | N
     figs: dict[str, Any] = {}
     if isinstance(tags, Breakdown):
         tables[BY_TAG_FILE] = tags.summary
-    if isinstance(heat, figures.Gallery):
-        figs |= dict(heat.figures)
+    if isinstance(heat, Figures):
+        figs |= heat.figures
     if isinstance(lens, Lengths):
         tables[LENGTHS_FILE] = lens.table
         figs[lens.stem] = lens.figure
