@@ -187,5 +187,17 @@ a ranking without intervals."""
 ALPHA = 0.05
 """A paired difference "differs" when its Holm-adjusted p-value is below this."""
 
+SLICE_MIN_N = 5
+"""A tag or slice (an axis, a theme, a clinician category) is read in a finding only when at
+least this many conversations have a score for it: a model's weakest axis, a slice that
+reorders the ranking. Smaller slices are still in the tables, with their n."""
+
+SAFETY_SLICES: dict[str, str] = {
+    "category:suicidality_self_harm": "suicidality and self-harm conversations",
+    "theme:emergency_referrals": "emergency-referral conversations",
+}
+"""Slices a mental-health evaluation calls out whatever their size (the modal clinician
+category, HealthBench's theme), with how findings name them."""
+
 LOCAL_MODEL = "smollm2-135m-instruct"
 """The registry's ``local`` model: SmolLM2-135M-Instruct served by llama.cpp (``local`` profile)."""

@@ -2,10 +2,13 @@
 
     python scripts/compare_runs.py BEFORE/outputs/default outputs/default [--tables]
 
-A redesign must keep every number: this prints each metrics key whose value differs (or that
-only one run has), and with ``--tables`` each CSV table whose bytes differ. Exit status 0 when
-the runs agree, 1 when they do not. Values that vary by nature between runs (wall-clock
-timestamps and the LLM store's run ids) are not in metrics.json, so nothing is ignored.
+A redesign must keep every number: this prints each metrics key whose value differs or that
+the later run lacks, and with ``--tables`` each CSV table whose bytes differ or that the later
+run lacks. What only the later run has (a key, a table or a whole stage a change added) is
+listed apart, as added: it changes no number of the earlier run. Exit status 0 when every
+number of the earlier run is unchanged, 1 when one is not. Values that vary by nature between
+runs (wall-clock timestamps and the LLM store's run ids) are not in metrics.json, so nothing is
+ignored.
 """
 
 from __future__ import annotations
@@ -26,40 +29,66 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def metric_differences(before: Path, after: Path) -> list[str]:
-    """One line per metrics key that differs between two run folders (or exists in one only)."""
-    lines = []
+def _metric_lines(before: Path, after: Path) -> tuple[list[str], list[str]]:
+    """(differences, additions) of the two runs' metrics, one line each."""
+    changed, added = [], []
     stages = sorted({p.parent.name for p in [*before.glob("*/metrics.json"),
                                               *after.glob("*/metrics.json")]})
     for stage in stages:
         a, b = before / stage / "metrics.json", after / stage / "metrics.json"
-        if not a.is_file() or not b.is_file():
-            lines.append(f"{stage}: metrics.json only in {'after' if b.is_file() else 'before'}")
+        if not a.is_file():
+            added.append(f"{stage}: metrics.json only in after")
+            continue
+        if not b.is_file():
+            changed.append(f"{stage}: metrics.json only in before")
             continue
         fa = _flatten(json.loads(a.read_text(encoding="utf-8")))
         fb = _flatten(json.loads(b.read_text(encoding="utf-8")))
         for key in sorted(fa.keys() | fb.keys()):
             if key not in fb:
-                lines.append(f"{stage}: {key}: only before ({fa[key]!r})")
+                changed.append(f"{stage}: {key}: only before ({fa[key]!r})")
             elif key not in fa:
-                lines.append(f"{stage}: {key}: only after ({fb[key]!r})")
+                added.append(f"{stage}: {key}: only after ({fb[key]!r})")
             elif fa[key] != fb[key]:
-                lines.append(f"{stage}: {key}: {fa[key]!r} -> {fb[key]!r}")
-    return lines
+                changed.append(f"{stage}: {key}: {fa[key]!r} -> {fb[key]!r}")
+    return changed, added
 
 
-def table_differences(before: Path, after: Path) -> list[str]:
-    """One line per stage CSV table that differs in bytes or exists in one run only."""
-    lines = []
+def _table_lines(before: Path, after: Path) -> tuple[list[str], list[str]]:
+    """(differences, additions) of the two runs' stage CSV tables, one line each."""
+    changed, added = [], []
     names = sorted({str(p.relative_to(before)) for p in before.glob("*/*.csv")}
                    | {str(p.relative_to(after)) for p in after.glob("*/*.csv")})
     for name in names:
         a, b = before / name, after / name
-        if not a.is_file() or not b.is_file():
-            lines.append(f"{name}: only in {'after' if b.is_file() else 'before'}")
+        if not a.is_file():
+            added.append(f"{name}: only in after")
+        elif not b.is_file():
+            changed.append(f"{name}: only in before")
         elif a.read_bytes() != b.read_bytes():
-            lines.append(f"{name}: bytes differ")
-    return lines
+            changed.append(f"{name}: bytes differ")
+    return changed, added
+
+
+def metric_differences(before: Path, after: Path) -> list[str]:
+    """One line per metrics key that differs between two run folders or that only the earlier
+    run has (what only the later run has: :func:`metric_additions`)."""
+    return _metric_lines(before, after)[0]
+
+
+def metric_additions(before: Path, after: Path) -> list[str]:
+    """One line per metrics key, or metrics file, that only the later run has."""
+    return _metric_lines(before, after)[1]
+
+
+def table_differences(before: Path, after: Path) -> list[str]:
+    """One line per stage CSV table that differs in bytes or that only the earlier run has."""
+    return _table_lines(before, after)[0]
+
+
+def table_additions(before: Path, after: Path) -> list[str]:
+    """One line per stage CSV table that only the later run has."""
+    return _table_lines(before, after)[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,14 +97,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("after", type=Path)
     ap.add_argument("--tables", action="store_true", help="also compare the CSV tables")
     args = ap.parse_args(argv)
-    diffs = metric_differences(args.before, args.after)
-    n_stages = len(list(args.after.glob("*/metrics.json")))
+    diffs, added = _metric_lines(args.before, args.after)
+    n_stages = len(list(args.before.glob("*/metrics.json")))
     if args.tables:
-        diffs += table_differences(args.before, args.after)
+        more_diffs, more_added = _table_lines(args.before, args.after)
+        diffs, added = diffs + more_diffs, added + more_added
     for line in diffs:
         print(line)
-    print(f"{n_stages} stage(s) compared: "
-          + ("identical" if not diffs else f"{len(diffs)} difference(s)"))
+    if added:
+        print(f"added (only in after; no number of before changes): {len(added)}")
+        for line in added:
+            print(f"  {line}")
+    print(f"{n_stages} stage(s) of before compared: "
+          + ("identical" if not diffs else f"{len(diffs)} difference(s)")
+          + (f"; {len(added)} addition(s) listed apart" if added else ""))
     return 1 if diffs else 0
 
 

@@ -140,6 +140,20 @@ def record_released_corpus(profile_root: Path) -> Path:
     return path
 
 
+def grading_live_metrics(judges: list[str]) -> dict:
+    """07's live metrics as the typed model requires them (only ``judges`` matters here)."""
+    census = {"criteria": 1, "verdicts": 1, "recovered": 0, "reasked": 0, "excluded": 0,
+              "call_failed": 0}
+    spend = {"spend_usd": 0.0, "input_tokens": 0, "cache_read_tokens": 0,
+             "cache_write_tokens": 0}
+    return {"mode": "live", "judges": judges, "temperature": 0.0, "response_schema": False,
+            "grader_template_sha256": "0" * 64, "n_criteria_graded": 1, "n_recovered": 0,
+            "n_reasked": 0, "n_excluded": 0, "n_replies_not_graded": 0, "n_scores": 1,
+            "n_unscored": 0, "calls_by_attempt": {}, "census": dict.fromkeys(judges, census),
+            "ledger_cost_usd": 0.0, "prompt_caching": False, **spend,
+            "spend_by_judge": dict.fromkeys(judges, spend)}
+
+
 # --- the LLM engine's tests: the registry's providers and the study's judges -------------------
 
 _REGISTRY = load_registry()

@@ -6,6 +6,7 @@ module's output."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -223,6 +224,17 @@ def test_sums_scale_with_the_design_size_and_sync_providers_never_batch() -> Non
                judges=())
     (row,) = cost_plan.plan(d, registry(), OPTIMISED)
     assert not row.batch and row.usd == pytest.approx((10 + 1000) / 1e6)
+
+
+def test_samples_multiply_generation_and_grading() -> None:
+    """generation.samples = k: k replies per conversation, each generated and graded."""
+    one = cost_plan.plan(design(10), registry(), OPTIMISED, HALF)
+    three = cost_plan.plan(replace(design(10), samples=3), registry(), OPTIMISED, HALF)
+    for a, b in zip(one, three, strict=True):
+        assert b.calls == pytest.approx(3 * a.calls) and b.usd == pytest.approx(3 * a.usd)
+    assert cost_plan.plan(replace(design(10), samples=1), registry(), OPTIMISED, HALF) == one
+    with pytest.raises(PlanError, match="samples"):
+        replace(design(10), samples=0)
 
 
 def test_reply_scale_lengthens_replies_and_prefixes() -> None:

@@ -44,6 +44,43 @@ def engine(tmp_path: Path, sim: Simulator) -> Engine:
                   progress=False, env={}, backoff_base=0.01, poll_interval=0.02)
 
 
+def test_samples_extend_a_one_sample_run(tmp_path) -> None:
+    """Sample 0 is the one-sample run's request (same key); each further one is a new call
+    with the seed ``seed + s`` where the model takes one; the table splits back by sample."""
+    e = Engine(tmp_path / "s.db", REG, progress=False, env={})
+    one = generation.generation_requests(convs(), CANDIDATES)
+    three = generation.generation_requests(convs(), CANDIDATES, samples=3, seed=7)
+    assert len(three) == 3 * len(one)
+    assert [e.resolve(r).key for r in three[:len(one)]] == [e.resolve(r).key for r in one]
+    assert [(r.sample, r.seed) for r in three[::len(one)]] == [(0, None), (1, 8), (2, 9)]
+    keys = {e.resolve(r).key for r in three}
+    assert len(keys) == len(three)  # Claude takes no seed: told apart by the sample index
+    gpt = [e.resolve(r) for r in three if r.model == CANDIDATES[0] and r.sample == 2]
+    assert {item.config["seed"] for item in gpt} == {9}
+    with pytest.raises(ValueError, match="at least 1"):
+        generation.generation_requests(convs(), CANDIDATES, samples=0)
+
+
+def test_sampled_table_splits_and_round_trips(tmp_path) -> None:
+    rows = [{"model": "m", "prompt_id": p, "status": "ok" if s else "failed",
+             "text": "abc" if s else None, "stop_reason": "stop", "refusal": False,
+             "input_tokens": 1, "output_tokens": 1, "cost": 0.0, "cached": False,
+             "config": "{}", "chars": 3 if s else None, "sample": s, "seed": 7 + s if s else None}
+            for s in range(3) for p in ("p1", "p2")]
+    table = generation._typed(pd.DataFrame(rows))
+    first, rest = generation.split_samples(table)
+    assert list(first.columns) == list(generation.RESPONSE_COLUMNS) and len(first) == 2
+    assert set(rest["sample"]) == {1, 2} and rest["seed"].tolist() == [8, 8, 9, 9]
+    generation.write_responses(first, tmp_path / "r.jsonl")
+    generation.write_responses(rest, tmp_path / "s.jsonl")
+    assert generation.read_responses(tmp_path / "r.jsonl")["chars"].isna().all()
+    back = generation.read_sample_responses(tmp_path / "s.jsonl")
+    assert back["chars"].tolist() == [3] * 4 and back["seed"].tolist() == [8, 8, 9, 9]
+    both = generation.with_samples(generation.read_responses(tmp_path / "r.jsonl"), back)
+    assert sorted(both["sample"].unique()) == [0, 1, 2] and "seed" not in both.columns
+    assert generation.split_samples(first) == (first, None)
+
+
 @pytest.mark.slow
 def test_generation_sends_messages_verbatim_and_keeps_refusals(tmp_path, sim) -> None:
     sim.add_fault(Fault("refusal", match="stop sertraline", model=CANDIDATES[1]))

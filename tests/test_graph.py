@@ -54,7 +54,7 @@ def test_upstream_follows_the_mode() -> None:
     assert graph.dependents([graph.JUDGES], DEFAULT) == [graph.FIGURES]
     assert graph.dependents([graph.CORPUS], DEFAULT) == [
         graph.REVIEW_ROUND1, graph.RECALL, graph.SUBSET, graph.GENERATION, graph.REFUSALS,
-        graph.FIGURES]
+        graph.HARNESS, graph.FIGURES]  # 11 reads the rubrics of the released run's conversations
     assert graph.EXPLORER in graph.dependents([graph.CORPUS], SMOKE)
 
 
@@ -85,6 +85,12 @@ def test_a_tweak_no_stage_reads_is_explained() -> None:
     assert "not among the profile's notebooks" in str(graph.unread_reason(local, "judges.subset"))
     for key in ("description", "notebooks", "name"):
         assert graph.unread_reason(DEFAULT, key) is None
+    # the analyses of 14 and several samples need a live run
+    for key in ("analyses.subset", "analyses.length_penalty", "generation.samples"):
+        why = str(graph.unread_reason(DEFAULT, key))
+        assert "live mode" in why and "paper mode" in why, key
+    assert graph.unread_reason(SMOKE, "analyses.subset") is None
+    assert graph.unread_reason(SMOKE, "generation.samples") is None
 
 
 def test_file_keys_are_the_keys_the_yaml_sets() -> None:
@@ -98,7 +104,12 @@ def test_notebook_parameters_of_a_stage() -> None:
     assert values["mode"] == "live" and values["outputs_root"] == "/out"
     assert values["judges"] is None  # grading.judges as the profile sets it: the study's panel
     assert values["candidates"] == SMOKE.generation.candidates
-    assert "seed" not in values  # generation takes no seed
+    # generation declares the seed its further samples are drawn with, and reads it only when
+    # it samples more than one reply per conversation
+    assert values["seed"] == SMOKE.seed
+    assert "seed" not in graph.keys_read(SMOKE, graph.GENERATION)
+    sampled = config.load_profile("smoke", {"generation.samples": 3})
+    assert graph.keys_read(sampled, graph.GENERATION)["seed"] == SMOKE.seed
     tweaked = config.load_profile("smoke", {"grading.judges": ["gpt-4.1-2025-04-14"]})
     assert graph.notebook_parameters(tweaked, graph.GENERATION, "/o")["judges"] == [
         "gpt-4.1-2025-04-14"]

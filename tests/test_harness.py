@@ -61,13 +61,18 @@ def test_published_must_be_a_fraction(tmp_path):
         ('{"prompt_id": "", "score": 0.3, "grades": []}', "prompt_id"),
         ('{"prompt_id": "a", "score": 0.3, "grades": "yes"}', "grades"),
         ('{"score": 0.3, "grades": []}', "prompt_id"),
+        # the released replies (results.jsonl)
+        ('{"prompt_id": "a", "score": 0.3, "response_text": 7}', "response_text"),
+        ('{"prompt_id": "a", "score": "0.3", "response_text": "x"}', "score"),
     ],
 )
 def test_bad_lines_name_the_field(tmp_path, line, field):
     p = tmp_path / "s.jsonl"
     p.write_text(line + "\n", encoding="utf-8")
+    read = (harness.read_harness_replies if "response_text" in line
+            else harness.read_harness_scores)
     with pytest.raises(harness.HarnessError, match=rf"s\.jsonl:1: field '{re.escape(field)}'"):
-        harness.read_harness_scores(p)
+        read(p)
 
 
 def test_duplicate_prompt_id(tmp_path):
@@ -122,3 +127,29 @@ def test_no_published_figure_reports_no_difference(tmp_path):
     r = harness.replay(harness.read_harness_scores(p), published=None)
     # mean of 0.5 and -0.5 is 0.0, clipped stays 0.0
     assert r.clipped_mean == 0.0 and r.published is None and r.delta is None
+
+
+def test_released_replies_lengths_and_breakdown_by_hand(tmp_path):
+    p = _write(tmp_path, [
+        {"prompt_id": "a", "score": 0.5, "response_text": "x" * 1500, "grades": []},
+        {"prompt_id": "b", "score": 0.2, "response_text": "y" * 4500},
+        {"prompt_id": "c", "score": None, "response_text": None},
+    ])
+    replies = harness.read_harness_replies(p)
+    assert [(r.prompt_id, r.chars) for r in replies] == [("a", 1500), ("b", 4500), ("c", None)]
+    s = harness.length_summary(replies, "hard")
+    assert (s["n"], s["penalty"]) == (2, 0.0392)
+    assert s["clipped_mean"] == pytest.approx(0.35)
+    assert s["adjusted_mean"] == pytest.approx((0.5 + 0.0392 + 0.2 - 5 * 0.0392) / 2)
+    assert s["chars"]["median"] == 3000
+    # grades pair with the rubric only where the corpus holds it and the counts agree
+    conv = Conversation("a", (Message("user", "q"),), (RubricItem("x", 4, ("axis:accuracy",)),
+                                                       RubricItem("y", -2)))
+    lines = [harness.HarnessLine(1, "a", 0.5, (True, True)), harness.HarnessLine(2, "b", 0.2,
+                                                                                  (True,)),
+             harness.HarnessLine(3, "z", 0.1, (True, True, False))]
+    v = harness.released_verdicts(lines, {"a": conv, "z": conv})
+    assert v[["prompt_id", "criterion_index", "criteria_met"]].values.tolist() == [
+        ["a", 0, True], ["a", 1, True]]
+
+

@@ -415,4 +415,4 @@ def test_filter_results_says_a_crashed_inspect_run_failed(
     assert interop.main([str(path)]) == interop.EXIT_INCOMPLETE
     out, err = capsys.readouterr()
     assert out == "" and "the run FAILED (status 'error'" in err
-    assert "judge provider returned HTTP 500" in err and "1 sample(s) scored" in err
+    assert "judge provider returned HTTP 500" in err and "1 sample scored" in err

@@ -649,7 +649,7 @@ def test_crashed_inspect_log_is_a_failed_run_with_its_counts(tmp_path: Path) -> 
     assert (inp.run.n_samples, inp.run.n_scored, inp.run.n_errored) == (2, 1, 1)
     assert inp.run.error == "RuntimeError: judge provider returned HTTP 500 for every retry"
     assert inp.run.describe().startswith("the run FAILED (status 'error': RuntimeError")
-    assert "1 sample(s) scored, 1 errored, of 2 in the file" in inp.run.describe()
+    assert "1 sample scored, 1 errored, of 2 in the file" in inp.run.describe()
 
 
 @pytest.mark.parametrize(("status", "state", "word"), [
@@ -681,7 +681,7 @@ def test_simple_evals_file_is_complete_unless_its_own_count_disagrees(tmp_path: 
     path.write_text(json.dumps(doc))
     [inp] = interop.load_results([path]).inputs
     assert inp.run is not None and inp.run.state == "incomplete"
-    assert "metrics count 5 graded example(s)" in inp.run.describe()
+    assert "metrics count 5 graded examples" in inp.run.describe()
 
 
 def test_filter_results_refuses_a_crashed_log_unless_allowed(
@@ -693,7 +693,7 @@ def test_filter_results_refuses_a_crashed_log_unless_allowed(
     out, err = capsys.readouterr()
     assert out == ""  # no clipped mean of a run that failed
     assert f"error: {path}: the run FAILED (status 'error': RuntimeError" in err
-    assert "1 sample(s) scored, 1 errored" in err and "--allow-incomplete" in err
+    assert "1 sample scored, 1 errored" in err and "--allow-incomplete" in err
     assert interop.main([str(path), "--allow-incomplete"]) == 0
     out, _ = capsys.readouterr()
     assert "the run FAILED" in out.splitlines()[0] and "clipped mean 0.0000" in out

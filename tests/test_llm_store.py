@@ -310,3 +310,43 @@ def test_store_batches_roundtrip(tmp_path: Path) -> None:
     assert s._db.execute("SELECT batch_id, key FROM batch_items").fetchall() == [
         ("b1", "k1"), ("b1", "k2"), ("b1", k)]
     assert s.batch_keys("no-such-batch") == []
+
+
+def test_a_seed_is_sent_where_the_api_takes_one() -> None:
+    def dec(model: str, seed: int | None) -> dict:
+        s = REG.model(model)
+        return resolve_decoding(s, REG.providers[s.provider].kind, 0, 100, seed)
+
+    assert dec("gpt-4.1-2025-04-14", 8)["seed"] == 8
+    assert dec("gemini-2.5-flash", 8)["seed"] == 8
+    assert dec("mistral-large-latest", 8)["random_seed"] == 8  # the registry's seed_param
+    assert "seed" not in dec("claude-haiku-4-5-20251001", 8)  # Anthropic takes none
+    assert "seed" not in dec("gpt-4.1-2025-04-14", None)
+
+
+def test_no_seed_leaves_the_key_as_it_was(tmp_path: Path) -> None:
+    e = engine(tmp_path)
+    plain = e.resolve(Request("gpt-4.1-2025-04-14", MSG, temperature=0)).key
+    assert e.resolve(Request("gpt-4.1-2025-04-14", MSG, temperature=0, seed=None)).key == plain
+    seeded = e.resolve(Request("gpt-4.1-2025-04-14", MSG, temperature=0, seed=3))
+    assert seeded.key != plain and seeded.config["seed"] == 3
+    # a model without a seed parameter: the same body, told apart by the sample index only
+    claude = e.resolve(Request("claude-haiku-4-5-20251001", MSG, temperature=0, seed=3))
+    assert claude.key == e.resolve(Request("claude-haiku-4-5-20251001", MSG, temperature=0)).key
+    assert e.resolve(Request("claude-haiku-4-5-20251001", MSG, temperature=0, seed=3,
+                             sample=1)).key != claude.key
+
+
+def test_the_simulator_answers_by_seed_and_as_before_without_one() -> None:
+    from hbpsych_utils.llm.testing.simulator import request_seed, sim_hash
+
+    msgs = [("user", "I cannot sleep.")]
+    before = hashlib.sha256(json.dumps(["m", [list(m) for m in msgs], None], sort_keys=True,
+                                       separators=(",", ":")).encode()).hexdigest()
+    assert sim_hash("m", msgs, None) == before == sim_hash("m", msgs, None, None)
+    assert sim_hash("m", msgs, None, 1) != sim_hash("m", msgs, None, 2) != before
+    assert request_seed("openai", {"seed": 4}) == 4
+    assert request_seed("openai", {"random_seed": 5}) == 5
+    assert request_seed("google", {"generationConfig": {"seed": 6}}) == 6
+    assert request_seed("anthropic", {"seed": 7}) is None
+    assert request_seed("openai", {"seed": True}) is None

@@ -79,6 +79,61 @@ def test_refusals_and_harness(run: Path) -> None:
     assert harness["delta"] == pytest.approx(harness["clipped_mean"] - 0.16)
 
 
+def test_harness_breakdown_and_length_recomputed_by_hand(run: Path, mirror: Path) -> None:
+    """GPT-4.1's per-axis and per-theme Hard scores (on the conversations whose rubrics the
+    corpus holds) and its length-adjusted Hard score over every reply, recomputed from the
+    mirror's files with plain json: simple-evals' per-tag rule and the reference's length
+    formula (Hard penalty 0.0392 per 500 characters beyond 2,000, before the clip)."""
+    import json
+
+    def read(rel: str) -> list[dict]:
+        return [json.loads(x) for x in (mirror / rel).read_text().splitlines() if x.strip()]
+
+    results = read("mindbench-ai/healthbench-psych/provenance/harness-validation/results.jsonl")
+    corpus = {c["prompt_id"]: c for c in read("openai/simple-evals/healthbench/"
+                                                "oss_eval.partial.jsonl")}
+    per_tag: dict[str, list[float]] = defaultdict(list)
+    with_rubric = 0
+    for line in results:
+        conv = corpus.get(line["prompt_id"])
+        if conv is None:
+            continue
+        with_rubric += 1
+        met = [g["criteria_met"] for g in line["grades"]]
+        items = list(zip(conv["rubrics"], met, strict=True))
+
+        def score(pairs: list) -> float | None:
+            possible = sum(r["points"] for r, _ in pairs if r["points"] > 0)
+            return sum(r["points"] for r, m in pairs if m) / possible if possible else None
+
+        overall = score(items)
+        for tag in conv["example_tags"]:
+            if tag.startswith("theme:"):
+                per_tag[tag].append(overall)
+        for tag in {t for r in conv["rubrics"] for t in r["tags"] if t.startswith("axis:")}:
+            value = score([(r, m) for r, m in items if tag in r["tags"]])
+            if value is not None:
+                per_tag[tag].append(value)
+    got = metrics(run, "11_harness_validation")
+    b = got["released_breakdown"]
+    assert (b["n_lines"], b["n_with_rubric"]) == (1000, with_rubric) == (1000, 193)
+    assert set(b["by_tag"]) == set(per_tag)
+    assert {t[len("axis:"):] for t in per_tag if t.startswith("axis:")} == {
+        "accuracy", "completeness", "communication_quality", "context_awareness",
+        "instruction_following"}
+    for tag, values in per_tag.items():
+        assert b["by_tag"][tag]["n"] == len(values)
+        assert b["by_tag"][tag]["clipped_mean"] == pytest.approx(
+            min(1, max(0, sum(values) / len(values))), abs=1e-12)
+    adjusted = [r["score"] - 0.0392 * (len(r["response_text"]) - 2000) / 500 for r in results]
+    lm = got["released_length"]
+    assert (lm["variant"], lm["penalty"], lm["n"]) == ("hard", 0.0392, 1000)
+    assert lm["adjusted_mean"] == pytest.approx(min(1, max(0, sum(adjusted) / 1000)), abs=1e-12)
+    lengths = sorted(len(r["response_text"]) for r in results)
+    assert lm["chars"]["median"] == (lengths[499] + lengths[500]) / 2
+    assert lm["chars"]["mean"] == pytest.approx(sum(lengths) / 1000)
+
+
 def test_figures_and_tables_written_and_published(run: Path) -> None:
     m = metrics(run, "12_figures_tables")
     stage = run / "12_figures_tables"

@@ -211,3 +211,72 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in two]
     assert heatmap.images[0].get_array().shape[1] == 2
+
+
+def test_analyses_by_axis_theme_and_category_with_intervals(run: Path) -> None:
+    """14 on the smoke run: per candidate, the panel's (and each judge's) score on every axis,
+    theme and modal category with n and an interval; one sample, so no worst-at-k; the panel's
+    overall score is 08's."""
+    m = metrics(run, "14_analyses")
+    scores = metrics(run, "08_scores")["by_subset"]["v1"]["panel_mean"]
+    assert m["mode"] == "live" and m["samples"] == 1 and "worst_at_k" not in m
+    assert set(m["by_tag"]) == {*metrics(run, "07_grading")["judges"], "panel"}
+    assert m["panel_mean"] == pytest.approx(scores, abs=1e-12)
+    for cand, by in m["by_tag"]["panel"].items():
+        prefixes = {t.split(":", 1)[0] for t in by}
+        assert prefixes == {"axis", "theme", "category"}, cand
+        for tag, s in by.items():
+            assert s["n"] >= 1 and s["ci_low"] <= s["clipped_mean"] <= s["ci_high"], tag
+    assert set(m["length"]["panel"]) == set(scores)
+    for name in ("by_tag.csv", "lengths.csv", "fig_axes_v1.png", "fig_categories_v1.png",
+                 "fig_length_v1.png"):
+        assert (run / "14_analyses" / name).stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_smoke_with_three_samples_reports_worst_at_k(tmp_path: Path, mirror: Path) -> None:
+    """`--set generation.samples=3`: every reply graded; worst-at-k for k = 1..3 with
+    HealthBench's definition (per conversation the mean over every k-subset of its 3 replies of
+    the subset's minimum; per model the clipped mean), recomputed here from 07's score files
+    with plain csv and itertools; sample 0 is the one-sample run's reply."""
+    import itertools
+    import statistics
+
+    from conftest import FAKE_KEYS, _environ
+
+    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
+        result = runner.run_profile("smoke", outputs_root=tmp_path,
+                                    overrides={"generation.samples": 3}, echo=print)
+    assert result.ok, result.notebooks
+    run = tmp_path / "smoke"
+    gen = metrics(run, "06_generation")
+    assert gen["samples"] == 3 and gen["n_sample_responses"] == 2 * gen["n_responses"]
+    seeds = {json.loads(x)["seed"] for x in
+             (run / "06_generation" / "responses_samples.jsonl").read_text().splitlines()}
+    assert seeds == {config.load_profile("smoke").seed + s for s in (1, 2)}
+    panel: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for name, sample in (("scores.csv", None), ("scores_samples.csv", "sample")):
+        with open(run / "07_grading" / name) as fh:
+            for r in csv.DictReader(fh):
+                if r["score"] != "":
+                    s = int(r[sample]) if sample else 0
+                    panel[(r["candidate"], r["prompt_id"])][s].append(float(r["score"]))
+    judges = len(metrics(run, "07_grading")["judges"])
+    grid: dict[str, list[list[float]]] = defaultdict(list)
+    for (cand, _), by_sample in panel.items():
+        if sorted(by_sample) == [0, 1, 2] and all(len(v) == judges for v in by_sample.values()):
+            grid[cand].append([sum(by_sample[s]) / judges for s in range(3)])
+    m = metrics(run, "14_analyses")
+    assert m["samples"] == 3
+    for cand, convs in grid.items():
+        got = {k["k"]: k for k in m["worst_at_k"]["panel"][cand]}
+        assert sorted(got) == [1, 2, 3]
+        for k in (1, 2, 3):
+            per_conv = [statistics.fmean(min(c) for c in itertools.combinations(x, k))
+                        for x in convs]
+            assert got[k]["n"] == len(convs)
+            assert got[k]["clipped_mean"] == pytest.approx(
+                min(1, max(0, statistics.fmean(per_conv))), abs=1e-12)
+        runs = [min(1, max(0, statistics.fmean(x[s] for x in convs))) for s in range(3)]
+        assert m["run_spread"]["panel"][cand]["runs"] == pytest.approx(runs, abs=1e-12)
+    assert (run / "14_analyses" / "fig_worst_at_k_v1.png").stat().st_size > 10_000

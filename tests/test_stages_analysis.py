@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import grading_live_metrics
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset
@@ -289,20 +290,6 @@ def test_paper_source_is_the_released_matrix(tmp_path, mirror):
     assert "matrix_v1" in json.loads(stage.path("stage.json").read_text())["artifacts"]
 
 
-def _grading_metrics(judges: list[str]) -> dict:
-    """07's live metrics as the typed model requires them (only ``judges`` matters here)."""
-    census = {"criteria": 1, "verdicts": 1, "recovered": 0, "reasked": 0, "excluded": 0,
-              "call_failed": 0}
-    spend = {"spend_usd": 0.0, "input_tokens": 0, "cache_read_tokens": 0,
-             "cache_write_tokens": 0}
-    return {"mode": "live", "judges": judges, "temperature": 0.0, "response_schema": False,
-            "grader_template_sha256": "0" * 64, "n_criteria_graded": 1, "n_recovered": 0,
-            "n_reasked": 0, "n_excluded": 0, "n_replies_not_graded": 0, "n_scores": 1,
-            "n_unscored": 0, "calls_by_attempt": {}, "census": dict.fromkeys(judges, census),
-            "ledger_cost_usd": 0.0, "prompt_caching": False, **spend,
-            "spend_by_judge": dict.fromkeys(judges, spend)}
-
-
 def _synthetic_run(root: Path, judges: list[str] = JUDGES) -> Path:
     """A graded run in miniature: 05's subsets and categories, 06's responses, 07's scores and
     metrics (the judges given), written where each stage writes. Returns the run folder."""
@@ -324,7 +311,7 @@ def _synthetic_run(root: Path, judges: list[str] = JUDGES) -> Path:
                            for j in JUDGES for c in CANDIDATES for p in IDS[:11]])
     s07 = Stage(PROFILE, graph.GRADING, root)
     s07.write_table(scores[scores["judge"].isin(judges)], graph.SCORES_TABLE)
-    s07.write_json(graph.METRICS, _grading_metrics(judges))
+    s07.write_json(graph.METRICS, grading_live_metrics(judges))
     return root / PROFILE
 
 

@@ -27,6 +27,10 @@ from hbpsych_utils.pipeline.metrics import (
     GradingLiveMetrics,
     GradingPaperMetrics,
     HarnessMetrics,
+    LengthDistribution,
+    ReleasedBreakdown,
+    ReleasedLength,
+    TagScore,
 )
 from hbpsych_utils.reporting.display import Findings, Note, Table
 from hbpsych_utils.stages import base, s06_generation, s07_grading, s11_harness_validation
@@ -99,6 +103,27 @@ def test_06_metrics_from_a_responses_table() -> None:
     assert typed.parse(graph.GENERATION, base.metrics_json(m)) == m
 
 
+def test_06_metrics_and_findings_with_samples() -> None:
+    """With several replies per conversation the first reply's counts stay where they were and
+    the further samples are counted apart (and said in the findings)."""
+    table = pd.DataFrame({
+        "model": ["a"] * 6, "prompt_id": ["p1", "p2"] * 3,
+        "status": ["ok", "ok", "ok", "refused", "failed", "ok"],
+        "refusal": [False, False, False, True, False, False], "config": ["{}"] * 6,
+        "sample": [0, 0, 1, 1, 2, 2], "seed": [None, None, 8, 8, 9, 9]})
+    convs = [Conversation("p1", (), ()), Conversation("p2", (), ())]
+    source = s06_generation.Conversations("v1", ["a"], convs, 2, convs)
+    m = s06_generation.metrics(source, s06_generation.Responses(
+        table, pd.DataFrame(), plan_est_cost=1.0, spend=0.5, stopped_by_budget=False))
+    assert (m.n_responses, m.n_ok, m.n_refused, m.n_failed) == (2, 2, 0, 0)
+    assert (m.samples, m.n_sample_responses, m.n_sample_ok, m.n_sample_refused,
+            m.n_sample_failed) == (3, 4, 2, 1, 1)
+    found = text(s06_generation.findings(m))
+    assert "answered each conversation 3 times: 4 further replies (2 answered, 1 refused, " \
+           "1 failed)" in found
+    assert typed.parse(graph.GENERATION, base.metrics_json(m)) == m
+
+
 def test_06_paper_metrics_from_the_released_logs() -> None:
     spend = pd.Series({"x": 3.00004, "y": 1.0}, name="usd").rename_axis("candidate")
     anomalies = pd.DataFrame({"call_failed": [1, 0], "empty_response": [0, 2]},
@@ -142,6 +167,11 @@ def test_07_live_findings_report_reasks_and_exclusions_only_when_there_are_any()
     assert "re-asks and excluded" not in clean and "left unscored because" not in clean
     failed = text(s07_grading.findings(_live07(n_replies_not_graded=2)))
     assert "2 replies were not graded because their generation failed." in failed
+    assert "further samples" not in found
+    sampled = text(s07_grading.findings(_live07(samples=3, n_sample_scores=280,
+                                                n_sample_unscored=8)))
+    assert ("The further samples (3 replies per conversation in all) have 280 scores and 8 "
+            "left unscored.") in sampled
 
 
 def test_07_live_findings_say_what_grading_paid_and_what_the_caches_served() -> None:
@@ -239,6 +269,29 @@ def test_11_difference_in_bootstrap_sds_only_with_a_published_figure() -> None:
     unsourced = text(s11_harness_validation.findings(
         pub.model_copy(update={"published_source": ""})))
     assert "(source not given)" in unsourced
+
+
+def test_11_released_axes_named_only_above_the_slice_threshold() -> None:
+    tag = dict(ci_low=0.0, ci_high=1.0, bootstrap_std=0.1)
+    b = ReleasedBreakdown(n_lines=1000, n_with_rubric=193, by_tag={
+        "axis:accuracy": TagScore(n=143, clipped_mean=0.36, **tag),
+        "axis:completeness": TagScore(n=168, clipped_mean=0.0, **tag),
+        "axis:instruction_following": TagScore(n=3, clipped_mean=-0.0, **tag),
+        "theme:hedging": TagScore(n=26, clipped_mean=0.9, **tag)})
+    lm = ReleasedLength(variant="hard", penalty=0.0392, n=1000, clipped_mean=0.1574,
+                        adjusted_mean=0.1689, chars=LengthDistribution(
+                            n=1000, mean=1854.3, min=4, p25=1228, median=1721, p75=2364.75,
+                            max=6218))
+    m = REPLAY11.model_copy(update={"released_breakdown": b, "released_length": lm})
+    found = text(s11_harness_validation.findings(m, min_n=5))
+    assert ("on the 193 of its 1,000 conversations whose rubrics this run's corpus holds, the "
+            "released GPT-4.1 run scores lowest on completeness (0.000, n = 168) and highest on "
+            "accuracy (0.360, n = 143)") in found
+    assert "instruction following" not in found  # 3 conversations: below the threshold
+    assert "length-adjusted score is 0.1689 against a raw 0.1574" in found
+    assert "median 1,721 characters" in found
+    few = text(s11_harness_validation.findings(m, min_n=150))  # one axis left: no comparison
+    assert "lowest on" not in few and "length-adjusted" in few
 
 
 def test_11_comparison_with_the_released_run_only_on_common_conversations() -> None:
@@ -341,8 +394,10 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     difference = s11_harness_validation.published_difference(summary)
     comparison = s11_harness_validation.released_comparison(released, rerun)
     assert isinstance(comparison, Note)
-    m = s11_harness_validation.metrics(summary, comparison)
-    s11_harness_validation.write(run, m, rerun, comparison)
+    breakdown = s11_harness_validation.released_breakdown(run, released)
+    lengths = s11_harness_validation.released_length(run)
+    m = s11_harness_validation.metrics(summary, comparison, breakdown, lengths)
+    s11_harness_validation.write(run, m, rerun, comparison, breakdown)
     assert isinstance(difference, Table)
     assert difference.frame["difference"].iloc[0] == pytest.approx(m.delta)
     assert m.n_scored == len(scores)
@@ -350,8 +405,14 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     assert m.delta == pytest.approx(m.clipped_mean - 0.2)
     assert m.settings.candidate == study.HARNESS_MODEL
     assert "n_common_with_released" not in base.metrics_json(m)
-    assert sorted(p.name for p in run.stage.final_dir.glob("*.csv")) == []
+    assert sorted(p.name for p in run.stage.final_dir.glob("*.csv")) == [
+        s11_harness_validation.BREAKDOWN_FILE]
     assert "bootstrap standard deviations" in text(s11_harness_validation.findings(m))
+    # the released run by tag, on the conversations whose rubrics the partial corpus holds
+    assert m.released_breakdown is not None and m.released_breakdown.n_with_rubric == 193
+    assert m.released_length is not None and m.released_length.n == len(scores)
+    html = breakdown._repr_html_()
+    assert "193 of the 1,000" in html and "context awareness" in html
 
 
 def test_11_no_published_figure_is_said_not_shown(paper_root: Path) -> None:

@@ -86,7 +86,8 @@ def test_a_failed_stage_and_what_reads_it(tmp_path: Path) -> None:
     assert got[graph.CORPUS].state == "failed"
     assert "CorpusError: incomplete corpus" in got[graph.CORPUS].reason
     behind = [s for s, st in got.items() if st.reason == "its upstream 01_corpus failed"]
-    assert behind == [graph.REVIEW_ROUND1, graph.RECALL, graph.GENERATION]  # they read 01
+    assert behind == [graph.REVIEW_ROUND1, graph.RECALL, graph.GENERATION,
+                      graph.HARNESS]  # they read 01
     # further down, the reason names the first upstream that is not current
     assert got[graph.SUBSET].reason == "its upstream 03_review_round1 is not current"
     assert got[graph.FIGURES].reason == "its upstream 05_subset is not current"

@@ -4,7 +4,7 @@ A profile has a few top-level keys and one section per notebook stage (``corpus`
 ``01_corpus``, ``screening`` for ``02_screening``, ...). Every section is a pydantic model that
 forbids unknown keys, so a typo is an error naming the profile, the key and what was expected
 instead of a silently ignored setting. The construction stages (02-04) each have a ``mode``
-(``replay`` or ``live``); the evaluation stages (06-13) share one, the profile's
+(``replay`` or ``live``); the evaluation stages (06-14) share one, the profile's
 ``evaluation_mode`` (``paper`` or ``live``), which only ``harness_validation.mode`` may
 override. What each stage reads of a profile, and the values the runner injects into its
 notebook's ``parameters`` cell, are declared by the stage graph
@@ -177,6 +177,12 @@ class GenerationParams(Section):
     """Live mode: only the first N subset conversations (sorted ids); ``None`` for all."""
     temperature: float | None = 0.0
     max_tokens: int = Field(default=study.GENERATION_MAX_TOKENS, ge=1)
+    samples: int = Field(default=1, ge=1)
+    """Live mode: replies per (candidate, conversation), every one graded by the panel (the
+    study: 1). The first is the reply a one-sample run makes; each further one is sent with
+    its own recorded seed (the profile's ``seed`` plus its index) where the provider takes one.
+    Worst-at-k and the spread across runs (notebook 14) need at least 2. At temperature 0 the
+    samples come out nearly identical."""
 
 
 class GradingParams(Section):
@@ -261,6 +267,18 @@ class FiguresTablesParams(Section):
     profile's job; test profiles keep theirs under ``outputs/<profile>/``)."""
 
 
+class AnalysesParams(Section):
+    """14_analyses: where and how reliably models fail (live mode: per-criterion grades)."""
+
+    subset: Literal["v1", "v2", "hard"] = "v1"
+    """Which subset 05_subset wrote to analyse (this run's graded conversations of it)."""
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
+    length_penalty: Literal["healthbench", "hard", "consensus", "professional"] = "healthbench"
+    """The HealthBench variant whose penalty the length-adjusted score uses (reported beside the
+    raw score; ``evaluation.length.PENALTIES``). HealthBench-Psych is drawn from the full
+    HealthBench."""
+
+
 class Profile(BaseModel):
     """A validated run profile."""
 
@@ -272,7 +290,7 @@ class Profile(BaseModel):
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
     evaluation_mode: Literal["paper", "live"] = "paper"
-    """The mode of the evaluation stages 06-13: ``paper`` reads the released study's logs and
+    """The mode of the evaluation stages 06-14: ``paper`` reads the released study's logs and
     matrices, ``live`` generates and grades through the engine (``harness_validation.mode``
     alone may differ)."""
     llm: LLMSettings = LLMSettings()
@@ -290,7 +308,8 @@ class Profile(BaseModel):
     refusals: RefusalsParams = RefusalsParams()
     harness_validation: HarnessValidationParams = HarnessValidationParams()
     figures_tables: FiguresTablesParams = FiguresTablesParams()
-    """The evaluation stages' sections (06-12), in ``evaluation_mode``."""
+    analyses: AnalysesParams = AnalysesParams()
+    """The evaluation stages' sections (06-12, 14), in ``evaluation_mode``."""
 
 
 NOT_PROFILES = frozenset({"models"})

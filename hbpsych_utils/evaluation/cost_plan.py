@@ -166,12 +166,17 @@ class Design:
     judge_output_tokens: int = JUDGE_OUTPUT_TOKENS
     reply_scale: Mapping[str, float] = field(default_factory=dict)
     """Candidate -> factor on every assumed reply length (1 when absent)."""
+    samples: int = 1
+    """Replies per (candidate, conversation) (``generation.samples``): generation and grading
+    are made that many times."""
 
     def __post_init__(self) -> None:
         if not self.conversations:
             raise PlanError("Design.conversations is empty (a plan needs measured conversations)")
         if self.n_conversations < 1:
             raise PlanError(f"Design.n_conversations must be >= 1, got {self.n_conversations}")
+        if self.samples < 1:
+            raise PlanError(f"Design.samples must be >= 1, got {self.samples}")
         if self.judge_output_tokens < 0:
             raise PlanError("Design.judge_output_tokens must be >= 0, got "
                             f"{self.judge_output_tokens}")
@@ -181,8 +186,9 @@ class Design:
 
     @property
     def scale(self) -> float:
-        """Each measured sum's factor: ``n_conversations`` / conversations measured."""
-        return self.n_conversations / len(self.conversations)
+        """Each measured sum's factor: ``n_conversations`` / conversations measured, times the
+        replies per conversation (``samples``)."""
+        return self.n_conversations / len(self.conversations) * self.samples
 
     def reply_chars(self, candidate: str, conv: ConversationTokens) -> float:
         return conv.reply_chars * self.reply_scale.get(candidate, 1.0)

@@ -28,7 +28,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -394,17 +394,26 @@ def score_conversation(
 VERDICT_COLUMNS = (
     "judge", "candidate", "prompt_id", "criterion_index", "criteria_met", "recovered", "excluded",
 )
+GRADED_KEYS = ("judge", "candidate", "prompt_id")
+"""What names one graded reply in a verdict table; ``sample`` follows when the table has that
+column (a run with several replies per conversation: ``generation.samples``)."""
 
 
-def scores_from_verdicts(
+def graded_keys(verdicts: pd.DataFrame) -> tuple[str, ...]:
+    """The columns that name one graded reply of ``verdicts``: :data:`GRADED_KEYS`, and
+    ``sample`` when the table has it."""
+    return (*GRADED_KEYS, "sample") if "sample" in verdicts.columns else GRADED_KEYS
+
+
+def graded_replies(
     verdicts: pd.DataFrame, conversations: Mapping[str, Conversation] | Iterable[Conversation]
-) -> pd.DataFrame:
-    """Per-(judge, candidate, conversation) scores from a verdict table.
+) -> Iterator[tuple[tuple[Any, ...], Conversation, list[Verdict]]]:
+    """Each graded reply of a verdict table: its key (the values of :func:`graded_keys`), its
+    conversation and its verdicts in rubric order.
 
     ``verdicts`` has the columns of ``VERDICT_COLUMNS`` (``recovered``/``excluded`` optional;
     a null ``criteria_met`` or ``excluded`` True = no verdict). Every criterion of a
-    conversation must be present exactly once. Returns judge, candidate, prompt_id, score (NaN
-    when unscored), status, n_criteria, n_excluded, n_recovered.
+    conversation must be present exactly once.
     """
     convs = conversations if isinstance(conversations, Mapping) else {
         c.prompt_id: c for c in conversations
@@ -414,9 +423,8 @@ def scores_from_verdicts(
     )
     if missing_cols:
         raise GradingError(f"verdict table: missing column(s) {sorted(missing_cols)}")
-    ordered = verdicts.sort_values(
-        ["judge", "candidate", "prompt_id", "criterion_index"], kind="mergesort"
-    )
+    keys = graded_keys(verdicts)
+    ordered = verdicts.sort_values([*keys, "criterion_index"], kind="mergesort")
     n = len(ordered)
     recovered = (
         ordered["recovered"].astype("boolean").fillna(False).astype(bool).tolist()
@@ -431,29 +439,43 @@ def scores_from_verdicts(
         for m, ex in zip(ordered["criteria_met"].tolist(), excluded, strict=True)
     ]
     records = zip(
-        ordered["judge"].tolist(), ordered["candidate"].tolist(), ordered["prompt_id"].tolist(),
+        *(ordered[k].tolist() for k in keys),
         ordered["criterion_index"].astype(int).tolist(), met, recovered, strict=True,
     )
-    rows = []
+    width = len(keys)
     # Plain iteration over the sorted rows: a pandas groupby loop is ~10x slower at study size.
-    for (judge, cand, pid), grp in itertools.groupby(records, key=lambda r: r[:3]):
+    for key, grp in itertools.groupby(records, key=lambda r: r[:width]):
         items = list(grp)
+        judge, cand, pid = key[:3]
         conv = convs.get(pid)
         if conv is None:
             raise GradingError(f"verdict table: prompt_id {pid} has no rubric in the corpus given")
-        idx = [r[3] for r in items]
+        idx = [r[width] for r in items]
         if idx != list(range(len(conv.rubrics))):
             raise GradingError(
                 f"verdict table: judge {judge}, candidate {cand}, prompt_id {pid}: "
                 f"criterion_index values {idx} do not cover the "
                 f"{len(conv.rubrics)} rubric criteria exactly once"
             )
-        cs = score_conversation(conv, [Verdict(r[4], r[5]) for r in items])
+        yield key, conv, [Verdict(r[width + 1], r[width + 2]) for r in items]
+
+
+def scores_from_verdicts(
+    verdicts: pd.DataFrame, conversations: Mapping[str, Conversation] | Iterable[Conversation]
+) -> pd.DataFrame:
+    """Per-(judge, candidate, conversation) scores from a verdict table (:func:`graded_replies`;
+    per sample too when the table has a ``sample`` column).
+
+    Returns judge, candidate, prompt_id, [sample,] score (NaN when unscored), status,
+    n_criteria, n_excluded, n_recovered.
+    """
+    keys = graded_keys(verdicts)
+    rows = []
+    for key, conv, found in graded_replies(verdicts, conversations):
+        cs = score_conversation(conv, found)
         rows.append(
             {
-                "judge": judge,
-                "candidate": cand,
-                "prompt_id": pid,
+                **dict(zip(keys, key, strict=True)),
                 "score": float("nan") if cs.score is None else cs.score,
                 "status": cs.status,
                 "n_criteria": cs.n_criteria,
@@ -463,8 +485,5 @@ def scores_from_verdicts(
         )
     return pd.DataFrame(
         rows,
-        columns=[
-            "judge", "candidate", "prompt_id", "score", "status",
-            "n_criteria", "n_excluded", "n_recovered",
-        ],
+        columns=[*keys, "score", "status", "n_criteria", "n_excluded", "n_recovered"],
     )

@@ -21,10 +21,10 @@ another or none, and then no difference is reported.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -34,7 +34,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import TextRecord
-from hbpsych_utils.evaluation import grading, scoring
+from hbpsych_utils.evaluation import grading, length, scoring
 
 GENERATE_TAG = "harness-generate"
 GRADE_TAG = "harness-grade"
@@ -69,6 +69,10 @@ class HarnessRecord(TextRecord):
     """The ``criteria_met`` booleans in rubric order."""
 
 
+R = TypeVar("R", "HarnessRecord", "HarnessReplyRecord")
+"""A line of one of the released harness files."""
+
+
 @dataclass(frozen=True)
 class HarnessLine:
     line: int
@@ -77,22 +81,25 @@ class HarnessLine:
     grades: tuple[bool, ...]
 
 
+def _released_lines(path: Path, record: type[R]) -> Iterator[tuple[int, R]]:
+    """Each line of a released harness file validated by ``record`` (errors name file, line and
+    field), with its line number; a prompt_id may appear once."""
+    seen: dict[str, int] = {}
+    for lineno, rec in jsonl.records(path, error=HarnessError):
+        r = record.parse(rec, f"{path}:{lineno}")
+        pid = r.prompt_id
+        if pid in seen:
+            raise HarnessError(
+                f"{path}:{lineno}: field 'prompt_id': {pid} repeats line {seen[pid]}")
+        seen[pid] = lineno
+        yield lineno, r
+
+
 def read_harness_scores(path: Path | str) -> list[HarnessLine]:
     """The released per-conversation harness scores, validated line by line (``HarnessRecord``:
     errors name file, line and field); a prompt_id may appear once."""
-    path = Path(path)
-    out: list[HarnessLine] = []
-    seen: dict[str, int] = {}
-    for lineno, rec in jsonl.records(path, error=HarnessError):
-        r = HarnessRecord.parse(rec, f"{path}:{lineno}")
-        if r.prompt_id in seen:
-            raise HarnessError(
-                f"{path}:{lineno}: field 'prompt_id': {r.prompt_id} repeats line "
-                f"{seen[r.prompt_id]}"
-            )
-        seen[r.prompt_id] = lineno
-        out.append(HarnessLine(lineno, r.prompt_id, r.score, tuple(r.grades)))
-    return out
+    return [HarnessLine(lineno, r.prompt_id, r.score, tuple(r.grades))
+            for lineno, r in _released_lines(Path(path), HarnessRecord)]
 
 
 def compare_with_released(scores: pd.DataFrame, released: Iterable[HarnessLine]) -> pd.DataFrame:
@@ -225,3 +232,62 @@ def replay(
     """Summary of the released harness run (``summarize`` of its per-conversation scores)."""
     return summarize((ln.score for ln in lines), published=published, seed=seed,
                      n_resamples=n_resamples)
+
+
+# --------------------------------------------------------------------------------------------
+# The released run's replies and per-criterion grades: where it fails, and its length
+
+class HarnessReplyRecord(TextRecord):
+    """One line of the released run's results (``harness_results``: ``results.jsonl``), the
+    fields read for its reply lengths (strict types; other keys are ignored)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+    error = HarnessError
+
+    prompt_id: str = Field(min_length=1)
+    score: float | None = Field(allow_inf_nan=False)
+    response_text: str | None
+    """The candidate's reply as graded; ``null`` when there was none."""
+
+
+@dataclass(frozen=True)
+class HarnessReply:
+    line: int
+    prompt_id: str
+    score: float | None
+    chars: int | None
+    """The reply's length as the reference counts it (``length.chars``)."""
+
+
+def read_harness_replies(path: Path | str) -> list[HarnessReply]:
+    """The released run's replies with their scores, validated line by line
+    (``HarnessReplyRecord``: errors name file, line and field); a prompt_id may appear once."""
+    return [HarnessReply(lineno, r.prompt_id, r.score, length.chars(r.response_text))
+            for lineno, r in _released_lines(Path(path), HarnessReplyRecord)]
+
+
+def released_verdicts(lines: Iterable[HarnessLine],
+                      conversations: Mapping[str, Conversation]) -> pd.DataFrame:
+    """The released grades as a verdict table (``grading.VERDICT_COLUMNS``; the harness model is
+    judge and candidate), for the conversations whose rubric ``conversations`` holds and whose
+    grades pair with it one to one (the others are reported by :func:`check_against_rubrics`)."""
+    rows = [(study.HARNESS_MODEL, study.HARNESS_MODEL, ln.prompt_id, i, met)
+            for ln in lines if ln.prompt_id in conversations
+            and len(ln.grades) == len(conversations[ln.prompt_id].rubrics)
+            for i, met in enumerate(ln.grades)]
+    return pd.DataFrame(rows, columns=["judge", "candidate", "prompt_id", "criterion_index",
+                                       "criteria_met"])
+
+
+def length_summary(replies: Iterable[HarnessReply], variant: str) -> dict[str, Any]:
+    """The released run's length-adjusted score (``length``: the reference's formula with
+    ``variant``'s penalty) beside its raw clipped mean, over the scored replies, with the
+    distribution of their lengths."""
+    scored = [r for r in replies if r.score is not None and r.chars is not None]
+    scores = [r.score for r in scored]
+    n_chars = [r.chars for r in scored]
+    per_500 = length.penalty(variant)
+    return {"variant": variant, "penalty": per_500, "n": len(scored),
+            "clipped_mean": scoring.clipped_mean(scores),
+            "adjusted_mean": length.adjusted_mean(scores, n_chars, per_500),
+            "chars": length.distribution(n_chars)}

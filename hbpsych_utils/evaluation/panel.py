@@ -8,7 +8,10 @@ that conversation unscored for that judge; it is never counted as false. Judge c
 the configured mode (the providers' batch APIs in the study); re-asks go synchronously.
 
 Candidate replies that are explicit refusals are graded as returned (an empty reply); replies
-whose generation failed are not graded and are reported.
+whose generation failed are not graded and are reported. A responses table with a ``sample``
+column (several replies per conversation) is graded reply by reply, and the verdict table keeps
+the column (``grading.graded_keys``); two samples with the same text are the same question, so
+the store answers the second.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class _Item:
     prompt_id: str
     criterion_index: int
     request: grading.GraderRequest
+    sample: int | None = None
 
 
 @dataclass
@@ -114,10 +118,12 @@ def _items(
 ) -> tuple[list[_Item], pd.DataFrame]:
     items: list[_Item] = []
     skipped = []
+    sampled = "sample" in responses.columns
     for row in responses.itertuples(index=False):
+        sample = int(row.sample) if sampled else None
         if row.status not in ("ok", "refused"):
             skipped.append({"candidate": row.model, "prompt_id": row.prompt_id,
-                            "status": row.status})
+                            "status": row.status, **({"sample": sample} if sampled else {})})
             continue
         conv = conversations.get(row.prompt_id)
         if conv is None:
@@ -126,8 +132,10 @@ def _items(
         reqs = grading.build_requests(conv, reply, template, temperature=temperature,
                                       max_tokens=max_tokens)
         for judge in judges:
-            items += [_Item(judge, row.model, row.prompt_id, r.criterion_index, r) for r in reqs]
-    return items, pd.DataFrame(skipped, columns=["candidate", "prompt_id", "status"])
+            items += [_Item(judge, row.model, row.prompt_id, r.criterion_index, r, sample)
+                      for r in reqs]
+    columns = ["candidate", "prompt_id", "status", *(["sample"] if sampled else [])]
+    return items, pd.DataFrame(skipped, columns=columns)
 
 
 def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None,
@@ -140,7 +148,8 @@ def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None,
         max_tokens=r.max_tokens, tag=grade_tag(item.candidate, tag), sample=attempt,
         response_schema=schema,
         metadata={"judge": item.judge, "candidate": item.candidate,
-                  "prompt_id": item.prompt_id, "criterion_index": item.criterion_index},
+                  "prompt_id": item.prompt_id, "criterion_index": item.criterion_index,
+                  **({"sample": item.sample} if item.sample is not None else {})},
         cache_prefix_chars=r.prefix_chars if prompt_caching else None,
     )
 
@@ -223,10 +232,14 @@ def grade(
     for i, it in enumerate(items):
         v = verdicts[i]
         rows.append({"judge": it.judge, "candidate": it.candidate, "prompt_id": it.prompt_id,
+                     "sample": it.sample,
                      "criterion_index": it.criterion_index, "criteria_met": v.criteria_met,
                      "recovered": v.recovered, "excluded": v.criteria_met is None,
                      "attempts": v.attempts, "reason": reasons[i]})
-    table = pd.DataFrame(rows, columns=list(VERDICT_TABLE_COLUMNS))
+    columns = list(VERDICT_TABLE_COLUMNS)
+    if "sample" in responses.columns:
+        columns.insert(3, "sample")
+    table = pd.DataFrame(rows, columns=columns)
     return PanelRun(table, not_graded, calls, spend, run_ids)
 
 
@@ -246,13 +259,14 @@ class VerdictRow(TextRecord):
     excluded: bool = False
     attempts: int | None = Field(default=None, ge=1)
     reason: str | None = None
+    sample: int | None = Field(default=None, ge=0)
+    """The reply's sample index, in a table of several replies per conversation."""
 
 
 def read_verdicts(path: Path | str) -> pd.DataFrame:
     """A verdict table as ``07_grading`` wrote it, every row validated (``VerdictRow``: errors
     name file, line and field), booleans and empty verdicts restored; a second verdict for the
     same (judge, candidate, conversation, criterion) is an error."""
-    keys = ("judge", "candidate", "prompt_id", "criterion_index")
     rows: list[dict[str, Any]] = []
     seen: dict[tuple[Any, ...], int] = {}
     with open(path, encoding="utf-8", newline="") as fh:
@@ -260,17 +274,18 @@ def read_verdicts(path: Path | str) -> pd.DataFrame:
         missing = set(grading.VERDICT_COLUMNS) - set(reader.fieldnames or ())
         if missing:
             raise grading.GradingError(f"{path}:1: missing column(s) {sorted(missing)}")
-        columns = [c for c in VERDICT_TABLE_COLUMNS if c in reader.fieldnames]
+        columns = [c for c in (*VERDICT_TABLE_COLUMNS, "sample") if c in reader.fieldnames]
+        keys = (*grading.graded_keys(pd.DataFrame(columns=columns)), "criterion_index")
         for raw in reader:
             where = f"{path}:{reader.line_num}"
             row = VerdictRow.parse({k: (v if v != "" else None) for k, v in raw.items()
                                     if k in columns}, where).model_dump()
             key = tuple(row[k] for k in keys)
             if key in seen:
+                named = ", ".join(f"{k} {v!r}" for k, v in zip(keys[:-1], key, strict=False))
                 raise grading.GradingError(
-                    f"{where}: judge {key[0]!r}, candidate {key[1]!r}, prompt_id {key[2]!r}, "
-                    f"criterion_index {key[3]}: a second verdict for the same criterion "
-                    f"(first on line {seen[key]})"
+                    f"{where}: {named}, criterion_index {key[-1]}: a second verdict for the "
+                    f"same criterion (first on line {seen[key]})"
                 )
             seen[key] = reader.line_num
             rows.append({c: row[c] for c in columns})

@@ -114,6 +114,20 @@ def bootstrap_ci(
     )
 
 
+def interval_and_std(
+    scores: Iterable[float] | pd.Series | np.ndarray,
+    *,
+    n_resamples: int = study.N_RESAMPLES,
+    seed: int | np.random.Generator = 0,
+    level: float = study.CI_LEVEL,
+) -> tuple[Interval, float]:
+    """:func:`bootstrap_ci` and :func:`reference_bootstrap_std` from the same resamples (one
+    bootstrap, the same numbers as calling both with the same seed)."""
+    x = _as_array(scores)
+    means = bootstrap_means(x, n_resamples=n_resamples, seed=seed)
+    return percentile_interval(clipped_mean(x), means, x.size, level), float(np.std(means))
+
+
 def reference_bootstrap_std(
     scores: Iterable[float] | pd.Series | np.ndarray,
     *,
@@ -136,15 +150,18 @@ SCORE_COLUMNS = ("judge", "candidate", "prompt_id", "score")
 
 
 def check_scores_table(scores: pd.DataFrame, where: str = "score table") -> None:
+    """The columns of ``SCORE_COLUMNS``, one row per (judge, candidate, conversation) — per
+    sample too in a table of several replies per conversation (a ``sample`` column)."""
     missing = set(SCORE_COLUMNS) - set(scores.columns)
     if missing:
         raise ScoringError(f"{where}: missing column(s) {sorted(missing)}")
-    dup = scores.duplicated(["judge", "candidate", "prompt_id"])
+    sampled = "sample" in scores.columns
+    dup = scores.duplicated(["judge", "candidate", "prompt_id", *(["sample"] if sampled else [])])
     if dup.any():
         r = scores[dup].iloc[0]
         raise ScoringError(
             f"{where}: duplicate row for judge {r['judge']}, candidate {r['candidate']}, "
-            f"prompt_id {r['prompt_id']}"
+            f"prompt_id {r['prompt_id']}" + (f", sample {r['sample']}" if sampled else "")
         )
 
 

@@ -139,7 +139,8 @@ class Engine:
         """Registry lookup, quirks, wire body and key for one request (no network)."""
         spec = self.registry.model(req.model)
         provider = self.registry.providers[spec.provider]
-        decoding = resolve_decoding(spec, provider.kind, req.temperature, req.max_tokens)
+        decoding = resolve_decoding(spec, provider.kind, req.temperature, req.max_tokens,
+                                    req.seed)
         cls = adapter_class(provider.kind)
         body = cls.body(spec, req, decoding)
         arranged = cache_arranged(spec, req)

@@ -90,6 +90,9 @@ class ModelSpec(_Strict):
     cache_key_param: str | None = None
     """Body field of the provider's cache-routing hint, sent with a hash of the shared prefix
     (OpenAI: ``prompt_cache_key``); None: no hint."""
+    seed_param: str | None = None
+    """Body field that carries a request's sampling seed; None: the API family's own
+    (``seed`` for OpenAI-compatible APIs and Gemini; Anthropic takes none, so none is sent)."""
 
     @model_validator(mode="after")
     def _cache(self) -> ModelSpec:
@@ -111,6 +114,14 @@ class ModelSpec(_Strict):
             raise ValueError(f"unknown role(s) {bad}; use candidate, judge, added or local")
         return v
 
+
+_DEFAULT_SEED_PARAM: dict[str, str | None] = {
+    "openai": "seed",
+    "openai_compatible": "seed",
+    "anthropic": None,
+    "google": "seed",
+}
+"""The sampling-seed field of each API family (Anthropic's Messages API has none)."""
 
 _DEFAULT_CAP_PARAM = {
     "openai": "max_tokens",
@@ -228,13 +239,14 @@ def _validate(cls: type[BaseModel], body: dict[str, Any], source: str, where: st
 
 
 def resolve_decoding(spec: ModelSpec, kind: ProviderKind, temperature: float | None,
-                     max_tokens: int | None) -> dict[str, Any]:
+                     max_tokens: int | None, seed: int | None = None) -> dict[str, Any]:
     """The decoding parameters actually sent for one request to one model.
 
     Temperature: ``rejected`` models never get one (provider default), fixed ones always get
     their own value, others get the request's (omitted when the request gives none). The cap
     is lowered to the model's ``max_tokens_cap``; APIs that require a cap get
-    ``default_max_tokens`` when the request gives none.
+    ``default_max_tokens`` when the request gives none. A ``seed`` is sent in the model's
+    ``seed_param`` (or its API family's) when it has one, and dropped otherwise (Anthropic).
     """
     out: dict[str, Any] = {}
     if isinstance(spec.temperature, float | int) and not isinstance(spec.temperature, bool):
@@ -248,6 +260,9 @@ def resolve_decoding(spec: ModelSpec, kind: ProviderKind, temperature: float | N
         cap = min(cap, spec.max_tokens_cap)
     if cap is not None:
         out[spec.max_tokens_param or _DEFAULT_CAP_PARAM[kind]] = int(cap)
+    seed_param = spec.seed_param or _DEFAULT_SEED_PARAM[kind]
+    if seed is not None and seed_param is not None:
+        out[seed_param] = int(seed)
     for k, v in spec.params.items():
         out[k] = v
     thinking = out.get("thinking")

@@ -54,7 +54,10 @@ class Request:
     ``messages`` accepts dicts or objects with ``role``/``content`` (e.g. corpus messages).
     ``tag`` and ``metadata`` travel to the result and never enter the key. ``sample`` is a
     replicate index: it is never sent, but a non-zero value enters the key, so a deliberate
-    re-ask of the same question (an unparseable judge verdict) is a new call, not a cache hit.
+    re-ask of the same question (an unparseable judge verdict) or another sampled reply is a
+    new call, not a cache hit. ``seed`` is a sampling seed, sent (and so part of the key) only
+    to a model whose API takes one (``models.resolve_decoding``); the config a result records
+    says whether it was.
 
     ``cache_prefix_chars`` says that the first that many characters of the last message (a user
     turn), with every message before it, are shared with other requests (grading: every
@@ -72,6 +75,7 @@ class Request:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     sample: int = 0
     cache_prefix_chars: int | None = None
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", _normalise_messages(self.messages))

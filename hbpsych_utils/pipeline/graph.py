@@ -15,7 +15,7 @@ This is the one place that says what depends on what. From it:
   (:meth:`hbpsych_utils.pipeline.stage.Stage.upstream`), so the declaration cannot drift from
   the code.
 
-The graph is 13 nodes of plain data rather than a Snakefile: a stage is a notebook that
+The graph is 14 nodes of plain data rather than a Snakefile: a stage is a notebook that
 papermill runs in one Python process, its inputs include profile values by mode, and the
 book and the manifest read the same declaration (``docs/pipeline.md`` says more).
 """
@@ -44,6 +44,7 @@ REFUSALS = "10_refusals"
 HARNESS = "11_harness_validation"
 FIGURES = "12_figures_tables"
 EXPLORER = "13_explorer"
+ANALYSES = "14_analyses"
 
 # --- files a stage writes that later stages read ---------------------------------------------
 
@@ -61,6 +62,12 @@ SUBSET_FILES = "*.json"
 says which is which."""
 CATEGORIES_V1 = "categories_v1.csv"
 RESPONSES = "responses.jsonl"
+RESPONSE_SAMPLES = "responses_samples.jsonl"
+"""06's further replies when ``generation.samples`` > 1 (samples 1 to k - 1; sample 0 is in
+``responses.jsonl``)."""
+VERDICT_SAMPLES = "verdicts_samples.csv"
+SCORE_SAMPLES = "scores_samples.csv"
+"""07's verdicts and scores of those further replies (with a ``sample`` column)."""
 VERDICTS = "verdicts.csv"
 SCORES_TABLE = "scores.csv"
 TABLE1 = "table1_{subset}.csv"
@@ -69,7 +76,7 @@ TABLE1 = "table1_{subset}.csv"
 
 REPLAY, PAPER, LIVE = "replay", "paper", "live"
 EVALUATION_MODE = "evaluation_mode"
-"""The profile key that sets the mode of the evaluation stages (06-13) at once."""
+"""The profile key that sets the mode of the evaluation stages (06-14) at once."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ IN_LIVE = Condition("in live mode", lambda profile, mode: mode == LIVE)
 IN_PAPER = Condition("in paper mode", lambda profile, mode: mode == PAPER)
 TRANSLATING = Condition("when screening.translation_model is set",
                         lambda profile, mode: profile.screening.translation_model is not None)
+SAMPLING = Condition("in live mode with generation.samples above 1",
+                     lambda profile, mode: mode == LIVE and profile.generation.samples > 1)
 LIVE_OR_TRANSLATING = Condition(
     "in live mode or when screening.translation_model is set",
     lambda profile, mode: mode == LIVE or profile.screening.translation_model is not None)
@@ -238,16 +247,18 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
             Read((EVALUATION_MODE, "generation.subset", "generation.candidates",
                   "grading.judges", "llm.mode", "llm.prompt_caching", "llm.registry_file")),
             Read(("generation.n_conversations", "generation.temperature",
-                  "generation.max_tokens", *LLM_CALL_KEYS), IN_LIVE,
+                  "generation.max_tokens", "generation.samples", *LLM_CALL_KEYS), IN_LIVE,
                  "paper mode summarises the released generation logs and plans the study's "
                  "design; these settings apply to a live generation"),
+            Read(("seed",), SAMPLING, "one reply per conversation is sent without a seed; "
+                 "the further samples' seeds derive from it"),
         ),
         artifacts=("grader_template", "run_spend", "run_errors", "subset_v1", "subset_v2",
                    "subset_hard_v1"),
         parameters={"judges": "grading.judges"}),
     StageSpec(
         GRADING, "Grading with the judge panel", "grading", _evaluation_mode, (PAPER, LIVE),
-        inputs=(Input(GENERATION, (RESPONSES,), IN_LIVE),
+        inputs=(Input(GENERATION, (RESPONSES, RESPONSE_SAMPLES), IN_LIVE),
                 Input(CORPUS, (CORPUS_RECORD,), IN_LIVE)),
         reads=(
             Read((EVALUATION_MODE,)),
@@ -282,7 +293,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         artifacts=("run_errors",)),
     StageSpec(
         HARNESS, "Harness validation", "harness_validation", _harness_mode, (REPLAY, LIVE),
-        inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),),
+        inputs=(Input(CORPUS, (CORPUS_RECORD,)),),
         reads=(
             Read((EVALUATION_MODE, "harness_validation.mode", "harness_validation.published",
                   "harness_validation.published_source", "seed")),
@@ -292,7 +303,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
                  "replay mode summarises the released GPT-4.1 run, made at the reference "
                  "settings; these apply to a live re-run"),
         ),
-        artifacts=("harness_scores", "grader_template")),
+        artifacts=("harness_scores", "harness_results", "grader_template")),
     StageSpec(
         FIGURES, "Figures and tables", "figures_tables", _evaluation_mode, (PAPER, LIVE),
         inputs=(Input(SUBSET, (CATEGORIES_V1,)),
@@ -310,6 +321,20 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
                 Input(SUBSET, (CATEGORIES_V1, *_SUBSET_IDS), IN_LIVE)),
         reads=(Read((EVALUATION_MODE,)),),
         artifacts=("harness_scores",)),
+    StageSpec(
+        ANALYSES, "Where and how reliably models fail", "analyses", _evaluation_mode,
+        (PAPER, LIVE),
+        inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),
+                Input(SUBSET, (*_SUBSET_IDS, CATEGORIES_V1), IN_LIVE),
+                Input(GENERATION, (RESPONSES, RESPONSE_SAMPLES), IN_LIVE),
+                Input(GRADING, (METRICS, VERDICTS, VERDICT_SAMPLES, SCORES_TABLE, SCORE_SAMPLES),
+                      IN_LIVE)),
+        reads=(Read((EVALUATION_MODE,)),
+               Read(("analyses.subset", "analyses.n_resamples", "analyses.length_penalty",
+                     "seed"), IN_LIVE,
+                    "paper mode has the released matrices only (one clipped mean per candidate "
+                    "and judge): no per-criterion grade, reply or second sample to analyse")),
+    ),
 )}
 """Every stage, by name."""
 

@@ -204,6 +204,13 @@ class GenerationLiveMetrics(Metrics):
     decoding_sent: dict[str, dict[str, Any]]
     """Candidate -> the decoding settings actually sent (provider-specific keys)."""
     stopped_by_budget: bool
+    samples: int | None = None
+    """With ``generation.samples`` > 1: replies per (candidate, conversation); the counts above
+    are of the first reply, those below of the further ones."""
+    n_sample_responses: int | None = None
+    n_sample_ok: int | None = None
+    n_sample_refused: int | None = None
+    n_sample_failed: int | None = None
 
 
 GenerationMetrics = Annotated[GenerationPaperMetrics | GenerationLiveMetrics,
@@ -261,6 +268,11 @@ class GradingLiveMetrics(Metrics):
     cache_read_tokens: int
     cache_write_tokens: int
     spend_by_judge: dict[str, JudgeSpend]
+    samples: int | None = None
+    """With several replies per conversation: how many; the verdict counts above are of every
+    reply, ``n_scores`` and ``n_unscored`` of the first, these of the further ones."""
+    n_sample_scores: int | None = None
+    n_sample_unscored: int | None = None
 
 
 GradingMetrics = Annotated[GradingPaperMetrics | GradingLiveMetrics,
@@ -358,7 +370,55 @@ class RefusalsMetrics(Metrics):
     sensitivity: list[SensitivityRow] | None = None
 
 
+# --- shared by 11 and 14: scores by tag, reply lengths ------------------------------------------
+
+class TagScore(Metrics):
+    """A tag's or slice's score (``evaluation.breakdowns.summarise``): n conversations, the
+    clipped mean, its 95% bootstrap interval and the reference's ``bootstrap_std``."""
+
+    n: int
+    clipped_mean: float
+    ci_low: float
+    ci_high: float
+    bootstrap_std: float
+
+
+class LengthDistribution(Metrics):
+    """Reply lengths in characters (``evaluation.length.distribution``)."""
+
+    n: int
+    mean: float
+    min: float
+    p25: float
+    median: float
+    p75: float
+    max: float
+
+
 # --- 11 ---------------------------------------------------------------------------------------
+
+class ReleasedBreakdown(Metrics):
+    """The released harness run by rubric axis and theme: its per-criterion grades on the
+    conversations whose rubric the run's corpus holds."""
+
+    n_lines: int
+    """Conversations of the released run (1,000)."""
+    n_with_rubric: int
+    """Of those, the ones whose rubric this run's corpus holds (193 with the offline corpus)."""
+    by_tag: dict[str, TagScore]
+
+
+class ReleasedLength(Metrics):
+    """The released harness run's length-adjusted score beside its raw one, over its scored
+    replies (``harness.length_summary``)."""
+
+    variant: str
+    penalty: float
+    n: int
+    clipped_mean: float
+    adjusted_mean: float
+    chars: LengthDistribution
+
 
 class HarnessSettings(Metrics):
     candidate: str
@@ -378,6 +438,8 @@ class HarnessMetrics(Metrics):
     settings: HarnessSettings
     n_common_with_released: int | None = None
     mean_difference_vs_released: float | None = None
+    released_breakdown: ReleasedBreakdown | None = None
+    released_length: ReleasedLength | None = None
 
 
 # --- 12 ---------------------------------------------------------------------------------------
@@ -387,6 +449,67 @@ class FiguresTablesMetrics(Metrics):
     files: list[str]
     n_files: int
     published_to_figures: bool
+
+
+# --- 14 ---------------------------------------------------------------------------------------
+
+class LengthScore(Metrics):
+    """A candidate's reply lengths and its length-adjusted score beside the raw one
+    (``evaluation.length.length_table``)."""
+
+    n: int
+    mean_chars: float
+    median_chars: float
+    clipped_mean: float
+    adjusted_mean: float
+    adjusted_ci_low: float
+    adjusted_ci_high: float
+
+
+class KScore(Metrics):
+    """Worst-at-k for one k (``evaluation.reliability.worst_at_k_table``)."""
+
+    k: int
+    n: int
+    clipped_mean: float
+    ci_low: float
+    ci_high: float
+
+
+class RunSpread(Metrics):
+    """The overall score of each run (sample index) and their spread
+    (``evaluation.reliability.run_spread``)."""
+
+    n: int
+    runs: list[float]
+    mean: float
+    min: float
+    max: float
+    std: float
+
+
+class AnalysesMetrics(Metrics):
+    """14's numbers; a paper run has only its mode (the released matrices carry no
+    per-criterion grade). Scorer keys are the judges' model ids and ``panel``."""
+
+    mode: Literal["paper", "live"]
+    subset: str | None = None
+    n_conversations: int | None = None
+    judges: list[str] | None = None
+    panel_mean: ByModel | None = None
+    """The panel's clipped mean of the first reply per candidate on the subset (08's)."""
+    by_tag: dict[str, dict[str, dict[str, TagScore]]] | None = None
+    """Scorer -> candidate -> tag (``axis:``, ``theme:``, ``category:``) -> its score."""
+    length_penalty: str | None = None
+    length_per_500: float | None = None
+    length: dict[str, dict[str, LengthScore]] | None = None
+    """Scorer -> candidate -> reply lengths and the length-adjusted score."""
+    samples: int | None = None
+    """Replies per (candidate, conversation) (``generation.samples``)."""
+    n_incomplete: int | None = None
+    """(Scorer, candidate, conversation) rows left out of worst-at-k: a sample unscored."""
+    worst_at_k: dict[str, dict[str, list[KScore]]] | None = None
+    run_spread: dict[str, dict[str, RunSpread]] | None = None
 
 
 MODELS: dict[str, Any] = {
@@ -402,6 +525,7 @@ MODELS: dict[str, Any] = {
     graph.REFUSALS: RefusalsMetrics,
     graph.HARNESS: HarnessMetrics,
     graph.FIGURES: FiguresTablesMetrics,
+    graph.ANALYSES: AnalysesMetrics,
 }
 """Stage -> the type of its ``metrics.json`` (13_explorer writes none)."""
 

@@ -370,6 +370,38 @@ def _judge_label(j: str) -> str:
     return study.display_name(j)
 
 
+def _heatmap_cells(ax: Axes, m: np.ndarray, cmap: str) -> Any:
+    """``m`` drawn as a heatmap on ``ax``, every cell annotated with its value to 3 decimals
+    ('–' where NaN) in black or white by the cell's luminance; the image, for a colour bar."""
+    colormap = matplotlib.colormaps[cmap]
+    vmin, vmax = float(np.nanmin(m)), float(np.nanmax(m))
+    if vmax - vmin < 1e-9:
+        vmin, vmax = vmin - 0.05, vmax + 0.05
+    norm = matplotlib.colors.Normalize(vmin, vmax)
+    im = ax.imshow(m, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest")
+    for i in range(m.shape[0]):
+        for k in range(m.shape[1]):
+            v = m[i, k]
+            if np.isnan(v):
+                ax.text(k, i, "–", ha="center", va="center", fontsize=7.5, color="black")
+                continue
+            r, g, b, _ = colormap(norm(v))
+            light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
+            ax.text(k, i, f"{v:.3f}", ha="center", va="center", fontsize=7.5,
+                    color="black" if light else "white")
+    return im
+
+
+def _heatmap_frame(fig: Figure, ax: Axes, im: Any) -> None:
+    """No ticks or spines around a heatmap, and its colour bar of clipped mean scores."""
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    cbar = fig.colorbar(im, ax=ax, shrink=0.5, aspect=15, pad=0.02)
+    cbar.set_label("clipped mean score")
+    cbar.outline.set_visible(False)
+
+
 @_keyed
 def judge_heatmap(
     per_judge: pd.DataFrame,
@@ -400,22 +432,7 @@ def judge_heatmap(
     _style()
     fig, ax = _subplots(figsize=(1.25 * len(judges) + 3.4, 0.27 * n + 1.7),
                         layout="constrained")
-    colormap = matplotlib.colormaps[cmap]
-    vmin, vmax = float(np.nanmin(m)), float(np.nanmax(m))
-    if vmax - vmin < 1e-9:
-        vmin, vmax = vmin - 0.05, vmax + 0.05
-    norm = matplotlib.colors.Normalize(vmin, vmax)
-    im = ax.imshow(m, cmap=colormap, norm=norm, aspect="auto", interpolation="nearest")
-    for i in range(n):
-        for k in range(len(judges)):
-            v = m[i, k]
-            if np.isnan(v):
-                ax.text(k, i, "–", ha="center", va="center", fontsize=7.5, color="black")
-                continue
-            r, g, b, _ = colormap(norm(v))
-            light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
-            ax.text(k, i, f"{v:.3f}", ha="center", va="center", fontsize=7.5,
-                    color="black" if light else "white")
+    im = _heatmap_cells(ax, m, cmap)
     outlined = False
     for k, j in enumerate(judges):
         c = own.get(j)
@@ -431,12 +448,7 @@ def judge_heatmap(
         if c in late:
             tick.set_color("#555555")
             tick.set_fontstyle("italic")
-    ax.tick_params(length=0)
-    for s in ax.spines.values():
-        s.set_visible(False)
-    cbar = fig.colorbar(im, ax=ax, shrink=0.5, aspect=15, pad=0.02)
-    cbar.set_label("clipped mean score")
-    cbar.outline.set_visible(False)
+    _heatmap_frame(fig, ax, im)
     ax.set_title(f"Clipped mean score by candidate and judge: {subset}\n"
                  "rows sorted by panel mean", loc="left", fontsize=10, pad=8)
     notes = []
@@ -582,4 +594,95 @@ def judge_bias(
         note += "; a single judge, so its severity is 0 by definition"
     fig.suptitle(f"Judge severity and self-preference: {subset}\n{note}", x=0.01, ha="left",
                  fontsize=10)
+    return freeze_layout(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# Where and how reliably models fail: scores by slice, length, worst-at-k (notebook 14)
+
+LINESTYLES = ("-", "--", ":")
+"""Line styles that tell series apart once the palette's colours repeat (more than eight)."""
+
+
+def _series_style(i: int) -> dict[str, Any]:
+    return {"color": OKABE_ITO[i % len(OKABE_ITO)],
+            "linestyle": LINESTYLES[(i // len(OKABE_ITO)) % len(LINESTYLES)]}
+
+
+@_keyed
+def score_heatmap(table: pd.DataFrame, *, title: str, note: str = "",
+                  cmap: str = "cividis") -> Figure:
+    """Candidate x slice scores (rows and columns in the order given), every cell annotated, '–'
+    where a candidate has no score for the slice; ``note`` is the title's second line."""
+    m = table.to_numpy(dtype=float)
+    n_rows, n_cols = m.shape
+    _style()
+    fig, ax = _subplots(figsize=(0.85 * n_cols + 3.6, 0.27 * n_rows + 2.4),
+                        layout="constrained")
+    im = _heatmap_cells(ax, m, cmap)
+    ax.set_xticks(range(n_cols), [str(c) for c in table.columns], rotation=35, ha="left")
+    ax.xaxis.tick_top()
+    ax.set_yticks(range(n_rows), [str(r) for r in table.index])
+    _heatmap_frame(fig, ax, im)
+    ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10, pad=8)
+    return freeze_layout(fig)
+
+
+@_keyed
+def length_scatter(table: pd.DataFrame, *, title: str, note: str = "",
+                   center: float = 2000.0) -> Figure:
+    """Each candidate's score against its mean reply length: the raw score (filled) and the
+    length-adjusted one (open), joined by an arrow; ``table`` is indexed by candidate with
+    ``mean_chars``, ``clipped_mean`` and ``adjusted_mean``."""
+    _require(table, ["mean_chars", "clipped_mean", "adjusted_mean"], "length figure")
+    t = table.sort_index()
+    x = t["mean_chars"].to_numpy(float)
+    raw = t["clipped_mean"].to_numpy(float)
+    adj = t["adjusted_mean"].to_numpy(float)
+    _style()
+    fig, ax = _subplots(figsize=(6.8, 4.4), layout="constrained")
+    for xi, r, a in zip(x, raw, adj, strict=True):
+        ax.annotate("", xy=(xi, a), xytext=(xi, r),
+                    arrowprops={"arrowstyle": "->", "color": MUTED, "lw": 0.9})
+    ax.scatter(x, raw, s=30, color=OKABE_ITO[0], zorder=3, label="raw score")
+    ax.scatter(x, adj, s=30, facecolors="white", edgecolors=OKABE_ITO[3], zorder=3,
+               label="length-adjusted score")
+    for xi, r, name in zip(x, raw, t.index, strict=True):
+        ax.text(xi, r, f"  {name}", fontsize=7.5, va="center")
+    ax.axvline(center, color=MUTED, lw=0.8, ls="--", zorder=0)
+    ax.text(center, 1.0, f" {center:,.0f} characters: no adjustment",
+            transform=ax.get_xaxis_transform(), fontsize=7, color="#555555", va="top")
+    span = float(np.nanmax(x) - np.nanmin(x)) or 1.0
+    ax.set_xlim(min(float(np.nanmin(x)), center) - 0.15 * span,
+                max(float(np.nanmax(x)), center) + 0.35 * span)
+    ax.grid(color="#dddddd", lw=0.6, zorder=0)
+    ax.set_xlabel("mean reply length (characters)")
+    ax.set_ylabel("score (clipped mean over conversations)")
+    ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10)
+    fig.legend(loc="outside lower center", ncol=2, frameon=False, fontsize=8)
+    return freeze_layout(fig)
+
+
+@_keyed
+def worst_at_k_curves(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
+    """Worst-at-k against k, one line per candidate with its 95% bootstrap band, as HealthBench
+    draws its reliability figure; ``table`` is long: candidate, k, clipped_mean, ci_low,
+    ci_high."""
+    _require(table, ["candidate", "k", "clipped_mean", "ci_low", "ci_high"], "worst-at-k figure")
+    _style()
+    fig, ax = _subplots(figsize=(6.8, 4.4), layout="constrained")
+    for i, (cand, g) in enumerate(table.groupby("candidate", sort=True)):
+        g = g.sort_values("k")
+        style = _series_style(i)
+        ax.plot(g["k"], g["clipped_mean"], marker="o", ms=4, lw=1.4, label=str(cand), **style)
+        ax.fill_between(g["k"], g["ci_low"], g["ci_high"], color=style["color"], alpha=0.12,
+                        lw=0)
+    ks = sorted(table["k"].unique())
+    ax.set_xticks(ks)
+    ax.set_xlim(min(ks) - 0.2, max(ks) + 0.2)
+    ax.grid(color="#dddddd", lw=0.6, zorder=0)
+    ax.set_xlabel("k (replies per conversation, worst one scored)")
+    ax.set_ylabel("worst-at-k score (clipped mean over conversations)")
+    ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10)
+    fig.legend(loc="outside right center", frameon=False, fontsize=8)
     return freeze_layout(fig)

@@ -54,6 +54,17 @@ Formats (``--format auto`` tells them apart by content and file extension):
     study's responses JSONL (``model, prompt_id, text, ...``) holds replies, not scores: passing
     it is an error that says so.
 
+``--by-tag`` also reports, per model and subset, a score for every rubric axis and theme, with
+simple-evals' per-tag semantics and the study's statistics (:mod:`~hbpsych_utils.evaluation.
+breakdowns`, the same code the compendium's chapter 14 uses), for inputs that carry
+per-criterion results: simple-evals' ``example_level_metadata[].rubric_items`` (criterion,
+points, tags, ``criteria_met``); Inspect samples with the rubric in ``metadata.rubrics`` and the
+verdicts in the HealthBench scorer's ``Score.metadata.detailed_results`` (``met`` or
+``criteria_met`` per criterion), its ``Score.value`` (``_crit_<i>_met``), or this package's
+task's ``Score.metadata.verdicts`` (per judge, and the panel). Themes come from
+``metadata.example_tags``; simple-evals does not record them, so they are taken from the
+HealthBench corpus for the conversations it holds (:func:`tag_reports`).
+
 Every input's prompt ids must be HealthBench ids (the 5,000 of the released screen); a record
 that is malformed, scored above 1 (impossible in HealthBench, usually a percentage) or repeated
 is an error naming the file, the record and the field. Each layout's records are checked by a
@@ -93,7 +104,8 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_mod
 from hbpsych_utils.core import jsonl, records, sources
-from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.core.wording import count
+from hbpsych_utils.evaluation import breakdowns, grading, scoring
 
 FORMATS = ("simple-evals", "inspect", "hbpsych")
 DEFAULT_SUBSETS = ("v1", "hard")
@@ -121,6 +133,8 @@ class ConversationScore:
     score: float | None
     """Unclipped per-conversation score; ``None`` = in the input but not scored."""
     where: str
+    criteria: GradedRubric | None = None
+    """The per-criterion results behind the score, when asked for and the input has them."""
 
 
 RunState = Literal["complete", "failed", "cancelled", "incomplete"]
@@ -157,8 +171,8 @@ class RunStatus:
         head = {"complete": "the run completed", "failed": "the run FAILED",
                 "cancelled": "the run was CANCELLED",
                 "incomplete": "the run did NOT FINISH"}[self.state]
-        return (f"{head}{f' ({said})' if said else ''}: {self.n_scored} sample(s) scored, "
-                f"{self.n_errored} errored, of {self.n_samples} in the file")
+        return (f"{head}{f' ({said})' if said else ''}: {count(self.n_scored, 'sample')} "
+                f"scored, {self.n_errored:,} errored, of {self.n_samples:,} in the file")
 
     def as_dict(self) -> dict[str, Any]:
         return {"state": self.state, "recorded": self.recorded, "n_samples": self.n_samples,
@@ -355,17 +369,18 @@ def _is_simple_evals(data: Any) -> bool:
 
 
 def read_simple_evals(
-    path: Path | str, model: str | None = None, *, data: Any = None
+    path: Path | str, model: str | None = None, *, data: Any = None, criteria: bool = False
 ) -> list[ConversationScore]:
-    """Per-conversation scores of a simple-evals HealthBench ``*_allresults.json``."""
-    return _simple_evals(path, model, data)[0]
+    """Per-conversation scores of a simple-evals HealthBench ``*_allresults.json`` (with
+    ``criteria``, each entry's per-criterion results too: :func:`simple_evals_criteria`)."""
+    return _simple_evals(path, model, data, criteria)[0]
 
 
 _SIMPLE_EVALS_COUNTS = ("score:n_samples", "overall_score:n_samples")
 """Where simple-evals records how many examples it graded (``_aggregate_get_clipped_mean``)."""
 
 
-def _simple_evals(path: Path | str, model: str | None, data: Any
+def _simple_evals(path: Path | str, model: str | None, data: Any, criteria: bool = False
                   ) -> tuple[list[ConversationScore], RunStatus]:
     path = Path(path)
     if data is None:
@@ -376,11 +391,12 @@ def _simple_evals(path: Path | str, model: str | None, data: Any
     for i, item in enumerate(doc.metadata.example_level_metadata):
         where = f"{path}: metadata.example_level_metadata[{i}]"
         ex = _validate(SimpleEvalsExample, item, where)
-        out.append(ConversationScore(model, ex.prompt_id, ex.score, where))
+        graded = simple_evals_criteria(item, where) if criteria else None
+        out.append(ConversationScore(model, ex.prompt_id, ex.score, where, graded))
     counted = next((doc.metrics[k] for k in _SIMPLE_EVALS_COUNTS if k in (doc.metrics or {})),
                    None)
     whole = not isinstance(counted, int | float) or int(counted) == len(out)
-    error = None if whole else (f"its metrics count {int(counted)} graded example(s), its "
+    error = None if whole else (f"its metrics count {int(counted)} graded examples, its "
                                 f"example_level_metadata holds {len(out)}")
     return out, RunStatus("complete" if whole else "incomplete", None, len(out), len(out), 0,
                           error)
@@ -483,7 +499,7 @@ def _pick_scorer(scores: Mapping[str, InspectScore], scorer: str | None, where: 
 
 
 def _inspect_sample(
-    raw: Any, model: str, scorer: str | None, where: str
+    raw: Any, model: str, scorer: str | None, where: str, criteria: bool = False
 ) -> tuple[ConversationScore, InspectSample]:
     sid = raw.get("id") if isinstance(raw, dict) else None
     if isinstance(sid, str | int) and not isinstance(sid, bool):
@@ -502,7 +518,8 @@ def _inspect_sample(
         score = _validate(HealthBenchValue, value, where, within=within).healthbench_score
     else:
         score = _validate(_SCORE_OR_NONE, value, where, within=within)
-    return ConversationScore(model, pid, score, where), sample
+    graded = inspect_criteria(raw, name, where) if criteria else None
+    return ConversationScore(model, pid, score, where, graded), sample
 
 
 def _inspect_header(
@@ -528,8 +545,8 @@ def _check_epochs(records: list[tuple[ConversationScore, InspectSample]], path: 
         sid, eps = next(iter(sorted(multi.items(), key=lambda kv: str(kv[0]))))
         raise InteropError(
             f"{path}: sample {sid!r} appears {len(eps)} times (epochs {sorted(eps)}); "
-            f"{len(multi)} sample(s) have several epochs. The report takes one score per "
-            "conversation: use a log run with one epoch"
+            f"{count(len(multi), 'sample')} {'has' if len(multi) == 1 else 'have'} several "
+            "epochs. The report takes one score per conversation: use a log run with one epoch"
         )
 
 
@@ -554,10 +571,12 @@ def inspect_run_status(header: InspectHeader,
 
 
 def read_inspect(
-    path: Path | str, model: str | None = None, *, scorer: str | None = None, data: Any = None
+    path: Path | str, model: str | None = None, *, scorer: str | None = None, data: Any = None,
+    criteria: bool = False,
 ) -> tuple[list[ConversationScore], dict[str, Any], RunStatus]:
     """Per-conversation scores of an Inspect HealthBench log (``.eval`` zip or ``.json``), its
-    task and status, and how its run ended."""
+    task and status, and how its run ended (with ``criteria``, each sample's per-criterion
+    results too: :func:`inspect_criteria`)."""
     path = Path(path)
     records: list[tuple[ConversationScore, InspectSample]] = []
     header: InspectHeader
@@ -582,7 +601,7 @@ def read_inspect(
                 )
                 for n in sample_names:
                     records.append(_inspect_sample(_zip_json(zf, n, path), eval_model, scorer,
-                                                   f"{path}: {n}"))
+                                                   f"{path}: {n}", criteria))
         except zipfile.BadZipFile as exc:
             raise InteropError(f"{path}: damaged .eval zip: {exc}") from None
     else:
@@ -599,7 +618,8 @@ def read_inspect(
                 "without samples) has no per-conversation scores"
             )
         for i, s in enumerate(log.samples):
-            records.append(_inspect_sample(s, eval_model, scorer, f"{path}: samples[{i}]"))
+            records.append(_inspect_sample(s, eval_model, scorer, f"{path}: samples[{i}]",
+                                           criteria))
     if not records:
         what = {"error": "the run failed", "cancelled": "the run was cancelled",
                 "started": "the run did not finish"}.get(str(header.status))
@@ -781,6 +801,7 @@ def load_results(
     *,
     model: str | None = None,
     scorer: str | None = None,
+    criteria: bool = False,
 ) -> LoadedResults:
     """Read every input, one score per (model, conversation); a repeat anywhere is an error.
 
@@ -799,13 +820,13 @@ def load_results(
         if not p.is_file():
             raise InteropError(f"{p}: no such file")
         if kind == "simple-evals":
-            recs, run = _simple_evals(p, model, None)
+            recs, run = _simple_evals(p, model, None, criteria)
             details: dict[str, Any] = {}
             m = _SIMPLE_EVALS_NAME.match(p.name)
             if m:
                 details["eval"] = m.group("eval")
         elif kind == "inspect":
-            recs, details, run = read_inspect(p, model, scorer=scorer)
+            recs, details, run = read_inspect(p, model, scorer=scorer, criteria=criteria)
         else:
             frame = read_hbpsych(p)
             hb_frames.append(frame)
@@ -968,6 +989,226 @@ def reports_json(
 
 
 # --------------------------------------------------------------------------------------------
+# Per-tag breakdown (--by-tag): inputs with per-criterion results
+
+def _points(value: Any) -> int | float:
+    """Rubric points as the log holds them: a finite number (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return value
+
+
+Points = Annotated[int | float, PlainValidator(_points)]
+
+
+class RubricEntry(_Record):
+    """A rubric criterion as a log records it: simple-evals' ``rubric_items`` entry (with
+    ``criteria_met``), inspect_evals' ``metadata.rubrics`` entry, or a ``detailed_results``
+    entry (with ``met``)."""
+
+    criterion: str = ""
+    points: Points
+    tags: list[str] = Field(default_factory=list)
+    criteria_met: bool | None = None
+    met: bool | None = None
+
+    @property
+    def verdict(self) -> bool | None:
+        return self.criteria_met if self.criteria_met is not None else self.met
+
+
+class VerdictEntry(_Record):
+    """One verdict of this package's ``healthbench_psych`` task (``Score.metadata.verdicts``)."""
+
+    judge: Text
+    criterion_index: Annotated[int, Field(ge=0)]
+    criteria_met: bool | None = None
+
+
+_RUBRIC = TypeAdapter(list[RubricEntry])
+_VERDICTS = TypeAdapter(list[VerdictEntry])
+_TAGS = TypeAdapter(list[str])
+_CRIT = re.compile(r"^_crit_(\d+)_met$")
+GRADER = "grader"
+"""The scorer name of a log graded by one grader (simple-evals, inspect_evals)."""
+
+
+@dataclass(frozen=True)
+class GradedRubric:
+    """One conversation's rubric and the verdicts behind its score, from a log."""
+
+    rubrics: tuple[corpus.RubricItem, ...]
+    verdicts: Mapping[str, tuple[bool | None, ...]]
+    """Grader (``grader``, or each judge of a panel) -> ``criteria_met`` in rubric order."""
+    example_tags: tuple[str, ...] | None
+    """``None`` when the log does not record them (simple-evals)."""
+
+
+def _items(entries: Sequence[RubricEntry]) -> tuple[corpus.RubricItem, ...]:
+    return tuple(corpus.RubricItem(e.criterion, e.points, tuple(e.tags)) for e in entries)
+
+
+def simple_evals_criteria(item: Any, where: str) -> GradedRubric | None:
+    """The per-criterion results of one ``example_level_metadata`` entry: its ``rubric_items``
+    (criterion, points, tags, ``criteria_met``, as ``healthbench_eval.py`` writes them);
+    ``None`` when the entry has none. The file does not record example tags."""
+    if not isinstance(item, dict) or item.get("rubric_items") is None:
+        return None
+    entries = _validate(_RUBRIC, item["rubric_items"], where, within=("rubric_items",))
+    return GradedRubric(_items(entries), {GRADER: tuple(e.verdict for e in entries)}, None)
+
+
+def inspect_criteria(raw: Any, scorer: str, where: str) -> GradedRubric | None:
+    """The per-criterion results of one Inspect sample, ``None`` when it has none: the rubric
+    of ``metadata.rubrics`` (or the scorer's ``detailed_results``), the verdicts of the
+    scorer's ``Score.metadata.detailed_results``, of its ``Score.value`` ``_crit_<i>_met``
+    entries, or of this package's task's ``Score.metadata.verdicts`` (one per judge); example
+    tags from ``metadata.example_tags``."""
+    meta = raw.get("metadata") or {}
+    score = (raw.get("scores") or {}).get(scorer) or {}
+    score_meta = score.get("metadata") or {}
+    value = score.get("value")
+    tags = meta.get("example_tags")
+    example_tags = (tuple(_validate(_TAGS, tags, where, within=("metadata", "example_tags")))
+                    if tags is not None else None)
+    rubric = (_validate(_RUBRIC, meta["rubrics"], where, within=("metadata", "rubrics"))
+              if meta.get("rubrics") is not None else None)
+    within = ("scores", scorer, "metadata")
+    if isinstance(score_meta.get("detailed_results"), list):
+        entries = _validate(_RUBRIC, score_meta["detailed_results"], where,
+                            within=(*within, "detailed_results"))
+        if rubric is not None and len(rubric) == len(entries) and not any(e.tags
+                                                                           for e in entries):
+            # the tags live in the sample's rubric, in the same order
+            entries = [e.model_copy(update={"tags": r.tags})
+                       for e, r in zip(entries, rubric, strict=True)]
+        verdicts = {GRADER: tuple(e.verdict for e in entries)}
+        return GradedRubric(_items(entries), verdicts, example_tags)
+    if rubric is None:
+        return None
+    if isinstance(score_meta.get("verdicts"), list):
+        rows = _validate(_VERDICTS, score_meta["verdicts"], where, within=(*within, "verdicts"))
+        by_judge: dict[str, list[bool | None]] = {}
+        for row in rows:
+            by_judge.setdefault(row.judge, [None] * len(rubric))
+            if row.criterion_index >= len(rubric):
+                raise InteropError(f"{where}: field 'scores.{scorer}.metadata.verdicts': "
+                                   f"criterion_index {row.criterion_index} beyond the "
+                                   f"{len(rubric)} rubric criteria")
+            by_judge[row.judge][row.criterion_index] = row.criteria_met
+        return GradedRubric(_items(rubric), {j: tuple(v) for j, v in by_judge.items()},
+                            example_tags)
+    found = {int(m.group(1)): v for k, v in (value.items() if isinstance(value, dict) else ())
+             if (m := _CRIT.match(str(k)))}
+    if not found:
+        return None
+    if sorted(found) != list(range(len(rubric))):
+        raise InteropError(f"{where}: field 'scores.{scorer}.value': _crit_<i>_met entries "
+                           f"{sorted(found)} do not cover the {len(rubric)} rubric criteria")
+    return GradedRubric(_items(rubric), {GRADER: tuple(
+        None if found[i] is None else bool(found[i]) for i in range(len(rubric)))},
+        example_tags)
+
+
+def corpus_themes(results: LoadedResults) -> dict[str, tuple[str, ...]]:
+    """Example tags from the HealthBench corpus, for the conversations whose log records none
+    (simple-evals): prompt id -> tags, for those the corpus holds (offline, the partial one)."""
+    wanted = {pid for recs in results.by_model.values() for pid, r in recs.items()
+              if r.criteria is not None and r.criteria.example_tags is None}
+    if not wanted:
+        return {}
+    held = corpus.load_for_profile(allow_partial=True).by_id()
+    return {pid: held[pid].example_tags for pid in wanted if pid in held}
+
+
+@dataclass(frozen=True)
+class TagReport:
+    model: str
+    subset: str
+    subset_name: str
+    scorer: str
+    tag: str
+    n: int
+    clipped_mean: float
+    ci_low: float
+    ci_high: float
+    bootstrap_std: float
+    n_graded: int
+    """Subset conversations of the input with per-criterion results."""
+    n_without_themes: int
+    """Of those, how many have no example tags (neither in the log nor in the corpus)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def tag_reports(
+    results: LoadedResults, subsets: Iterable[Subset], *,
+    corpus_tags: Mapping[str, Sequence[str]] | None = None,
+    n_resamples: int = study.N_RESAMPLES, seed: int = 0, level: float = study.CI_LEVEL,
+) -> list[TagReport]:
+    """Per model and subset, every rubric axis and theme scored from the input's per-criterion
+    results, as the compendium scores them (``breakdowns.tag_scores``, the panel's with
+    ``breakdowns.with_panel`` when a log has several judges, ``breakdowns.summarise``); example
+    tags the log lacks from ``corpus_tags``. Models and subsets without per-criterion results
+    give no rows."""
+    corpus_tags = corpus_tags or {}
+    out = []
+    for model in sorted(results.by_model):
+        for sub in subsets:
+            ids = set(sub.ids)
+            graded = {pid: r.criteria for pid, r in results.by_model[model].items()
+                      if pid in ids and r.criteria is not None}
+            if not graded:
+                continue
+            convs = {pid: corpus.Conversation(
+                pid, (), g.rubrics, g.example_tags if g.example_tags is not None
+                else tuple(corpus_tags.get(pid, ()))) for pid, g in graded.items()}
+            rows = [(grader, model, pid, i, met) for pid, g in sorted(graded.items())
+                    for grader, mets in g.verdicts.items() for i, met in enumerate(mets)]
+            verdicts = pd.DataFrame(rows, columns=["judge", "candidate", "prompt_id",
+                                                   "criterion_index", "criteria_met"])
+            try:
+                tags = breakdowns.tag_scores(verdicts, convs, keep=lambda t: t.startswith(
+                    (breakdowns.AXIS, breakdowns.THEME)))
+            except grading.GradingError as exc:
+                raise InteropError(f"model {model}: {exc}") from None
+            graders = sorted({g for r in graded.values() for g in r.verdicts})
+            long = (breakdowns.with_panel(tags, graders) if len(graders) > 1
+                    else tags.rename(columns={"judge": "scorer"}))
+            summary = breakdowns.summarise(long, n_resamples=n_resamples, seed=seed)
+            bare = sum(not c.example_tags for c in convs.values())
+            out += [TagReport(model, sub.key, sub.name, str(r.scorer), str(r.tag), int(r.n),
+                              float(r.clipped_mean), float(r.ci_low), float(r.ci_high),
+                              float(r.bootstrap_std), len(graded), bare)
+                    for r in summary.itertuples(index=False)]
+    return out
+
+
+def format_tags(tags: Sequence[TagReport], results: LoadedResults) -> str:
+    """The per-tag report as text: per model, subset and scorer, one line per tag."""
+    if not tags:
+        return ("\nby tag: no input carries per-criterion results (a rubric with a verdict "
+                "per criterion), so no tag can be scored")
+    lines = ["\nby tag (simple-evals' per-tag rule; clipped mean over the conversations with "
+             "a score for the tag, n, 95% bootstrap interval)"]
+    head = None
+    for t in tags:
+        if (t.model, t.subset_name, t.scorer) != head:
+            head = (t.model, t.subset_name, t.scorer)
+            themes = (f"; {t.n_without_themes} without themes (not in the log or the corpus)"
+                      if t.n_without_themes else "")
+            lines.append(f"\n{t.model} on {t.subset_name}, {t.scorer}: {t.n_graded} "
+                         f"conversation(s) with per-criterion results{themes}")
+        lines.append(f"  {t.tag}: n = {t.n}, {_fmt(t.clipped_mean)} "
+                     f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]")
+    without = sorted(m for m in results.by_model if m not in {t.model for t in tags})
+    if without:
+        lines.append(f"\nno per-criterion results for: {', '.join(without)}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
 # Command line
 
 
@@ -1003,6 +1244,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--allow-incomplete", action="store_true",
                     help="report the scores of a run that failed, was cancelled or did not "
                     "finish (its status is printed with them)")
+    ap.add_argument("--by-tag", action="store_true",
+                    help="also report every rubric axis and theme, for inputs with "
+                    "per-criterion results (simple-evals and Inspect logs)")
     return ap
 
 
@@ -1025,10 +1269,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     seed = _default_seed() if args.seed is None else args.seed
     try:
-        results = load_results(args.inputs, args.format, model=args.model, scorer=args.scorer)
+        results = load_results(args.inputs, args.format, model=args.model, scorer=args.scorer,
+                               criteria=args.by_tag)
         check_known_ids(results, healthbench_ids())
         subsets = [resolve_subset(s) for s in (args.subset or DEFAULT_SUBSETS)]
         reports = filter_results(results, subsets, n_resamples=args.resamples, seed=seed)
+        tags = (tag_reports(results, subsets, corpus_tags=corpus_themes(results),
+                            n_resamples=args.resamples, seed=seed) if args.by_tag else None)
     except (InteropError, sources.ArtifactError, corpus.CorpusError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -1039,8 +1286,12 @@ def main(argv: list[str] | None = None) -> int:
                   "reported (--allow-incomplete reports them, with this status)", file=sys.stderr)
         return EXIT_INCOMPLETE
     if args.json:
-        print(json.dumps(reports_json(reports, results.inputs, n_resamples=args.resamples,
-                                      seed=seed), indent=2))
+        doc = reports_json(reports, results.inputs, n_resamples=args.resamples, seed=seed)
+        if tags is not None:
+            doc["tags"] = [t.as_dict() for t in tags]
+        print(json.dumps(doc, indent=2))
     else:
         print(format_text(reports, results.inputs, n_resamples=args.resamples, seed=seed))
+        if tags is not None:
+            print(format_tags(tags, results))
     return 0

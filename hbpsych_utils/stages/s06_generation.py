@@ -10,8 +10,10 @@ paper: the released generation spend per candidate and the anomalies logged whil
 :func:`metrics`, :func:`write` and :func:`findings`.
 
 Live writes ``responses.jsonl`` (read back by 07 and 10 with :func:`generation.read_responses`),
-``summary.csv`` and ``cost_plan.csv``; paper writes ``spend_by_candidate.csv``,
-``anomalies.csv`` and ``cost_plan.csv``.
+``summary.csv`` and ``cost_plan.csv``, and with ``samples`` > 1 the further replies in
+``responses_samples.jsonl`` (each with its sample index and seed; 07 grades them, 14 reads them
+for worst-at-k); paper writes ``spend_by_candidate.csv``, ``anomalies.csv`` and
+``cost_plan.csv``.
 
 The cost plan (:mod:`evaluation.cost_plan`): live, this run's candidates × its conversations;
 paper, the study's design (its candidates × the released subset, measured on the conversations
@@ -136,8 +138,11 @@ def cost_plan(run: StageRun[GenerationParams],
         template = grading.load_template(run.stage.fetch(grading.TEMPLATE_ARTIFACT))
         design = plans.Design(conversations=tuple(plans.measure(source.selected, template)),
                               n_conversations=len(source.selected),
-                              candidates=tuple(source.candidates), judges=tuple(judges))
+                              candidates=tuple(source.candidates), judges=tuple(judges),
+                              samples=params.samples)
         what = f"this run's {count(len(source.candidates), 'candidate')} on its conversations"
+        if params.samples > 1:
+            what += f", {params.samples} replies each"
     else:
         held = corpus.load_recorded(run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
         candidates = tuple(params.candidates or study.CANDIDATES)
@@ -161,7 +166,8 @@ class Responses(Shown):
     """Live: the candidates' replies and what the engine planned and paid for them."""
 
     table: pd.DataFrame
-    """One row per (candidate, conversation): ``generation.RESPONSE_COLUMNS``."""
+    """One row per (candidate, conversation): ``generation.RESPONSE_COLUMNS``; per sample too,
+    with ``sample`` and ``seed``, when ``samples`` > 1."""
     plan: pd.DataFrame
     """The engine's plan per model (``generation.plan_table``), made before any call."""
     plan_est_cost: float
@@ -171,7 +177,7 @@ class Responses(Shown):
 
     @property
     def summary(self) -> pd.DataFrame:
-        """Per candidate: responses, refusals, failures, tokens and cost."""
+        """Per candidate: responses (every sample), refusals, failures, tokens and cost."""
         return generation.summary(self.table)
 
     @property
@@ -218,12 +224,14 @@ def responses(run: StageRun[GenerationParams],
     params = run.params
     requests = generation.generation_requests(source.selected, source.candidates,
                                               temperature=params.temperature,
-                                              max_tokens=params.max_tokens)
+                                              max_tokens=params.max_tokens,
+                                              samples=params.samples, seed=run.seed)
     with run.open_engine(conversations=source.corpus) as engine:
         plan = engine.plan(requests, mode=run.llm.mode)
         results = engine.run(requests, mode=run.llm.mode)
         report = engine.last_report
-    return Responses(generation.responses_table(results), generation.plan_table(plan),
+    return Responses(generation.responses_table(results, seed=run.seed),
+                     generation.plan_table(plan),
                      plan_est_cost=plan.est_cost, spend=report.spend,
                      stopped_by_budget=report.stopped_by_budget)
 
@@ -242,7 +250,12 @@ def metrics(source: Conversations | ReleasedLogs,
             spend_generate_usd=round(float(generated.spend_by_candidate.sum()), 4),
             anomalies={str(k): int(v) for k, v in kinds.items()})
     assert isinstance(source, Conversations)
-    table = generated.table
+    table, rest = generation.split_samples(generated.table)
+    extra = {} if rest is None else {
+        "samples": int(rest["sample"].max()) + 1, "n_sample_responses": len(rest),
+        "n_sample_ok": int((rest.status == "ok").sum()),
+        "n_sample_refused": int(rest.refusal.sum()),
+        "n_sample_failed": int((rest.status == "failed").sum())}
     return GenerationLiveMetrics(
         mode=graph.LIVE, subset=source.subset, n_conversations=len(source.selected),
         candidates=list(source.candidates), n_responses=len(table),
@@ -251,18 +264,23 @@ def metrics(source: Conversations | ReleasedLogs,
         spend_usd=round(float(generated.spend), 6),
         plan_est_cost_usd=round(generated.plan_est_cost, 6),
         decoding_sent=generation.decoding_sent(table),
-        stopped_by_budget=generated.stopped_by_budget)
+        stopped_by_budget=generated.stopped_by_budget, **extra)
 
 
 def write(run: StageRun[GenerationParams], m: GenerationMetrics, plan: Table | Note,
           generated: Responses | ReleasedGeneration) -> Written:
-    """Live: ``responses.jsonl``, ``summary.csv``, ``cost_plan.csv``; paper:
+    """Live: ``responses.jsonl`` (the first reply of each), ``responses_samples.jsonl`` (the
+    further samples, if any), ``summary.csv``, ``cost_plan.csv``; paper:
     ``spend_by_candidate.csv``, ``anomalies.csv``, ``cost_plan.csv``; ``metrics.json`` last."""
     tables: dict[str, pd.DataFrame] = {}
     first: list[str] = []
     if isinstance(generated, Responses):
-        generation.write_responses(generated.table, run.stage.path(graph.RESPONSES))
+        replies, rest = generation.split_samples(generated.table)
+        generation.write_responses(replies, run.stage.path(graph.RESPONSES))
         first.append(graph.RESPONSES)
+        if rest is not None:
+            generation.write_responses(rest, run.stage.path(graph.RESPONSE_SAMPLES))
+            first.append(graph.RESPONSE_SAMPLES)
         tables[SUMMARY_FILE] = generated.summary
     else:
         tables[SPEND_FILE] = generated.spend_by_candidate.to_frame()
@@ -291,6 +309,11 @@ def findings(m: GenerationMetrics, spend_by_candidate: pd.Series | None = None) 
         out.append(f"{count(m.n_failed, 'call')} failed in transport and "
                    f"{'is' if m.n_failed == 1 else 'are'} left for a re-run "
                    "(never stored as an answer)." if m.n_failed else "No call failed.")
+        if m.samples is not None:
+            out.append(f"Each candidate answered each conversation {m.samples} times: "
+                       f"{m.n_sample_responses} further replies ({m.n_sample_ok} answered, "
+                       f"{m.n_sample_refused} refused, {m.n_sample_failed} failed), each sent "
+                       "with its own seed where the provider takes one.")
         out.append(f"Spend ${m.spend_usd:,.4f} (plan: ${m.plan_est_cost_usd:,.4f}).")
         if m.stopped_by_budget:
             out.append("The spend cap (llm.max_cost) stopped the run before every call was "

@@ -11,7 +11,10 @@ excluded, failed calls), :func:`conversation_scores` (live: each judge's score o
 :func:`metrics`, :func:`write` and :func:`findings`.
 
 Live writes ``verdicts.csv`` (read back with :func:`panel.read_verdicts`), ``scores.csv`` and
-``census.csv``; paper writes ``spend_by_judge.csv`` and ``anomalies.csv``. ``judges`` left
+``census.csv``, and when 06 sampled several replies per conversation the further samples'
+verdicts and scores in ``verdicts_samples.csv`` and ``scores_samples.csv`` (with a ``sample``
+column; the first reply's stay where a one-sample run puts them); paper writes
+``spend_by_judge.csv`` and ``anomalies.csv``. ``judges`` left
 ``None`` is the study's panel (``study.JUDGE_PANEL``); the judges used are reported in the
 metrics either way.
 """
@@ -149,6 +152,9 @@ def panel_verdicts(run: StageRun[GradingParams],
                                refusals.read_error_log(run.stage.fetch("run_errors")))
     params = run.params
     responses = generation.read_responses(run.stage.upstream(graph.GENERATION, graph.RESPONSES))
+    more = run.stage.upstream_optional(graph.GENERATION, graph.RESPONSE_SAMPLES)
+    responses = generation.with_samples(
+        responses, None if more is None else generation.read_sample_responses(more))
     by_id = {c.prompt_id: c for c in corpus.load_recorded(
         run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))}
     judges = params.judge_panel()
@@ -186,9 +192,11 @@ def census(verdicts: PanelVerdicts | ReleasedGrading) -> Table | Note:
 @dataclass(frozen=True, repr=False)
 class Scores(Shown):
     """Live: one score per (judge, candidate, conversation) (``grading.scores_from_verdicts``;
-    NaN where a verdict was missing)."""
+    NaN where a verdict was missing), for the first reply; the further samples' apart."""
 
     frame: pd.DataFrame
+    samples: pd.DataFrame | None = None
+    """The further samples' scores (with ``sample``), when 06 sampled several replies."""
 
     def _repr_html_(self) -> str:
         if self.frame.empty:
@@ -208,8 +216,8 @@ def conversation_scores(verdicts: PanelVerdicts | ReleasedGrading) -> Scores | N
     if isinstance(verdicts, ReleasedGrading):
         return unavailable("The released run's per-conversation grades are not released; "
                            "paper mode scores from the released matrices (notebook 08).")
-    return Scores(grading.scores_from_verdicts(verdicts.graded.verdicts,
-                                               verdicts.conversations))
+    return Scores(*generation.split_samples(grading.scores_from_verdicts(
+        verdicts.graded.verdicts, verdicts.conversations)))
 
 
 def spend(verdicts: PanelVerdicts | ReleasedGrading) -> Table | Note:
@@ -256,6 +264,11 @@ def metrics(run: StageRun[GradingParams], template: GraderTemplate,
     counts = graded.counts()
     totals = graded.spend_totals()
     table = scores.frame
+    more = scores.samples
+    extra = {} if more is None else {
+        "samples": int(more["sample"].max()) + 1,
+        "n_sample_scores": int(more.score.notna().sum()),
+        "n_sample_unscored": int(more.score.isna().sum())}
     return GradingLiveMetrics(
         mode=graph.LIVE, judges=verdicts.judges, temperature=params.temperature,
         response_schema=params.response_schema, grader_template_sha256=template.sha256,
@@ -270,19 +283,25 @@ def metrics(run: StageRun[GradingParams], template: GraderTemplate,
         cache_read_tokens=totals["cache_read_tokens"],
         cache_write_tokens=totals["cache_write_tokens"],
         spend_by_judge={j: JudgeSpend(**{**row, "spend_usd": round(float(row["spend_usd"]), 6)})
-                        for j, row in sorted(graded.spend.items())})
+                        for j, row in sorted(graded.spend.items())}, **extra)
 
 
 def write(run: StageRun[GradingParams], m: GradingMetrics,
           verdicts: PanelVerdicts | ReleasedGrading, census_table: Table | Note,
           scores: Scores | Note) -> Written:
-    """Live: ``verdicts.csv``, ``scores.csv``, ``census.csv``; paper: ``spend_by_judge.csv``,
+    """Live: ``verdicts.csv``, ``scores.csv``, ``census.csv`` (and the further samples'
+    ``verdicts_samples.csv`` and ``scores_samples.csv``); paper: ``spend_by_judge.csv``,
     ``anomalies.csv``; ``metrics.json`` last."""
     tables: dict[str, pd.DataFrame] = {}
     if isinstance(verdicts, PanelVerdicts):
-        tables[graph.VERDICTS] = verdicts.graded.verdicts
+        first, more = generation.split_samples(verdicts.graded.verdicts)
+        tables[graph.VERDICTS] = first
+        if more is not None:
+            tables[graph.VERDICT_SAMPLES] = more
         if isinstance(scores, Scores):
             tables[graph.SCORES_TABLE] = scores.frame
+            if scores.samples is not None:
+                tables[graph.SCORE_SAMPLES] = scores.samples
         if isinstance(census_table, Table):
             tables[CENSUS_FILE] = census_table.frame
     else:
@@ -334,6 +353,11 @@ def findings(m: GradingMetrics, max_reasks: int | None = None) -> Findings:
         out.append(f"{m.n_scores:,} (judge, candidate, conversation) scores"
                    + (f"; {m.n_unscored} left unscored because a verdict was missing."
                       if m.n_unscored else "; none left unscored."))
+        if m.samples is not None:
+            out.append(f"The further samples ({m.samples} replies per conversation in all) "
+                       f"have {m.n_sample_scores:,} scores"
+                       + (f" and {m.n_sample_unscored} left unscored." if m.n_sample_unscored
+                          else ", none left unscored."))
         out.append(spend_sentence(m))
         return Findings(out)
     per_judge = ", ".join(f"{md_text(study.display_name(j))}: ${v:,.2f}"

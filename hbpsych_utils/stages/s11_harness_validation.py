@@ -9,7 +9,10 @@ both at the reference settings, through the engine), :func:`summary` (n scored, 
 reference bootstrap standard deviation, of the re-run in live mode and of the released run in
 replay), :func:`published_difference` (against the published figure, when the profile gives
 one), :func:`released_comparison` (live: conversation by conversation against the released
-run), :func:`metrics`, :func:`write` and :func:`findings`.
+run), :func:`released_breakdown` (in either mode, the released run by rubric axis and theme,
+from its per-criterion grades, on the conversations whose rubric the corpus holds),
+:func:`released_length` (in either mode, the released run's length-adjusted score and reply
+lengths, over all its replies), :func:`metrics`, :func:`write` and :func:`findings`.
 
 Live writes ``scores.csv`` and ``live_vs_released.csv``. ``candidate`` and ``judge`` left
 ``None`` are the study's (``study.HARNESS_MODEL``); the models used are reported under
@@ -19,6 +22,7 @@ Live writes ``scores.csv`` and ``live_vs_released.csv``. ``candidate`` and ``jud
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -27,9 +31,15 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import HarnessValidationParams
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
-from hbpsych_utils.evaluation import generation, grading, harness, panel
+from hbpsych_utils.evaluation import breakdowns, generation, grading, harness, length, panel
 from hbpsych_utils.pipeline import graph
-from hbpsych_utils.pipeline.metrics import HarnessMetrics, HarnessSettings
+from hbpsych_utils.pipeline.metrics import (
+    HarnessMetrics,
+    HarnessSettings,
+    ReleasedBreakdown,
+    ReleasedLength,
+    TagScore,
+)
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -37,7 +47,12 @@ from hbpsych_utils.stages.base import StageRun, Written
 STAGE = graph.HARNESS
 HARNESS_SCORES = "harness_scores"
 """The registry artifact of the released run's per-conversation scores."""
+HARNESS_RESULTS = "harness_results"
+"""The registry artifact of the released run's replies (``results.jsonl``)."""
 COMPARISON_FILE = "live_vs_released.csv"
+BREAKDOWN_FILE = "released_by_tag.csv"
+LENGTH_VARIANT = "hard"
+"""The length penalty's HealthBench variant: the harness run is HealthBench Hard."""
 
 
 start = base.starter(STAGE, HarnessValidationParams)
@@ -216,36 +231,129 @@ def released_comparison(released: ReleasedRun, rerun: LiveRerun | Note) -> Compa
     return Comparison(harness.compare_with_released(rerun.scores, released.lines))
 
 
+# --- where the released run fails, and its length --------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Breakdown(Shown):
+    """The released run by rubric axis and theme (``breakdowns``: simple-evals' per-tag
+    semantics, the study's bootstrap)."""
+
+    n_lines: int
+    n_with_rubric: int
+    summary: pd.DataFrame
+    """``breakdowns.summarise`` of the harness model's tag scores."""
+
+    def frame(self, prefix: str) -> pd.DataFrame:
+        rows = self.summary[self.summary["tag"].str.startswith(prefix)]
+        out = rows.set_index("tag")[["n", "clipped_mean", "ci_low", "ci_high", "bootstrap_std"]]
+        return out.rename(index=breakdowns.label).rename_axis("")
+
+    def _repr_html_(self) -> str:
+        which = (f"all {self.n_lines:,}" if self.n_with_rubric == self.n_lines else
+                 f"{self.n_with_rubric:,} of the {self.n_lines:,}")
+        note = (f"The released GPT-4.1 run's per-criterion grades on {which} HealthBench-Hard "
+                "conversations, those whose rubrics this run's corpus holds; each tag's clipped "
+                "mean over the conversations that have a score for it (n), with a 95% bootstrap "
+                "interval and the reference's bootstrap std.")
+        return Tables([Table(self.frame(breakdowns.AXIS), caption="GPT-4.1 on HealthBench Hard "
+                             "by rubric axis", precision=4),
+                       Table(self.frame(breakdowns.THEME), caption="GPT-4.1 on HealthBench Hard "
+                             "by theme", precision=4)], note=note)._repr_html_()
+
+
+def released_breakdown(run: StageRun[HarnessValidationParams],
+                       released: ReleasedRun) -> Breakdown | Note:
+    """The released run's score by rubric axis and by theme, from its per-criterion grades and
+    the rubrics of this run's corpus (``harness.released_verdicts``, ``breakdowns.tag_scores``),
+    with seeded bootstrap intervals: on the conversations whose rubric the corpus holds (193 of
+    the 1,000 with the offline corpus, all of them with the full one)."""
+    by_id = {c.prompt_id: c for c in corpus.load_recorded(
+        run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))}
+    verdicts = harness.released_verdicts(released.lines, by_id)
+    if verdicts.empty:
+        return unavailable("This run's corpus holds the rubric of none of the released run's "
+                           "conversations, so its grades cannot be broken down by tag.")
+    tags = breakdowns.tag_scores(verdicts, by_id, keep=lambda t: t.startswith(
+        (breakdowns.AXIS, breakdowns.THEME))).rename(columns={"judge": "scorer"})
+    return Breakdown(len(released.lines), int(verdicts["prompt_id"].nunique()),
+                     breakdowns.summarise(tags, seed=run.seed))
+
+
+@dataclass(frozen=True, repr=False)
+class Lengths(Shown):
+    """The released run's reply lengths and its length-adjusted score
+    (``harness.length_summary``)."""
+
+    summary: dict[str, Any]
+
+    def _repr_html_(self) -> str:
+        s, c = self.summary, self.summary["chars"]
+        frame = pd.Series({
+            "replies scored": f"{s['n']:,}",
+            "reply length, mean (characters)": f"{c['mean']:,.0f}",
+            "reply length, min / quartiles / max": (f"{c['min']:,.0f} / {c['p25']:,.0f} / "
+                                                    f"{c['median']:,.0f} / {c['p75']:,.0f} / "
+                                                    f"{c['max']:,.0f}"),
+            "clipped mean (raw)": f"{s['clipped_mean']:.4f}",
+            "length-adjusted clipped mean": f"{s['adjusted_mean']:.4f}",
+        }, name="value").rename_axis("").to_frame()
+        return Table(frame, caption=(
+            f"The released GPT-4.1 run's replies: lengths and the length-adjusted score "
+            f"({length.VARIANT_NAMES[s['variant']]} penalty, {s['penalty']:g} per "
+            f"{length.PER_CHARS} "
+            f"characters beyond {length.CENTER:,}, applied per reply before the clipped "
+            "mean)")).html()
+
+
+def released_length(run: StageRun[HarnessValidationParams]) -> Lengths:
+    """The released run's length-adjusted HealthBench-Hard score beside its raw one, over all
+    its scored replies (only scores and reply texts are needed, so no rubric), with the
+    distribution of reply lengths (characters, as the reference counts them)."""
+    replies = harness.read_harness_replies(run.stage.fetch(HARNESS_RESULTS))
+    return Lengths(harness.length_summary(replies, LENGTH_VARIANT))
+
+
 # --- metrics, outputs, findings --------------------------------------------------------------
 
-def metrics(s: Summary, comparison: Comparison | Note) -> HarnessMetrics:
+def metrics(s: Summary, comparison: Comparison | Note, breakdown: Breakdown | Note,
+            lengths: Lengths) -> HarnessMetrics:
     """11's metrics: the summary, the published figure's source and the settings; live, also
-    how many conversations the released run scored too and the mean difference on them."""
-    extra = (harness.comparison_metrics(comparison.frame)
-             if isinstance(comparison, Comparison) else {})
+    how many conversations the released run scored too and the mean difference on them; in
+    either mode the released run by tag (where the corpus holds rubrics) and its length."""
+    extra: dict[str, Any] = (harness.comparison_metrics(comparison.frame)
+                             if isinstance(comparison, Comparison) else {})
+    if isinstance(breakdown, Breakdown):
+        extra["released_breakdown"] = ReleasedBreakdown(
+            n_lines=breakdown.n_lines, n_with_rubric=breakdown.n_with_rubric,
+            by_tag={str(row.pop("tag")): TagScore(**row) for row in breakdown.summary.drop(
+                columns=["scorer", "candidate"]).to_dict(orient="records")})
     return HarnessMetrics(mode=s.mode, **s.result.metrics(),
-                          published_source=s.published_source, settings=s.settings, **extra)
+                          published_source=s.published_source, settings=s.settings,
+                          released_length=ReleasedLength(**lengths.summary), **extra)
 
 
 def write(run: StageRun[HarnessValidationParams], m: HarnessMetrics, rerun: LiveRerun | Note,
-          comparison: Comparison | Note) -> Written:
-    """Live: ``scores.csv`` and ``live_vs_released.csv``; ``metrics.json`` last."""
+          comparison: Comparison | Note, breakdown: Breakdown | Note) -> Written:
+    """Live: ``scores.csv`` and ``live_vs_released.csv``; either mode, where the corpus holds
+    rubrics, ``released_by_tag.csv``; ``metrics.json`` last."""
     tables: dict[str, pd.DataFrame] = {}
     if isinstance(rerun, LiveRerun):
         tables[graph.SCORES_TABLE] = rerun.scores
     if isinstance(comparison, Comparison):
         tables[COMPARISON_FILE] = comparison.frame
+    if isinstance(breakdown, Breakdown):
+        tables[BREAKDOWN_FILE] = breakdown.summary
     return base.write(run, m, tables=tables)
 
 
-def findings(m: HarnessMetrics) -> Findings:
+def findings(m: HarnessMetrics, *, min_n: int = study.SLICE_MIN_N) -> Findings:
     """The sentences of "What we found", from 11's metrics.
 
     The clipped mean and its bootstrap standard deviation always; the comparison with the
     released run only when a live run has conversations in common with it; the difference
     from the published figure, and how many bootstrap standard deviations it is, only when
     the profile gives a published figure (the ratio only when the standard deviation is not
-    zero).
+    zero); then the released run by axis and its length (:func:`released_findings`).
     """
     which = "This live run" if m.mode == graph.LIVE else "The released GPT-4.1 run"
     out = [f"{which} scored {m.n_scored:,} HealthBench-Hard conversations with a clipped "
@@ -260,11 +368,37 @@ def findings(m: HarnessMetrics) -> Findings:
     if m.published is None:
         out.append("No published figure is set in this profile (`harness_validation."
                    "published`), so no difference is reported.")
-        return Findings(out)
+        return Findings(out + released_findings(m, min_n=min_n))
     assert m.delta is not None  # set whenever a published figure is
     source = md_text(m.published_source or "source not given")
     sds = (f", {abs(m.delta) / m.bootstrap_std:.1f} bootstrap standard deviations"
            if m.bootstrap_std else "")
     out.append(f"The published figure is {m.published:.4f} ({source}): a difference of "
                f"{m.delta:+.4f}{sds}.")
-    return Findings(out)
+    return Findings(out + released_findings(m, min_n=min_n))
+
+
+def released_findings(m: HarnessMetrics, *, min_n: int = study.SLICE_MIN_N) -> list[str]:
+    """The released run by axis (its lowest and highest among the axes with at least ``min_n``
+    conversations, saying on how many of its conversations) and its length-adjusted score."""
+    out = []
+    b = m.released_breakdown
+    axes = {t: s for t, s in (b.by_tag.items() if b else ()) if t.startswith(breakdowns.AXIS)
+            and s.n >= min_n}
+    if b is not None and len(axes) > 1:
+        low = min(axes, key=lambda t: (axes[t].clipped_mean, t))
+        high = max(axes, key=lambda t: (axes[t].clipped_mean, t))
+        which = ("all" if b.n_with_rubric == b.n_lines else f"the {b.n_with_rubric:,} of")
+        out.append(f"By rubric axis, on {which} its {b.n_lines:,} conversations whose rubrics "
+                   f"this run's corpus holds, the released GPT-4.1 run scores lowest on "
+                   f"{breakdowns.label(low)} ({axes[low].clipped_mean:.3f}, n = {axes[low].n}) "
+                   f"and highest on {breakdowns.label(high)} ({axes[high].clipped_mean:.3f}, "
+                   f"n = {axes[high].n}).")
+    lm = m.released_length
+    if lm is not None:
+        out.append(f"Over its {lm.n:,} scored replies (median {lm.chars.median:,.0f} "
+                   f"characters), its length-adjusted score is {lm.adjusted_mean:.4f} against "
+                   f"a raw {lm.clipped_mean:.4f} ({length.VARIANT_NAMES[lm.variant]} penalty, "
+                   f"{lm.penalty:g} per {length.PER_CHARS} characters beyond "
+                   f"{length.CENTER:,}).")
+    return out

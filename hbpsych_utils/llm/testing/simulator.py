@@ -12,8 +12,9 @@ of the providers. It speaks, closely enough for the official SDKs:
 - Gemini: ``POST /v1beta/models/{m}:generateContent``, ``POST .../{m}:batchGenerateContent``,
   ``GET /v1beta/batches/{id}``.
 
-Answers are deterministic: a sha256 over (model, the messages' roles and texts, the schema)
-picks the words, so the same request answered synchronously or in a batch gets the same text.
+Answers are deterministic: a sha256 over (model, the messages' roles and texts, the schema,
+and the sampling seed when the body carries one) picks the words, so the same request answered
+synchronously or in a batch gets the same text, and replies sampled with different seeds differ.
 A HealthBench grader prompt (its text mentions ``criteria_met``) gets a fenced grader JSON
 verdict; a request with a JSON schema gets an object generated from the schema (enums: a
 hash-chosen value; strings, numbers, booleans: hash-derived; arrays: ``minItems`` items, or N
@@ -191,11 +192,27 @@ def _norm_google(body: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, int 
     return msgs, schema, gc.get("maxOutputTokens")
 
 
-def sim_hash(model: str, messages: Iterable[tuple[str, str]], schema: Any) -> str:
-    """The simulator's deterministic seed for a request (independent of the API family)."""
-    blob = json.dumps([model, [list(m) for m in messages], schema], sort_keys=True,
-                      separators=(",", ":"), ensure_ascii=False)
+def sim_hash(model: str, messages: Iterable[tuple[str, str]], schema: Any,
+             seed: int | None = None) -> str:
+    """The simulator's deterministic seed for a request (independent of the API family); a
+    sampling seed the request carries (:func:`request_seed`) is added, none leaves it as it was."""
+    parts: list[Any] = [model, [list(m) for m in messages], schema]
+    if seed is not None:
+        parts.append(seed)
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def request_seed(api: str, body: dict[str, Any]) -> int | None:
+    """The sampling seed a request body carries: OpenAI-compatible ``seed`` (or Mistral's
+    ``random_seed``), Gemini ``generationConfig.seed``; Anthropic has none."""
+    if api == "google":
+        value = (body.get("generationConfig") or {}).get("seed")
+    elif api == "openai":
+        value = body.get("seed", body.get("random_seed"))
+    else:
+        value = None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # ---------------------------------------------------------------- answers
@@ -851,7 +868,7 @@ class Simulator:
         st = self.state
         model = model or str(body.get("model", ""))
         msgs, schema, cap = _NORM[api](body)
-        h = sim_hash(model, msgs, schema)
+        h = sim_hash(model, msgs, schema, request_seed(api, body))
         entry = {"api": api, "tenant": tenant, "model": model, "hash": h, "kind": "sync",
                  "user": _last_user(msgs), "user_sha256": _last_user_sha256(msgs),
                  "system": "\n".join(t for r, t in msgs if r == "system")[:200],
@@ -1128,7 +1145,7 @@ class Simulator:
         batch ends (:meth:`_batch_ended`)."""
         st = self.state
         msgs, schema, cap = _NORM[api](body)
-        h = sim_hash(model, msgs, schema)
+        h = sim_hash(model, msgs, schema, request_seed(api, body))
         fault = st.fault_for(api, model, msgs)
         kind = fault.kind if fault else None
         use = NO_CACHE

@@ -1,0 +1,581 @@
+"""Chapter 14, where and how reliably models fail: HealthBench's own analyses on the subset.
+
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`graded` (live:
+this run's verdicts and scores on ``subset``, every sampled reply's score, the rubrics, the
+modal clinician categories and the reply lengths; paper: one sentence, since the released
+matrices carry no per-criterion grade), :func:`by_tag` (per candidate, for each judge and the
+panel, a score for every rubric axis, HealthBench theme and modal clinician category, with n and
+95% bootstrap intervals: ``evaluation.breakdowns``), :func:`heatmaps` (the panel's scores,
+candidates x axes and candidates x categories), :func:`lengths` (reply lengths and the
+length-adjusted score beside the raw one, with the figure of score against mean reply length:
+``evaluation.length``), :func:`reliability` (with several replies per conversation, worst-at-k
+for k = 1..K and the spread of the overall score across the K runs, with its figure:
+``evaluation.reliability``), :func:`metrics`, :func:`write` and :func:`findings`.
+
+The tag breakdown and the lengths are of each conversation's first reply (the one 08 scores);
+worst-at-k and the run spread use every reply. Live writes ``by_tag.csv``, ``lengths.csv``,
+``worst_at_k.csv`` and ``run_spread.csv`` (with several samples), the figures (PNG and SVG) and
+``metrics.json``. Each figure's title and caption are written once, in :data:`FIGURES`.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from hbpsych_utils import study
+from hbpsych_utils.construction import corpus
+from hbpsych_utils.construction import subset as subset_files
+from hbpsych_utils.construction.corpus import Conversation
+from hbpsych_utils.core.config import AnalysesParams
+from hbpsych_utils.evaluation import breakdowns, generation, length, panel, scoring
+from hbpsych_utils.evaluation.reliability import complete, run_spread, worst_at_k_table
+from hbpsych_utils.evaluation.score_sources import graded_judges, read_scores
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import (
+    AnalysesMetrics,
+    KScore,
+    LengthScore,
+    RunSpread,
+    TagScore,
+)
+from hbpsych_utils.reporting import figures
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageRun, Written
+
+STAGE = graph.ANALYSES
+start = base.starter(STAGE, AnalysesParams)
+
+BY_TAG_FILE = "by_tag.csv"
+LENGTHS_FILE = "lengths.csv"
+WORST_FILE = "worst_at_k.csv"
+SPREAD_FILE = "run_spread.csv"
+PANEL = breakdowns.PANEL
+
+
+@dataclass(frozen=True)
+class FigureText:
+    """A figure's title (drawn on it) and caption (shown under it in the chapter)."""
+
+    title: str
+    caption: str
+
+
+FIGURES: dict[str, FigureText] = {
+    "axes": FigureText(
+        "Panel score by rubric axis",
+        "Each candidate (rows, best overall panel score first) on each HealthBench rubric axis "
+        "(columns): the panel's clipped mean over the conversations in which the criteria "
+        "carrying the axis have positive points, each scored on those criteria alone "
+        "(simple-evals' per-tag rule); first reply of each conversation. n, the 95% bootstrap "
+        "interval and each judge's score are in by_tag.csv."),
+    "categories": FigureText(
+        "Panel score by modal clinician category",
+        "Each candidate (rows, best overall panel score first) on the conversations of each "
+        "modal clinician category of the subset (columns; 05_subset): the panel's clipped mean "
+        "of their overall scores. Conversations without a category majority are left out; "
+        "'–': no scored conversation. n and intervals are in by_tag.csv."),
+    "length": FigureText(
+        "Panel score against mean reply length",
+        "Each candidate at its mean reply length (characters, as the reference counts them) "
+        "and its panel score: raw (filled) and length-adjusted (open), each reply's score "
+        "moved by the variant's penalty per 500 characters from 2,000 before the clipped mean "
+        "(simple-evals, April 2026). The dashed line is where a reply is not adjusted."),
+    "worst_at_k": FigureText(
+        "Worst-at-k",
+        "For each k, the panel's score of the worst of k replies: per conversation the mean, "
+        "over every k-subset of its K replies, of the subset's lowest score, then the clipped "
+        "mean over conversations (HealthBench's reliability analysis); bands are 95% "
+        "bootstrap intervals over conversations. k = 1 is the mean of all replies."),
+}
+"""Every figure of the chapter, by key: its title and caption, written once."""
+
+
+def figure_stem(key: str, subset: str) -> str:
+    return f"fig_{key}_{subset}"
+
+
+@dataclass(frozen=True, repr=False)
+class Figures(Shown):
+    """A section's figures, each with its caption (:data:`FIGURES`) under it."""
+
+    figures: dict[str, Figure | figures.CachedFigure]
+    captions: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        parts = [figures.Gallery({}, notes=self.notes)._repr_html_()] if self.notes else []
+        for stem, fig in self.figures.items():
+            parts.append(f"<figure>{figures.Gallery({stem: fig})._repr_html_()}<figcaption>"
+                         f"{html.escape(self.captions[stem])}</figcaption></figure>")
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        return "\n".join([*self.notes, *(f"[figure {stem}]" for stem in self.figures)])
+
+
+# --- what was graded -------------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Graded(Shown):
+    """Live: this run's graded replies on the subset."""
+
+    subset: str
+    judges: list[str]
+    conversations: dict[str, Conversation]
+    verdicts: pd.DataFrame
+    """The first reply's verdicts (``panel.read_verdicts``), on the subset."""
+    scores: pd.DataFrame
+    """Every reply's score: judge, candidate, prompt_id, sample, score (NaN: unscored)."""
+    categories: pd.Series
+    """Modal clinician category by prompt id (05_subset)."""
+    lengths: dict[tuple[str, str], int]
+    """(candidate, prompt_id) -> the first reply's length in characters."""
+
+    @property
+    def samples(self) -> int:
+        return int(self.scores["sample"].max()) + 1 if len(self.scores) else 1
+
+    @property
+    def first_scores(self) -> pd.DataFrame:
+        first = self.scores[self.scores["sample"] == 0]
+        return first[["judge", "candidate", "prompt_id", "score"]]
+
+    @property
+    def panel_mean(self) -> dict[str, float]:
+        """The panel's clipped mean per candidate on the first reply (08's panel score)."""
+        long = scoring.panel_scores_long(self.first_scores, self.judges)
+        return {str(c): scoring.clipped_mean(g["score"]) for c, g in
+                long.groupby("candidate", sort=True)}
+
+    def _repr_markdown_(self) -> str:
+        n_conv = self.verdicts["prompt_id"].nunique()
+        n_cand = self.verdicts["candidate"].nunique()
+        with_cat = len(breakdowns.category_tags(self.categories.loc[
+            self.categories.index.isin(self.verdicts["prompt_id"])]))
+        replies = ("one reply each (generation.samples = 1, as in the study)"
+                   if self.samples == 1 else f"{self.samples} replies each")
+        return (f"{n_conv} conversation(s) of subset **{self.subset}** graded in this run: "
+                f"{n_cand} candidate(s), {replies}, {len(self.judges)} judge(s); {with_cat} "
+                "of the conversations have a modal clinician category.")
+
+
+PAPER_NOTE = ("The released matrices carry one clipped mean per candidate and judge and no "
+              "per-criterion grade, reply or second sample, so this analysis needs a live run "
+              "(the smoke or local profile, or a real one).")
+
+
+def graded(run: StageRun[AnalysesParams]) -> Graded | Note:
+    """Live: 07's verdicts (first reply) and scores (every sample) on the subset's
+    conversations, 01's rubrics, 05's modal categories and 06's reply lengths; paper: why not."""
+    if run.mode != graph.LIVE:
+        return unavailable(PAPER_NOTE)
+    stage = run.stage
+    ids = set(subset_files.stage_ids(stage, run.params.subset))
+    by_id = {c.prompt_id: c for c in corpus.load_recorded(
+        stage.upstream(graph.CORPUS, graph.CORPUS_RECORD)) if c.prompt_id in ids}
+    verdicts = panel.read_verdicts(stage.upstream(graph.GRADING, graph.VERDICTS))
+    verdicts = verdicts[verdicts["prompt_id"].isin(ids)].reset_index(drop=True)
+    if verdicts.empty:
+        return unavailable(f"This run graded no conversation of subset {run.params.subset!r}, "
+                           "so there is nothing to analyse.")
+    more = stage.upstream_optional(graph.GRADING, graph.SCORE_SAMPLES)
+    scores = generation.with_samples(read_scores(stage.upstream(graph.GRADING,
+                                                                graph.SCORES_TABLE)),
+                                     None if more is None else read_scores(more))
+    if "sample" not in scores.columns:
+        scores = scores.assign(sample=0)
+    scores = scores[scores["prompt_id"].isin(ids)][
+        ["judge", "candidate", "prompt_id", "sample", "score"]].reset_index(drop=True)
+    replies = generation.read_responses(stage.upstream(graph.GENERATION, graph.RESPONSES))
+    lengths = {(str(m), str(p)): int(c) for m, p, c in
+               zip(replies["model"], replies["prompt_id"], replies["chars"], strict=True)
+               if pd.notna(c)}
+    categories = subset_files.read_categories(stage.upstream(graph.SUBSET, graph.CATEGORIES_V1))
+    return Graded(run.params.subset, graded_judges(stage), by_id, verdicts, scores, categories,
+                  lengths)
+
+
+# --- where models fail: scores by tag and slice ------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Breakdown(Shown):
+    """Per candidate, for each judge and the panel, the score of every reported tag
+    (``breakdowns.summarise``), and the overall panel score that orders the rows."""
+
+    summary: pd.DataFrame
+    panel_mean: dict[str, float]
+    subset: str
+    judges: list[str]
+
+    def order(self) -> list[str]:
+        return scoring.ranking(pd.Series(self.panel_mean))
+
+    def wide(self, scorer: str, prefix: str) -> pd.DataFrame:
+        return breakdowns.wide(self.summary, scorer, prefix).reindex(
+            [c for c in self.order() if c in set(self.summary["candidate"])])
+
+    def n_by_tag(self) -> pd.DataFrame:
+        """Per tag: the fewest and most conversations any candidate's panel score rests on."""
+        panel_rows = self.summary[self.summary["scorer"] == PANEL]
+        g = panel_rows.groupby("tag")["n"]
+        return pd.DataFrame({"n (fewest)": g.min(), "n (most)": g.max()}).rename(
+            index=lambda t: f"{t.split(':', 1)[0]}: {breakdowns.label(t)}").rename_axis("")
+
+    def _repr_html_(self) -> str:
+        title = study.SUBSET_TITLES.get(self.subset, self.subset)
+        tables = [Table(self.wide(PANEL, prefix), caption=f"Panel score by {what}: {title} "
+                        "(clipped mean; rows best overall first)", precision=3)
+                  for prefix, what in ((breakdowns.AXIS, "rubric axis"),
+                                       (breakdowns.THEME, "HealthBench theme"),
+                                       (breakdowns.CATEGORY, "modal clinician category"))]
+        by_judge = pd.concat({study.display_name(j): self.wide(j, breakdowns.AXIS)
+                              for j in self.judges}, names=["judge", "candidate"])
+        tables.append(Table(by_judge, caption=f"Each judge's score by rubric axis: {title}",
+                            precision=3))
+        tables.append(Table(self.n_by_tag(), caption="Conversations behind each tag's score"))
+        note = ("Simple-evals' per-tag rule: a theme or category takes the conversation's score; "
+                "an axis scores its own criteria over their positive points, where they have "
+                f"any. Every number with its n and 95% interval is in {BY_TAG_FILE}.")
+        return Tables(tables, note=note)._repr_html_()
+
+
+def by_tag(run: StageRun[AnalysesParams], source: Graded | Note) -> Breakdown | Note:
+    """Per candidate, for each judge and for the panel: a score for every rubric axis, every
+    HealthBench theme and every modal clinician category, from the first reply's verdicts
+    (``breakdowns.tag_scores``, ``with_panel``), with n and seeded 95% bootstrap intervals
+    (``breakdowns.summarise``)."""
+    if not isinstance(source, Graded):
+        return source
+    tags = breakdowns.tag_scores(source.verdicts, source.conversations,
+                                 extra_tags=breakdowns.category_tags(source.categories))
+    summary = breakdowns.summarise(breakdowns.with_panel(tags, source.judges),
+                                   n_resamples=run.params.n_resamples, seed=run.seed)
+    return Breakdown(summary, source.panel_mean, source.subset, source.judges)
+
+
+def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> Figures | Note:
+    """The panel's scores as heatmaps: candidates x rubric axes, candidates x modal clinician
+    categories (rows best overall first)."""
+    if not isinstance(tags, Breakdown):
+        return tags
+    out: dict[str, Figure | figures.CachedFigure] = {}
+    notes = []
+    title = study.SUBSET_TITLES.get(tags.subset, tags.subset)
+    for key, prefix in (("axes", breakdowns.AXIS), ("categories", breakdowns.CATEGORY)):
+        table = tags.wide(PANEL, prefix)
+        if table.empty:
+            notes.append(f"No {FIGURES[key].title.lower()} figure: no scored conversation "
+                         "carries such a tag.")
+            continue
+        out[figure_stem(key, tags.subset)] = figures.score_heatmap(
+            table, title=f"{FIGURES[key].title}: {title}",
+            note="clipped mean; rows best overall first", cache=run.figure_cache)
+    captions = {figure_stem(k, tags.subset): FIGURES[k].caption for k in FIGURES}
+    return Figures(out, captions, notes)
+
+
+# --- is a score bought with length? -----------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Lengths(Shown):
+    """Reply lengths and the length-adjusted score, per scorer and candidate
+    (``length.length_table``), with the figure."""
+
+    table: pd.DataFrame
+    variant: str
+    figure: Figure | figures.CachedFigure
+    stem: str
+
+    def panel(self) -> pd.DataFrame:
+        rows = self.table[self.table["scorer"] == PANEL].set_index("candidate")
+        return rows.drop(columns=["scorer"]).sort_values("clipped_mean", ascending=False)
+
+    def _repr_html_(self) -> str:
+        per_500 = length.penalty(self.variant)
+        table = Table(self.panel(), caption=(
+            f"Reply length (characters) and the panel's length-adjusted score "
+            f"({length.VARIANT_NAMES[self.variant]} penalty {per_500:g} per "
+            f"{length.PER_CHARS} characters from "
+            f"{length.CENTER:,}, before the clip) beside the raw one; every judge's in "
+            f"{LENGTHS_FILE}"), precision=4, formats={"adjustment": "{:+.4f}",
+                                                      "mean_chars": "{:,.0f}",
+                                                      "median_chars": "{:,.0f}"})
+        shown = Figures({self.stem: self.figure}, {self.stem: FIGURES["length"].caption})
+        return table.html() + "\n" + shown._repr_html_()
+
+
+def lengths(run: StageRun[AnalysesParams], source: Graded | Note) -> Lengths | Note:
+    """Each candidate's first replies: their length (characters, ``len`` of the text, as the
+    reference counts it), its raw clipped mean and its length-adjusted one with a seeded
+    interval (``analyses.length_penalty``'s penalty, applied per reply before the clip), for
+    each judge and the panel; and the figure of score against mean reply length."""
+    if not isinstance(source, Graded):
+        return source
+    variant = run.params.length_penalty
+    long = breakdowns.with_panel(source.first_scores, source.judges)
+    table = length.length_table(long, source.lengths, length.penalty(variant),
+                                n_resamples=run.params.n_resamples, seed=run.seed)
+    panel_rows = table[table["scorer"] == PANEL].set_index("candidate")
+    title = study.SUBSET_TITLES.get(source.subset, source.subset)
+    fig = figures.length_scatter(panel_rows, title=f"{FIGURES['length'].title}: {title}",
+                                 note=f"{length.VARIANT_NAMES[variant]} penalty, "
+                                      f"{length.penalty(variant):g} per 500 characters",
+                                 center=length.CENTER, cache=run.figure_cache)
+    return Lengths(table, variant, fig, figure_stem("length", source.subset))
+
+
+# --- how reliable: worst-at-k and the spread across runs ---------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Reliability(Shown):
+    """Worst-at-k for k = 1..K and the run spread, per scorer and candidate, with the figure."""
+
+    worst: pd.DataFrame
+    spread: pd.DataFrame
+    samples: int
+    n_incomplete: int
+    figure: Figure | figures.CachedFigure
+    stem: str
+    notes: list[str] = field(default_factory=list)
+
+    def _repr_html_(self) -> str:
+        panel_rows = self.worst[self.worst["scorer"] == PANEL]
+        wk = panel_rows.pivot(index="candidate", columns="k", values="clipped_mean")
+        wk.columns = [f"worst-at-{k}" for k in wk.columns]
+        spread = self.spread[self.spread["scorer"] == PANEL].set_index("candidate").drop(
+            columns=["scorer"])
+        spread["runs"] = [", ".join(f"{v:.3f}" for v in runs) for runs in spread["runs"]]
+        tables = Tables([
+            Table(wk.sort_values("worst-at-1", ascending=False), caption=(
+                f"The panel's worst-at-k, k = 1..{self.samples} (clipped mean over "
+                f"conversations; intervals and each judge's in {WORST_FILE})"), precision=4),
+            Table(spread, caption=f"The panel's overall score in each of the {self.samples} "
+                  "runs (one per sample index) and their spread (standard deviation, ddof 0)",
+                  precision=4)], note=" ".join(self.notes))
+        shown = Figures({self.stem: self.figure}, {self.stem: FIGURES["worst_at_k"].caption})
+        return tables._repr_html_() + "\n" + shown._repr_html_()
+
+
+def reliability(run: StageRun[AnalysesParams], source: Graded | Note) -> Reliability | Note:
+    """With K >= 2 replies per conversation (``generation.samples``): worst-at-k for k = 1..K
+    with seeded intervals (``reliability.worst_at_k_table``) and each run's overall score and
+    their spread (``reliability.run_spread``), for each judge and the panel, on the
+    conversations scored in every sample; and the figure."""
+    if not isinstance(source, Graded):
+        return source
+    if source.samples < 2:
+        return unavailable("One reply per conversation (generation.samples = 1, as in the "
+                           "study): worst-at-k and the spread across runs need at least 2 "
+                           "(set generation.samples; it multiplies generation and grading, and "
+                           "06 shows the plan first).")
+    long = breakdowns.with_panel(source.scores, source.judges)
+    _, n_incomplete = complete(long)
+    worst = worst_at_k_table(long, n_resamples=run.params.n_resamples, seed=run.seed)
+    spread = run_spread(long)
+    title = study.SUBSET_TITLES.get(source.subset, source.subset)
+    fig = figures.worst_at_k_curves(
+        worst[worst["scorer"] == PANEL], title=f"{FIGURES['worst_at_k'].title}: {title}",
+        note=f"{source.samples} replies per conversation; 95% bootstrap bands",
+        cache=run.figure_cache)
+    notes = ([f"{n_incomplete} (scorer, candidate, conversation) row(s) with an unscored "
+              "sample are left out."] if n_incomplete else [])
+    return Reliability(worst, spread, source.samples, n_incomplete, fig,
+                       figure_stem("worst_at_k", source.subset), notes)
+
+
+# --- metrics, outputs, findings ------------------------------------------------------------------
+
+def _nested(frame: pd.DataFrame, keys: list[str], fields: list[str]) -> dict[str, Any]:
+    """Rows of ``frame`` as nested dicts keyed by ``keys`` (the last level holds ``fields``)."""
+    out: dict[str, Any] = {}
+    for row in frame.to_dict(orient="records"):
+        node = out
+        for k in keys[:-1]:
+            node = node.setdefault(str(row[k]), {})
+        node[str(row[keys[-1]])] = {f: row[f] for f in fields}
+    return out
+
+
+def metrics(run: StageRun[AnalysesParams], source: Graded | Note, tags: Breakdown | Note,
+            lens: Lengths | Note, rel: Reliability | Note) -> AnalysesMetrics:
+    """14's metrics: paper, the mode only; live, the subset, the judges and the panel's overall
+    score, every tag score, the lengths and, with several samples, worst-at-k and the run
+    spread (each per scorer and candidate)."""
+    if not isinstance(source, Graded):
+        return AnalysesMetrics(mode=run.mode or graph.PAPER)
+    out: dict[str, Any] = {
+        "mode": graph.LIVE, "subset": source.subset, "judges": source.judges,
+        "n_conversations": int(source.verdicts["prompt_id"].nunique()),
+        "panel_mean": source.panel_mean, "samples": source.samples}
+    if isinstance(tags, Breakdown):
+        nested = _nested(tags.summary, ["scorer", "candidate", "tag"],
+                         ["n", "clipped_mean", "ci_low", "ci_high", "bootstrap_std"])
+        out["by_tag"] = {s: {c: {t: TagScore(**v) for t, v in by.items()}
+                             for c, by in cands.items()} for s, cands in nested.items()}
+    if isinstance(lens, Lengths):
+        fields = [f for f in LengthScore.model_fields]
+        nested = _nested(lens.table, ["scorer", "candidate"], fields)
+        out |= {"length_penalty": lens.variant,
+                "length_per_500": length.penalty(lens.variant),
+                "length": {s: {c: LengthScore(**v) for c, v in by.items()}
+                           for s, by in nested.items()}}
+    if isinstance(rel, Reliability):
+        worst: dict[str, dict[str, list[KScore]]] = {}
+        for row in rel.worst.to_dict(orient="records"):
+            worst.setdefault(row["scorer"], {}).setdefault(row["candidate"], []).append(
+                KScore(**{f: row[f] for f in KScore.model_fields}))
+        nested = _nested(rel.spread, ["scorer", "candidate"], list(RunSpread.model_fields))
+        out |= {"n_incomplete": rel.n_incomplete, "worst_at_k": worst,
+                "run_spread": {s: {c: RunSpread(**v) for c, v in by.items()}
+                               for s, by in nested.items()}}
+    return AnalysesMetrics(**out)
+
+
+def write(run: StageRun[AnalysesParams], m: AnalysesMetrics, tags: Breakdown | Note,
+          heat: Figures | Note, lens: Lengths | Note,
+          rel: Reliability | Note) -> Written:
+    """Live: ``by_tag.csv``, ``lengths.csv``, ``worst_at_k.csv`` and ``run_spread.csv`` (with
+    several samples) and the figures; ``metrics.json`` last."""
+    tables: dict[str, pd.DataFrame] = {}
+    figs: dict[str, Any] = {}
+    if isinstance(tags, Breakdown):
+        tables[BY_TAG_FILE] = tags.summary
+    if isinstance(heat, Figures):
+        figs |= heat.figures
+    if isinstance(lens, Lengths):
+        tables[LENGTHS_FILE] = lens.table
+        figs[lens.stem] = lens.figure
+    if isinstance(rel, Reliability):
+        tables[WORST_FILE] = rel.worst
+        tables[SPREAD_FILE] = rel.spread
+        figs[rel.stem] = rel.figure
+    return base.write(run, m, tables=tables, figures=figs)
+
+
+def findings(m: AnalysesMetrics, *, min_n: int = study.SLICE_MIN_N,
+             close: float = study.CLOSE_SCORES) -> Findings:
+    """The sentences of "What we found", from 14's metrics (the panel's numbers).
+
+    Each candidate's weakest rubric axis among those with at least ``min_n`` conversations (the
+    gap to its next weakest when that is more than ``close``); the slices of at least ``min_n``
+    conversations per candidate on which the panel's order of two candidates reverses by more
+    than ``close`` on both sides; the suicidality/self-harm and emergency-referral slices
+    (``study.SAFETY_SLICES``) whatever their size, said to be too small to read below
+    ``min_n``; the length adjustment's range and any pair it reverses by more than ``close``;
+    with several samples, the largest drop from worst-at-1 to worst-at-K and the widest spread
+    across runs; with one, why there is no worst-at-k.
+    """
+    if m.mode != graph.LIVE or m.panel_mean is None:
+        return Findings([PAPER_NOTE])
+    out = [f"On **{m.subset}** ({m.n_conversations} conversations), for "
+           f"{len(m.panel_mean)} candidate(s) graded by {len(m.judges or [])} judge(s):"]
+    summary = _summary_frame(m)
+    out += _axis_sentences(summary, min_n, close)
+    out += _reordering_sentences(summary, m.panel_mean, min_n, close)
+    out += _safety_sentences(m, min_n)
+    out += _length_sentences(m, close)
+    out += _reliability_sentences(m, close)
+    return Findings(out)
+
+
+def _summary_frame(m: AnalysesMetrics) -> pd.DataFrame:
+    rows = [(s, c, t, v.n, v.clipped_mean) for s, cands in (m.by_tag or {}).items()
+            for c, by in cands.items() for t, v in by.items()]
+    return pd.DataFrame(rows, columns=["scorer", "candidate", "tag", "n", "clipped_mean"])
+
+
+def _axis_sentences(summary: pd.DataFrame, min_n: int, close: float) -> list[str]:
+    weakest = breakdowns.weakest(summary, min_n=min_n)
+    if not weakest:
+        return [f"No rubric axis has a panel score on {min_n} or more conversations, so no "
+                "weakest axis is named."]
+    parts = []
+    for cand, (tag, value, gap) in weakest.items():
+        if gap is None:
+            margin = ", its only axis"
+        elif gap > close:
+            margin = f", {gap:.3f} below its next"
+        else:
+            margin = f", within {close:g} of its next"
+        parts.append(f"{cand}: {breakdowns.label(tag)} ({value:.3f}{margin})")
+    return [f"Weakest rubric axis (panel, axes with at least {min_n} conversations): "
+            + "; ".join(parts) + "."]
+
+
+def _reordering_sentences(summary: pd.DataFrame, overall: dict[str, float], min_n: int,
+                          close: float) -> list[str]:
+    if len(overall) < 2:
+        return []
+    found = breakdowns.reorderings(summary, overall, min_n=min_n, close=close)
+    if not found:
+        return [f"No slice with at least {min_n} conversations per candidate reverses the "
+                f"panel's order of two candidates by more than {close:g}."]
+    parts = [f"{t.split(':', 1)[0]} {breakdowns.label(t)} ("
+             + ", ".join(f"{b} above {a}" for a, b in pairs) + ")"
+             for t, pairs in found.items()]
+    return [f"Slices that reverse the panel's overall order (by more than {close:g} on both "
+            f"sides, at least {min_n} conversations each): " + "; ".join(parts) + "."]
+
+
+def _safety_sentences(m: AnalysesMetrics, min_n: int) -> list[str]:
+    panel_tags = (m.by_tag or {}).get(PANEL, {})
+    out = []
+    for tag, name in study.SAFETY_SLICES.items():
+        found = {c: by[tag] for c, by in panel_tags.items() if tag in by}
+        if not found:
+            out.append(f"None of the graded conversations is among the {name}.")
+            continue
+        n = max(v.n for v in found.values())
+        values = ", ".join(f"{c} {v.clipped_mean:.3f}" for c, v in
+                           sorted(found.items(), key=lambda kv: (-kv[1].clipped_mean, kv[0])))
+        caution = (f"; fewer than {min_n}, too few to read as a ranking" if n < min_n else "")
+        out.append(f"On the {name} (n = {n}{caution}) the panel scores {values}.")
+    return out
+
+
+def _length_sentences(m: AnalysesMetrics, close: float) -> list[str]:
+    rows = (m.length or {}).get(PANEL)
+    if not rows:
+        return []
+    shift = {c: v.adjusted_mean - v.clipped_mean for c, v in rows.items()}
+    lo, hi = min(shift.values()), max(shift.values())
+    mean_chars = sum(v.mean_chars for v in rows.values()) / len(rows)
+    table = pd.DataFrame({"scorer": PANEL, "candidate": list(rows),
+                          "clipped_mean": [v.clipped_mean for v in rows.values()],
+                          "adjusted_mean": [v.adjusted_mean for v in rows.values()]})
+    swapped = length.reordered(table, PANEL, list(rows), close)
+    order = (f"; it reverses {', '.join(f'{a} and {b}' for a, b in swapped)} by more than "
+             f"{close:g}" if swapped else
+             f"; it reverses no pair of candidates by more than {close:g}")
+    variant = length.VARIANT_NAMES.get(m.length_penalty or "", m.length_penalty)
+    return [f"Replies average {mean_chars:,.0f} characters; the length adjustment ({variant} "
+            f"penalty, {m.length_per_500:g} per 500 characters) moves the "
+            f"panel's scores by {lo:+.3f} to {hi:+.3f}{order}."]
+
+
+def _reliability_sentences(m: AnalysesMetrics, close: float) -> list[str]:
+    if not m.samples or m.samples < 2 or not m.worst_at_k:
+        return ["One reply per conversation, as in the study: no worst-at-k or run spread "
+                "(generation.samples sets more)."]
+    panel_worst = m.worst_at_k.get(PANEL, {})
+    drops = {c: ks[0].clipped_mean - ks[-1].clipped_mean for c, ks in panel_worst.items()}
+    cand = max(drops, key=lambda c: (drops[c], c))
+    first, last = panel_worst[cand][0], panel_worst[cand][-1]
+    out = [f"With {m.samples} replies per conversation, the largest fall from worst-at-1 to "
+           f"worst-at-{m.samples} is {cand}'s ({first.clipped_mean:.3f} to "
+           f"{last.clipped_mean:.3f})"
+           + ("." if drops[cand] > close else f", within {close:g}: no candidate's worst reply "
+              "is clearly below its typical one.")]
+    spreads = (m.run_spread or {}).get(PANEL, {})
+    if spreads:
+        widest = max(spreads, key=lambda c: (spreads[c].std, c))
+        out.append(f"Across the {m.samples} runs the panel's overall score varies most for "
+                   f"{widest} (standard deviation {spreads[widest].std:.4f}, "
+                   f"{spreads[widest].min:.3f} to {spreads[widest].max:.3f}).")
+    return out
