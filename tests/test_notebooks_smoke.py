@@ -207,7 +207,7 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
                                       "mode": "live", "publish": False})
     shutil.rmtree(stage.figure_cache)  # drawn, not copied from the run's figure cache
     panels = s12_figures_tables.ranking_and_heatmaps(stage, s12_figures_tables.table1(stage))
-    heatmap = panels.figures["fig_heatmap_v1"].axes[0]
+    heatmap = panels.figures["fig_heatmap_v1"].figure.axes[0]
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in two]
     assert heatmap.images[0].get_array().shape[1] == 2

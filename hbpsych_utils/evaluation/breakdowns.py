@@ -151,8 +151,12 @@ def summarise(long: pd.DataFrame, *, by: Sequence[str] = ("scorer", "candidate",
 
 def label(tag: str) -> str:
     """A tag as tables and figures show it: ``axis:context_awareness`` -> ``context
-    awareness``."""
-    return tag.split(":", 1)[-1].replace("_", " ")
+    awareness``, a category by its readers' name (``category:perinatal_mh`` -> ``Perinatal
+    mental health``)."""
+    kind, _, name = tag.partition(":")
+    if kind == CATEGORY.rstrip(":") and name in study.CATEGORY_LABELS:
+        return study.CATEGORY_LABELS[name]
+    return (name or kind).replace("_", " ")
 
 
 def wide(summary: pd.DataFrame, scorer: str, prefix: str,

@@ -622,7 +622,7 @@ def score_heatmap(table: pd.DataFrame, *, title: str, note: str = "",
     im = _heatmap_cells(ax, m, cmap)
     ax.set_xticks(range(n_cols), [str(c) for c in table.columns], rotation=35, ha="left")
     ax.xaxis.tick_top()
-    ax.set_yticks(range(n_rows), [str(r) for r in table.index])
+    ax.set_yticks(range(n_rows), [study.display_name(str(r)) for r in table.index])
     _heatmap_frame(fig, ax, im)
     ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10, pad=8)
     return freeze_layout(fig)
@@ -648,7 +648,7 @@ def length_scatter(table: pd.DataFrame, *, title: str, note: str = "",
     ax.scatter(x, adj, s=30, facecolors="white", edgecolors=OKABE_ITO[3], zorder=3,
                label="length-adjusted score")
     for xi, r, name in zip(x, raw, t.index, strict=True):
-        ax.text(xi, r, f"  {name}", fontsize=7.5, va="center")
+        ax.text(xi, r, f"  {study.display_name(str(name))}", fontsize=7.5, va="center")
     ax.axvline(center, color=MUTED, lw=0.8, ls="--", zorder=0)
     ax.text(center, 1.0, f" {center:,.0f} characters: no adjustment",
             transform=ax.get_xaxis_transform(), fontsize=7, color="#555555", va="top")

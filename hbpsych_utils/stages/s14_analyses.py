@@ -20,7 +20,6 @@ worst-at-k and the run spread use every reply. Live writes ``by_tag.csv``, ``len
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +31,8 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import AnalysesParams
+from hbpsych_utils.core.escape import md_text
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import breakdowns, generation, length, panel, scoring
 from hbpsych_utils.evaluation.reliability import complete, run_spread, worst_at_k_table
 from hbpsych_utils.evaluation.score_sources import graded_judges, read_scores
@@ -60,63 +61,76 @@ PANEL = breakdowns.PANEL
 
 @dataclass(frozen=True)
 class FigureText:
-    """A figure's title (drawn on it) and caption (shown under it in the chapter)."""
+    """A figure's label, title (drawn on it) and caption (shown under it in the chapter)."""
 
+    label: str
     title: str
     caption: str
 
 
 FIGURES: dict[str, FigureText] = {
     "axes": FigureText(
-        "Panel score by rubric axis",
+        "Figure A1", "Panel score by rubric axis",
         "Each candidate (rows, best overall panel score first) on each HealthBench rubric axis "
         "(columns): the panel's clipped mean over the conversations in which the criteria "
         "carrying the axis have positive points, each scored on those criteria alone "
         "(simple-evals' per-tag rule); first reply of each conversation. n, the 95% bootstrap "
         "interval and each judge's score are in by_tag.csv."),
     "categories": FigureText(
-        "Panel score by modal clinician category",
+        "Figure A2", "Panel score by modal clinician category",
         "Each candidate (rows, best overall panel score first) on the conversations of each "
         "modal clinician category of the subset (columns; 05_subset): the panel's clipped mean "
         "of their overall scores. Conversations without a category majority are left out; "
         "'–': no scored conversation. n and intervals are in by_tag.csv."),
     "length": FigureText(
-        "Panel score against mean reply length",
+        "Figure A3", "Panel score against mean reply length",
         "Each candidate at its mean reply length (characters, as the reference counts them) "
         "and its panel score: raw (filled) and length-adjusted (open), each reply's score "
         "moved by the variant's penalty per 500 characters from 2,000 before the clipped mean "
         "(simple-evals, April 2026). The dashed line is where a reply is not adjusted."),
     "worst_at_k": FigureText(
-        "Worst-at-k",
+        "Figure A4", "Worst-at-k",
         "For each k, the panel's score of the worst of k replies: per conversation the mean, "
         "over every k-subset of its K replies, of the subset's lowest score, then the clipped "
         "mean over conversations (HealthBench's reliability analysis); bands are 95% "
         "bootstrap intervals over conversations. k = 1 is the mean of all replies."),
 }
-"""Every figure of the chapter, by key: its title and caption, written once."""
+"""Every figure of the chapter, by key: its label (the compendium's own, A for analyses: none
+is in the paper), title and caption, written once."""
 
 
 def figure_stem(key: str, subset: str) -> str:
     return f"fig_{key}_{subset}"
 
 
+def subset_of(stem: str) -> str:
+    """The subset key a figure's stem ends with (``figure_stem``)."""
+    return stem.rsplit("_", 1)[-1]
+
+
+def captioned(key: str, subset: str, fig: Figure | figures.CachedFigure) -> figures.Captioned:
+    """A figure of the chapter with its label, title (on the subset) and caption."""
+    text = FIGURES[key]
+    title = study.SUBSET_TITLES.get(subset, subset)
+    return figures.Captioned(fig, f"{text.label}. {text.title}: {title}", text.caption)
+
+
 @dataclass(frozen=True, repr=False)
 class Figures(Shown):
-    """A section's figures, each with its caption (:data:`FIGURES`) under it."""
+    """A section's figures, each under its label and with its caption (:data:`FIGURES`)."""
 
-    figures: dict[str, Figure | figures.CachedFigure]
-    captions: dict[str, str]
+    shown: dict[str, figures.Captioned]
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def figures(self) -> dict[str, Figure | figures.CachedFigure]:
+        return {stem: c.figure for stem, c in self.shown.items()}
+
     def _repr_html_(self) -> str:
-        parts = [figures.Gallery({}, notes=self.notes)._repr_html_()] if self.notes else []
-        for stem, fig in self.figures.items():
-            parts.append(f"<figure>{figures.Gallery({stem: fig})._repr_html_()}<figcaption>"
-                         f"{html.escape(self.captions[stem])}</figcaption></figure>")
-        return "\n".join(parts)
+        return figures.Gallery(self.shown, notes=self.notes)._repr_html_()
 
     def __repr__(self) -> str:
-        return "\n".join([*self.notes, *(f"[figure {stem}]" for stem in self.figures)])
+        return figures.Gallery(self.shown, notes=self.notes).__repr__()
 
 
 # --- what was graded -------------------------------------------------------------------------
@@ -160,9 +174,10 @@ class Graded(Shown):
             self.categories.index.isin(self.verdicts["prompt_id"])]))
         replies = ("one reply each (generation.samples = 1, as in the study)"
                    if self.samples == 1 else f"{self.samples} replies each")
-        return (f"{n_conv} conversation(s) of subset **{self.subset}** graded in this run: "
-                f"{n_cand} candidate(s), {replies}, {len(self.judges)} judge(s); {with_cat} "
-                "of the conversations have a modal clinician category.")
+        title = study.SUBSET_TITLES.get(self.subset, self.subset)
+        return (f"{count(n_conv, 'conversation')} of **{title}** graded in this run: "
+                f"{count(n_cand, 'candidate')}, {replies}, {count(len(self.judges), 'judge')}; "
+                f"{with_cat:,} of the conversations have a modal clinician category.")
 
 
 PAPER_NOTE = ("The released matrices carry one clipped mean per candidate and judge and no "
@@ -264,7 +279,7 @@ def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> Figures |
     categories (rows best overall first)."""
     if not isinstance(tags, Breakdown):
         return tags
-    out: dict[str, Figure | figures.CachedFigure] = {}
+    out: dict[str, figures.Captioned] = {}
     notes = []
     title = study.SUBSET_TITLES.get(tags.subset, tags.subset)
     for key, prefix in (("axes", breakdowns.AXIS), ("categories", breakdowns.CATEGORY)):
@@ -273,11 +288,10 @@ def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> Figures |
             notes.append(f"No {FIGURES[key].title.lower()} figure: no scored conversation "
                          "carries such a tag.")
             continue
-        out[figure_stem(key, tags.subset)] = figures.score_heatmap(
+        out[figure_stem(key, tags.subset)] = captioned(key, tags.subset, figures.score_heatmap(
             table, title=f"{FIGURES[key].title}: {title}",
-            note="clipped mean; rows best overall first", cache=run.figure_cache)
-    captions = {figure_stem(k, tags.subset): FIGURES[k].caption for k in FIGURES}
-    return Figures(out, captions, notes)
+            note="clipped mean; rows best overall first", cache=run.figure_cache))
+    return Figures(out, notes)
 
 
 # --- is a score bought with length? -----------------------------------------------------------
@@ -306,7 +320,7 @@ class Lengths(Shown):
             f"{LENGTHS_FILE}"), precision=4, formats={"adjustment": "{:+.4f}",
                                                       "mean_chars": "{:,.0f}",
                                                       "median_chars": "{:,.0f}"})
-        shown = Figures({self.stem: self.figure}, {self.stem: FIGURES["length"].caption})
+        shown = Figures({self.stem: captioned("length", subset_of(self.stem), self.figure)})
         return table.html() + "\n" + shown._repr_html_()
 
 
@@ -358,7 +372,8 @@ class Reliability(Shown):
             Table(spread, caption=f"The panel's overall score in each of the {self.samples} "
                   "runs (one per sample index) and their spread (standard deviation, ddof 0)",
                   precision=4)], note=" ".join(self.notes))
-        shown = Figures({self.stem: self.figure}, {self.stem: FIGURES["worst_at_k"].caption})
+        shown = Figures({self.stem: captioned("worst_at_k", subset_of(self.stem),
+                                              self.figure)})
         return tables._repr_html_() + "\n" + shown._repr_html_()
 
 
@@ -383,8 +398,8 @@ def reliability(run: StageRun[AnalysesParams], source: Graded | Note) -> Reliabi
         worst[worst["scorer"] == PANEL], title=f"{FIGURES['worst_at_k'].title}: {title}",
         note=f"{source.samples} replies per conversation; 95% bootstrap bands",
         cache=run.figure_cache)
-    notes = ([f"{n_incomplete} (scorer, candidate, conversation) row(s) with an unscored "
-              "sample are left out."] if n_incomplete else [])
+    notes = ([f"{count(n_incomplete, '(scorer, candidate, conversation) row')} with an "
+              "unscored sample left out."] if n_incomplete else [])
     return Reliability(worst, spread, source.samples, n_incomplete, fig,
                        figure_stem("worst_at_k", source.subset), notes)
 
@@ -473,8 +488,10 @@ def findings(m: AnalysesMetrics, *, min_n: int = study.SLICE_MIN_N,
     """
     if m.mode != graph.LIVE or m.panel_mean is None:
         return Findings([PAPER_NOTE])
-    out = [f"On **{m.subset}** ({m.n_conversations} conversations), for "
-           f"{len(m.panel_mean)} candidate(s) graded by {len(m.judges or [])} judge(s):"]
+    out = [f"On **{study.SUBSET_TITLES.get(m.subset, m.subset)}** "
+           f"({count(m.n_conversations, 'conversation')}), for "
+           f"{count(len(m.panel_mean), 'candidate')} graded by "
+           f"{count(len(m.judges or []), 'judge')}:"]
     summary = _summary_frame(m)
     out += _axis_sentences(summary, min_n, close)
     out += _reordering_sentences(summary, m.panel_mean, min_n, close)
@@ -482,6 +499,11 @@ def findings(m: AnalysesMetrics, *, min_n: int = study.SLICE_MIN_N,
     out += _length_sentences(m, close)
     out += _reliability_sentences(m, close)
     return Findings(out)
+
+
+def _name(model: str) -> str:
+    """A candidate as a sentence names it: its display name, as text."""
+    return md_text(study.display_name(model))
 
 
 def _summary_frame(m: AnalysesMetrics) -> pd.DataFrame:
@@ -503,7 +525,7 @@ def _axis_sentences(summary: pd.DataFrame, min_n: int, close: float) -> list[str
             margin = f", {gap:.3f} below its next"
         else:
             margin = f", within {close:g} of its next"
-        parts.append(f"{cand}: {breakdowns.label(tag)} ({value:.3f}{margin})")
+        parts.append(f"{_name(cand)}: {md_text(breakdowns.label(tag))} ({value:.3f}{margin})")
     return [f"Weakest rubric axis (panel, axes with at least {min_n} conversations): "
             + "; ".join(parts) + "."]
 
@@ -516,8 +538,8 @@ def _reordering_sentences(summary: pd.DataFrame, overall: dict[str, float], min_
     if not found:
         return [f"No slice with at least {min_n} conversations per candidate reverses the "
                 f"panel's order of two candidates by more than {close:g}."]
-    parts = [f"{t.split(':', 1)[0]} {breakdowns.label(t)} ("
-             + ", ".join(f"{b} above {a}" for a, b in pairs) + ")"
+    parts = [f"{t.split(':', 1)[0]} {md_text(breakdowns.label(t))} ("
+             + ", ".join(f"{_name(b)} above {_name(a)}" for a, b in pairs) + ")"
              for t, pairs in found.items()]
     return [f"Slices that reverse the panel's overall order (by more than {close:g} on both "
             f"sides, at least {min_n} conversations each): " + "; ".join(parts) + "."]
@@ -532,7 +554,7 @@ def _safety_sentences(m: AnalysesMetrics, min_n: int) -> list[str]:
             out.append(f"None of the graded conversations is among the {name}.")
             continue
         n = max(v.n for v in found.values())
-        values = ", ".join(f"{c} {v.clipped_mean:.3f}" for c, v in
+        values = ", ".join(f"{_name(c)} {v.clipped_mean:.3f}" for c, v in
                            sorted(found.items(), key=lambda kv: (-kv[1].clipped_mean, kv[0])))
         caution = (f"; fewer than {min_n}, too few to read as a ranking" if n < min_n else "")
         out.append(f"On the {name} (n = {n}{caution}) the panel scores {values}.")
@@ -550,7 +572,8 @@ def _length_sentences(m: AnalysesMetrics, close: float) -> list[str]:
                           "clipped_mean": [v.clipped_mean for v in rows.values()],
                           "adjusted_mean": [v.adjusted_mean for v in rows.values()]})
     swapped = length.reordered(table, PANEL, list(rows), close)
-    order = (f"; it reverses {', '.join(f'{a} and {b}' for a, b in swapped)} by more than "
+    order = (f"; it reverses {', '.join(f'{_name(a)} and {_name(b)}' for a, b in swapped)} "
+             "by more than "
              f"{close:g}" if swapped else
              f"; it reverses no pair of candidates by more than {close:g}")
     variant = length.VARIANT_NAMES.get(m.length_penalty or "", m.length_penalty)
@@ -568,7 +591,7 @@ def _reliability_sentences(m: AnalysesMetrics, close: float) -> list[str]:
     cand = max(drops, key=lambda c: (drops[c], c))
     first, last = panel_worst[cand][0], panel_worst[cand][-1]
     out = [f"With {m.samples} replies per conversation, the largest fall from worst-at-1 to "
-           f"worst-at-{m.samples} is {cand}'s ({first.clipped_mean:.3f} to "
+           f"worst-at-{m.samples} is {_name(cand)}'s ({first.clipped_mean:.3f} to "
            f"{last.clipped_mean:.3f})"
            + ("." if drops[cand] > close else f", within {close:g}: no candidate's worst reply "
               "is clearly below its typical one.")]
@@ -576,6 +599,6 @@ def _reliability_sentences(m: AnalysesMetrics, close: float) -> list[str]:
     if spreads:
         widest = max(spreads, key=lambda c: (spreads[c].std, c))
         out.append(f"Across the {m.samples} runs the panel's overall score varies most for "
-                   f"{widest} (standard deviation {spreads[widest].std:.4f}, "
+                   f"{_name(widest)} (standard deviation {spreads[widest].std:.4f}, "
                    f"{spreads[widest].min:.3f} to {spreads[widest].max:.3f}).")
     return out
