@@ -1,5 +1,7 @@
 """Atomic writes: a file is replaced whole or not at all, so an interrupted stage never leaves a
-half-written file behind (temp file in the same folder, then rename)."""
+half-written file behind (temp file in the same folder, then rename). What is written is
+scrubbed of every API key set in the environment (:mod:`core.secrets`): a failure record or a
+manifest may quote what a server sent back."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from hbpsych_utils.core.secrets import scrub, secrets
 
 
 def _jsonable(value: Any) -> Any:
@@ -35,6 +39,8 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` atomically (temp file + rename), without any API key in it."""
+    text = scrub(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -46,3 +52,12 @@ def write_text(path: Path, text: str) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def scrub_file(path: Path) -> None:
+    """Rewrite a text file another library wrote (an executed notebook) without the API keys it
+    holds, if any; nothing is read when no key is set."""
+    if secrets() and path.is_file():
+        text = path.read_text(encoding="utf-8")
+        if scrub(text) != text:
+            write_text(path, text)

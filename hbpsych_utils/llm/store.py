@@ -8,7 +8,9 @@ polls them instead of resubmitting. A ledger keeps every paid call.
 WAL journal with ``synchronous=NORMAL``: each commit survives a killed process (``kill -9``);
 only an operating-system crash can lose the last commits, and nothing already committed is
 ever rewritten. Writes are grouped in transactions by the caller (``put_many``) so that
-hundreds of thousands of rows do not cost one fsync each. API keys are never written here.
+hundreds of thousands of rows do not cost one fsync each. API keys are never written here: a
+row's error and text are scrubbed of every key set in the environment
+(:func:`hbpsych_utils.core.secrets.scrub`), whatever a server sent back.
 
 Layout (schema 2, about a third of the first layout's bytes per judge result): a request key
 is stored as its 32 bytes (any key that is not 64 lowercase hex characters as text); provider,
@@ -29,10 +31,11 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from hbpsych_utils.core.secrets import scrubber
 from hbpsych_utils.llm.requests import COMPLETED, Result
 
 SCHEMA_VERSION = 2
@@ -391,9 +394,9 @@ class Store:
         """Write results (and their spend) in one transaction."""
         if not results:
             return
-        now = time.time()
+        now, clean, clean_error = time.time(), scrubber(), scrubber(cut=True)
         with self._lock, self._write():
-            rows = [self._row(r, now) for r in results]
+            rows = [self._row(r, now, clean, clean_error) for r in results]
             self._db.executemany(_UPSERT, rows)
             paid = [
                 (now, self._name_id(run_id), row[1], row[2], row[0], row[16], r.input_tokens,
@@ -405,16 +408,19 @@ class Store:
             if paid:
                 self._db.executemany(_LEDGER_OF_RESULT, paid)
 
-    def _row(self, r: Result, now: float) -> tuple[Any, ...]:
+    def _row(self, r: Result, now: float, clean: Callable[[str], str],
+             clean_error: Callable[[str], str]) -> tuple[Any, ...]:
         status = _STATUS.get(r.status)
         if status is None:
             raise ValueError(f"result {r.key}: field status: {r.status!r} is not one of "
                              f"{sorted(_STATUS)}")
-        text, zipped = _encode_text(r.text if r.status in COMPLETED else None)
+        stored = r.text if r.status in COMPLETED else None
+        text, zipped = _encode_text(stored if stored is None else clean(stored))
         return (db_key(r.key), self._name_id(r.provider), self._name_id(r.model), status, text,
                 zipped, self._name_id(r.stop_reason), int(r.refusal), r.input_tokens,
                 r.output_tokens, r.cache_read_tokens, r.cache_write_tokens, r.cost, r.latency,
-                r.attempts, r.error, self._name_id(r.mode), self._config_id(r.config),
+                r.attempts, r.error and clean_error(r.error), self._name_id(r.mode),
+                self._config_id(r.config),
                 self._name_id(r.tag or None), now)
 
     def record_spend(self, *, run_id: str | None, provider: str, model: str, key: str | None,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 # Only what refuses a second run: the rest is imported where used, so that the command line
 # answers "already running" before it loads pydantic, the profile or papermill.
 from hbpsych_utils.core import paths, runlock
+from hbpsych_utils.core.secrets import scrubber
 
 if TYPE_CHECKING:
     from hbpsych_utils.core.config import Profile
@@ -176,9 +177,13 @@ def run_profile(
     expected = state.expected_inputs(profile)
     steps = plan(profile, out, expected, only=only, force=force)
     command = command or default_command(profile_name, outputs_root, only, overrides, force)
+    clean = scrubber()  # a failure's message may quote what a server sent back
+
+    def say(line: str) -> None:
+        echo(clean(line))
+
     with runlock.run_lock(out, profile.name, command):
-        return _run_locked(profile, steps, expected, root, out, overrides, unread, echo,
-                           command)
+        return _run_locked(profile, steps, expected, root, out, overrides, unread, say, command)
 
 
 def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inputs], root: Path,
@@ -187,6 +192,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     from papermill.exceptions import PapermillExecutionError
 
     from hbpsych_utils.core import config
+    from hbpsych_utils.core.writes import scrub_file
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
 
@@ -305,6 +311,8 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                     what = f"FAILED: {name} at cell {cell}: its kernel {error['kernel']}"
                 return failed(name, entry, error, start,
                               f"{what}: {error['ename']}: {error['evalue']}")
+            finally:  # a cell may have shown what a server sent back
+                scrub_file(target)
             (staging / name).mkdir(parents=True, exist_ok=True)
             state.write_build(staging / name, name, by=state.RUNNER, inputs=expected[name])
             stage.publish_staged(staging, out)
