@@ -561,3 +561,24 @@ def test_06_prices_the_judges_of_a_set_override_and_of_a_profile_given_by_path(
                     "corpus:\n  allow_partial: true\n")  # the offline mirror's corpus, as default
     assert runner.run_profile(str(path), outputs_root=out, only=only, echo=print).ok
     assert priced_judges(out / "mine") == sorted([one, two])
+
+
+# --- a damaged LLM store stops the run before any notebook -------------------------------------
+
+def test_a_damaged_store_stops_the_run_before_any_notebook(project: Path, capsys) -> None:
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
+    out = project / "out"
+    (out / "p").mkdir(parents=True)
+    store = out / "p" / "llm_store.sqlite"
+    store.write_bytes(b"garbage " * 1000)
+    assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_FAILED
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    assert captured.err.startswith(f"error: {store}: damaged (file is not a database)")
+    assert len(captured.err.splitlines()) == 1 and "01_corpus ..." not in captured.out
+    assert not (out / "p" / "notebooks" / "01_corpus.ipynb").exists()
+    manifest = manifest_of(out / "p")
+    assert manifest["notebooks"] == []
+    assert manifest["error"] == captured.err.strip().removeprefix("error: ")
+    assert store.read_bytes() == b"garbage " * 1000

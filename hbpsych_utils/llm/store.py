@@ -27,6 +27,7 @@ read and write. A store in the first layout is migrated when opened, once, in on
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 import threading
 import time
@@ -38,6 +39,8 @@ from typing import Any
 from hbpsych_utils.core.secrets import scrubber
 from hbpsych_utils.llm.requests import COMPLETED, Result
 
+STORE_NAME = "llm_store.sqlite"
+"""The store's file in a run folder: one per run, shared by its stages."""
 SCHEMA_VERSION = 2
 COMPRESS_FROM = 128
 """Texts of at least this many UTF-8 bytes are stored zlib-compressed when that is shorter."""
@@ -167,7 +170,54 @@ OPEN_BATCH = "open"
 
 
 class StoreError(RuntimeError):
-    """A store this code cannot read (a newer or unknown layout); the message names the file."""
+    """A store this code cannot read (damaged, or a newer or unknown layout); the message names
+    the file and, for a damaged one, what to do."""
+
+
+_DAMAGE = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+"""SQLite's names for a file that is not a database, or one whose pages are damaged."""
+
+
+def damaged(path: Path, problem: str, *, readable: bool) -> StoreError:
+    """The error for a damaged store: the file, the problem, how to move it aside (with its
+    journal files, which must not meet a new store of the same name) and what is lost.
+    ``readable``: SQLite can still read some of it (damaged pages, not a file that is no
+    database at all)."""
+    moves = " && ".join(f"mv {shlex.quote(str(f))} {shlex.quote(str(path))}.damaged{suffix}"
+                        for f, suffix in ((path, ""), (Path(f"{path}-wal"), "-wal"),
+                                          (Path(f"{path}-shm"), "-shm"))
+                        if f == path or f.exists())
+    salvage = (f" (sqlite3's .recover can salvage some rows of {path.name}.damaged, but runs do "
+               "not read them back)" if readable else "")
+    return StoreError(
+        f"{path}: damaged ({problem}). Move it aside ({moves}) and run again. The answers paid "
+        f"for in it are lost: the new store the run starts pays for those calls again{salvage}")
+
+
+def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+    """The error for a store SQLite refused to open or read."""
+    if exc.sqlite_errorname in _DAMAGE:
+        return damaged(path, str(exc), readable=exc.sqlite_errorname != "SQLITE_NOTADB")
+    return StoreError(f"{path}: cannot be read ({exc})")
+
+
+def check(path: Path) -> None:
+    """Raise :class:`StoreError` if the store at ``path`` (an existing file) is damaged, before
+    anything reads it. ``PRAGMA quick_check`` reads every page once, read-only (about a second
+    for a few hundred MB); it writes nothing, not even a checkpoint."""
+    # without a write-ahead log to read, immutable: SQLite creates no -wal or -shm file either
+    quiet = "" if Path(f"{path}-wal").exists() else "&immutable=1"
+    try:
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro{quiet}", uri=True)
+        try:
+            problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise unreadable(path, exc) from None
+    if problems != ["ok"]:
+        more = f", and {len(problems) - 1} more problems" if len(problems) > 1 else ""
+        raise damaged(path, f"quick_check: {problems[0]}{more}", readable=True)
 
 
 def db_key(key: str) -> bytes | str:
@@ -217,7 +267,11 @@ class Store:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
                                    timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise unreadable(self.path, exc) from None
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         # names and configs by value and by id; only committed entries (cleared on rollback)

@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LOCKED
     from hbpsych_utils.core import config
+    from hbpsych_utils.llm.store import StoreError
 
     try:
         overrides = config.parse_overrides(args.overrides)
@@ -83,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     except runlock.RunLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LOCKED
+    except StoreError as exc:  # a damaged store: before any notebook
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except RunInterrupted as exc:
         print(interruption_line(exc, command), file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -87,7 +87,8 @@ def _metrics(profile_dir: Path, stage: str) -> Any:
 def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
     """What a manifest must say about a run's model calls and subsets, from the stages' files:
     subset hashes, models and decoding parameters sent, grader-template hash, error counts and
-    the spend recorded in the run's LLM store (none of which can hold a key)."""
+    the spend recorded in the run's LLM store (none of which can hold a key), or why the store
+    cannot be read."""
     facts: dict[str, Any] = {}
     subset = _metrics(profile_dir, graph.SUBSET)
     if subset is not None:
@@ -103,12 +104,15 @@ def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
             "n_excluded", "census"})
     elif grade is not None:
         facts["grader_template_sha256"] = grade.grader_template_sha256
-    store = profile_dir / "llm_store.sqlite"
-    if store.is_file():
-        from hbpsych_utils.llm.store import Store
+    from hbpsych_utils.llm.store import STORE_NAME, Store, StoreError
 
-        with Store(store) as db:
-            facts["spend"] = db.spend()
+    store = profile_dir / STORE_NAME
+    if store.is_file():
+        try:
+            with Store(store) as db:
+                facts["spend"] = db.spend()
+        except StoreError as exc:  # damaged: a run says so and stops before any notebook
+            facts["store_error"] = str(exc)
     return facts
 
 

@@ -160,8 +160,9 @@ def run_profile(
     ``command`` is how the run was started (recorded for a second run to name, and said again
     to resume after Ctrl-C). A bad profile, override or ``only`` raises
     ``config.ProfileError`` before anything is written; another run into the same outputs
-    folder raises ``runlock.RunLocked``; Ctrl-C raises :class:`RunInterrupted` once the
-    manifest records the notebook it stopped."""
+    folder raises ``runlock.RunLocked``; a damaged LLM store in the run folder raises
+    ``llm.store.StoreError`` before any notebook, once the manifest records it (``error``);
+    Ctrl-C raises :class:`RunInterrupted` once the manifest records the notebook it stopped."""
     from hbpsych_utils.pipeline import state
     from hbpsych_utils.runner import checks, execute
 
@@ -193,21 +194,29 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
 
     from hbpsych_utils.core import config
     from hbpsych_utils.core.writes import scrub_file
+    from hbpsych_utils.llm import store as llm_store
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
 
     executed_dir = out / "notebooks"
-    executed_dir.mkdir(parents=True, exist_ok=True)
     staging = out / stage.STAGING_DIR
     result = RunResult(profile=profile.name, outputs=out)
     applied = config.applied_overrides(profile, overrides)
     values = profile.model_dump(mode="json")
     to_run = [s.stage for s in steps if s.run]
 
-    def record() -> None:
-        manifest.write_manifest(
-            out, profile.name, result.notebooks, overrides=applied, profile_values=values,
-            stages=[s.model_dump() for s in state.stage_states(out, profile)], command=command)
+    def record(**extra: Any) -> None:
+        stages = [s.model_dump() for s in state.stage_states(out, profile)]
+        manifest.write_manifest(out, profile.name, result.notebooks, extra, overrides=applied,
+                                profile_values=values, stages=stages, command=command)
+
+    if (out / llm_store.STORE_NAME).exists():  # every stage of the run shares it
+        try:
+            llm_store.check(out / llm_store.STORE_NAME)
+        except llm_store.StoreError as exc:
+            record(error=str(exc))
+            raise
+    executed_dir.mkdir(parents=True, exist_ok=True)
 
     def stop(name: str, entry: dict[str, Any], status: str, error: dict[str, Any],
              start: float) -> tuple[list[str], list[str]]:
