@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "run":
         from hbpsych_utils.runner import cli
 
-        return cli.main(rest)
+        return cli.main(rest, restore_sigint=False)  # the process ends next
     if command == "book":
         from hbpsych_utils.reporting import book
 
