@@ -13,6 +13,7 @@ environment check, with whichever Python 3 it finds.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -79,8 +80,9 @@ def refuse_if_running(profile_dir: Path, profile: str) -> None:
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise _locked(profile_dir, profile) from None
+    except OSError as exc:  # as filelock reads it: some file systems say EACCES
+        if exc.errno in (errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK):
+            raise _locked(profile_dir, profile) from None
     else:
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
