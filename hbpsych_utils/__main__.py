@@ -9,7 +9,9 @@ no name is given); ``profiles`` lists the profiles; ``ids --subset v1|v2|hard|PA
 ``filter-results INPUT ... [--format auto|simple-evals|inspect|hbpsych] [--subset v1|v2|hard|PATH]
 [--seed N] [--resamples N] [--json]`` reports HealthBench-Psych and Psych-Hard from
 per-conversation HealthBench results you already have (simple-evals, Inspect logs, or this
-compendium's score export), with no new generation or grading (``filter-results --help``).
+compendium's score export), with no new generation or grading (``filter-results --help``);
+``publish [PROFILE] [--subset v1|v2] [--output DIR] [--outputs DIR]`` writes an existing run's
+scores as mindbench-results v1 artifacts, one per candidate (``publish --help``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         from hbpsych_utils.runner import cli
 
         return cli.main(rest, restore_sigint=False)  # the process ends next
+    if command == "publish":
+        from hbpsych_utils.runner import cli
+
+        return cli.publish_main(rest)
     if command == "book":
         from hbpsych_utils.reporting import book
 

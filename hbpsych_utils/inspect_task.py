@@ -39,13 +39,45 @@ the key filter-results reads) and one key per judge (its unclipped score). Metri
 ``<judge>_clipped_mean``/``_ci_low``/``_ci_high``. Score metadata keeps every verdict (judge,
 criterion, met, recovered, attempts) so a reader can recompute any of them.
 
-From inspect_evals' ``healthbench`` task nothing is imported, because none of its grading
-matches the reference exactly: it pastes the template into its source (here it is fetched and
-hash-checked), strips a bare ``` fence the reference leaves (a reply the reference re-asks is
-parsed), counts a verdict it could not parse after three attempts as not met (the study
-excludes it), and grades with one judge. Its sample layout is kept (id = ``prompt_id``,
-``metadata.prompt_id`` and ``metadata.rubrics``), so logs of either task read the same way, and
-its task runs on the subset with ``--sample-id`` (README).
+Refusals. The reply graded is the model's answer text (:func:`graded_reply`); an explicit
+refusal is graded as the empty reply it is, as the engine grades it (METHODS section 6: kept as
+the model's answer, graded as returned, never re-sampled). Inspect itself puts an OpenAI
+refusal's explanation (``message.refusal``) into ``output.completion``; it is left out here.
+What the references do: simple-evals' HealthBench grader grades the text its sampler returns,
+an empty one included (``assistant: `` and nothing after), and its samplers read the content
+only, never ``message.refusal``: ``ResponsesSampler`` returns ``output_text``, which has no
+refusal parts (so a refusal is graded as an empty reply, as here), ``ChatCompletionSampler``
+retries a reply whose content is null (a Structured Outputs refusal) until it gets content,
+and a refusal on a plain chat request is content text, graded as written (here too).
+inspect_evals' ``healthbench`` scorer grades ``state.output.completion`` (so an OpenAI
+refusal's explanation) and scores an empty completion 0 without asking the judge (here the
+empty reply is graded). This task follows simple-evals and the engine.
+
+From inspect_evals' ``healthbench`` task nothing is imported, because its grading departs from
+the reference. Read in the inspect_evals 0.26.0 release (its ``healthbench`` task at version
+3-B), against simple-evals' ``healthbench_eval.py``:
+
+- its judge defaults to ``openai/gpt-4o-mini`` (``-T judge_model``): neither the study's panel
+  nor the reference's GPT-4.1; one judge only;
+- its judge runs at temperature 0.0 with no output cap by default (``judge_temperature``,
+  ``judge_max_tokens``); the reference grades at 0.5 with 2,048 tokens;
+- an empty reply is scored 0 without any judge call ("No model response"); the reference
+  grades it like any other reply (here too: a refusal is graded as returned);
+- it grades ``state.output.completion``, which holds an OpenAI refusal's explanation
+  (``message.refusal``); the reference's samplers read the content only;
+- a verdict it cannot parse after three attempts, or a judge call that raised on the third, is
+  counted as not met; the reference re-asks until it gets one, the study excludes it;
+- it strips a bare ``` fence the reference leaves (a reply the reference re-asks is parsed);
+- it fetches the corpus from OpenAI's blob store, so offline it needs ``-T local_path=FILE``
+  (``python -m hbpsych_utils export`` writes the subset's conversations);
+- its grader template is pasted into its source; it equals the registry's byte for byte, and
+  conversation and rubric item are rendered as the reference does (here the template is
+  fetched and hash-checked).
+
+Its sample layout is kept (id = ``prompt_id``, ``metadata.prompt_id`` and
+``metadata.rubrics``), so logs of either task read the same way (its ``Score.value`` is a
+mapping holding ``healthbench_score`` since the task's version 1.1.0), and its task runs on the
+subset with ``--sample-id`` or ``local_path`` (``docs/publishing.md``).
 """
 
 # No `from __future__ import annotations`: `inspect eval FILE@task` executes this file as a
@@ -73,8 +105,10 @@ from inspect_ai.model import (
     ChatMessageAssistant,
     ChatMessageSystem,
     ChatMessageUser,
+    ContentText,
     GenerateConfig,
     Model,
+    ModelOutput,
     get_model,
     model_roles,
 )
@@ -239,6 +273,18 @@ def _bound_judges() -> list[Model]:
 # Grading one conversation
 
 
+def graded_reply(output: ModelOutput) -> str:
+    """The reply the judges grade: the model's answer text, without the refusal explanation
+    Inspect adds to it (its OpenAI provider turns ``message.refusal`` into a text part marked
+    ``refusal``, which ``output.completion`` includes). An explicit refusal is therefore graded
+    as the empty reply it is, as the engine stores and grades it (see the module docstring)."""
+    content = output.message.content if output.choices else None
+    if not isinstance(content, list) or not any(
+            isinstance(c, ContentText) and c.refusal for c in content):
+        return output.completion or ""
+    return "\n".join(c.text for c in content if isinstance(c, ContentText) and not c.refusal)
+
+
 @dataclass(frozen=True)
 class CriterionVerdict:
     judge: str
@@ -329,7 +375,7 @@ def psych_panel_scorer(
 
     async def score(state: TaskState, target: Target) -> Score:
         conv = conversations[str(state.sample_id)]
-        reply = state.output.completion or ""  # an empty reply is graded as returned
+        reply = graded_reply(state.output)  # an empty reply is graded as returned
         requests = grading.build_requests(conv, reply, template, temperature=temperature,
                                           max_tokens=max_tokens)
         judges, taken = {}, set()

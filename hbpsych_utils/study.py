@@ -74,6 +74,10 @@ SUBSET_ARTIFACTS: dict[str, str] = {"v1": "subset_v1", "v2": "subset_v2", "hard"
 MATRIX_ARTIFACTS: dict[str, str] = {"v1": "matrix_v1", "v2": "matrix_v2", "hard": "matrix_hard_v1"}
 """Registry names of the released per-(candidate, judge) score matrices, by subset key."""
 
+STUDY_HARNESS = "healthbench-psych-eval"
+"""The study's own evaluation harness, as its mindbench-results artifacts name it (``run.harness``):
+what produced the released matrices."""
+
 # --- procedure -----------------------------------------------------------------------------------
 
 SEED = 20250507

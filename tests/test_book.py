@@ -327,6 +327,28 @@ def test_provenance_shows_manifest_overrides_packages_and_spend(tmp_path: Path) 
     assert "Stages" in prov and "it has no build record" in prov and "not run" in prov
 
 
+def test_values_of_a_profile_or_a_manifest_are_text_on_the_landing_and_provenance_pages(
+) -> None:
+    """A profile name with a backtick and a pipe (which end a code span or a table cell) and
+    manifest values with HTML are shown as text (the browser test runs a whole hostile book)."""
+    from test_escaping import HOSTILE, assert_inert, rendered
+
+    landing = book.landing_markdown(HOSTILE, {}, [], description=HOSTILE,
+                                    overrides={"corpus.corpus_file": HOSTILE},
+                                    command=f"bash run_all.sh {HOSTILE}")
+    assert HOSTILE in "".join(assert_inert(rendered(landing)).text)
+    manifest = {"profile": HOSTILE, "package_version": HOSTILE, "python": HOSTILE,
+                "written_at": HOSTILE, "git": {"commit": HOSTILE},
+                "notebooks": [{"notebook": "01_corpus", "status": HOSTILE, "seconds": 1}],
+                "overrides": {HOSTILE: HOSTILE}, "packages": {HOSTILE: HOSTILE},
+                "artifacts": {HOSTILE: {"sha256": HOSTILE, "source": HOSTILE, "url": HOSTILE,
+                                        "licence": HOSTILE, "used_by": [HOSTILE]}},
+                "spend": {"calls": 1, "cost": 0.1, "by_model": [
+                    {"provider": HOSTILE, "model": HOSTILE, "mode": HOSTILE, "calls": 1,
+                     "cost": HOSTILE}]}}
+    assert_inert(rendered(book.provenance_markdown(manifest, ["01_corpus"], {})))
+
+
 def test_cli_builds_a_book_and_names_a_missing_run(tmp_path: Path, capsys) -> None:
     make_run(tmp_path, {"05_subset": SUBSET}, ["05_subset"])
     assert cli(["book", "default", "--outputs", str(tmp_path)]) == 0

@@ -18,7 +18,9 @@ from pathlib import Path
 from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
+from conftest import ROOT
 
+from hbpsych_utils.pipeline import graph
 from hbpsych_utils.reporting import book
 
 SCREENSHOT_CHAPTER = "03_review_round1.html"
@@ -126,3 +128,70 @@ def test_every_page_of_the_book_loads_offline_and_whole(
     # the whole profile ran: every chapter is current, so none carries the not-current warning
     for name in (*(f"{c}.html" for c in chapters), "index.html", "figures.html"):
         assert "Bring it up to date" not in (folder / name).read_text(encoding="utf-8"), name
+
+
+HOSTILE_DESCRIPTION = "Pilot <img src=x onerror=alert(1)> <script>alert(2)</script>"
+HOSTILE_CORPUS = "c<img src=x onerror=alert(3)>.jsonl"
+HOSTILE_PROFILE = "h<img src=x onerror=alert(4)>"
+
+PAGE_MARKUP = """() => ({
+  handlers: [...document.querySelectorAll('*')].flatMap(e => [...e.attributes]
+      .filter(a => a.name.toLowerCase().startsWith('on')).map(a => e.tagName + ' ' + a.name)),
+  scripts: [...document.scripts].map(s => s.src || 'inline: ' + s.textContent.slice(0, 80)),
+  text: document.body.innerText,
+})"""
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+    """A run of a copy of the default profile whose name, description and corpus file name
+    carry HTML (01_corpus shows the corpus file, the landing page the rest)."""
+    import yaml
+
+    from hbpsych_utils import runner
+    from hbpsych_utils.core import sources
+
+    folder = tmp_path_factory.mktemp("hostile")
+    corpus = folder / HOSTILE_CORPUS
+    corpus.write_bytes(sources.fetch("healthbench_oss").read_bytes())
+    values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
+    values["description"] = HOSTILE_DESCRIPTION
+    values["corpus"]["corpus_file"] = str(corpus)
+    profile = folder / f"{HOSTILE_PROFILE}.yaml"
+    profile.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
+    result = runner.run_profile(str(profile), outputs_root=folder / "outputs",
+                                only=[graph.CORPUS], echo=print)
+    assert result.ok, result.notebooks
+    return folder / "outputs" / HOSTILE_PROFILE
+
+
+def test_markup_a_profile_or_a_file_name_carries_runs_nowhere_in_the_book(
+    browser, hostile_run: Path
+) -> None:
+    """Values a profile or a file name supplies are shown as text on every page: no dialog,
+    no event-handler attribute, no script but the theme's own files."""
+    folder = the_book(hostile_run).parent
+    pages = sorted(folder.glob("*.html"))
+    assert {"index.html", f"{graph.CORPUS}.html", "provenance.html"} <= {p.name for p in pages}
+    page = browser.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(f"{page.url}: {d.message}"), d.dismiss()))
+    texts = {}
+    try:
+        for html_page in pages:
+            page.goto(html_page.as_uri(), wait_until="load")
+            facts = page.evaluate(PAGE_MARKUP)
+            assert facts["handlers"] == [], (html_page.name, facts["handlers"])
+            for src in facts["scripts"]:
+                assert src.startswith("file://"), (html_page.name, src)
+                path = file_path(src)
+                assert inside(path, folder / "_static") or path == folder / "searchindex.js", (
+                    html_page.name, src)
+            texts[html_page.name] = facts["text"]
+    finally:
+        page.close()
+    assert dialogs == []
+    # shown, as text
+    assert HOSTILE_DESCRIPTION in texts["index.html"]
+    assert HOSTILE_PROFILE in texts["index.html"]
+    assert HOSTILE_CORPUS in texts[f"{graph.CORPUS}.html"]

@@ -174,3 +174,40 @@ def test_verdict_table_without_attempts_and_a_second_verdict(tmp_path) -> None:
     path.write_text("judge,candidate\nj,c\n", encoding="utf-8")
     with pytest.raises(grading.GradingError, match="missing column"):
         panel.read_verdicts(path)
+
+
+class _Recording:
+    """An engine that answers every judge call "met" and keeps the requests it was given."""
+
+    last_report = None
+
+    def __init__(self) -> None:
+        self.requests: list = []
+
+    def run(self, requests: list, mode: str = "batch") -> list:
+        from hbpsych_utils.llm import Result
+
+        self.requests += requests
+        return [Result(key=f"k{i}", model=r.model, provider="p", status="ok",
+                       text='{"explanation": "", "criteria_met": true}')
+                for i, r in enumerate(requests)]
+
+
+def test_calls_are_tagged_with_what_they_are_for() -> None:
+    """Tags never enter the key; the store keeps them with each answer, so its ledger says
+    what each candidate cost (generation, and the judge calls grading its replies) and the
+    harness check's calls stay apart."""
+    assert {r.tag for r in generation.generation_requests(convs(), CANDIDATES)} == {"generate"}
+    assert {r.tag for r in generation.generation_requests(convs(), CANDIDATES,
+                                                          tag="harness-generate")} == {
+        "harness-generate"}
+    responses = pd.DataFrame({"model": ["cand", "other"], "prompt_id": ["p1", "p1"],
+                              "status": ["ok", "ok"], "text": ["Try a routine.", "Sleep."]})
+    by_id = {c.prompt_id: c for c in convs()}
+    eng = _Recording()
+    panel.grade(eng, responses, by_id, JUDGES[:1], TEMPLATE, mode="sync")
+    assert sorted({r.tag for r in eng.requests}) == ["grade:cand", "grade:other"]
+    eng = _Recording()
+    panel.grade(eng, responses.iloc[:1], by_id, JUDGES[:1], TEMPLATE, mode="sync",
+                tag="harness-grade")
+    assert {r.tag for r in eng.requests} == {"harness-grade:cand"}

@@ -10,6 +10,7 @@ a missing Inspect is a failure.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -21,6 +22,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -31,11 +33,24 @@ else:
     pytest.importorskip("inspect_ai")
 
 from inspect_ai.log import EvalLog, read_eval_log
+from inspect_ai.model import (
+    ChatCompletionChoice,
+    ChatMessageAssistant,
+    ChatMessageUser,
+    ContentText,
+    ModelName,
+    ModelOutput,
+)
+from inspect_ai.model._openai import chat_choices_from_openai
+from inspect_ai.scorer import Target
+from inspect_ai.solver import TaskState
+from openai.types.chat import ChatCompletion
 
 from hbpsych_utils import inspect_task, study
-from hbpsych_utils.construction.corpus import Conversation, RubricItem
+from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 from hbpsych_utils.evaluation import grading, scoring
 from hbpsych_utils.llm.models import registry_from_dict
+from hbpsych_utils.llm.providers.openai_chat import parse_chat
 from hbpsych_utils.llm.testing import Fault, Simulator
 from hbpsych_utils.reporting import export, interop
 from hbpsych_utils.reporting.interop import resolve_subset
@@ -271,6 +286,63 @@ def test_panel_value_and_statistics() -> None:
     assert stats["j1_clipped_mean"] == scoring.clipped_mean([0.4, 1.2, 0.8]) == pytest.approx(0.8)
 
 
+class RecordingJudge:
+    """A judge that answers "not met" and keeps the grader prompts it was sent."""
+
+    name = "fake/judge"
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+
+    def __str__(self) -> str:
+        return self.name
+
+    async def generate(self, messages: list, config: object = None) -> SimpleNamespace:
+        self.prompts.append(messages[-1].text)
+        return SimpleNamespace(completion='{"explanation": "no", "criteria_met": false}')
+
+
+REFUSAL_FIXTURE = Path(__file__).parent / "data" / "provider_errors" / "openai_200_refusal.json"
+
+
+def test_a_refusal_is_graded_as_the_engine_grades_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Inspect's OpenAI provider puts a refusal's explanation (`message.refusal`) into the
+    # completion; the engine stores the reply's content, empty, and grades that. So does the
+    # task: the judges see an empty reply, as simple-evals' grader would be given.
+    body = json.loads(REFUSAL_FIXTURE.read_text(encoding="utf-8"))["body"]
+    explanation = body["choices"][0]["message"]["refusal"]
+    output = ModelOutput(model=body["model"], choices=chat_choices_from_openai(
+        ChatCompletion.model_validate(body), tools=[]))
+    assert output.completion == explanation  # what state.output.completion holds
+    assert inspect_task.graded_reply(output) == parse_chat(body).text == ""
+
+    conv = Conversation("p1", (Message("user", "Can you help?"),), (RubricItem("helps", 5),))
+    judge = RecordingJudge()
+    monkeypatch.setattr(inspect_task, "_bound_judges", lambda: [judge])
+    state = TaskState(model=ModelName("openai/gpt-4o-2024-08-06"), sample_id="p1", epoch=1,
+                      input=[ChatMessageUser(content="Can you help?")], messages=[],
+                      output=output)
+    score_fn = inspect_task.psych_panel_scorer({"p1": conv}, grading.load_template())
+    score = asyncio.run(score_fn(state, Target("")))
+    (prompt,) = judge.prompts
+    assert explanation not in prompt
+    assert prompt == grading.render_grader_prompt(grading.load_template(), conv.prompt, "",
+                                                  conv.rubrics[0])
+    assert score.answer == "" and score.value[inspect_task.PANEL_KEY] == 0.0
+
+
+def test_a_reply_without_refusal_is_graded_as_inspect_completes_it() -> None:
+    parts = [ContentText(text="First part."), ContentText(text="Second part.")]
+    output = ModelOutput(model="m", choices=[ChatCompletionChoice(
+        message=ChatMessageAssistant(content=parts), stop_reason="stop")])
+    assert inspect_task.graded_reply(output) == output.completion == "First part.\nSecond part."
+    both = ModelOutput(model="m", choices=[ChatCompletionChoice(message=ChatMessageAssistant(
+        content=[ContentText(text="Some text."), ContentText(text="No.", refusal=True)]),
+        stop_reason="stop")])
+    assert inspect_task.graded_reply(both) == "Some text."
+    assert inspect_task.graded_reply(ModelOutput(model="m")) == ""
+
+
 def test_to_sample_keeps_the_conversation_and_names_a_bad_role(mirror: Path) -> None:
     conv = available("hard")
     first = conv[sorted(conv)[0]]
@@ -303,3 +375,44 @@ def test_filter_results_reads_zstandard_members_and_names_a_damaged_one(
     damaged.write_bytes(bytes(data))
     with pytest.raises(interop.InteropError, match=rf"damaged\.eval: {member.filename}: damaged"):
         interop.read_inspect(damaged)
+
+
+@pytest.mark.slow
+def test_filter_results_says_a_crashed_inspect_run_failed(
+        mirror: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A log Inspect itself wrote for a run that crashed after scoring one conversation: the
+    report refuses it (exit 3) and says the run failed, with what was scored and errored."""
+    from inspect_ai import Task
+    from inspect_ai import eval as inspect_run
+    from inspect_ai.dataset import MemoryDataset, Sample
+    from inspect_ai.scorer import Score, scorer
+    from inspect_ai.solver import TaskState, solver  # noqa: F401 (the annotations name it)
+
+    first, second = resolve_subset("hard").ids[:2]
+
+    @solver
+    def crash_on_second():  # type: ignore[no-untyped-def]
+        async def solve(state: TaskState, generate: object) -> TaskState:
+            if state.sample_id == second:
+                raise RuntimeError("judge provider returned HTTP 500")
+            return state
+        return solve
+
+    @scorer(metrics=[])
+    def zero():  # type: ignore[no-untyped-def]
+        async def score(state: TaskState, target: object) -> Score:
+            return Score(value={"healthbench_score": 0.0, "criteria_met": 0,
+                                "total_criteria": 3})
+        return score
+
+    task = Task(dataset=MemoryDataset([Sample(id=first, input="a"), Sample(id=second,
+                                                                          input="b")]),
+                solver=crash_on_second(), scorer=zero())
+    [log] = inspect_run(task, model="mockllm/model", log_dir=str(tmp_path), display="none",
+                        max_samples=1)
+    assert log.status == "error"
+    [path] = tmp_path.glob("*.eval")
+    assert interop.main([str(path)]) == interop.EXIT_INCOMPLETE
+    out, err = capsys.readouterr()
+    assert out == "" and "the run FAILED (status 'error'" in err
+    assert "judge provider returned HTTP 500" in err and "1 sample(s) scored" in err

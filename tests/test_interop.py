@@ -123,7 +123,8 @@ def inspect_sample(pid: str, value: Any, *, epoch: int = 1, scorer: str = "_scor
 
 
 def hb_value(score: float) -> dict:
-    """inspect_evals >= 1.1.0: Score.value is a dict holding healthbench_score."""
+    """inspect_evals' healthbench task since its version 1.1.0: Score.value is a dict holding
+    healthbench_score."""
     return {"healthbench_score": score, "criteria_met": 1, "total_criteria": 1, "_crit_0_met": 1.0}
 
 
@@ -134,15 +135,26 @@ def eval_spec(model: str = "openai/gpt-4.1-mini", task: str = "inspect_evals/hea
             "model": model, "config": {"epochs": 1}, "packages": {"inspect_ai": "0.3.285"}}
 
 
+CRASH = {"message": "RuntimeError: judge provider returned HTTP 500 for every retry\nmore",
+         "traceback": "Traceback (most recent call last): ...", "traceback_ansi": "..."}
+"""A failed run's ``EvalError`` as Inspect writes it into the log header."""
+
+
 def write_eval_zip(path: Path, samples: list[dict], *, model: str = "openai/gpt-4.1-mini",
-                   task: str = "inspect_evals/healthbench") -> Path:
-    """A ``.eval`` log: header.json, samples/<id>_epoch_<n>.json, summaries and reductions."""
-    header = {"version": 2, "status": "success", "eval": eval_spec(model, task),
-              "plan": {"name": "plan", "steps": [{"solver": "generate", "params": {}}]},
-              "results": {"total_samples": len(samples), "completed_samples": len(samples),
-                          "scores": [{"name": "_scorer", "scorer": "_scorer", "metrics": {}}]},
-              "stats": {"started_at": "2025-09-01T10:00:00+00:00",
-                        "completed_at": "2025-09-01T10:05:00+00:00", "model_usage": {}}}
+                   task: str = "inspect_evals/healthbench", status: str = "success") -> Path:
+    """A ``.eval`` log: header.json, samples/<id>_epoch_<n>.json, summaries and reductions.
+
+    ``status`` other than success: as Inspect writes a run that stopped (``error`` adds the
+    header's ``error`` and no ``results``, as a crashed run has)."""
+    header: dict[str, Any] = {
+        "version": 2, "status": status, "eval": eval_spec(model, task),
+        "plan": {"name": "plan", "steps": [{"solver": "generate", "params": {}}]},
+        "results": {"total_samples": len(samples), "completed_samples": len(samples),
+                    "scores": [{"name": "_scorer", "scorer": "_scorer", "metrics": {}}]},
+        "stats": {"started_at": "2025-09-01T10:00:00+00:00",
+                  "completed_at": "2025-09-01T10:05:00+00:00", "model_usage": {}}}
+    if status == "error":
+        header.update(results=None, error=CRASH)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("_journal/start.json", json.dumps({"version": 2, "eval": header["eval"],
                                                        "plan": header["plan"]}))
@@ -307,7 +319,8 @@ def test_inspect_eval_zip(tmp_path: Path, tiny) -> None:
 
 def test_inspect_json_log_older_number_values(tmp_path: Path, tiny) -> None:
     psych, _ = tiny
-    # before inspect_evals 1.1.0 Score.value was the bare per-sample score; NaN = unscored
+    # before version 1.1.0 of inspect_evals' healthbench task, Score.value was the bare
+    # per-sample score; NaN = unscored
     path = write_inspect_json(tmp_path / "log.json", [
         inspect_sample(A, 0.9), inspect_sample(B, float("nan")), inspect_sample(D, 0.3),
     ], model="anthropic/claude-haiku-4-5-20251001", task="healthbench")
@@ -619,6 +632,76 @@ def test_real_subsets_fetched(mirror: Path, tmp_path: Path) -> None:
     [r] = interop.filter_results(res, [v1], n_resamples=100)
     # two of the 610: (0.3 + 0.5) / 2 = 0.4, 608 missing
     assert (r.n, len(r.missing), r.clipped_mean) == (2, 608, pytest.approx(0.4))
+
+
+# --------------------------------------------------------------------------------------------
+# Runs that did not finish
+
+
+def test_crashed_inspect_log_is_a_failed_run_with_its_counts(tmp_path: Path) -> None:
+    # the run crashed after one conversation was scored (0: its judge calls all failed, which
+    # inspect_evals counts as criteria not met) and another errored
+    path = write_eval_zip(tmp_path / "crash.eval", [
+        inspect_sample(A, hb_value(0.0)), inspect_sample(B, None, error=True)], status="error")
+    [inp] = interop.load_results([path]).inputs
+    assert inp.run is not None and not inp.run.complete
+    assert (inp.run.state, inp.run.recorded) == ("failed", "error")
+    assert (inp.run.n_samples, inp.run.n_scored, inp.run.n_errored) == (2, 1, 1)
+    assert inp.run.error == "RuntimeError: judge provider returned HTTP 500 for every retry"
+    assert inp.run.describe().startswith("the run FAILED (status 'error': RuntimeError")
+    assert "1 sample(s) scored, 1 errored, of 2 in the file" in inp.run.describe()
+
+
+@pytest.mark.parametrize(("status", "state", "word"), [
+    ("cancelled", "cancelled", "CANCELLED"), ("started", "incomplete", "did NOT FINISH")])
+def test_cancelled_and_unfinished_inspect_logs(tmp_path: Path, status: str, state: str,
+                                               word: str) -> None:
+    path = write_inspect_json(tmp_path / "log.json", [inspect_sample(A, hb_value(0.5))])
+    log = json.loads(path.read_text())
+    path.write_text(json.dumps({**log, "status": status}))
+    [inp] = interop.load_results([path]).inputs
+    assert inp.run is not None and inp.run.state == state and word in inp.run.describe()
+
+
+def test_a_successful_log_is_complete_and_counts_its_errored_samples(tmp_path: Path) -> None:
+    path = write_eval_zip(tmp_path / "ok.eval", [
+        inspect_sample(A, hb_value(0.5)), inspect_sample(B, None, error=True)])
+    [inp] = interop.load_results([path]).inputs
+    assert inp.run is not None and inp.run.complete
+    assert (inp.run.n_scored, inp.run.n_errored, inp.run.error) == (1, 1, None)
+
+
+def test_simple_evals_file_is_complete_unless_its_own_count_disagrees(tmp_path: Path) -> None:
+    path = write_simple_evals(tmp_path / "healthbench_m_20250101_000000_allresults.json",
+                              [(A, 0.5), (B, 0.2)])
+    [inp] = interop.load_results([path]).inputs
+    assert inp.run is not None and inp.run.complete and inp.run.n_scored == 2
+    doc = json.loads(path.read_text())
+    doc["metrics"]["overall_score:n_samples"] = 5  # three entries cut from the file
+    path.write_text(json.dumps(doc))
+    [inp] = interop.load_results([path]).inputs
+    assert inp.run is not None and inp.run.state == "incomplete"
+    assert "metrics count 5 graded example(s)" in inp.run.describe()
+
+
+def test_filter_results_refuses_a_crashed_log_unless_allowed(
+        tmp_path: Path, real_ids: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_eval_zip(tmp_path / "crash.eval", [
+        inspect_sample(real_ids["h1"], hb_value(0.0)),
+        inspect_sample(real_ids["p1"], None, error=True)], status="error")
+    assert interop.main([str(path)]) == interop.EXIT_INCOMPLETE
+    out, err = capsys.readouterr()
+    assert out == ""  # no clipped mean of a run that failed
+    assert f"error: {path}: the run FAILED (status 'error': RuntimeError" in err
+    assert "1 sample(s) scored, 1 errored" in err and "--allow-incomplete" in err
+    assert interop.main([str(path), "--allow-incomplete"]) == 0
+    out, _ = capsys.readouterr()
+    assert "the run FAILED" in out.splitlines()[0] and "clipped mean 0.0000" in out
+    assert interop.main([str(path), "--allow-incomplete", "--json"]) == 0
+    [inp] = json.loads(capsys.readouterr().out)["inputs"]
+    assert inp["status"] == "error"
+    assert inp["run"] == {"state": "failed", "recorded": "error", "n_samples": 2,
+                          "n_scored": 1, "n_errored": 1, "error": CRASH["message"].split("\n")[0]}
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,20 @@ def test_damaged_line_is_named(tmp_path: Path, text: str, problem: str) -> None:
 
     with pytest.raises(Custom, match=problem):
         list(jsonl.records(p, error=Custom))
+
+
+# JSON allows these raw inside a string; str.splitlines() would cut a line at each of them
+SEPARATORS_IN_STRINGS = "a\u2028b\u0085c\u2029d"
+
+
+def test_lines_split_on_newline_only() -> None:
+    text = json.dumps({"t": SEPARATORS_IN_STRINGS}, ensure_ascii=False) + "\r\n\n" + '{"b": 1}'
+    assert len(text.splitlines()) > 3
+    assert [json.loads(x) for x in jsonl.lines(text)] == [{"t": SEPARATORS_IN_STRINGS}, {"b": 1}]
+
+
+def test_records_keep_line_separators_inside_strings(tmp_path: Path) -> None:
+    p = tmp_path / "x.jsonl"
+    p.write_bytes((json.dumps({"t": SEPARATORS_IN_STRINGS}, ensure_ascii=False) + "\n"
+                   + '{"t": "next"}\n').encode("utf-8"))
+    assert list(jsonl.records(p)) == [(1, {"t": SEPARATORS_IN_STRINGS}), (2, {"t": "next"})]

@@ -223,3 +223,52 @@ def test_anthropic_batch_objects_validate_against_the_sdk(end: str | None) -> No
     if end:
         gone = "expired" if end == "batch_expired" else "canceled"
         assert kinds[gone] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", APIS)
+def test_raw_line_separators_in_answers_leave_results_readable(tmp_path: Path, api: str) -> None:
+    # The results hold each answer raw (JSON allows U+2028 and U+0085 inside a string): read
+    # line by line on "\n" only, every item is collected from the batch, none is asked again.
+    model, value = JUDGE_BY_API[api], "one\u2028two\u0085three"
+    schema = {"type": "object", "properties": {"answer": {"const": value}},
+              "required": ["answer"], "additionalProperties": False}
+    reqs = [Request(model, [{"role": "user", "content": f"separators\u2028inside {i}"}],
+                    temperature=0, max_tokens=256, response_schema=schema) for i in range(4)]
+    with Simulator() as sim:
+        out = engine(sim, tmp_path / "store.db").run(reqs, mode="batch")
+        calls = asked(sim, model)
+    assert [(r.status, r.mode) for r in out] == [("ok", "batch")] * 4, out[0].error
+    assert all(json.loads(r.text or "")["answer"] == value for r in out)
+    assert calls == {"batch": 4}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", APIS)
+def test_a_crash_before_the_collected_mark_books_nothing_twice(tmp_path: Path, api: str) -> None:
+    # A batch's results (its answers and the empty replies it was billed for) and its mark as
+    # collected are one transaction. The crash is injected where a killed run would stop: the
+    # mark fails after the results are written. The batch stays open with nothing booked, and
+    # the next run collects it and books every billed reply once.
+    store, reqs = tmp_path / "store.db", requests(JUDGE_BY_API[api])
+    crash = ("CREATE TRIGGER crash_at_mark BEFORE UPDATE OF status ON batches WHEN "
+             "NEW.status = 'collected' BEGIN SELECT RAISE(ABORT, 'crash'); END")
+    with Simulator(faults=[Fault("empty", api=api, times=4)]) as sim:
+        first = engine(sim, store)
+        with sqlite3.connect(store) as db:
+            db.execute(crash)
+        with pytest.raises(sqlite3.DatabaseError, match="crash"):
+            first.run(reqs, mode="batch")
+        first.store.close()
+        with sqlite3.connect(store) as db:
+            db.execute("DROP TRIGGER crash_at_mark")
+        again = engine(sim, store).run(reqs, mode="batch")
+        served_empty = [x for x in sim.log if x["fault"] == "empty"]
+    assert [r.status for r in again] == ["ok"] * N
+    assert len(served_empty) == 4  # billed once, in the one batch
+    empty_keys = {r.key for r in again if r.mode == "sync"}
+    lines = ledger(store)
+    assert len(empty_keys) == 4
+    assert Counter(m for _, m, *_ in lines) == {"batch": N, "sync": 4}
+    assert Counter(k for k, m, *_ in lines if m == "batch" and k in empty_keys) == {
+        k: 1 for k in empty_keys}

@@ -24,6 +24,9 @@ from hbpsych_utils.llm.testing import Fault, Simulator
 REG = load_registry()
 # OpenAI structured-output refusals stop normally and explain themselves in `message.refusal`
 REFUSAL_STOP = {"openai": "stop", "anthropic": "refusal", "google": "SAFETY"}
+# OpenAI sets `message.refusal` on Structured Outputs only: the refusals below ask for a schema
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}},
+          "required": ["answer"], "additionalProperties": False}
 CAP_STOP = {"openai": "length", "anthropic": "max_tokens", "google": "MAX_TOKENS"}
 
 
@@ -80,12 +83,26 @@ def test_refusal_is_stored_with_the_provider_stop_reason_and_never_resampled(
     text = f"refuse me on {api}"
     sim.add_fault(Fault("refusal", match=text))
     e = make_engine(tmp_path, sim)
-    [r] = e.run([req(api, text)])
+    [r] = e.run([req(api, text, response_schema=SCHEMA)])
     assert r.status == "refused" and r.refusal and r.stop_reason == REFUSAL_STOP[api]
-    assert r.attempts == 1
-    [again] = e.run([req(api, text)])
+    assert r.attempts == 1 and r.text == ""
+    [again] = e.run([req(api, text, response_schema=SCHEMA)])
     assert again.cached and again.status == "refused"
     assert len(calls(sim, text)) == 1
+
+
+def test_a_plain_chat_refusal_on_openai_is_an_answer_and_a_filtered_one_a_refusal(
+        tmp_path, sim) -> None:
+    # On a plain chat request OpenAI's model refuses in words (no `refusal` field): an answer,
+    # graded as written. A reply its content filter withheld is the refusal there.
+    sim.add_fault(Fault("refusal", match="refuse in words"))
+    sim.add_fault(Fault("content_filter", match="filter me"))
+    e = make_engine(tmp_path, sim)
+    words, filtered = e.run([req("openai", "refuse in words"), req("openai", "filter me")])
+    assert (words.status, words.refusal, words.stop_reason) == ("ok", False, "stop")
+    assert words.text == "I'm sorry, but I can't help with that."
+    assert (filtered.status, filtered.refusal, filtered.text) == ("refused", True, "")
+    assert filtered.stop_reason == "content_filter"
 
 
 @pytest.mark.parametrize("api", sorted(MODELS))
@@ -290,7 +307,7 @@ def test_batch_item_faults(tmp_path, sim, api, kind) -> None:
     texts = [f"{kind} batch {api} {i}" for i in range(4)]
     sim.add_fault(Fault(kind, match=texts[1], times=1))  # type: ignore[arg-type]
     e = make_engine(tmp_path, sim)
-    rs = e.run([req(api, t) for t in texts], mode="batch")
+    rs = e.run([req(api, t, response_schema=SCHEMA) for t in texts], mode="batch")
     assert [r.status for r in rs] == ["ok", "refused" if kind == "refusal" else "ok", "ok", "ok"]
     batch_items = [x for x in sim.log if x["kind"] == "batch"]
     assert len(batch_items) == 4

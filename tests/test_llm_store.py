@@ -13,7 +13,7 @@ import pytest
 from hbpsych_utils.llm import ConfigError, Engine, Request, Result, Store, load_registry
 from hbpsych_utils.llm.models import registry_from_dict, resolve_decoding
 from hbpsych_utils.llm.requests import request_key
-from hbpsych_utils.llm.store import SCHEMA_VERSION
+from hbpsych_utils.llm.store import SCHEMA_VERSION, SpendLine
 
 REG = load_registry()
 MSG = [{"role": "user", "content": "I cannot sleep."}]
@@ -226,6 +226,26 @@ def test_ledger_has_every_paid_call_with_cached_tokens(tmp_path: Path) -> None:
                                       "cost": 0, "by_model": []}
 
 
+def test_spend_by_tag_divides_the_ledger_by_the_tag_of_what_it_paid_for(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.db")
+    tagged = [Result(key=f"k{i}", model=m, provider="p", status="ok", text="t", cost=c, tag=t)
+              for i, (m, t, c) in enumerate([("cand", "generate", 0.25),
+                                             ("judge", "grade:cand", 0.5),
+                                             ("judge", "grade:other", 0.125)])]
+    s.put_many(tagged, run_id="r1")
+    s.put(tagged[1], run_id="r2")  # answered again and paid again: the same tag
+    # an empty reply paid before its key's answer was stored counts under that answer
+    s.record_spend(run_id="r1", provider="p", model="judge", key="k2", mode="sync",
+                   input_tokens=1, output_tokens=0, cost=0.0625)
+    s.record_spend(run_id="r1", provider="p", model="judge", key="lost", mode="sync",
+                   input_tokens=1, output_tokens=0, cost=0.001)
+    rows = {(r["tag"], r["model"]): (r["calls"], r["cost"]) for r in s.spend_by_tag()}
+    assert rows == {("generate", "cand"): (1, 0.25), ("grade:cand", "judge"): (2, 1.0),
+                    ("grade:other", "judge"): (2, 0.1875), ("", "judge"): (1, 0.001)}
+    first = {r["tag"]: (r["first_ts"], r["last_ts"]) for r in s.spend_by_tag()}
+    assert first["grade:cand"][0] <= first["grade:cand"][1]
+
+
 def test_a_failed_write_leaves_nothing_and_no_stale_ids(tmp_path: Path) -> None:
     s = Store(tmp_path / "s.db")
     good = Result(key="k1", model="fresh-model", provider="fresh-provider", status="ok",
@@ -252,6 +272,25 @@ def test_two_connections_share_one_store(tmp_path: Path) -> None:
         assert {k: (r.model, r.provider, r.text, r.tag) for k, r in got.items()} == {
             "ka": ("model-a", "pa", "A", "x"), "kb": ("model-b", "pb", "B", "y"),
             "kc": ("model-b", "pb", "", "")}
+
+
+def test_a_batch_is_collected_whole_or_not_at_all(tmp_path: Path) -> None:
+    # its answers, the empty replies it was billed for and its mark: one transaction
+    s = Store(tmp_path / "s.db")
+    s.add_batch("b1", "openai", "gpt", ["k1", "k2"], {"input_file_id": "f"})
+    answer = _res("k1", "ok", "answer", 0.5)
+    empty = SpendLine("openai", "gpt", "k2", "batch", 10, 0, 0.25)
+    s._db.execute("CREATE TRIGGER crash BEFORE UPDATE OF status ON batches "
+                  "BEGIN SELECT RAISE(ABORT, 'crash at the mark'); END")
+    with pytest.raises(sqlite3.DatabaseError, match="crash at the mark"):
+        s.collect_batch("b1", {"output_file_id": "o"}, [answer], [empty], run_id="r1")
+    assert (s.count(), s.spend()["calls"]) == (0, 0)
+    assert [b["batch_id"] for b in s.open_batches()] == ["b1"]
+    s._db.execute("DROP TRIGGER crash")
+    s.collect_batch("b1", {"output_file_id": "o"}, [answer], [empty], run_id="r1")
+    assert s.open_batches() == [] and s.get("k1").text == "answer"  # type: ignore[union-attr]
+    assert s._db.execute("SELECT key, mode, cost FROM ledger ORDER BY rowid").fetchall() == [
+        ("k1", "sync", 0.5), ("k2", "batch", 0.25)]
 
 
 def test_store_batches_roundtrip(tmp_path: Path) -> None:

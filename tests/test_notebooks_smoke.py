@@ -63,12 +63,13 @@ def test_chain_shape_and_injected_faults(run: Path) -> None:
     assert gen["n_responses"] == len(gen["candidates"]) * gen["n_conversations"]
     assert gen["n_refused"] == 1  # the injected refusal, kept as the model's answer
     profile = config.load_profile("smoke")
-    fault = next(f for f in profile.llm.faults if f.kind == "refusal")
+    fault = next(f for f in profile.llm.faults if f.kind == "content_filter")
     rows = [json.loads(x) for x in (run / "06_generation" / "responses.jsonl").open()]
     (row,) = [r for r in rows if r["refusal"]]
     assert (row["model"], row["prompt_id"]) == (fault.model, fault.prompt_id)
-    # the OpenAI-family refusal shape: finish_reason "stop", content null, `refusal` set
-    assert row["text"] == "" and row["stop_reason"] == "stop"
+    # a plain chat request's explicit refusal on an OpenAI-compatible API: the content filter
+    # withheld the reply (finish_reason "content_filter", content null)
+    assert row["text"] == "" and row["stop_reason"] == "content_filter"
     assert len(grade["judges"]) == 3
     assert grade["n_recovered"] >= 1  # malformed judge JSON, boolean recovered
     assert grade["n_reasked"] >= 1 and grade["n_excluded"] >= 1

@@ -18,7 +18,9 @@ own types.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +30,10 @@ import httpx2
 import openai
 import pytest
 from anthropic.types import ErrorResponse, Message
+from anthropic.types.messages import MessageBatchIndividualResponse
 from conftest import JUDGE_BY_API as MODEL
 from google.genai import errors as genai_errors
-from google.genai.types import GenerateContentResponse
+from google.genai.types import GenerateContentResponse, InlinedResponse
 from openai.types.chat import ChatCompletion
 from openai.types.shared import ErrorObject
 from pydantic import BaseModel, ConfigDict
@@ -45,6 +48,7 @@ from hbpsych_utils.llm.providers.base import (
     retry_hint,
 )
 from hbpsych_utils.llm.testing import Fault, Simulator
+from hbpsych_utils.llm.testing.simulator import REFUSAL_TEXT
 
 FIXTURES = Path(__file__).parent / "data" / "provider_errors"
 REG = load_registry()
@@ -114,6 +118,13 @@ def through_sdk(fx: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Reply | 
     ("anthropic_429_rate_limit.json", "transient", 17.0, "rate_limit_error"),
     ("anthropic_529_overloaded.json", "transient", None, "overloaded_error"),
     ("anthropic_400_credit_balance.json", "fatal", None, "credit balance is too low"),
+    # errors that mean "stop" whatever their status: a limit the account set, a bad key
+    ("anthropic_400_usage_limits.json", "fatal", None, "specified API usage limits"),
+    ("openai_400_billing_hard_limit.json", "fatal", None, "billing_hard_limit_reached"),
+    ("gemini_400_api_key_invalid.json", "fatal", None, "API_KEY_INVALID"),
+    # Gemini without RetryInfo: the wait is the message's "Please retry in", past character 500
+    ("gemini_429_retry_in_message.json", "transient", 27.160771047,
+     "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"),
 ])
 def test_adapters_classify_real_error_bodies(monkeypatch, name, kind, retry_after, named) -> None:
     fx = fixture(name)
@@ -122,6 +133,30 @@ def test_adapters_classify_real_error_bodies(monkeypatch, name, kind, retry_afte
     assert (err.kind, err.status) == (kind, fx["status"]), str(err)
     assert err.retry_after == (pytest.approx(retry_after) if retry_after is not None else None)
     assert named in str(err)
+
+
+@pytest.mark.parametrize(("name", "cause"), [
+    ("openai_429_insufficient_quota.json", "out of credit or quota"),
+    ("openai_400_billing_hard_limit.json", "billing hard limit is reached"),
+    ("anthropic_400_credit_balance.json", "credit balance is too low"),
+    ("anthropic_400_usage_limits.json", "API usage limit set for the account is reached"),
+    ("gemini_400_api_key_invalid.json", "API key is not valid"),
+])
+def test_a_stop_error_says_its_cause_and_what_to_do(monkeypatch, name, cause) -> None:
+    err = through_sdk(fixture(name), monkeypatch)
+    assert isinstance(err, CallError) and err.kind == "fatal"
+    text = str(err)  # the cause in words first, then the provider's own message
+    assert cause in text and text.index(cause) < text.index("HTTP"), text
+    assert text.endswith("fix it in the provider's console (credit, limit or key), then re-run")
+
+
+def test_the_gemini_retry_hint_in_the_message_is_read_before_the_message_is_cut() -> None:
+    body = fixture("gemini_429_retry_in_message.json")["body"]
+    assert body["error"]["message"].index("Please retry in") > 300
+    assert not [d for d in body["error"]["details"] if d["@type"].endswith("RetryInfo")]
+    err = google_genai.classify_error(429, body)
+    assert (err.kind, err.retry_after) == ("transient", pytest.approx(27.160771047))
+    assert "(retry in 27.1608s)" in str(err)
 
 
 def test_a_code_late_in_a_long_body_still_decides_the_kind(monkeypatch) -> None:
@@ -166,6 +201,40 @@ def test_openai_structured_output_refusal_sets_the_refusal_flag(monkeypatch) -> 
     assert (reply.input_tokens, reply.output_tokens) == (81, 11)
 
 
+def test_openai_batch_results_are_split_on_newline_only() -> None:
+    # A batch output file holds one JSON object per line; JSON allows U+2028 and U+0085 raw
+    # inside a string, and a reply that contains them must not cut its line in two.
+    texts = {"k0": "one\u2028line", "k1": "next\u0085line"}
+    lines = [{"id": f"batch_req_{k}", "custom_id": k, "error": None,
+              "response": {"status_code": 200, "request_id": f"req_{k}", "body": {
+                  "id": f"chatcmpl-{k}", "object": "chat.completion", "created": 1,
+                  "model": MODEL["openai"], "choices": [{
+                      "index": 0, "finish_reason": "stop", "logprobs": None,
+                      "message": {"role": "assistant", "content": t, "refusal": None}}],
+                  "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}}}
+             for k, t in texts.items()]
+    data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
+    assert len(data.decode("utf-8").splitlines()) == 4  # what str.splitlines() would read
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        assert request.url.path == "/v1/files/file-out/content"
+        return httpx2.Response(200, content=data,
+                               headers={"content-type": "application/octet-stream"})
+
+    async def go() -> dict[str, Reply | CallError]:
+        adapter = make_adapter(PROVIDER["openai"], "fixture-key", "https://provider.invalid", 10.0)
+        adapter.client = openai.AsyncOpenAI(  # type: ignore[attr-defined]
+            api_key="fixture-key", base_url="https://provider.invalid/v1", max_retries=0,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)))
+        try:
+            return await adapter.batch_collect("batch_x", {"output_file_id": "file-out"})
+        finally:
+            await adapter.aclose()
+
+    got = asyncio.run(go())
+    assert {k: r.text for k, r in got.items() if isinstance(r, Reply)} == texts
+
+
 @pytest.mark.parametrize(("status", "message", "kind"), [
     # OpenAI: a request larger than the whole per-minute allowance never succeeds
     (429, "Request too large for gpt-4o in organization org-X on tokens per min (TPM): Limit "
@@ -174,6 +243,9 @@ def test_openai_structured_output_refusal_sets_the_refusal_flag(monkeypatch) -> 
     (429, '{"type": "rate_limit_error", "details": {"error_code": '
           '"enforced_spend_limit_reached"}}', "fatal"),
     (402, '{"type": "billing_error", "message": "payment method declined"}', "fatal"),
+    # OpenAI: an account whose billing is not active (a 429 that no wait cures)
+    (429, '{"message": "Your account is not active, please check your billing details on our '
+          'website.", "type": "billing_not_active", "code": "billing_not_active"}', "fatal"),
     (429, "Rate limit reached for gpt-4.1 on requests per min (RPM)", "transient"),
 ])
 def test_status_and_message_decide_the_kind(status, message, kind) -> None:
@@ -263,8 +335,22 @@ class _Help(_Strict):
     links: list[_Link]
 
 
+class _ErrorInfo(_Strict):  # google.rpc.ErrorInfo
+    type: str = ""
+    reason: str
+    domain: str
+    metadata: dict[str, str] | None = None
+
+
+class _LocalizedMessage(_Strict):  # google.rpc.LocalizedMessage
+    type: str = ""
+    locale: str
+    message: str
+
+
 _RPC_TYPES: dict[str, type[_Strict]] = {"RetryInfo": _RetryInfo, "QuotaFailure": _QuotaFailure,
-                                        "Help": _Help}
+                                        "Help": _Help, "ErrorInfo": _ErrorInfo,
+                                        "LocalizedMessage": _LocalizedMessage}
 _RPC_CODES = {400: {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"},
               404: {"NOT_FOUND"}, 429: {"RESOURCE_EXHAUSTED"}, 500: {"INTERNAL"},
               503: {"UNAVAILABLE"}}
@@ -316,7 +402,8 @@ def _wire(api: str, text: str, cap: int, *, schema: bool = False, thinking: bool
             {"contents": [{"role": "user", "parts": [{"text": text}]}], "generationConfig": gc})
 
 
-_OK_KINDS = (None, "refusal", "empty", "garbled", "no_verdict", "reasoning_at_cap")
+_OK_KINDS = (None, "refusal", "content_filter", "empty", "garbled", "no_verdict",
+             "reasoning_at_cap")
 _ERROR_KINDS = ("http_500", "http_503", "rate_limit", "quota", "overloaded")
 
 
@@ -372,20 +459,31 @@ def test_simulator_replies_validate_against_the_sdk_types(sim, api, kind, varian
     r = httpx.post(sim.url + path, json=body, timeout=30)
     assert r.status_code == 200, r.text
     obj = _validate_success(api, r.json())
+    # the log records the reply that was sent
+    (logged,) = [x for x in sim.log if x["user"] == text]
+    assert logged["reply"] == answer_of(api, obj)
+    flagged = kind in ("refusal", "content_filter")
     if api == "openai":
         choice = obj.choices[0]
         stop, refusal = choice.finish_reason, choice.message.refusal
-        assert (kind == "refusal") == bool(refusal)
-        if kind == "refusal":  # the structured-output shape: stops normally, no content
+        structured = variant == "schema"
+        # OpenAI sets `refusal` on Structured Outputs only: stops normally, no content
+        assert bool(refusal) == (kind == "refusal" and structured)
+        if kind == "refusal" and structured:
             assert (stop, choice.message.content) == ("stop", None)
+        elif kind == "refusal":  # a plain chat refusal is ordinary content text
+            assert choice.message.content == REFUSAL_TEXT[:cap * 4]
+            assert stop == ("length" if variant == "cut" else "stop")
+        if kind == "content_filter":
+            assert (stop, choice.message.content) == ("content_filter", None)
     elif api == "anthropic":
         stop = obj.stop_reason
-        assert (kind == "refusal") == (stop == "refusal")
+        assert flagged == (stop == "refusal")
         if variant == "thinking" or kind == "reasoning_at_cap":
             assert obj.content[0].type == "thinking"
     else:
         stop = obj.candidates[0].finish_reason.value
-        assert (kind == "refusal") == (stop == "SAFETY")
+        assert flagged == (stop == "SAFETY")
     if kind == "reasoning_at_cap":
         full_cap = body["max_tokens"] if api != "google" else cap
         assert stop == {"openai": "length", "anthropic": "max_tokens", "google": "MAX_TOKENS"}[api]
@@ -402,6 +500,146 @@ def test_simulator_replies_validate_against_the_sdk_types(sim, api, kind, varian
             assert obj.usage_metadata.thoughts_token_count == full_cap
     elif variant == "cut" and kind is None:
         assert stop in ("length", "max_tokens", "MAX_TOKENS")
+
+
+def answer_of(api: str, obj: Any) -> str:
+    """The answer text of a validated SDK response, read as each SDK's users read it."""
+    if api == "openai":
+        return obj.choices[0].message.content or ""
+    if api == "anthropic":
+        return "".join(b.text for b in obj.content if b.type == "text")
+    parts = obj.candidates[0].content.parts if obj.candidates[0].content else None
+    return "".join(p.text or "" for p in parts or [] if not p.thought)
+
+
+_RATE_HEADERS = {
+    "openai": [f"x-ratelimit-{p}-{n}" for n in ("requests", "tokens")
+               for p in ("limit", "remaining", "reset")],
+    "anthropic": [f"anthropic-ratelimit-{n}-{p}"
+                  for n in ("requests", "tokens", "input-tokens", "output-tokens")
+                  for p in ("limit", "remaining", "reset")],
+}
+_REQUEST_ID = {"openai": ("x-request-id", r"req_[0-9a-f]{32}"),
+               "anthropic": ("request-id", r"req_[0-9A-Za-z]{24}")}
+
+
+def check_rate_headers(api: str, headers: httpx.Headers, requests_left: int | None = None
+                       ) -> None:
+    """Each provider's own rate-limit headers (Gemini sends none), their values parseable."""
+    named = {k.lower() for k in headers if "ratelimit" in k.lower()}
+    assert named == set(_RATE_HEADERS.get(api, [])), named
+    for name in named:
+        value = headers[name]
+        if name.endswith(("-limit", "-remaining")) or "-limit-" in name or "-remaining-" in name:
+            assert value.isdigit(), (name, value)
+        elif api == "openai":  # a duration: "17ms", "1s", "6m0s"
+            assert re.fullmatch(r"(\d+m)?\d+(\.\d+)?(ms|s)", value), (name, value)
+        else:  # RFC 3339
+            datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+    if requests_left is not None and api != "google":
+        key = {"openai": "x-ratelimit-remaining-requests",
+               "anthropic": "anthropic-ratelimit-requests-remaining"}[api]
+        assert int(headers[key]) == requests_left
+
+
+@pytest.mark.parametrize("api", sorted(MODEL))
+def test_simulator_sends_each_providers_request_id_and_rate_limit_headers(sim, api) -> None:
+    path, body = _wire(api, f"headers {api}", 64)
+    r = httpx.post(sim.url + path, json=body, timeout=30)
+    assert r.status_code == 200
+    check_rate_headers(api, r.headers)
+    if api == "google":  # its id is the body's responseId; it sends no request id header
+        assert not {"x-request-id", "request-id"} & {k.lower() for k in r.headers}
+        assert r.json()["responseId"]
+        return
+    header, form = _REQUEST_ID[api]
+    assert re.fullmatch(form, r.headers[header]), r.headers[header]
+    # the SDKs read the id from there
+    if api == "openai":
+        client = openai.OpenAI(api_key="sim", base_url=sim.url + "/v1", max_retries=0)
+        got = client.chat.completions.create(model=MODEL[api], messages=body["messages"],
+                                             max_tokens=64)
+    else:
+        client = anthropic.Anthropic(api_key="sim", base_url=sim.url, max_retries=0)
+        got = client.messages.create(model=MODEL[api], messages=body["messages"],
+                                     max_tokens=64)
+    assert re.fullmatch(form, got._request_id or ""), got._request_id
+
+
+def _batch_results(sim: Simulator, api: str, items: dict[str, dict[str, Any]]
+                   ) -> list[dict[str, Any]]:
+    """One batch of ``items`` (custom id -> wire body) through the simulator's batch endpoints
+    as each SDK calls them; the raw result records (OpenAI output and error lines, Anthropic
+    result lines, Gemini inlined responses)."""
+    with httpx.Client(base_url=sim.url, timeout=30) as http:
+        if api == "openai":
+            data = "".join(json.dumps({"custom_id": k, "method": "POST",
+                                       "url": "/v1/chat/completions", "body": b}) + "\n"
+                           for k, b in items.items())
+            fid = http.post("/v1/files", data={"purpose": "batch"},
+                            files={"file": ("batch.jsonl", data.encode())}).json()["id"]
+            bid = http.post("/v1/batches", json={"input_file_id": fid, "completion_window": "24h",
+                                                 "endpoint": "/v1/chat/completions"}).json()["id"]
+            obj = http.get(f"/v1/batches/{bid}").json()
+            assert unknown_fields(openai.types.Batch.model_validate(obj)) == []
+            return [json.loads(x) for f in ("output_file_id", "error_file_id") if obj[f]
+                    for x in http.get(f"/v1/files/{obj[f]}/content").text.split("\n") if x]
+        if api == "anthropic":
+            reqs = [{"custom_id": k, "params": b} for k, b in items.items()]
+            bid = http.post("/v1/messages/batches", json={"requests": reqs}).json()["id"]
+            http.get(f"/v1/messages/batches/{bid}")
+            text = http.get(f"/v1/messages/batches/{bid}/results").text
+            return [json.loads(x) for x in text.split("\n") if x]
+        reqs = [{"request": {"contents": b["contents"], "generationConfig": b["generationConfig"]},
+                 "metadata": {"key": k}} for k, b in items.items()]
+        name = http.post(f"/v1beta/models/{MODEL[api]}:batchGenerateContent",
+                         json={"batch": {"displayName": "shapes", "inputConfig": {
+                             "requests": {"requests": reqs}}}}).json()["name"]
+        obj = http.get(f"/v1beta/{name}").json()
+        return obj["metadata"]["output"]["inlinedResponses"]["inlinedResponses"]
+
+
+@pytest.mark.parametrize("api", sorted(MODEL))
+def test_simulator_batch_items_validate_against_the_sdk_types(sim, api) -> None:
+    # every kind of answer a batch item can carry, and an errored item, strictly validated
+    kinds = [*_OK_KINDS, "batch_item_error"]
+    items, texts = {}, {}
+    for i, kind in enumerate(kinds):
+        for variant in ("plain", "schema"):
+            key, text = f"k{i}{variant[0]}", f"batch shape {api} {kind} {variant}"
+            items[key] = _wire(api, text, 256, schema=variant == "schema")[1]
+            texts[key] = text
+            if kind:
+                sim.add_fault(Fault(kind, match=text, times=1))
+    records = _batch_results(sim, api, items)
+    sent = {x["user"]: x.get("reply") for x in sim.log if x["kind"] == "batch"}
+    answers, errors = {}, 0
+    for rec in records:
+        if api == "openai":
+            assert set(rec) == {"id", "custom_id", "response", "error"}
+            body = rec["response"]["body"]
+            if rec["response"]["status_code"] == 200:
+                answers[rec["custom_id"]] = _validate_success(api, body)
+            else:
+                errors += 1
+                assert unknown_fields(ErrorObject.model_validate(body["error"])) == []
+        elif api == "anthropic":
+            got = MessageBatchIndividualResponse.model_validate(rec)
+            assert unknown_fields(got) == [], unknown_fields(got)
+            if got.result.type == "succeeded":
+                answers[got.custom_id] = got.result.message
+            else:
+                errors += 1
+        else:
+            got = InlinedResponse.model_validate(rec)  # extra="forbid": no undeclared field
+            if got.error is not None:
+                errors += 1
+                assert (got.error.code, got.response) == (13, None)
+            else:
+                answers[got.metadata["key"]] = got.response
+    assert errors == 2 and len(answers) == len(items) - 2
+    for key, obj in answers.items():  # the log records the reply each item was sent
+        assert sent[texts[key]] == answer_of(api, obj), key
 
 
 # The simulator rejects no OpenAI request (it validates thinking budgets, which OpenAI lacks).
@@ -431,6 +669,12 @@ def test_simulator_errors_validate_against_the_sdk_types(api, kind) -> None:
                 "overloaded": 529 if api == "anthropic" else 503, "invalid_request": 400}[kind]
     assert r.status_code == expected, r.text
     _validate_error(api, r.status_code, r.json())
+    if api == "anthropic":  # the error body names the request id the header gives
+        assert r.json()["request_id"] == r.headers["request-id"]
+    if api == "openai":
+        assert re.fullmatch(_REQUEST_ID[api][1], r.headers["x-request-id"])
+    if kind != "invalid_request":
+        check_rate_headers(api, r.headers, requests_left=0 if kind == "rpm" else None)
     if r.status_code == 429 and api == "anthropic":
         assert r.headers["retry-after"].isdigit() and "retry-after-ms" not in r.headers
     if r.status_code == 429 and api == "google":

@@ -249,6 +249,33 @@ def test_header_problems_are_named(tmp_path: Path) -> None:
         ratings.load_ratings(bad_json, small_set(), vocabulary=VOCAB)
 
 
+@pytest.mark.parametrize("name", ["prompt_id", "review_id", "R2_category"])
+def test_a_reviewer_named_like_a_votes_column_is_refused(tmp_path: Path, name: str) -> None:
+    """A reviewer's votes become a column of the votes table under the reviewer's name (and
+    ``<name>_category``): a name the table already uses would overwrite that column."""
+    files = [file_for(tmp_path, "R1", "YYYN"), file_for(tmp_path, "R2", "YYNN"),
+             file_for(tmp_path, name, "YNNN")]
+    with pytest.raises(ratings.RatingsError) as info:
+        ratings.load_round(files, small_set(), vocabulary=VOCAB)
+    [problem] = info.value.problems
+    assert (problem.file, problem.field) == (str(files[2]), "reviewer")
+    message = str(info.value)
+    assert f"{name}.json" in message and repr(name) in message
+    for reserved in ("review_id", "prompt_id", "kind", "n_yes", "included", "tier",
+                     "_category"):
+        assert reserved in message
+    with pytest.raises(ratings.RatingsError, match="reviewer"):
+        ratings.check_format(files[2])  # as a profile's ratings_files are checked on loading
+
+
+def test_votes_table_refuses_a_reviewer_named_like_its_columns(tmp_path: Path) -> None:
+    rated = ratings.load_round([file_for(tmp_path, "R1", "YYYN")], small_set(),
+                               vocabulary=VOCAB)
+    rated[0].reviewer = "review_id"  # a Ratings record made without load_ratings
+    with pytest.raises(review_set.ReviewSetError, match=r"R1\.json.*'review_id'"):
+        ratings.votes_table(small_set(), rated)
+
+
 def test_load_round_rejects_a_reviewer_twice(tmp_path: Path) -> None:
     a = file_for(tmp_path, "R1", "YYYY")
     b = write(tmp_path / "copy.json", json.loads(a.read_text()))

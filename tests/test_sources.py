@@ -161,6 +161,15 @@ def test_derive_harness_scores_keeps_three_fields(mirror: Path) -> None:
     )
 
 
+def test_derive_harness_scores_splits_lines_on_newline_only() -> None:
+    # JSON allows U+2028 and U+0085 raw inside a string; str.splitlines() cuts a line there
+    line = ('{"prompt_id": "a", "score": 1.0, "response_text": "one\u2028two\u0085three", '
+            '"grades": [true]}')
+    assert "\u2028" in line and len(line.splitlines()) == 3
+    out = sources.derive_harness_scores((line + "\n").encode())
+    assert out == b'{"prompt_id": "a", "score": 1.0, "grades": [true]}\n'
+
+
 def test_unknown_artifact_lists_known() -> None:
     with pytest.raises(sources.ArtifactError, match=r"unknown artifact 'nope'.*grader_template"):
         sources.artifact("nope")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from hbpsych_utils.core import config
 from hbpsych_utils.pipeline import graph, state
 
@@ -114,3 +116,19 @@ def test_self_state_is_what_the_runner_plans_by(tmp_path: Path) -> None:
                                     mirror=True)
     ok, why = state.self_state(tmp_path, graph.JUDGES, tweaked[graph.JUDGES])
     assert not ok and why == 'judges.subset changed ("v1" → "v2")'
+
+
+def test_code_hash_leaves_out_what_never_changes_a_stages_outputs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner, the book and publish read or render a run; editing them re-runs nothing."""
+    for rel in ("evaluation/scoring.py", "runner/run.py", "reporting/book.py",
+                "reporting/publish.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x = 1\n")
+    monkeypatch.setattr(state, "_PACKAGE", tmp_path)
+    before = state.code_hash.__wrapped__()
+    for rel in ("runner/run.py", "reporting/book.py", "reporting/publish.py"):
+        (tmp_path / rel).write_text("x = 2\n")
+    assert state.code_hash.__wrapped__() == before
+    (tmp_path / "evaluation/scoring.py").write_text("x = 2\n")
+    assert state.code_hash.__wrapped__() != before

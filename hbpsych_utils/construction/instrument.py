@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +27,7 @@ from hbpsych_utils.construction.review_set import (
     pairs_fingerprint,
     write_packet,
 )
+from hbpsych_utils.core.escape import html_text
 from hbpsych_utils.core.writes import write_text
 
 TEMPLATE = "instrument_template.html"
@@ -131,7 +131,7 @@ def instrument_html(
         "style-src 'unsafe-inline'; img-src data:; "
         "base-uri 'none'; form-action 'none'"
     )
-    values = {"CSP": csp, "TITLE": html.escape(title), "DATA": embed_json(data)}
+    values = {"CSP": csp, "TITLE": html_text(title), "DATA": embed_json(data)}
     # one pass, so nothing substituted (a title, a conversation) is scanned for placeholders
     return re.sub(r"\{\{(CSP|TITLE|DATA)\}\}", lambda m: values[m.group(1)], page)
 

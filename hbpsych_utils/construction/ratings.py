@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
-from hbpsych_utils.construction.review_set import ReviewSetError, check_set
+from hbpsych_utils.construction.review_set import SET_COLUMNS, ReviewSetError, check_set
 from hbpsych_utils.core.records import (
     FileRecord,
     NotJSON,
@@ -37,6 +37,10 @@ VOTES = ("Y", "N")
 CONFIDENCES = ("H", "M", "L")
 RATING_FIELDS = ("review_id", "prompt_id", "is_mental_health", "category", "confidence", "notes")
 VOTES_FILE = "votes.csv"
+VOTE_COLUMNS = ("n_yes", "included", "tier")
+"""The columns ``votes_table`` adds after the reviewers' own."""
+CATEGORY_SUFFIX = "_category"
+"""A reviewer's categories are the votes table's column ``<reviewer><CATEGORY_SUFFIX>``."""
 
 
 @dataclass(frozen=True)
@@ -158,17 +162,36 @@ def _read_json(path: Path) -> Any:
                                     f"line {exc.line}: {exc.problem}")]) from None
 
 
-def _read_file(path: Path) -> tuple[dict[str, Any], RatingsFile, list[Problem]]:
+def reviewer_name_problem(name: str, set_columns: Iterable[str] = SET_COLUMNS) -> str | None:
+    """Why ``name`` cannot name a reviewer in the votes table of a review set with
+    ``set_columns`` (None when it can). The reviewer's votes become the column ``name`` and
+    the categories ``<name>_category``: a name the table already uses would overwrite that
+    column and corrupt the tally without an error."""
+    reserved = list(dict.fromkeys([*set_columns, *VOTE_COLUMNS]))
+    if name not in reserved and not name.endswith(CATEGORY_SUFFIX):
+        return None
+    return (f"reviewer {name!r} would overwrite a column of the votes table: a reviewer may "
+            f"not be named {', '.join(reserved)}, nor end in {CATEGORY_SUFFIX!r} (every "
+            "reviewer's category column); give the reviewer another name in this file")
+
+
+def _read_file(path: Path, set_columns: Iterable[str] = SET_COLUMNS
+               ) -> tuple[dict[str, Any], RatingsFile, list[Problem]]:
     """A ratings file's JSON object, its header and the header's problems (an invalid header
-    comes back unvalidated, so the rows can still be checked and every problem reported)."""
+    comes back unvalidated, so the rows can still be checked and every problem reported);
+    ``set_columns``: the columns of the review set the reviewer's name must not take."""
     doc = _read_json(path)
     if not isinstance(doc, dict):
         raise RatingsError([Problem(str(path), None, "<root>", "expected a JSON object")])
     try:
-        return doc, RatingsFile.model_validate(doc), []
+        header, found = RatingsFile.model_validate(doc), []
     except ValidationError as exc:
         found = [Problem(str(path), None, fld, msg) for fld, msg in problems(exc)]
-        return doc, RatingsFile.model_construct(**doc), found
+        header = RatingsFile.model_construct(**doc)
+    name = header.reviewer
+    if isinstance(name, str) and (why := reviewer_name_problem(name, set_columns)):
+        found.append(Problem(str(path), None, "reviewer", why))
+    return doc, header, found
 
 
 def _validated_rows(
@@ -283,7 +306,7 @@ def load_ratings(
     context = {"vocabulary": frozenset(vocabulary)}
     expected = dict(zip(review_set["review_id"], review_set["prompt_id"], strict=True))
     owner = {pid: rid for rid, pid in expected.items()}
-    doc, header, found = _read_file(path)
+    doc, header, found = _read_file(path, review_set.columns)
 
     def bad(rid: str | None, fld: str, msg: str) -> None:
         found.append(Problem(f, rid, fld, msg))
@@ -405,7 +428,8 @@ def votes_table(
 
     Columns: the set's columns, then per reviewer ``<name>`` (Y/N) and ``<name>_category``, then
     ``n_yes``, ``included`` (``n_yes >= min_yes``) and ``tier`` (``"<n_yes>/<n reviewers>"``).
-    Every reviewer must have rated every item.
+    Every reviewer must have rated every item, under a name no other column has
+    (``reviewer_name_problem``).
     """
     check_set(review_set)
     if not ratings:
@@ -413,6 +437,9 @@ def votes_table(
     names = [r.reviewer for r in ratings]
     if len(set(names)) != len(names):
         raise ReviewSetError(f"reviewer names repeat: {names}")
+    for r in ratings:
+        if why := reviewer_name_problem(r.reviewer, review_set.columns):
+            raise ReviewSetError(f"{r.path}: field 'reviewer': {why}")
     out = review_set.sort_values("review_id", ignore_index=True).copy()
     for r in ratings:
         if not r.complete:
@@ -422,7 +449,7 @@ def votes_table(
             )
         t = r.table.set_index("review_id")
         out[r.reviewer] = out["review_id"].map(t["is_mental_health"])
-        out[f"{r.reviewer}_category"] = out["review_id"].map(t["category"])
+        out[f"{r.reviewer}{CATEGORY_SUFFIX}"] = out["review_id"].map(t["category"])
     out["n_yes"] = (out[names] == "Y").sum(axis=1).astype(int)
     out["included"] = out["n_yes"] >= min_yes
     out["tier"] = out["n_yes"].map(lambda n: f"{n}/{len(names)}")
@@ -431,7 +458,7 @@ def votes_table(
 
 def reviewer_names(votes: pd.DataFrame) -> list[str]:
     """The reviewer vote columns of a votes table (each has a ``<name>_category`` partner)."""
-    return [c[: -len("_category")] for c in votes.columns if c.endswith("_category")]
+    return [c[: -len(CATEGORY_SUFFIX)] for c in votes.columns if c.endswith(CATEGORY_SUFFIX)]
 
 
 def relevance_ratings(votes: pd.DataFrame) -> dict[str, list[str]]:

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from hbpsych_utils import study
-from hbpsych_utils.construction.ratings import reviewer_names
+from hbpsych_utils.construction.ratings import CATEGORY_SUFFIX, reviewer_names
 from hbpsych_utils.construction.review_set import CANDIDATE, CONTROL, SCREENED_IN, ReviewSetError
 from hbpsych_utils.construction.screening import RECALL_CANDIDATE_TIERS
 
@@ -74,7 +74,7 @@ def modal_categories(votes: pd.DataFrame, *, min_agree: int = 2) -> pd.Series:
     names = reviewer_names(votes)
     return pd.Series(
         [
-            modal_category([row[n] for n in names], [row[f"{n}_category"] for n in names],
+            modal_category([row[n] for n in names], [row[n + CATEGORY_SUFFIX] for n in names],
                            min_agree=min_agree)
             for _, row in votes.iterrows()
         ],

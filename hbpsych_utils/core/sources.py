@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from hbpsych_utils.core import paths, yaml_loader
+from hbpsych_utils.core import jsonl, paths, yaml_loader
 
 MIRROR_ENV = "HBPSYCH_MIRROR"
 
@@ -244,9 +244,7 @@ def derive_python_string_constant(source: bytes, constant: str = "GRADER_TEMPLAT
 def derive_harness_scores(results_jsonl: bytes) -> bytes:
     """Keep ``prompt_id``, ``score`` and the ``criteria_met`` booleans of each result line."""
     out = []
-    for line in results_jsonl.decode("utf-8").splitlines():
-        if not line.strip():
-            continue
+    for line in jsonl.lines(results_jsonl.decode("utf-8")):
         rec = json.loads(line)
         grades = [g["criteria_met"] if isinstance(g, dict) else g for g in rec["grades"]]
         row = {"prompt_id": rec["prompt_id"], "score": rec["score"], "grades": grades}

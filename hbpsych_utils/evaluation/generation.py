@@ -24,6 +24,8 @@ from hbpsych_utils.core.records import TextRecord
 
 TEMPERATURE = study.STUDY_TEMPERATURE
 MAX_TOKENS = study.GENERATION_MAX_TOKENS
+GENERATE_TAG = "generate"
+"""The tag of the evaluation's candidate calls (each call's model is the candidate)."""
 RESPONSE_COLUMNS = (
     "model", "prompt_id", "status", "text", "stop_reason", "refusal", "input_tokens",
     "output_tokens", "cost", "cached", "config",
@@ -64,8 +66,10 @@ def generation_requests(
     *,
     temperature: float | None = TEMPERATURE,
     max_tokens: int | None = MAX_TOKENS,
+    tag: str = GENERATE_TAG,
 ) -> list[Any]:
-    """One engine request per (candidate, conversation), conversation-major within a model."""
+    """One engine request per (candidate, conversation), conversation-major within a model;
+    ``tag`` names the part of the run they belong to in the store's ledger."""
     from hbpsych_utils.llm import Request
 
     convs = list(conversations)
@@ -75,7 +79,7 @@ def generation_requests(
             messages=conv.prompt,
             temperature=temperature,
             max_tokens=max_tokens,
-            tag="generate",
+            tag=tag,
             metadata={"candidate": model, "prompt_id": conv.prompt_id},
         )
         for model in candidates

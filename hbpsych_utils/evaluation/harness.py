@@ -36,6 +36,10 @@ from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation import grading, scoring
 
+GENERATE_TAG = "harness-generate"
+GRADE_TAG = "harness-grade"
+"""The live re-run's tags in the store's ledger, apart from the evaluation's own calls."""
+
 REFERENCE_SETTINGS: dict[str, Any] = {
     "candidate": study.HARNESS_MODEL,
     "judge": study.HARNESS_MODEL,

@@ -33,6 +33,16 @@ log = logging.getLogger(__name__)
 
 VERDICT_TABLE_COLUMNS = (*grading.VERDICT_COLUMNS, "attempts", "reason")
 
+GRADE_TAG = "grade"
+"""The tag of the evaluation's judge calls; the reply's candidate follows it (:func:`grade_tag`)."""
+
+
+def grade_tag(candidate: str, tag: str = GRADE_TAG) -> str:
+    """The tag of a judge call grading ``candidate``'s reply: it is stored with the answer (it
+    never enters the request key), so the store's ledger says what grading one candidate
+    cost (``Store.spend_by_tag``; ``reporting.publish``)."""
+    return f"{tag}:{candidate}"
+
 
 @dataclass(frozen=True)
 class _Item:
@@ -121,13 +131,14 @@ def _items(
 
 
 def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None,
-             prompt_caching: bool = False) -> Any:
+             prompt_caching: bool = False, tag: str = GRADE_TAG) -> Any:
     from hbpsych_utils.llm import Request
 
     r = item.request
     return Request(
         model=item.judge, messages=r.messages(), temperature=r.temperature,
-        max_tokens=r.max_tokens, tag="grade", sample=attempt, response_schema=schema,
+        max_tokens=r.max_tokens, tag=grade_tag(item.candidate, tag), sample=attempt,
+        response_schema=schema,
         metadata={"judge": item.judge, "candidate": item.candidate,
                   "prompt_id": item.prompt_id, "criterion_index": item.criterion_index},
         cache_prefix_chars=r.prefix_chars if prompt_caching else None,
@@ -156,8 +167,12 @@ def grade(
     mode: str = "batch",
     response_schema: Mapping[str, Any] | None = None,
     prompt_caching: bool = False,
+    tag: str = GRADE_TAG,
 ) -> PanelRun:
     """Grade every gradable reply with every judge; return the verdict table.
+
+    ``tag`` names the part of the run the judge calls belong to (each call's tag adds the
+    reply's candidate, :func:`grade_tag`), so the store's ledger can tell them apart.
 
     ``response_schema`` (e.g. ``grading.VERDICT_SCHEMA``) constrains the judges' output where
     the provider supports it; the reference sends none, so the study leaves it ``None``.
@@ -176,7 +191,7 @@ def grade(
     for attempt in range(max_reasks + 1):
         if not pending:
             break
-        results = engine.run([_request(items[i], attempt, response_schema, prompt_caching)
+        results = engine.run([_request(items[i], attempt, response_schema, prompt_caching, tag)
                               for i in pending], mode=mode if attempt == 0 else "sync")
         calls[attempt + 1] += len(pending)
         report = getattr(engine, "last_report", None)

@@ -20,7 +20,9 @@ batch whose status or results still cannot be read stays open in the store, its 
 ``not_run`` in this run, and the next run adopts and collects it — nothing is re-sent. Only the
 items the provider itself reports as errored, expired, cancelled or missing, and the items of a
 batch the provider says does not exist or that failed as a whole, go through the synchronous
-path. Every answer the provider billed is stored and in the ledger at the batch price.
+path. Every answer the provider billed is stored and in the ledger at the batch price, in the
+same transaction as the batch's mark as collected, so a run killed between them books nothing
+and the next run, collecting the batch again, books each billed reply once.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from hbpsych_utils.llm.run_context import (
     is_answer,
     split_groups,
 )
-from hbpsych_utils.llm.store import OPEN_BATCH
+from hbpsych_utils.llm.store import OPEN_BATCH, SpendLine
 from hbpsych_utils.llm.sync import run_sync
 
 MAX_POLL_ERRORS = 20
@@ -194,23 +196,22 @@ async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict
         return []
     turnaround = time.time() - b["submitted"]
     stored: list[Result] = []
+    spent: list[SpendLine] = []
     fallback: list[Item] = []
-    actual = 0.0
     for it in items:
         rep = replies.get(it.key)
         if isinstance(rep, Reply) and is_answer(rep):
-            r = ctx.make_result(it, rep, 1, turnaround, "batch")
-            actual += r.cost
-            stored.append(r)
+            stored.append(ctx.make_result(it, rep, 1, turnaround, "batch"))
             continue
         if isinstance(rep, Reply):  # empty without refusal: paid for, retried synchronously
-            actual += ctx.pay_for_empty_reply(it, rep, "batch")
+            line = ctx.empty_reply_line(it, rep, "batch")
+            spent += [line] if line is not None else []
         # errored or expired (CallError), missing (None) or empty: the synchronous path
         fallback.append(it)
-    ctx.record(stored)
+    # answers, billed empty replies and the collected mark: one transaction
+    ctx.record_batch(bid, info, stored, spent)
     results.update({r.key: r for r in stored})
-    ctx.budget.finish(b["reserved"], actual)
-    store.set_batch_status(bid, "collected", info)
+    ctx.budget.finish(b["reserved"], sum(r.cost for r in stored) + sum(x.cost for x in spent))
     return fallback
 
 

@@ -7,8 +7,9 @@ profile's faults are checked when it loads without importing the simulator.
 from __future__ import annotations
 
 SYNC_FAULT_KINDS: tuple[str, ...] = (
-    "http_500", "http_503", "reset", "timeout", "malformed", "truncated", "refusal", "empty",
-    "rate_limit", "quota", "garbled", "no_verdict", "overloaded", "reasoning_at_cap",
+    "http_500", "http_503", "reset", "timeout", "malformed", "truncated", "refusal",
+    "content_filter", "empty", "rate_limit", "quota", "garbled", "no_verdict", "overloaded",
+    "reasoning_at_cap",
 )
 """Faults of one model call (sync, or the answer of one batch item). Each gives the provider's
 real shape: ``rate_limit`` a 429 (OpenAI: ``rate_limit_exceeded`` with ``retry-after-ms``;
@@ -16,8 +17,13 @@ Anthropic: ``rate_limit_error`` with an integer ``retry-after``; Gemini: ``RESOU
 naming a per-minute quota, no header, ``RetryInfo`` after a long message and two other details);
 ``quota`` the out-of-money error (OpenAI 429 ``insufficient_quota``; Anthropic's credit-balance
 400; Gemini a 429 naming a per-day quota); ``overloaded`` Anthropic's 529 ``overloaded_error``,
-503 elsewhere; ``refusal`` OpenAI's ``message.refusal`` with ``finish_reason: stop``, Anthropic's
-``stop_reason: refusal``, Gemini's ``finishReason: SAFETY``; ``reasoning_at_cap`` a reply whose
+503 elsewhere; ``refusal`` the refusal as the request's kind gets it: OpenAI on a Structured
+Outputs request ``message.refusal`` with ``content: null`` and ``finish_reason: stop``, on a plain
+chat request an ordinary reply that refuses in words (OpenAI sets ``refusal`` for Structured
+Outputs only), Anthropic ``stop_reason: refusal``, Gemini ``finishReason: SAFETY``;
+``content_filter`` the provider's filter withholding the reply, on any request: OpenAI and
+OpenAI-compatible APIs ``finish_reason: content_filter`` with ``content: null``, Anthropic and
+Gemini their refusal stops as above; ``reasoning_at_cap`` a reply whose
 reasoning used the whole output cap (no text; finish ``length`` / ``max_tokens`` /
 ``MAX_TOKENS``; reasoning tokens = the cap)."""
 BATCH_ITEM_FAULT_KINDS: tuple[str, ...] = ("batch_item_error", "batch_item_missing")

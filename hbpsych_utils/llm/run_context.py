@@ -20,7 +20,7 @@ from hbpsych_utils.llm.cost import Budget, call_cost
 from hbpsych_utils.llm.models import ModelSpec, ProviderSpec
 from hbpsych_utils.llm.providers import Adapter, Reply
 from hbpsych_utils.llm.requests import Request, Result
-from hbpsych_utils.llm.store import Store
+from hbpsych_utils.llm.store import SpendLine, Store
 
 CallMode = Literal["sync", "batch"]
 
@@ -299,32 +299,52 @@ class RunContext:
 
     def record(self, results: Sequence[Result]) -> None:
         """Commit results (one transaction) and count them."""
-        stored = [r for r in results if r.status != "not_run"]
-        self.store.put_many(stored, run_id=self.run_id)
+        self.store.put_many([r for r in results if r.status != "not_run"], run_id=self.run_id)
+        self._count(results)
+
+    def record_batch(self, batch_id: str, info: dict[str, Any], results: Sequence[Result],
+                     spent: Sequence[SpendLine]) -> None:
+        """Commit a finished batch — its answers, the ledger lines of the empty replies it was
+        billed for, its mark as collected — in one transaction (``Store.collect_batch``), then
+        count them: a crash before the commit books nothing, so nothing is booked twice."""
+        self.store.collect_batch(batch_id, info, results, spent, run_id=self.run_id)
+        self._count(results)
+        for line in spent:
+            self._count_line(line)
+
+    def _count(self, results: Sequence[Result]) -> None:
         for r in results:
             self.progress.add(r)
             if r.status != "not_run" and (r.cost or r.input_tokens or r.output_tokens):
                 self.report.count_paid(r.model, r.cost, r.input_tokens, r.cache_read_tokens,
                                        r.cache_write_tokens)
 
-    def pay_for_empty_reply(self, it: Item, reply: Reply, mode: CallMode) -> float:
-        """Account for an empty reply without a refusal (a paid transport failure, retried).
+    def _count_line(self, line: SpendLine) -> None:
+        self.progress.spend += line.cost
+        self.report.count_paid(line.model, line.cost, line.input_tokens,
+                               line.cache_read_tokens, line.cache_write_tokens)
 
-        Its spend goes in the ledger (there is no result row to carry it) and in the progress
-        spend; the returned cost is what the caller counts against the budget.
-        """
+    def empty_reply_line(self, it: Item, reply: Reply, mode: CallMode) -> SpendLine | None:
+        """The ledger line of an empty reply without a refusal (a paid transport failure,
+        retried; there is no result row to carry its spend), or None when it cost nothing."""
         spent = reply_cost(it, reply, mode)
-        if spent:
-            self.store.record_spend(run_id=self.run_id, provider=it.provider.name,
-                                    model=it.spec.name, key=it.key, mode=mode,
-                                    input_tokens=reply.input_tokens,
-                                    output_tokens=reply.output_tokens, cost=spent,
-                                    cache_read_tokens=reply.cache_read_tokens,
-                                    cache_write_tokens=reply.cache_write_tokens)
-            self.progress.spend += spent
-            self.report.count_paid(it.spec.name, spent, reply.input_tokens,
-                                   reply.cache_read_tokens, reply.cache_write_tokens)
-        return spent
+        if not spent:
+            return None
+        return SpendLine(it.provider.name, it.spec.name, it.key, mode, reply.input_tokens,
+                         reply.output_tokens, spent, reply.cache_read_tokens,
+                         reply.cache_write_tokens)
+
+    def pay_for_empty_reply(self, it: Item, reply: Reply, mode: CallMode) -> float:
+        """Account for an empty reply without a refusal at once: its ledger line committed,
+        the progress spend and the report; the returned cost is what the caller counts against
+        the budget. (A batch's empty replies are booked with the batch: :meth:`record_batch`.)
+        """
+        line = self.empty_reply_line(it, reply, mode)
+        if line is None:
+            return 0.0
+        self.store.record_line(self.run_id, line)
+        self._count_line(line)
+        return line.cost
 
 
 def reply_cost(it: Item, reply: Reply, mode: CallMode) -> float:

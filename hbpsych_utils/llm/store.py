@@ -3,7 +3,9 @@
 One row per request key. A row whose status is ``ok`` or ``refused`` is final: it is never
 overwritten and its key is never requested again. ``failed`` rows keep the last error and are
 retried by the next run. Open provider batches and their items are recorded so a restarted run
-polls them instead of resubmitting. A ledger keeps every paid call.
+polls them instead of resubmitting; a batch's results, the ledger lines it was billed for and its
+mark as collected are written in one transaction (``collect_batch``). A ledger keeps every paid
+call.
 
 WAL journal with ``synchronous=NORMAL``: each commit survives a killed process (``kill -9``);
 only an operating-system crash can lose the last commits, and nothing already committed is
@@ -33,6 +35,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +170,22 @@ _LEDGER_OF_RESULT = (
 _READ_COLS = ", ".join(c for c in _COLS if c != "updated_at")
 
 OPEN_BATCH = "open"
+COLLECTED_BATCH = "collected"
+
+
+@dataclass(frozen=True)
+class SpendLine:
+    """The ledger line of a paid call whose result is not stored (an empty reply, retried)."""
+
+    provider: str
+    model: str
+    key: str | None
+    mode: str
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class StoreError(RuntimeError):
@@ -448,19 +467,24 @@ class Store:
         """Write results (and their spend) in one transaction."""
         if not results:
             return
-        now, clean, clean_error = time.time(), scrubber(), scrubber(cut=True)
         with self._lock, self._write():
-            rows = [self._row(r, now, clean, clean_error) for r in results]
-            self._db.executemany(_UPSERT, rows)
-            paid = [
-                (now, self._name_id(run_id), row[1], row[2], row[0], row[16], r.input_tokens,
-                 r.output_tokens, r.cache_read_tokens, r.cache_write_tokens, r.cost)
-                for r, row in zip(results, rows, strict=True)
-                if ledger and (r.cost or r.input_tokens or r.output_tokens
-                               or r.cache_read_tokens or r.cache_write_tokens)
-            ]
-            if paid:
-                self._db.executemany(_LEDGER_OF_RESULT, paid)
+            self._put_rows(results, run_id, ledger, time.time())
+
+    def _put_rows(self, results: Sequence[Result], run_id: str | None, ledger: bool,
+                  now: float) -> None:
+        """Upsert results and their ledger lines (inside a write transaction)."""
+        clean, clean_error = scrubber(), scrubber(cut=True)
+        rows = [self._row(r, now, clean, clean_error) for r in results]
+        self._db.executemany(_UPSERT, rows)
+        paid = [
+            (now, self._name_id(run_id), row[1], row[2], row[0], row[16], r.input_tokens,
+             r.output_tokens, r.cache_read_tokens, r.cache_write_tokens, r.cost)
+            for r, row in zip(results, rows, strict=True)
+            if ledger and (r.cost or r.input_tokens or r.output_tokens
+                           or r.cache_read_tokens or r.cache_write_tokens)
+        ]
+        if paid:
+            self._db.executemany(_LEDGER_OF_RESULT, paid)
 
     def _row(self, r: Result, now: float, clean: Callable[[str], str],
              clean_error: Callable[[str], str]) -> tuple[Any, ...]:
@@ -481,12 +505,21 @@ class Store:
                      mode: str, input_tokens: int, output_tokens: int, cost: float,
                      cache_read_tokens: int = 0, cache_write_tokens: int = 0) -> None:
         """Spend of a call whose result is not stored (e.g. an empty reply that is retried)."""
+        self.record_line(run_id, SpendLine(provider, model, key, mode, input_tokens,
+                                           output_tokens, cost, cache_read_tokens,
+                                           cache_write_tokens))
+
+    def record_line(self, run_id: str | None, line: SpendLine) -> None:
+        """One :class:`SpendLine` in the ledger, committed at once."""
         with self._lock, self._write():
-            self._db.execute(_LEDGER_INSERT, (
-                time.time(), self._name_id(run_id), self._name_id(provider),
-                self._name_id(model), None, None if key is None else db_key(key),
-                self._name_id(mode), input_tokens, output_tokens, cache_read_tokens,
-                cache_write_tokens, cost))
+            self._insert_line(run_id, line, time.time())
+
+    def _insert_line(self, run_id: str | None, line: SpendLine, now: float) -> None:
+        self._db.execute(_LEDGER_INSERT, (
+            now, self._name_id(run_id), self._name_id(line.provider), self._name_id(line.model),
+            None, None if line.key is None else db_key(line.key), self._name_id(line.mode),
+            line.input_tokens, line.output_tokens, line.cache_read_tokens,
+            line.cache_write_tokens, line.cost))
 
     def get(self, key: str) -> Result | None:
         got = self.get_many([key])
@@ -567,6 +600,22 @@ class Store:
             "by_model": by_model,
         }
 
+    def spend_by_tag(self) -> list[dict[str, Any]]:
+        """The ledger by the tag and model of the result each line paid for, so a caller that
+        tags its requests (grading tags each reply's candidate) can say what one part of a run
+        cost: calls, cost and the first and last charge (Unix time). A line without a stored
+        result of its own (an empty reply retried) counts under its key's result; one whose key
+        never got a result has tag ``""``."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT r.tag, COALESCE(r.model, l.model), COUNT(*), SUM(l.cost), MIN(l.ts), "
+                "MAX(l.ts) FROM ledger_lines l LEFT JOIN result_rows r ON r.id = "
+                "COALESCE(l.result, (SELECT id FROM result_rows WHERE key = l.key)) "
+                "GROUP BY r.tag, COALESCE(r.model, l.model)").fetchall()
+            return [{"tag": self._name(tag) or "", "model": self._name(model), "calls": n,
+                     "cost": round(cost or 0.0, 6), "first_ts": first, "last_ts": last}
+                    for tag, model, n, cost, first, last in rows]
+
     # ---- batches
     def add_batch(self, batch_id: str, provider: str, model: str, keys: Sequence[str],
                   info: dict[str, Any]) -> None:
@@ -589,14 +638,29 @@ class Store:
     def set_batch_status(self, batch_id: str, status: str,
                          info: dict[str, Any] | None = None) -> None:
         with self._lock:
-            if info is None:
-                self._db.execute(
-                    "UPDATE batches SET status = ?, updated_at = ? WHERE batch_id = ?",
-                    (status, time.time(), batch_id))
-            else:
-                self._db.execute(
-                    "UPDATE batches SET status = ?, updated_at = ?, info = ? WHERE batch_id = ?",
-                    (status, time.time(), json.dumps(info), batch_id))
+            self._mark_batch(batch_id, status, info)
+
+    def _mark_batch(self, batch_id: str, status: str, info: dict[str, Any] | None) -> None:
+        if info is None:
+            self._db.execute("UPDATE batches SET status = ?, updated_at = ? WHERE batch_id = ?",
+                             (status, time.time(), batch_id))
+        else:
+            self._db.execute(
+                "UPDATE batches SET status = ?, updated_at = ?, info = ? WHERE batch_id = ?",
+                (status, time.time(), json.dumps(info), batch_id))
+
+    def collect_batch(self, batch_id: str, info: dict[str, Any], results: Sequence[Result],
+                      spent: Sequence[SpendLine], run_id: str | None = None) -> None:
+        """A finished batch's answers (with their ledger lines), the ledger lines of the empty
+        replies it was billed for, and its mark as collected, in one transaction: a run killed
+        before the commit leaves the batch open with none of them written, so the next run
+        collects it again and books each billed reply once."""
+        with self._lock, self._write():
+            now = time.time()
+            self._put_rows(results, run_id, True, now)
+            for line in spent:
+                self._insert_line(run_id, line, now)
+            self._mark_batch(batch_id, COLLECTED_BATCH, info)
 
     def open_batches(self, provider: str | None = None) -> list[dict[str, Any]]:
         q = "SELECT batch_id, provider, model, status, n_items, info FROM batches WHERE status = ?"

@@ -39,8 +39,9 @@ RUNNER, HAND = "runner", "hand"
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _CODE_SUFFIXES = (".py", ".html", ".js", ".css")
-_NOT_CODE_OF_STAGES = ("runner/", "reporting/book.py", "reporting/book_site/")
-"""Package parts that never change a stage's outputs (they run or render stages)."""
+_NOT_CODE_OF_STAGES = ("runner/", "reporting/book.py", "reporting/book_site/",
+                       "reporting/publish.py")
+"""Package parts that never change a stage's outputs (they run, render or publish stages)."""
 
 
 class Inputs(BaseModel):

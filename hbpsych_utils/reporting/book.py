@@ -3,7 +3,8 @@
 A reader opens ``outputs/<profile>/book/index.html`` and reads the whole study without Jupyter:
 a landing page with this run's headline numbers (each linking to the chapter that computed it),
 one chapter per executed notebook (code folded, figures inline), the figures and Table 1 with
-downloads, and the run's provenance from ``manifest.json``.
+downloads, and the run's provenance from ``manifest.json``, with the mindbench-results artifacts
+published from the run (``publish``) as downloads.
 
 Why Sphinx with MyST-NB: MyST-NB reads the executed notebooks as they are (execution off),
 Sphinx and its bundled Alabaster theme ship every script and stylesheet in the package (nothing
@@ -22,7 +23,6 @@ function of the stages' metrics; the pages only lay them out.
 from __future__ import annotations
 
 import argparse
-import html
 import io
 import json
 import math
@@ -40,7 +40,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hbpsych_utils import study
-from hbpsych_utils.core import paths, records
+from hbpsych_utils.core import escape, paths, records
 from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.writes import describe_os_error
 from hbpsych_utils.pipeline import graph, state
@@ -65,6 +65,8 @@ STUDY_SUMMARY = (
 
 FIGURES_PAGE = "figures"
 PROVENANCE_PAGE = "provenance"
+PUBLISHED_FILES = "published"
+"""The book's copies of the files published from the run (downloads, not pages)."""
 FIGURES_STAGE = "12_figures_tables"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_NOTE = (
@@ -147,11 +149,14 @@ def update_command(profile: str, manifest: Mapping[str, Any] | None,
     overrides = (manifest or {}).get("overrides") or {}
     sets = "".join(f" --set {shlex.quote(f'{k}={json.dumps(v)}')}"
                    for k, v in overrides.items()) if isinstance(overrides, dict) else ""
-    where = ""
-    if outputs_root is not None and (Path(outputs_root).resolve()
-                                     != paths.outputs_root().resolve()):
-        where = f" --outputs {shlex.quote(str(Path(outputs_root).resolve()))}"
-    return f"bash run_all.sh {shlex.quote(profile)}{where}{sets}"
+    return f"bash run_all.sh {shlex.quote(profile)}{_outputs_option(outputs_root)}{sets}"
+
+
+def _outputs_option(outputs_root: Path | None) -> str:
+    """`` --outputs DIR`` for a run outside the default outputs folder ("" otherwise)."""
+    if outputs_root is None or Path(outputs_root).resolve() == paths.outputs_root().resolve():
+        return ""
+    return f" --outputs {shlex.quote(str(Path(outputs_root).resolve()))}"
 
 
 def corpus_partial(metrics: Mapping[str, Any]) -> bool:
@@ -273,12 +278,13 @@ def headline_numbers(metrics: Mapping[str, Any]) -> list[Headline]:
 
 
 def _cell(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A value shown as text in Markdown prose or a table cell (``escape.md_text``)."""
+    return escape.md_text(text)
 
 
-def _code(text: object) -> str:
-    return f"`{str(text).replace('`', '')}`"
+def _code(text: object, cell: bool = True) -> str:
+    """A value shown verbatim as inline code (``escape.md_code``), by default in a table cell."""
+    return escape.md_code(text, cell=cell)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -293,9 +299,13 @@ def _yaml_block(data: object) -> str:
 
 
 def _chapter_link(text: str, chapter: str, chapters: Sequence[str]) -> str:
+    """``text`` linking to a chapter. A role's text is never HTML, but a backtick would end
+    the role and a ``<`` start its target, so neither is kept as such."""
     if chapter not in chapters:
         return _cell(text)
-    return f"{{doc}}`{_cell(text).replace('<', '&lt;')} <{chapter}>`"
+    shown = (str(text).replace("`", "").replace("\\", "\\\\").replace("|", "\\|")
+             .replace("\n", " ").replace("<", "&lt;"))
+    return f"{{doc}}`{shown} <{chapter}>`"
 
 
 def _profile_values(profile: str | None) -> dict[str, Any] | None:
@@ -314,19 +324,11 @@ STATE_WORDS = {"current": "current", "not_current": "not current", "failed": "fa
                "not_run": "not run", "not_in_profile": "not in this profile"}
 
 
-def _md_text(text: object) -> str:
-    """Plain text safe in Markdown prose: HTML escaped, Markdown's inline markers neutralised."""
-    out = html.escape(str(text), quote=False)
-    for ch in "\\`*_[]|":
-        out = out.replace(ch, "\\" + ch)
-    return out.replace("\n", " ")
-
-
 def state_sentence(s: StageState, command: str) -> str:
     """What a chapter's banner and the landing page say about a stage that is not current."""
     word = STATE_WORDS[s.state].capitalize()
-    fix = f" Bring it up to date with `{command.replace('`', '')}`." if command else ""
-    return f"**{word}**: {_md_text(s.reason)}.{fix}"
+    fix = f" Bring it up to date with {_code(command, cell=False)}." if command else ""
+    return f"**{word}**: {_cell(s.reason)}.{fix}"
 
 
 def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequence[str],
@@ -336,19 +338,19 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     """The landing page: the study, this run's profile, each stage's mode and state, the
     headline numbers (each marked when its chapter is not current), contents."""
     states = states or {}
-    parts = [f"# HealthBench-Psych: the `{profile}` run\n", STUDY_SUMMARY + "\n"]
+    parts = [f"# HealthBench-Psych: the {_code(profile, cell=False)} run\n", STUDY_SUMMARY + "\n"]
     parts.append(f"## This run\n\nProfile **{_cell(profile)}**"
-                 + (f": {_md_text(description.strip())}" if description.strip() else ".")
+                 + (f": {_cell(description.strip())}" if description.strip() else ".")
                  + "\n")
     if overrides:
         parts.append("Tweaked on the command line: " + ", ".join(
-            _code(f"{k}={json.dumps(v, default=str)}") for k, v in overrides.items())
+            _code(f"{k}={json.dumps(v, default=str)}", cell=False) for k, v in overrides.items())
             + f" (see {{doc}}`provenance <{PROVENANCE_PAGE}>`).\n")
     stale = [s for s in states.values() if s.state in ("not_current", "failed")]
     if stale:
         parts.append(f"**{len(stale)} of {len(states)} chapters are not current**: their "
                      "numbers are not this run's until the runner runs them again "
-                     f"(`{command.replace('`', '')}`).\n")
+                     f"({_code(command, cell=False)}).\n")
     rows = []
     for stage in graph.STAGES:
         m = metrics.get(stage)
@@ -360,9 +362,9 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
         shown = (mode or "–") + (f" (round 2 {round2.replace('_', ' ')})" if round2 else "")
         word = (STATE_WORDS[st.state] if st is not None else "unknown")
         if st is not None and not st.current:
-            word = f"**{word}**: {_md_text(st.reason)}"
+            word = f"**{word}**: {_cell(st.reason)}"
         rows.append((_chapter_link(f"{stage} {graph.spec(stage).title}", stage, chapters),
-                     _cell(shown), word.replace("|", "\\|")))
+                     _cell(shown), word))
     parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
                  "files, *live* calls models through the engine.\n")
     parts.append(_table(["stage", "mode", "state"], rows))
@@ -403,8 +405,8 @@ def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner:
                  "figure can be downloaded as PNG and SVG, Table 1 as CSV, Markdown and LaTeX.\n")
     for png in pngs:
         title = png.stem.removeprefix("fig_").replace("_", " ")
-        parts.append(f"## Figure: {title}\n")
-        parts.append(f"![{title}]({rel}/{png.name})\n")
+        parts.append(f"## Figure: {_cell(title)}\n")
+        parts.append(f"![{_cell(title)}]({rel}/{png.name})\n")
         parts.append("Download: " + _downloads(stage_dir, png.stem, rel, (("PNG", "png"),
                                                                          ("SVG", "svg"))))
     for md in tables:
@@ -442,9 +444,11 @@ class Spend(BaseModel):
 
 def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[str],
                         metrics: Mapping[str, Any],
-                        states: Mapping[str, StageState] | None = None) -> str:
-    """The provenance page: everything ``manifest.json`` records about the run, and every
-    stage's build (who made its outputs, when, whether they are current)."""
+                        states: Mapping[str, StageState] | None = None,
+                        published: str = "") -> str:
+    """The provenance page: everything ``manifest.json`` records about the run, every stage's
+    build (who made its outputs, when, whether they are current), and ``published``
+    (:func:`published_markdown`)."""
     parts = ["# Provenance\n"]
     if manifest is None:
         parts.append("This run folder has no `manifest.json`.\n")
@@ -509,7 +513,7 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
              _cell(", ".join(info.get("used_by", [])))) for name, info in infos.items()]))
         parts.append("Upstream, pinned (shown as text: the book links nowhere outside itself):\n")
         parts.append("".join(
-            f"- {_code(name)}: {_code(info.get('url', '?'))}"
+            f"- {_code(name, cell=False)}: {_code(info.get('url', '?'), cell=False)}"
             + (f" ({_cell(info['licence'])})" if info.get("licence") else "") + "\n"
             for name, info in infos.items()))
     hashes = manifest.get("subset_sha256") or {}
@@ -520,12 +524,14 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
     grading = manifest.get("grading") if isinstance(manifest.get("grading"), dict) else {}
     template = manifest.get("grader_template_sha256") or grading.get("grader_template_sha256")
     parts.append("## Grader template\n")
-    parts.append(f"sha256 {_code(template)}\n" if template else "Not recorded (no grading "
-                 "stage ran).\n")
+    parts.append(f"sha256 {_code(template, cell=False)}\n" if template
+                 else "Not recorded (no grading stage ran).\n")
     for key, title in (("generation", "Generation"), ("grading", "Grading")):
         if isinstance(manifest.get(key), dict):
             parts.append(f"## {title} (live)\n")
             parts.append(_yaml_block(manifest[key]))
+    if published:
+        parts.append(published)
     parts.append("## Spend\n")
     parts.append(_spend_markdown(manifest.get("spend"), metrics))
     packages = manifest.get("packages")
@@ -538,7 +544,60 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
         parts.append(_yaml_block(packages))
     else:
         parts.append(f"Not recorded by this manifest (package `hbpsych_utils` "
-                     f"{manifest.get('package_version', '?')}).\n")
+                     f"{_cell(manifest.get('package_version', '?'))}).\n")
+    return "\n".join(parts)
+
+
+def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
+    """The provenance page's section on the mindbench-results artifacts published from the run
+    (``python -m hbpsych_utils publish``): each publication's files copied into the book's
+    sources (``src``) as downloads, while they are still the files it wrote; one that reports
+    stages changed since says so, with the command that publishes again ("" when nothing was
+    published)."""
+    from hbpsych_utils.reporting import publish  # with pandas: loaded only to build a book
+
+    try:
+        shown = publish.for_book(profile_dir)
+    except publish.PublishError as exc:
+        return f"## Published results\n\n{_cell(exc)}\n"
+    if not shown:
+        return ""
+    parts = ["## Published results\n",
+             "This run's scores as mindbench-results v1 artifacts (the MindBench results "
+             "hub's contract), one per candidate, each validated against the registry's schema "
+             "before it was written.\n"]
+    for item in sorted(shown, key=lambda x: x.record.subset):
+        rec = item.record
+        again = (f"python -m hbpsych_utils publish {shlex.quote(profile)} --subset "
+                 f"{rec.subset}{_outputs_option(profile_dir.parent)}")
+        parts.append(f"### {_cell(study.SUBSET_TITLES.get(rec.subset, rec.subset))}, "
+                     f"{rec.mode} mode\n")
+        names = sorted(n for n in rec.files if n.endswith(".json")
+                       and n != publish.EXPORT_MANIFEST)
+        parts.append(f"{len(names)} artifact(s) written to {_code(item.folder)} at "
+                     f"{_cell(rec.written_at)}.\n")
+        if item.stale:
+            parts.append(f"**Not current**: {', '.join(item.stale)} changed since they were "
+                         f"written. Publish again with `{again}`.\n")
+        if not item.files_ok:
+            parts.append(f"The files are no longer those it wrote (missing or changed), so the "
+                         f"book does not link them. Publish again with `{again}`.\n")
+            continue
+        dest = src / PUBLISHED_FILES / rec.subset
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in rec.files:
+            shutil.copyfile(item.folder / name, dest / name)
+        rel = f"{PUBLISHED_FILES}/{rec.subset}"
+        parts.append(f"Export manifest (the files' sha256): {{download}}"
+                     f"`{publish.EXPORT_MANIFEST} <{rel}/{publish.EXPORT_MANIFEST}>`.\n")
+        rows = []
+        for name in names:
+            items = publish.items_name(name.removeprefix(f"{publish.BENCHMARK_SLUG}--")
+                                       .removesuffix(".json"))
+            rows.append((_code(name), f"{{download}}`artifact <{rel}/{name}>`",
+                         f"{{download}}`per item <{rel}/{items}>`" if items in rec.files
+                         else "–", _code(rec.files[name][:12])))
+        parts.append(_table(["file", "artifact", "per-item scores", "sha256"], rows))
     return "\n".join(parts)
 
 
@@ -638,7 +697,8 @@ def sphinx_config(title: str, banner: str) -> dict[str, Any]:
         "html_domain_indices": False,
         "html_last_updated_fmt": None,
         "html_permalinks": True,
-        "exclude_patterns": ["files"],  # copies of the stage's files, not pages
+        # copies of the stage's files and of the published artifacts, not pages
+        "exclude_patterns": ["files", PUBLISHED_FILES],
         "suppress_warnings": ["misc.highlighting_failure", "myst.header"],
     }
 
@@ -688,7 +748,9 @@ def write_sources(profile_dir: Path, src: Path) -> str:
                          chapter_banner(states.get(FIGURES_STAGE), command)),
         encoding="utf-8")
     (src / f"{PROVENANCE_PAGE}.md").write_text(
-        provenance_markdown(manifest, chapters, metrics, states), encoding="utf-8")
+        provenance_markdown(manifest, chapters, metrics, states,
+                            published_markdown(profile_dir, src, profile)),
+        encoding="utf-8")
     return partial_banner(metrics)
 
 

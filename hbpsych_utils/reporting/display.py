@@ -4,17 +4,19 @@ produced, and the findings as a paragraph.
 Each class here is what a stage's science step returns (or wraps its result in) so that a
 notebook shows it with a bare ``display(...)``: Jupyter and the book (MyST-NB) render the rich
 representation, never a Python repr. Every text that comes from data or from a profile is
-HTML-escaped where it is put into HTML.
+HTML-escaped where it is put into HTML (``core.escape``): cells, row and column labels,
+captions and notes.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+from hbpsych_utils.core import escape
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,18 @@ class Table:
     index: bool = True
 
     def html(self) -> str:
-        styler = self.frame.style.format(precision=self.precision, na_rep="–",
-                                         escape="html")
+        # the Styler escapes cells and labels when asked, but never the axes' names
+        names = {axis: [None if n is None else escape.html_text(n) for n in labels.names]
+                 for axis, labels in (("index", self.frame.index),
+                                      ("columns", self.frame.columns))}
+        frame = self.frame.rename_axis(**names)
+        styler = (frame.style.format(precision=self.precision, na_rep="–", escape="html")
+                  .format_index(escape="html", axis=0).format_index(escape="html", axis=1))
         for column, fmt in self.formats.items():
-            if column in self.frame.columns:
-                styler = styler.format(fmt, subset=[column], na_rep="–")
+            if column in frame.columns:
+                styler = styler.format(fmt, subset=[column], na_rep="–", escape="html")
         if self.caption:
-            styler = styler.set_caption(html.escape(self.caption))
+            styler = styler.set_caption(escape.html_text(self.caption))
         if not self.index:
             styler = styler.hide(axis="index")
         return styler.to_html()
@@ -75,7 +82,7 @@ class Tables:
     """A sentence shown before the tables (plain text, escaped)."""
 
     def _repr_html_(self) -> str:
-        head = f"<p>{html.escape(self.note)}</p>\n" if self.note else ""
+        head = f"<p>{escape.html_text(self.note)}</p>\n" if self.note else ""
         return head + "\n".join(t.html() for t in self.tables)
 
     def __repr__(self) -> str:

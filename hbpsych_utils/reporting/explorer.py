@@ -30,7 +30,6 @@ Definitions used throughout:
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ import pandas as pd
 from hbpsych_utils.construction import corpus, subset
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import paths
+from hbpsych_utils.core.escape import html_text
 from hbpsych_utils.evaluation import generation, grading, panel, score_sources
 
 NO_CATEGORY = "(no category)"
@@ -514,10 +514,6 @@ def conversation_label(data: ExplorerData, prompt_id: str, width: int = 60) -> s
 # HTML
 
 
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
 _STYLE = f"""
 <style>
 .hbx {{ font-family: system-ui, sans-serif; font-size: 13px; line-height: 1.4; }}
@@ -547,9 +543,10 @@ _STYLE = f"""
 
 
 def _legend(judges: Sequence[str]) -> str:
+    columns = ", ".join(html_text(j) for j in judges) or "(no judges)"
     return (
         '<div class="hbx-legend">'
-        f'<b>Legend.</b> Verdict columns: {", ".join(_e(j) for j in judges) or "(no judges)"}. '
+        f'<b>Legend.</b> Verdict columns: {columns}. '
         '<span class="hbx-met">✓ met</span> · <span class="hbx-unmet">✗ not met</span> · '
         '<span class="hbx-none">— no verdict</span> (excluded) · '
         '<span class="hbx-missing">· not graded</span> · * recovered by pattern extraction. '
@@ -578,19 +575,19 @@ def _score_text(s: tuple[float, str] | None) -> str:
         return '<span class="hbx-missing">·</span>'
     value, status = s
     if math.isnan(value):
-        return f'<span class="hbx-none">— ({_e(status)})</span>'
+        return f'<span class="hbx-none">— ({html_text(status)})</span>'
     return f"{value:.3f}"
 
 
 def _scores_table(data: ExplorerData, prompt_id: str, candidates: Sequence[str]) -> str:
-    head = "".join(f"<th>{_e(j)}</th>" for j in data.judges)
+    head = "".join(f"<th>{html_text(j)}</th>" for j in data.judges)
     rows = []
     for cand in candidates:
         values = [data.score(prompt_id, cand, j) for j in data.judges]
         finite = [v[0] for v in values if v is not None and not math.isnan(v[0])]
         spread = f"{max(finite) - min(finite):.3f}" if len(finite) > 1 else ""
         cells = "".join(f"<td>{_score_text(v)}</td>" for v in values)
-        rows.append(f"<tr><th>{_e(cand)}</th>{cells}<td>{spread}</td></tr>")
+        rows.append(f"<tr><th>{html_text(cand)}</th>{cells}<td>{spread}</td></tr>")
     note = " (computed here from the verdicts)" if data.scores_computed else ""
     return (
         f"<h4>Conversation scores by judge{note}</h4>"
@@ -606,10 +603,10 @@ def _reply_html(resp: dict[str, Any] | None) -> str:
     text = "" if text is None or (isinstance(text, float) and math.isnan(text)) else str(text)
     status = str(resp.get("status"))
     stop = resp.get("stop_reason")
-    stop_txt = f" (stop reason: {_e(stop)})" if stop not in (None, "") and not (
+    stop_txt = f" (stop reason: {html_text(stop)})" if stop not in (None, "") and not (
         isinstance(stop, float) and math.isnan(stop)) else ""
     if resp.get("refusal"):
-        body = _e(text) if text else "<i>(empty reply)</i>"
+        body = html_text(text) if text else "<i>(empty reply)</i>"
         return (
             f'<div class="hbx-reply {REFUSAL_CLASS}"><span class="hbx-badge">REFUSED</span>'
             f'{stop_txt}<div class="hbx-text">{body}</div></div>'
@@ -617,9 +614,9 @@ def _reply_html(resp: dict[str, Any] | None) -> str:
     if status != "ok" and not text:
         return (
             f'<div class="hbx-reply hbx-missing"><span class="hbx-badge hbx-badge-failed">'
-            f"NO RESPONSE</span> status: {_e(status)}{stop_txt}</div>"
+            f"NO RESPONSE</span> status: {html_text(status)}{stop_txt}</div>"
         )
-    body = _e(text) if text else "<i>(empty reply)</i>"
+    body = html_text(text) if text else "<i>(empty reply)</i>"
     return f'<div class="hbx-reply">{stop_txt}<div class="hbx-text">{body}</div></div>'
 
 
@@ -633,20 +630,21 @@ def _criteria_table(
         for j, i, m, r in zip(mine["judge"], mine["criterion_index"], mine["criteria_met"],
                               mine["recovered"], strict=True)
     }
-    head = "".join(f"<th>{_e(j)}</th>" for j in data.judges)
+    head = "".join(f"<th>{html_text(j)}</th>" for j in data.judges)
     rows = []
     for i, item in enumerate(conv.rubrics):
         is_dis = (candidate, i) in disagree
         cls = f' class="{DISAGREE_CLASS}"' if is_dis else ""
         pts_cls = ' class="hbx-neg"' if item.points < 0 else ""
-        tags = (f'<div class="hbx-tags">{_e(", ".join(item.tags))}</div>' if item.tags else "")
+        tags = (f'<div class="hbx-tags">{html_text(", ".join(item.tags))}</div>'
+                if item.tags else "")
         verdict_cells = "".join(
             _verdict_cell(*cell.get((j, i), (None, False))) for j in data.judges
         )
         rows.append(
-            f'<tr{cls} data-candidate="{_e(candidate)}" data-criterion="{i}">'
-            f"<td>{i}</td><td{pts_cls}>{_e(grading.format_points(item.points))}</td>"
-            f'<td><div class="hbx-text">{_e(item.criterion)}</div>{tags}</td>'
+            f'<tr{cls} data-candidate="{html_text(candidate)}" data-criterion="{i}">'
+            f"<td>{i}</td><td{pts_cls}>{html_text(grading.format_points(item.points))}</td>"
+            f'<td><div class="hbx-text">{html_text(item.criterion)}</div>{tags}</td>'
             f"{verdict_cells}"
             f'<td class="hbx-flag">{"≠" if is_dis else ""}</td></tr>'
         )
@@ -686,16 +684,16 @@ def conversation_html(
     parts = [
         _STYLE,
         '<div class="hbx">',
-        f"<h3>Conversation {_e(prompt_id)}</h3>",
-        f"<div>{_e(' · '.join(facts))}</div>",
+        f"<h3>Conversation {html_text(prompt_id)}</h3>",
+        f"<div>{html_text(' · '.join(facts))}</div>",
         _legend(data.judges),
         "<h4>Conversation</h4>",
     ]
     for n, m in enumerate(conv.prompt, start=1):
         role = m.role if m.role in corpus.ROLES else "other"
         parts.append(
-            f'<div class="hbx-turn hbx-role-{role}"><b>{n}. {_e(m.role)}</b>'
-            f'<div class="hbx-text">{_e(m.content)}</div></div>'
+            f'<div class="hbx-turn hbx-role-{role}"><b>{n}. {html_text(m.role)}</b>'
+            f'<div class="hbx-text">{html_text(m.content)}</div></div>'
         )
     if not cands:
         parts.append("<p><i>No candidate selected.</i></p></div>")
@@ -704,7 +702,7 @@ def conversation_html(
     for cand in cands:
         n_dis = sum(1 for c, _ in disagree if c == cand)
         parts.append(
-            f'<h4>Candidate {_e(cand)}'
+            f'<h4>Candidate {html_text(cand)}'
             f'{f" — {n_dis} disagreement" + ("s" if n_dis != 1 else "") if n_dis else ""}</h4>'
         )
         parts.append(_reply_html(data.response(prompt_id, cand)))
@@ -762,9 +760,9 @@ class Explorer:
             notes.append("no category table")
         if data.hard_ids is None:
             notes.append("no hard ids")
-        head = f"<b>Grade explorer</b> — {_e(data.source or 'in-memory data')}"
+        head = f"<b>Grade explorer</b> — {html_text(data.source or 'in-memory data')}"
         if notes:
-            head += f" <i>({_e('; '.join(notes))}: those filters are off)</i>"
+            head += f" <i>({html_text('; '.join(notes))}: those filters are off)</i>"
         self.widget = w.VBox([
             w.HTML(head),
             w.HBox([self.category, self.hard, self.refusal, self.disagreement]),

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import html
 import io
 import json
 import shutil
@@ -37,6 +36,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from hbpsych_utils import study
+from hbpsych_utils.core import escape
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.reporting.display import Shown
 
@@ -231,10 +231,11 @@ class Gallery(Shown):
     """Plain sentences shown before the figures (escaped)."""
 
     def _repr_html_(self) -> str:
-        parts = [f"<p>{html.escape(note)}</p>" for note in self.notes]
+        parts = [f"<p>{escape.html_text(note)}</p>" for note in self.notes]
         for stem, fig in self.figures.items():
             data = base64.b64encode(png_bytes(fig)).decode("ascii")
-            parts.append(f'<img alt="{html.escape(stem)}" src="data:image/png;base64,{data}"/>')
+            parts.append(f'<img alt="{escape.html_text(stem)}" '
+                         f'src="data:image/png;base64,{data}"/>')
         return "\n".join(parts)
 
     def __repr__(self) -> str:

@@ -19,6 +19,9 @@ Formats (``--format auto`` tells them apart by content and file extension):
     not name the model inside: it is taken from the file name (``--model`` overrides). An entry
     without ``prompt_id`` cannot be mapped to the subset and is an error. A run with
     ``--n-repeats`` > 1 lists each conversation more than once: also an error (one score each).
+    simple-evals writes the file only after every example was generated and graded (a failure
+    raises and writes nothing), so its run is complete unless the file's own count
+    (``metrics["score:n_samples"]`` or ``overall_score:n_samples``) disagrees with its entries.
 
 ``inspect``
     A UK AISI Inspect eval log of inspect_evals' ``healthbench`` / ``healthbench_hard`` /
@@ -31,11 +34,14 @@ Formats (``--format auto`` tells them apart by content and file extension):
     is the HealthBench ``prompt_id`` (inspect_evals also keeps it as ``metadata.prompt_id``, which
     wins when present). Its ``scores`` map a scorer name to a ``Score``; inspect_evals registers the
     HealthBench scorer as ``_scorer``, whose ``value`` is ``{healthbench_score, criteria_met,
-    total_criteria, ...}`` since inspect_evals 1.1.0 and a bare number before. The score used is
-    ``healthbench_score`` (or the number). ``--scorer`` picks a scorer when a log has several. A
-    sample without scores (it errored) or with a NaN value (``Score.unscored()``) is reported as
-    *unscored*. More than one epoch per sample is an error: the report takes one score per
-    conversation.
+    total_criteria, ...}`` since version 1.1.0 of that task (its changelog, 2025-12-10; the
+    task is at version 3-B in the inspect_evals 0.26.0 release) and a bare number before. The
+    score used is ``healthbench_score`` (or the number). ``--scorer`` picks a scorer when a log
+    has several. A sample without scores (it errored: its ``error`` is set) or with a NaN value
+    (``Score.unscored()``) is reported as *unscored*. More than one epoch per sample is an error:
+    the report takes one score per conversation. The log's ``status`` says how the run ended:
+    ``success``, ``error`` (the run failed; ``error.message`` says why), ``cancelled``, or
+    ``started`` (still running, or stopped before Inspect recorded how it ended).
 
 ``hbpsych``
     This compendium's per-conversation score export: JSONL (or CSV with a header), one record
@@ -55,6 +61,11 @@ pydantic model (:class:`SimpleEvalsExample`, :class:`InspectSample` and
 :class:`HealthBenchValue`, :class:`HbpsychScore`); the error lists every bad field of the
 record. One file may hold several models (the hbpsych layout); several files may be given; each
 model gets its own report.
+
+A run that did not finish is not a HealthBench-Psych result: each input's :class:`RunStatus`
+(complete, failed, cancelled or incomplete, with the samples scored and errored) is reported,
+and the command exits with :data:`EXIT_INCOMPLETE` without a report unless
+``--allow-incomplete`` is given.
 """
 
 from __future__ import annotations
@@ -72,7 +83,7 @@ import zlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import pandas as pd
 import zstandard
@@ -87,6 +98,9 @@ from hbpsych_utils.evaluation import scoring
 FORMATS = ("simple-evals", "inspect", "hbpsych")
 DEFAULT_SUBSETS = ("v1", "hard")
 """HealthBench-Psych v1 and HealthBench-Psych-Hard, the two the study reports."""
+
+EXIT_INCOMPLETE = 3
+"""``filter-results`` exit code when an input's run failed, was cancelled or did not finish."""
 
 INSPECT_HEALTHBENCH_SCORER = "_scorer"
 """The name inspect_evals' HealthBench scorer gets in a log (its nested function's name)."""
@@ -109,6 +123,48 @@ class ConversationScore:
     where: str
 
 
+RunState = Literal["complete", "failed", "cancelled", "incomplete"]
+
+INSPECT_STATES: dict[str | None, RunState] = {
+    "success": "complete", "error": "failed", "cancelled": "cancelled", "started": "incomplete"}
+"""An Inspect log's ``status`` as a run state (any other status: incomplete)."""
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """How the run behind an input ended, as its own file records it."""
+
+    state: RunState
+    recorded: str | None
+    """The tool's own word for it (Inspect's ``status``), when it has one."""
+    n_samples: int
+    """Samples (conversations) in the file."""
+    n_scored: int
+    n_errored: int
+    """Samples the file marks as errored (Inspect: the sample's ``error``)."""
+    error: str | None = None
+    """Why the run failed, as the file says (first line, shortened)."""
+
+    @property
+    def complete(self) -> bool:
+        return self.state == "complete"
+
+    def describe(self) -> str:
+        """One clause: the state, what the file recorded, and the sample counts."""
+        said = f"status {self.recorded!r}" if self.recorded else ""
+        if self.error:
+            said += (": " if said else "") + self.error
+        head = {"complete": "the run completed", "failed": "the run FAILED",
+                "cancelled": "the run was CANCELLED",
+                "incomplete": "the run did NOT FINISH"}[self.state]
+        return (f"{head}{f' ({said})' if said else ''}: {self.n_scored} sample(s) scored, "
+                f"{self.n_errored} errored, of {self.n_samples} in the file")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"state": self.state, "recorded": self.recorded, "n_samples": self.n_samples,
+                "n_scored": self.n_scored, "n_errored": self.n_errored, "error": self.error}
+
+
 @dataclass(frozen=True)
 class InputSummary:
     path: str
@@ -116,6 +172,8 @@ class InputSummary:
     models: tuple[str, ...]
     records: int
     details: dict[str, Any] = field(default_factory=dict)
+    run: RunStatus | None = None
+    """How the run behind the file ended (None: the compendium's own score export)."""
 
 
 @dataclass(frozen=True)
@@ -261,6 +319,8 @@ class SimpleEvalsFile(_Record):
     """A simple-evals ``*_allresults.json``: ``{score, metrics, htmls, convos, metadata}``."""
 
     metadata: SimpleEvalsMetadata
+    metrics: dict[str, Any] | None = None
+    """The aggregate metrics; ``score:n_samples`` counts the graded examples."""
 
     missing_hints: ClassVar[Mapping[str, str]] = {
         name: "not a simple-evals HealthBench *_allresults.json"
@@ -298,6 +358,15 @@ def read_simple_evals(
     path: Path | str, model: str | None = None, *, data: Any = None
 ) -> list[ConversationScore]:
     """Per-conversation scores of a simple-evals HealthBench ``*_allresults.json``."""
+    return _simple_evals(path, model, data)[0]
+
+
+_SIMPLE_EVALS_COUNTS = ("score:n_samples", "overall_score:n_samples")
+"""Where simple-evals records how many examples it graded (``_aggregate_get_clipped_mean``)."""
+
+
+def _simple_evals(path: Path | str, model: str | None, data: Any
+                  ) -> tuple[list[ConversationScore], RunStatus]:
     path = Path(path)
     if data is None:
         data = _load_json(path)
@@ -308,7 +377,13 @@ def read_simple_evals(
         where = f"{path}: metadata.example_level_metadata[{i}]"
         ex = _validate(SimpleEvalsExample, item, where)
         out.append(ConversationScore(model, ex.prompt_id, ex.score, where))
-    return out
+    counted = next((doc.metrics[k] for k in _SIMPLE_EVALS_COUNTS if k in (doc.metrics or {})),
+                   None)
+    whole = not isinstance(counted, int | float) or int(counted) == len(out)
+    error = None if whole else (f"its metrics count {int(counted)} graded example(s), its "
+                                f"example_level_metadata holds {len(out)}")
+    return out, RunStatus("complete" if whole else "incomplete", None, len(out), len(out), 0,
+                          error)
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,6 +402,8 @@ class InspectHeader(_Record):
 
     eval: InspectEvalSpec
     status: str | None = None
+    run_error: Any = Field(default=None, alias="error")
+    """``error``: the ``EvalError`` of a failed run (``message``, ``traceback``)."""
 
     missing_hints: ClassVar[Mapping[str, str]] = {"eval": "not an Inspect eval log"}
 
@@ -361,10 +438,13 @@ class InspectSample(_Record):
     metadata: InspectSampleMetadata | None = None
     scores: dict[str, InspectScore] | None = None
     """Scorer name -> Score; empty or ``null`` when the sample errored (unscored)."""
+    sample_error: Any = Field(default=None, alias="error")
+    """``error``: the sample's ``EvalError`` when it errored."""
 
 
 class HealthBenchValue(_Record):
-    """``Score.value`` of the HealthBench scorer since inspect_evals 1.1.0."""
+    """``Score.value`` of the HealthBench scorer since version 1.1.0 of inspect_evals'
+    healthbench task."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     healthbench_score: ScoreOrNone
@@ -453,12 +533,34 @@ def _check_epochs(records: list[tuple[ConversationScore, InspectSample]], path: 
         )
 
 
+def _error_message(error: Any) -> str | None:
+    """The first line of an ``EvalError``'s message (or of a bare string), shortened."""
+    message = error.get("message") if isinstance(error, dict) else error
+    if not isinstance(message, str) or not message.strip():
+        return None
+    line = message.strip().splitlines()[0]
+    return line if len(line) <= 200 else line[:199] + "…"
+
+
+def inspect_run_status(header: InspectHeader,
+                       records: Sequence[tuple[ConversationScore, InspectSample]]
+                       ) -> RunStatus:
+    """How an Inspect run ended (its log's ``status``), with the samples scored and errored."""
+    state = INSPECT_STATES.get(header.status, "incomplete")
+    return RunStatus(
+        state, header.status, len(records), sum(r.score is not None for r, _ in records),
+        sum(bool(sample.sample_error) for _, sample in records),
+        _error_message(header.run_error) if state != "complete" else None)
+
+
 def read_inspect(
     path: Path | str, model: str | None = None, *, scorer: str | None = None, data: Any = None
-) -> tuple[list[ConversationScore], dict[str, Any]]:
-    """Per-conversation scores of an Inspect HealthBench log (``.eval`` zip or ``.json``)."""
+) -> tuple[list[ConversationScore], dict[str, Any], RunStatus]:
+    """Per-conversation scores of an Inspect HealthBench log (``.eval`` zip or ``.json``), its
+    task and status, and how its run ended."""
     path = Path(path)
     records: list[tuple[ConversationScore, InspectSample]] = []
+    header: InspectHeader
     if data is None and zipfile.is_zipfile(path):
         try:
             with zipfile.ZipFile(path) as zf:
@@ -488,7 +590,7 @@ def read_inspect(
             raise InteropError(f"{path}: not a zip archive: a damaged or truncated .eval log")
         if data is None:
             data = _load_json(path)
-        log = _validate(InspectLog, data, str(path))
+        log = header = _validate(InspectLog, data, str(path))
         eval_model, info = _inspect_header(log.eval, path, model)
         info["status"] = log.status
         if log.samples is None:
@@ -499,9 +601,13 @@ def read_inspect(
         for i, s in enumerate(log.samples):
             records.append(_inspect_sample(s, eval_model, scorer, f"{path}: samples[{i}]"))
     if not records:
-        raise InteropError(f"{path}: the log holds no samples")
+        what = {"error": "the run failed", "cancelled": "the run was cancelled",
+                "started": "the run did not finish"}.get(str(header.status))
+        why = _error_message(header.run_error)
+        raise InteropError(f"{path}: the log holds no samples"
+                           + (f" ({what}{f': {why}' if why else ''})" if what else ""))
     _check_epochs(records, path)
-    return [r for r, _ in records], info
+    return [r for r, _ in records], info, inspect_run_status(header, records)
 
 
 ZIP_ZSTANDARD = 93
@@ -693,13 +799,13 @@ def load_results(
         if not p.is_file():
             raise InteropError(f"{p}: no such file")
         if kind == "simple-evals":
-            recs = read_simple_evals(p, model)
+            recs, run = _simple_evals(p, model, None)
             details: dict[str, Any] = {}
             m = _SIMPLE_EVALS_NAME.match(p.name)
             if m:
                 details["eval"] = m.group("eval")
         elif kind == "inspect":
-            recs, details = read_inspect(p, model, scorer=scorer)
+            recs, details, run = read_inspect(p, model, scorer=scorer)
         else:
             frame = read_hbpsych(p)
             hb_frames.append(frame)
@@ -709,7 +815,7 @@ def load_results(
             continue
         records.extend(recs)
         inputs.append(InputSummary(str(p), kind, tuple(sorted({r.model for r in recs})),
-                                   len(recs), details))
+                                   len(recs), details, run))
     if hb_frames:
         records.extend(hbpsych_panel_scores(pd.concat(hb_frames, ignore_index=True)))
     by_model: dict[str, dict[str, ConversationScore]] = {}
@@ -824,7 +930,8 @@ def format_text(
     lines = []
     for inp in inputs:
         lines.append(f"input {inp.path}: {inp.format}, {inp.records} record(s), "
-                     f"model(s) {', '.join(inp.models)}")
+                     f"model(s) {', '.join(inp.models)}"
+                     + (f"; {inp.run.describe()}" if inp.run is not None else ""))
     lines.append(f"clipped mean over the subset conversations found, {round(level * 100)}% "
                  f"percentile bootstrap ({n_resamples} resamples, seed {seed})")
     model = None
@@ -851,7 +958,8 @@ def reports_json(
 ) -> dict[str, Any]:
     return {
         "inputs": [{"path": i.path, "format": i.format, "models": list(i.models),
-                    "records": i.records, **i.details} for i in inputs],
+                    "records": i.records, **i.details,
+                    "run": i.run.as_dict() if i.run is not None else None} for i in inputs],
         "n_resamples": n_resamples,
         "seed": seed,
         "level": level,
@@ -874,6 +982,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m hbpsych_utils filter-results",
         description="Report HealthBench-Psych / Psych-Hard from per-conversation HealthBench "
         "results you already have (no generation, no grading).",
+        epilog=f"exit codes: 0 reported, 1 bad input, 2 bad usage, {EXIT_INCOMPLETE} an "
+        "input's run failed, was cancelled or did not finish (nothing reported unless "
+        "--allow-incomplete)",
     )
     ap.add_argument("inputs", nargs="+", metavar="INPUT",
                     help="simple-evals *_allresults.json, Inspect .eval/.json log, or hbpsych "
@@ -889,11 +1000,22 @@ def _parser() -> argparse.ArgumentParser:
                     help="model name for simple-evals/Inspect inputs (default: from the file)")
     ap.add_argument("--scorer", default=None,
                     help="Inspect scorer to read when a log has several")
+    ap.add_argument("--allow-incomplete", action="store_true",
+                    help="report the scores of a run that failed, was cancelled or did not "
+                    "finish (its status is printed with them)")
     return ap
 
 
+def unfinished_runs(inputs: Sequence[InputSummary]) -> list[str]:
+    """One line per input whose run did not complete: file and what its log says."""
+    return [f"{i.path}: {i.run.describe()}" for i in inputs
+            if i.run is not None and not i.run.complete]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``filter-results``: 0 on success, 1 on bad input, 2 on bad usage."""
+    """``filter-results``: 0 on success, 1 on bad input, 2 on bad usage, 3
+    (:data:`EXIT_INCOMPLETE`) when an input's run did not complete and ``--allow-incomplete``
+    was not given."""
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse's own exit (usage error or --help)
@@ -910,6 +1032,12 @@ def main(argv: list[str] | None = None) -> int:
     except (InteropError, sources.ArtifactError, corpus.CorpusError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    unfinished = unfinished_runs(results.inputs)
+    if unfinished and not args.allow_incomplete:
+        for line in unfinished:
+            print(f"error: {line}; its scores are not a result of the whole run, so none are "
+                  "reported (--allow-incomplete reports them, with this status)", file=sys.stderr)
+        return EXIT_INCOMPLETE
     if args.json:
         print(json.dumps(reports_json(reports, results.inputs, n_resamples=args.resamples,
                                       seed=seed), indent=2))

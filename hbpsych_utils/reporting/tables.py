@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from hbpsych_utils import study
+from hbpsych_utils.core import escape
 from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.evaluation import scoring
 
@@ -139,7 +140,9 @@ def _alignment(df: pd.DataFrame, align: Sequence[str] | None) -> list[str]:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A cell or note of a Markdown table file: no HTML, ``|`` and ``\\`` escaped, one line
+    (other Markdown markers are left as they are, so the file's source reads as the table)."""
+    return escape.md_text(text, markers="\\|")
 
 
 def to_markdown(

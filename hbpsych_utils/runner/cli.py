@@ -1,4 +1,5 @@
-"""``python -m hbpsych_utils run`` (what ``run_all.sh`` calls): arguments, exit codes, Ctrl-C.
+"""``python -m hbpsych_utils run`` (what ``run_all.sh`` calls): arguments, exit codes, Ctrl-C;
+and ``publish`` (:func:`publish_main`), which reads a run folder the same way.
 
 Exit codes: 0 every planned notebook ran, 1 a notebook failed or the run could not go on (a
 damaged LLM store, a file-system error: one line naming the path and the problem), 2 bad
@@ -162,3 +163,59 @@ def _main(args: argparse.Namespace, command: str) -> int:
         _say(interruption_line(exc, command))
         return EXIT_INTERRUPTED
     return 0 if result.ok else EXIT_FAILED
+
+
+# --------------------------------------------------------------------------------------------
+# publish: a run's scores as mindbench-results v1 artifacts (hbpsych_utils.reporting.publish)
+
+
+def publish_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="hbpsych publish",
+        description="Write one mindbench-results v1 artifact per candidate of an existing run "
+        "(its main subset with Psych-Hard beside it), validated against the registry's "
+        "schema, with their per-item files and an export manifest.",
+        epilog="exit codes: 0 written, 1 the run cannot be published or a payload breaks the "
+        "schema (nothing written), 2 bad arguments, 3 a run holds the outputs folder")
+    ap.add_argument("profile", nargs="?", default="default")
+    ap.add_argument("--subset", default="v1", choices=("v1", "v2"),
+                    help="the main subset (default v1)")
+    ap.add_argument("--output", type=Path, default=None,
+                    help="folder to write (default: outputs/PROFILE/published/SUBSET)")
+    ap.add_argument("--outputs", type=Path, default=None, help="outputs root, as for run "
+                    "(default: outputs/)")
+    ap.add_argument("--no-book", action="store_true",
+                    help="do not re-render the run's book (it links what was published)")
+    return ap
+
+
+def publish_main(argv: list[str] | None = None) -> int:
+    """``python -m hbpsych_utils publish PROFILE [--subset v1|v2] [--output DIR]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = publish_parser().parse_args(argv)
+    from hbpsych_utils.core import sources
+    from hbpsych_utils.reporting import book, publish
+
+    run_dir = profile_dir(args.profile, args.outputs)
+    name = run_dir.name
+    command = f"{shlex.quote(sys.executable)} -m hbpsych_utils publish {shlex.join(argv)}"
+    try:
+        # a missing run is refused before the lock is taken (which would make its folder)
+        run = publish.open_run(run_dir, book.update_command(name, None, run_dir.parent))
+        with runlock.run_lock(run_dir, name, command):
+            rerun = book.update_command(name, run.manifest, run_dir.parent)
+            report = publish.publish(run_dir, subset=args.subset, output=args.output,
+                                     rerun=rerun)
+            print(f"published {len(report.artifacts)} mindbench-results v1 artifact(s) of {name} "
+                  f"({args.subset}) -> {report.output}")
+            if not args.no_book and (run_dir / book.BOOK_DIR).is_dir():
+                print(f"book: {book.build_book(run_dir)}")
+    except runlock.RunLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+    except (ValueError, OSError, sources.ArtifactError, book.BookError) as exc:
+        # the package's readers name the file, record and field (PublishError, ScoringError,
+        # NotJSON, ... are ValueErrors)
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import CorpusParams
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import CorpusMetrics
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
@@ -47,7 +48,7 @@ class Loaded(Shown):
         return self.corpus.conversations
 
     def _repr_markdown_(self) -> str:
-        return (f"**{self.corpus.coverage.describe()}** (source: {self.corpus.source}); "
+        return (f"**{self.corpus.coverage.describe()}** (source: {md_text(self.corpus.source)}); "
                 f"{len(self.corpus.report.skipped)} invalid line(s) skipped.")
 
 

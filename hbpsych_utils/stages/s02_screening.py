@@ -21,6 +21,7 @@ import pandas as pd
 
 from hbpsych_utils.construction import corpus, screening, translation
 from hbpsych_utils.core.config import ScreeningParams, unset_live_model
+from hbpsych_utils.core.escape import md_code, md_text
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import ScreeningMetrics
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
@@ -56,7 +57,7 @@ class Rubric(Shown):
 
     def _repr_markdown_(self) -> str:
         return (f"Mode **{self.mode}**. Category vocabulary ({len(self.vocabulary)} terms): "
-                + ", ".join(f"`{c}`" for c in self.vocabulary))
+                + ", ".join(md_code(c) for c in self.vocabulary))
 
 
 def rubric(run: StageRun[ScreeningParams]) -> Rubric:
@@ -270,7 +271,7 @@ def findings(m: ScreeningMetrics) -> Findings:
         f"RELEVANT, **{m.n_borderline:,}** BORDERLINE and {m.n_not_relevant:,} "
         f"NOT_RELEVANT; {routed}.",
         "The commonest RELEVANT categories: "
-        + (", ".join(f"{c} ({n})" for c, n in top) or "none") + ".",
+        + (", ".join(f"{md_text(c)} ({n})" for c, n in top) or "none") + ".",
         f"{m.n_relevant + m.n_borderline:,} conversations go to blinded clinician review.",
     ]
     if (a := m.agreement_with_release) is not None:

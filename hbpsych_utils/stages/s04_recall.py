@@ -31,6 +31,7 @@ from hbpsych_utils.construction.review_round import (
 )
 from hbpsych_utils.construction.tally import design_counts, outcomes, tally_round2
 from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_model
+from hbpsych_utils.core.escape import md_code
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics, parse
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
@@ -111,10 +112,10 @@ class RecallScreen(Shown):
         return int((self.live.table.provenance == "screen_failed").sum())
 
     def _repr_markdown_(self) -> str:
-        return (f"Screened {len(self.live.table):,} pooled conversations with `{self.model}` in "
-                f"batches of {self.batch_size}: {self.n_refused} refused (each a POSSIBLE "
-                f"candidate), {self.n_failed} without a valid record after re-asks; "
-                f"{len(self.live.log)} problem(s) logged "
+        return (f"Screened {len(self.live.table):,} pooled conversations with "
+                f"{md_code(self.model)} in batches of {self.batch_size}: {self.n_refused} "
+                f"refused (each a POSSIBLE candidate), {self.n_failed} without a valid record "
+                f"after re-asks; {len(self.live.log)} problem(s) logged "
                 f"(`{review_round.RECALL_PROBLEMS_FILE}`).")
 
 

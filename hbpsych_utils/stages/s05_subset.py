@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, ratings, review_round, subset, tally
 from hbpsych_utils.core.config import SubsetParams
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import SubsetMetrics
 from hbpsych_utils.reporting import figures
@@ -191,6 +192,6 @@ def findings(m: SubsetMetrics) -> Findings:
     if verdicts:
         out.append(f"Derived ids and hashes — {', '.join(verdicts)}.")
     top = list(m.category_counts.items())[:TOP_CATEGORIES]
-    out.append("Largest categories: " + ", ".join(f"{c} ({n})" for c, n in top)
+    out.append("Largest categories: " + ", ".join(f"{md_text(c)} ({n})" for c, n in top)
                + f"; {m.n_no_category_majority} conversations have no category majority.")
     return Findings(out)

@@ -31,6 +31,7 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subsets
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import GenerationParams, GradingParams
+from hbpsych_utils.core.escape import md_code, md_text
 from hbpsych_utils.evaluation import cost_plan as plans
 from hbpsych_utils.evaluation import generation, grading, refusals, runlog
 from hbpsych_utils.evaluation.refusals import ErrorEvent
@@ -72,7 +73,7 @@ class Conversations(Shown):
     """The run's whole corpus (simulator faults may name any of its conversations)."""
 
     def _repr_markdown_(self) -> str:
-        names = ", ".join(f"`{c}`" for c in self.candidates) or "none"
+        names = ", ".join(md_code(c) for c in self.candidates) or "none"
         return (f"{len(self.selected)} conversation(s) of subset **{self.subset}** "
                 f"({self.n_in_subset} in the subset, {len(self.corpus)} in this run's corpus), "
                 f"each sent to {len(self.candidates)} candidate(s): {names}.")
@@ -294,10 +295,10 @@ def findings(m: GenerationMetrics, spend_by_candidate: pd.Series | None = None) 
         return Findings(out)
     out = [f"Generation was charged to {m.n_candidates_charged} models for a total of "
            f"**${m.spend_generate_usd:,.2f}**"
-           + (f"; the most expensive was {spend_by_candidate.index[0]} "
+           + (f"; the most expensive was {md_text(spend_by_candidate.index[0])} "
               f"(${spend_by_candidate.iloc[0]:,.2f})."
               if spend_by_candidate is not None and len(spend_by_candidate) else ".")]
-    logged = ", ".join(f"{n} × {k}" for k, n in m.anomalies.items())
+    logged = ", ".join(f"{n} × {md_text(k)}" for k, n in m.anomalies.items())
     out.append(f"The generation log records {logged}." if logged
                else "The generation log records no anomalies.")
     if m.anomalies.get("empty_response"):

@@ -27,6 +27,7 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import sources
 from hbpsych_utils.core.config import GradingParams
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.evaluation import generation, grading, panel, refusals, runlog
 from hbpsych_utils.evaluation.refusals import ErrorEvent
 from hbpsych_utils.pipeline import graph
@@ -331,10 +332,10 @@ def findings(m: GradingMetrics, max_reasks: int | None = None) -> Findings:
                       if m.n_unscored else "; none left unscored."))
         out.append(spend_sentence(m))
         return Findings(out)
-    per_judge = ", ".join(f"{study.display_name(j)}: ${v:,.2f}"
+    per_judge = ", ".join(f"{md_text(study.display_name(j))}: ${v:,.2f}"
                           for j, v in m.spend_by_judge.items())
     out = [f"Grading cost **${m.spend_grade_usd:,.2f}** across the panel ({per_judge})."]
-    logged = ", ".join(f"{n} × {k}" for k, n in m.anomalies.items())
+    logged = ", ".join(f"{n} × {md_text(k)}" for k, n in m.anomalies.items())
     out.append(f"The grading log records {logged}." if logged
                else "The grading log records no anomalies.")
     out.append(f"{m.n_no_verdict} verdict(s) were never obtained after the bounded re-asks."

@@ -18,6 +18,7 @@ import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.core.config import ScoresParams
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.evaluation.score_sources import EvaluationSource, evaluation_source
 from hbpsych_utils.pipeline import graph
@@ -164,19 +165,21 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
     intervals), or by how much the leader leads when none does.
     """
     rank, pm = m.ranking, m.panel_mean
+    name = {c: md_text(c) for c in rank}  # candidates are named by the profile's registry
     kind = "panel's point estimates" if m.point_estimates_only else "panel scores"
-    out = [f"On **{m.subset}**, the {kind} rank **{rank[0]}** first ({pm[rank[0]]:.3f})"
-           + "".join(f", then {c} ({pm[c]:.3f})" for c in rank[1:3])
-           + f"; {rank[-1]} is last ({pm[rank[-1]]:.3f})."]
+    out = [f"On **{m.subset}**, the {kind} rank **{name[rank[0]]}** first ({pm[rank[0]]:.3f})"
+           + "".join(f", then {name[c]} ({pm[c]:.3f})" for c in rank[1:3])
+           + f"; {name[rank[-1]]} is last ({pm[rank[-1]]:.3f})."]
     for key, sub in m.by_subset.items():
         if key != m.subset:
-            out.append(f"On **{key}** the order starts {', '.join(sub.ranking[:3])}.")
+            out.append(f"On **{key}** the order starts "
+                       f"{', '.join(md_text(c) for c in sub.ranking[:3])}.")
     if m.paired_differences is not None:
         best, pairs = rank[0], m.paired_differences
         k = len({p.a for p in pairs} | {p.b for p in pairs})
         n_sig = sum(p.p_holm < alpha for p in pairs)
         assert m.ci_low is not None and m.ci_high is not None and m.n_panel is not None
-        out.append(f"The 95% interval of {best} is [{m.ci_low[best]:.3f}, "
+        out.append(f"The 95% interval of {name[best]} is [{m.ci_low[best]:.3f}, "
                    f"{m.ci_high[best]:.3f}] over {m.n_panel[best]} conversations; {n_sig} of "
                    f"{len(pairs)} top-{k} pairs differ after Holm–Bonferroni (adjusted p < "
                    f"{alpha:g}).")
@@ -184,10 +187,12 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
         near = [c for c in rank[1:] if pm[rank[0]] - pm[c] <= close]
         if near:
             out.append(f"The top of the table is close: {len(near)} candidate(s) lie within "
-                       f"{close:g} of {rank[0]} ({', '.join(near)}); without per-conversation "
+                       f"{close:g} of {name[rank[0]]} ({', '.join(name[c] for c in near)}); "
+                       "without per-conversation "
                        "grades these are point estimates, and differences this small should "
                        "not be read as a ranking.")
         else:
-            out.append(f"{rank[0]} leads {rank[1]} by {pm[rank[0]] - pm[rank[1]]:.3f}, more "
-                       f"than {close:g}; these are point estimates without intervals.")
+            out.append(f"{name[rank[0]]} leads {name[rank[1]]} by "
+                       f"{pm[rank[0]] - pm[rank[1]]:.3f}, more than {close:g}; these are point "
+                       "estimates without intervals.")
     return Findings(out)

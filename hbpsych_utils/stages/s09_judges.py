@@ -23,6 +23,7 @@ import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.core.config import JudgesParams
+from hbpsych_utils.core.escape import html_text, md_text
 from hbpsych_utils.evaluation import judges as judge_stats
 from hbpsych_utils.evaluation.score_sources import EvaluationSource
 from hbpsych_utils.evaluation.score_sources import evaluation_source as subset_source
@@ -68,7 +69,7 @@ class Source(Shown):
             return (f"This run graded no conversation of **{title}**, so there is nothing to "
                     "compare the judges on.")
         n, k = len(self.source.per_judge), len(self.source.judges)
-        judges = ", ".join(study.display_name(j) for j in self.source.judges)
+        judges = ", ".join(md_text(study.display_name(j)) for j in self.source.judges)
         where = ("this run's graded conversations (per-conversation scores, so intervals)"
                  if self.source.intervals else "the released matrix (one clipped mean per "
                  "candidate and judge, so point values)")
@@ -153,7 +154,7 @@ class SelfPreference(Shown):
 
     def _repr_html_(self) -> str:
         if not self.raw:
-            return f"<p>{self.reason}</p>"
+            return f"<p>{html_text(self.reason)}</p>"
         frame = pd.DataFrame({"raw": self.raw, "severity-corrected": self.corrected}
                              ).rename_axis("judge")
         return Table(frame, caption="Self-preference (own-model score − other judges' mean)",
@@ -258,15 +259,16 @@ def findings(m: JudgesMetrics) -> Findings:
     if len(sev) > 1:
         harshest, lenient = min(sev, key=sev.__getitem__), max(sev, key=sev.__getitem__)
         assert m.grand_mean is not None
-        out.append(f"{lenient} is the most lenient ({sev[lenient]:+.3f} against the grand mean "
-                   f"{m.grand_mean:.3f}) and {harshest} the harshest "
+        out.append(f"{md_text(lenient)} is the most lenient ({sev[lenient]:+.3f} against the "
+                   f"grand mean {m.grand_mean:.3f}) and {md_text(harshest)} the harshest "
                    f"({sev[harshest]:+.3f}).")
     raw, cor = m.self_preference_raw, m.self_preference_corrected
     if raw:
         out.append("Self-preference, raw: "
-                   + ", ".join(f"{j} {v:+.3f}" for j, v in raw.items() if v is not None)
+                   + ", ".join(f"{md_text(j)} {v:+.3f}" for j, v in raw.items() if v is not None)
                    + "; after removing each judge's severity: "
-                   + ", ".join(f"{j} {v:+.3f}" for j, v in cor.items() if v is not None) + ".")
+                   + ", ".join(f"{md_text(j)} {v:+.3f}" for j, v in cor.items() if v is not None)
+                   + ".")
     elif len(sev) < 2:
         out.append("With no other judge to compare with, self-preference is undefined.")
     else:

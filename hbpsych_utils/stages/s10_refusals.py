@@ -18,6 +18,7 @@ import pandas as pd
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core.config import RefusalsParams
+from hbpsych_utils.core.escape import html_text, md_text
 from hbpsych_utils.evaluation import generation, refusals
 from hbpsych_utils.evaluation.score_sources import evaluation_source
 from hbpsych_utils.pipeline import graph
@@ -53,10 +54,11 @@ class Census(Shown):
     def _repr_html_(self) -> str:
         title = study.SUBSET_TITLES[self.subset]
         if self.n_replies == 0:
-            return (f"<p>This run generated no reply to a conversation of {title}, so there is "
-                    "nothing to count.</p>")
+            return (f"<p>This run generated no reply to a conversation of {html_text(title)}, "
+                    "so there is nothing to count.</p>")
         if self.table.empty:
-            return f"<p>No model refused a conversation of {title} ({self.source}).</p>"
+            return (f"<p>No model refused a conversation of {html_text(title)} "
+                    f"({html_text(self.source)}).</p>")
         return Table(self.table, caption=f"Refused conversations on {title} ({self.source})",
                      index=False).html()
 
@@ -140,7 +142,7 @@ def findings(m: RefusalsMetrics) -> Findings:
         return Findings([f"This run generated no reply to a {subset} conversation, so there is "
                          "nothing to count."])
     refusing = {model: n for model, n in m.refusals.items() if n}
-    out = [f"On {subset}, " + ", ".join(f"**{model}** refused {n} conversation(s)"
+    out = [f"On {subset}, " + ", ".join(f"**{md_text(model)}** refused {n} conversation(s)"
                                         for model, n in refusing.items()) + "."
            if refusing else f"No model refused a {subset} conversation."]
     if m.sensitivity is not None:
@@ -148,7 +150,8 @@ def findings(m: RefusalsMetrics) -> Findings:
         moved = [model for model in refusing if delta.get(model) is not None]
         if moved:
             out.append("Excluding the refused conversations moves the panel score by "
-                       + ", ".join(f"{model}: {delta[model]:+.4f}" for model in moved) + ".")
+                       + ", ".join(f"{md_text(model)}: {delta[model]:+.4f}" for model in moved)
+                       + ".")
     elif m.mode == graph.LIVE:
         out.append(f"This run graded no {subset} conversation, so there is no sensitivity "
                    "analysis.")

@@ -24,6 +24,7 @@ import pandas as pd
 
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core.config import HarnessValidationParams
+from hbpsych_utils.core.escape import md_code, md_text
 from hbpsych_utils.evaluation import generation, grading, harness, panel
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import HarnessMetrics, HarnessSettings
@@ -54,8 +55,8 @@ def settings_of(params: HarnessValidationParams, mode: str | None = graph.LIVE
 
 
 def _settings_text(s: HarnessSettings) -> str:
-    return (f"`{s.candidate}` answering, `{s.judge}` grading, temperature {s.temperature:g}, "
-            f"{s.max_tokens:,} tokens")
+    return (f"{md_code(s.candidate)} answering, {md_code(s.judge)} grading, temperature "
+            f"{s.temperature:g}, {s.max_tokens:,} tokens")
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -116,13 +117,15 @@ def live_rerun(run: StageRun[HarnessValidationParams],
     template = grading.load_template(run.stage.fetch(grading.TEMPLATE_ARTIFACT))
     requests = generation.generation_requests(selected, [settings.candidate],
                                               temperature=params.temperature,
-                                              max_tokens=params.max_tokens)
+                                              max_tokens=params.max_tokens,
+                                              tag=harness.GENERATE_TAG)
     with run.open_engine(conversations=list(by_id.values())) as engine:
         plan = engine.plan(requests, mode=run.llm.mode)
         responses = generation.responses_table(engine.run(requests, mode=run.llm.mode))
         graded = panel.grade(engine, responses, by_id, [settings.judge], template,
                              temperature=params.temperature, max_tokens=params.max_tokens,
-                             mode=run.llm.mode, prompt_caching=run.llm.prompt_caching)
+                             mode=run.llm.mode, prompt_caching=run.llm.prompt_caching,
+                             tag=harness.GRADE_TAG)
     return LiveRerun(settings, grading.scores_from_verdicts(graded.verdicts, by_id),
                      generation.plan_table(plan))
 
@@ -256,7 +259,7 @@ def findings(m: HarnessMetrics) -> Findings:
                    "published`), so no difference is reported.")
         return Findings(out)
     assert m.delta is not None  # set whenever a published figure is
-    source = m.published_source or "source not given"
+    source = md_text(m.published_source or "source not given")
     sds = (f", {abs(m.delta) / m.bootstrap_std:.1f} bootstrap standard deviations"
            if m.bootstrap_std else "")
     out.append(f"The published figure is {m.published:.4f} ({source}): a difference of "

@@ -27,6 +27,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core import paths
 from hbpsych_utils.core.config import FiguresTablesParams
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.evaluation import judges as judge_stats
 from hbpsych_utils.evaluation.score_sources import (
     EvaluationSource,
@@ -284,7 +285,8 @@ def findings(m: FiguresTablesMetrics, *, judges: JudgesMetrics, top: Sequence[st
         out.append("No subset of figures_tables.subsets has a Table 1, so there is no ranking; "
                    + about + ".")
     else:
-        out.append(f"On {study.SUBSET_TITLES[subset]} the panel puts {', '.join(top)} on top"
+        out.append(f"On {study.SUBSET_TITLES[subset]} the panel puts "
+                   f"{', '.join(md_text(c) for c in top)} on top"
                    + (" (with 95% intervals in the ranking figure)" if intervals
                       else " (point estimates)") + "; " + about + ".")
     if m.published_to_figures:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hbpsych_utils.construction import corpus
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.reporting import explorer as grade_explorer
 from hbpsych_utils.reporting.display import Findings, Shown, unavailable
@@ -43,7 +44,8 @@ class Grades(Shown):
             return NO_VERDICTS
         d = self.data
         return (f"{len(d.ids)} conversation(s), {len(d.candidates)} candidate(s) and "
-                f"{len(d.judges)} judge(s) ({', '.join(d.judges)}); {len(self.disputed)} "
+                f"{len(d.judges)} judge(s) ({', '.join(md_text(j) for j in d.judges)}); "
+                f"{len(self.disputed)} "
                 "conversation(s) with at least one criterion the judges disagree on.")
 
 

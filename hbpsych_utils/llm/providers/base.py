@@ -5,8 +5,9 @@ through the vendor's official async SDK with SDK retries switched off (the engin
 and turns a response into a :class:`Reply`. Errors become :class:`CallError` with one of three
 kinds: ``transient`` (retry with back-off: transport errors, timeouts, 408/409/429/5xx incl.
 Anthropic's 529, unreadable bodies), ``fatal`` (stop the run: bad key, permission, exhausted
-quota, credit or billing, a per-day quota) and ``permanent`` (this request will never work: other
-4xx; stored as failed, not retried now).
+quota, credit or billing, a usage or spend limit the account set, a per-day quota — whatever the
+status: several of these are 400s) and ``permanent`` (this request will never work: other 4xx;
+stored as failed, not retried now).
 
 How long to wait comes from wherever the provider puts it: the ``retry-after-ms`` /
 ``retry-after`` headers (OpenAI; Anthropic sends whole seconds), Google's structured
@@ -32,10 +33,27 @@ from hbpsych_utils.llm.requests import Request
 ErrorKind = Literal["transient", "fatal", "permanent"]
 log = logging.getLogger("hbpsych_utils.llm")
 
-# Phrases by which providers say "no money / no quota" rather than "slow down".
-_FATAL_PHRASES = ("insufficient_quota", "credit balance", "credits are depleted",
-                  "billing is not enabled", "billing account", "billing_error",
-                  "payment required", "enforced_spend_limit_reached")
+# Codes and phrases by which providers say "stop" rather than "slow down" (no money, a limit
+# the account set, a bad key), each with what it means for the person running the study. Looked
+# for in the whole error body, whatever its status: Anthropic's usage limit and OpenAI's billing
+# hard limit come as 400s, a bad Gemini key as a 400 whose ErrorInfo reason says so.
+_FATAL_CAUSES: tuple[tuple[str, str], ...] = (
+    ("insufficient_quota", "the account is out of credit or quota"),
+    ("billing_hard_limit_reached", "the organisation's billing hard limit is reached"),
+    ("billing_not_active", "the account's billing is not active"),
+    ("specified api usage limits", "the API usage limit set for the account is reached"),
+    ("enforced_spend_limit_reached", "the account's spend limit is reached"),
+    ("credit balance", "the credit balance is too low"),
+    ("credits are depleted", "the prepaid credits are used up"),
+    ("billing is not enabled", "billing is not enabled for the project"),
+    ("billing account", "the billing account is missing or closed"),
+    ("billing_error", "the provider reports a billing error"),
+    ("payment required", "the provider asks for payment"),
+    ("api_key_invalid", "the API key is not valid"),
+)
+_FATAL_STATUS = {401: "the API key was refused", 402: "the provider asks for payment",
+                 403: "the API key lacks permission for this model or project"}
+_FATAL_ACTION = "fix it in the provider's console (credit, limit or key), then re-run"
 # A 429 that no wait will cure: OpenAI's "Request too large for <model> ... on tokens per min".
 _PERMANENT_429_PHRASES = ("request too large for",)
 
@@ -184,16 +202,16 @@ def classify_status(status: int | None, message: str, retry_after: float | None,
                     full_text: str | None = None) -> CallError:
     """The kind of an HTTP error from its status and message (see the module docstring).
 
-    ``full_text`` (the whole error body, when ``message`` is a cut of it) is what the phrases
-    are looked for in, so a code late in a long body still counts.
+    ``full_text`` (the whole error body, when ``message`` is a cut of it) is what the codes and
+    phrases are looked for in, so a code late in a long body still counts. A fatal error's
+    message says the cause in words and what to do, then the provider's own message.
     """
     low = (full_text if full_text is not None else message).lower()
     if status is None:
         return CallError("transient", message, None, retry_after)
-    if any(p in low for p in _FATAL_PHRASES):
-        return CallError("fatal", message, status)
-    if status in (401, 402, 403):
-        return CallError("fatal", message, status)
+    cause = next((c for p, c in _FATAL_CAUSES if p in low), None) or _FATAL_STATUS.get(status)
+    if cause is not None:
+        return CallError("fatal", f"{cause} ({message}); {_FATAL_ACTION}", status)
     if status == 429 and any(p in low for p in _PERMANENT_429_PHRASES):
         return CallError("permanent", message, status)
     if status in (408, 409, 425, 429) or status >= 500:

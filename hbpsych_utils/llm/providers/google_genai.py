@@ -105,9 +105,11 @@ def classify_error(code: int | None, body: Any, headers: Any = None) -> base.Cal
     """A Gemini error body (``{"error": {code, message, status, details}}``) as a CallError.
 
     The details are read as structures: ``RetryInfo.retryDelay`` wherever it sits (Gemini sends
-    no retry header), and ``QuotaFailure`` violations. A 429 naming a per-day quota is fatal: the
-    quota resets at midnight Pacific time, so the run stops and says which quota; a per-minute
-    one stays transient and waits the delay Gemini asks for.
+    no retry header), ``QuotaFailure`` violations and ``ErrorInfo`` reasons (a bad key is a 400
+    whose reason is ``API_KEY_INVALID``: fatal). A 429 naming a per-day quota is fatal: the quota
+    resets at midnight Pacific time, so the run stops and says which quota; a per-minute one
+    stays transient and waits the delay Gemini asks for, from ``RetryInfo`` or else from the
+    message's "Please retry in 27.2s", read from the whole message before it is cut for storing.
     """
     err = body.get("error", body) if isinstance(body, dict) else {}
     err = err if isinstance(err, dict) else {}
@@ -116,7 +118,10 @@ def classify_error(code: int | None, body: Any, headers: Any = None) -> base.Cal
     text = str(err.get("message") or (body if not isinstance(body, dict) else ""))
     violations = base.rpc_quota_violations(details)
     quotas = "; ".join(base.describe_quota(v) for v in violations[:4])
-    msg = f"HTTP {code}: {status} {text[:300]}" + (f" [quota: {quotas}]" if quotas else "")
+    reasons = " ".join(str(d.get("reason")) for d in base.rpc_details(details, "ErrorInfo")
+                       if d.get("reason"))
+    msg = (f"HTTP {code}: {status} {text[:300]}" + (f" [reason: {reasons}]" if reasons else "")
+           + (f" [quota: {quotas}]" if quotas else ""))
     daily = [v for v in violations if base.is_daily_quota(v)]
     if code == 429 and daily:
         return base.CallError(
@@ -126,9 +131,11 @@ def classify_error(code: int | None, body: Any, headers: Any = None) -> base.Cal
     retry = base.parse_retry_after(headers)
     if retry is None:
         retry = base.rpc_retry_delay(details)
+    if retry is None:
+        retry = base.retry_hint(text)
     if retry is not None and code == 429:
         msg += f" (retry in {retry:g}s)"
-    return base.classify_status(code, msg, retry)
+    return base.classify_status(code, msg, retry, full_text=f"{status} {text} {reasons}")
 
 
 def _httpx_transport() -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 
 import openai
 
+from hbpsych_utils.core import jsonl
 from hbpsych_utils.llm.models import ModelSpec
 from hbpsych_utils.llm.providers.base import (
     Adapter,
@@ -117,9 +118,7 @@ class OpenAIAdapter(Adapter):
             if not fid:
                 continue
             content = await self.client.files.content(fid)
-            for line in content.text.splitlines():
-                if not line.strip():
-                    continue
+            for line in jsonl.lines(content.text):  # on "\n" only: see core.jsonl
                 rec = json.loads(line)
                 key = rec.get("custom_id")
                 resp = rec.get("response") or {}

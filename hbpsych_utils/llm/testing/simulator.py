@@ -39,7 +39,12 @@ the real API: thoughts count against the cap (see ``reasoning_at_cap``).
 Every model call (sync, or batch item when processed) is appended to ``log`` (api, model,
 system and last user message cut to 200 characters, the user message's sha256, status, fault,
 ``start`` and ``t``: when it arrived and when it was answered, ``cache_read`` / ``cache_write``;
-``reply``: the text sent, for a sync call that got one). ``Simulator`` runs in a thread of the
+``reply``: for a call or batch item that was answered, the answer text exactly as sent, read
+from the response body as the engine reads it: empty for a refusal, cut at the cap).
+Responses carry each provider's own headers: OpenAI ``x-request-id`` and
+``x-ratelimit-*``, Anthropic ``request-id`` (an error body's ``request_id`` is the same) and
+``anthropic-ratelimit-*``, counted over the provider's calls of the last minute against ``rpm``
+or :data:`RATE_LIMITS`; Gemini sends neither. ``Simulator`` runs in a thread of the
 current process; ``SimulatorProcess`` runs it in a child process (benchmarks), exposing the log
 via ``GET /__sim/log``. HTTP is served by
 aiohttp's web server; faults that break the connection abort its transport.
@@ -50,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import os
 import re
 import socket
@@ -59,12 +65,14 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import BodyPartReader, web
 
+from hbpsych_utils.core import jsonl
 from hbpsych_utils.llm.faults import (
     BATCH_END_FAULT_KINDS,
     COLLECT_FAULT_KINDS,
@@ -113,6 +121,7 @@ class _Reply:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     action: str | None = None  # reset | hang | truncate
+    request_id: str | None = None  # the id an Anthropic error body names (the header repeats it)
 
 
 Handler = Callable[[web.Request], Awaitable[_Reply]]
@@ -454,6 +463,39 @@ def _anthropic_segments(body: dict[str, Any]
 
 
 # ---------------------------------------------------------------- the server
+RATE_LIMITS: dict[str, dict[str, int]] = {
+    "openai": {"requests": 10_000, "tokens": 30_000_000},
+    "anthropic": {"requests": 4_000, "input-tokens": 2_000_000, "output-tokens": 400_000},
+}
+"""Per-minute limits the rate-limit headers report when the simulator has no ``rpm`` (a made-up
+high tier: the headers are for clients that read them, the simulator enforces only ``rpm``)."""
+REQUEST_ID_HEADER = {"openai": "x-request-id", "anthropic": "request-id"}
+"""Where each API puts the id of a response (Gemini sends none; its body has ``responseId``)."""
+
+
+@dataclass
+class _Minute:
+    """One provider's calls of the last 60 seconds, with running totals."""
+
+    calls: deque[tuple[float, int, int]] = field(default_factory=deque)
+    input: int = 0
+    output: int = 0
+
+    def add(self, now: float, input_tokens: int, output_tokens: int) -> None:
+        self.calls.append((now, input_tokens, output_tokens))
+        self.input += input_tokens
+        self.output += output_tokens
+
+    def used(self, now: float) -> dict[str, int]:
+        """Requests and tokens of the last minute, named like the limits they count against."""
+        while self.calls and self.calls[0][0] <= now - 60.0:
+            _, tin, tout = self.calls.popleft()
+            self.input -= tin
+            self.output -= tout
+        return {"requests": len(self.calls), "tokens": self.input + self.output,
+                "input-tokens": self.input, "output-tokens": self.output}
+
+
 @dataclass
 class _State:
     """Everything the handlers share; touched only from the server's event loop."""
@@ -472,6 +514,42 @@ class _State:
     files: dict[str, bytes] = field(default_factory=dict)
     batches: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    minute: dict[str, _Minute] = field(default_factory=dict)
+    """provider -> its calls of the last minute (for the rate-limit headers)"""
+
+    def rate_headers(self, api: str, provider: str, input_tokens: int, output_tokens: int,
+                     limited: float | None = None) -> dict[str, str]:
+        """The provider's rate-limit headers after a call (``limited``: it was refused for this
+        many seconds by the ``rpm`` limit), over its calls of the last minute: OpenAI's
+        ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` (resets as durations, "1s",
+        "6m0s"), Anthropic's ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-
+        {limit,remaining,reset}`` (resets as RFC 3339 times); Gemini sends none. The limits are
+        ``rpm`` when set, else :data:`RATE_LIMITS`' made-up tier."""
+        if api not in RATE_LIMITS:
+            return {}
+        now = time.time()
+        window = self.minute.setdefault(provider, _Minute())
+        if limited is None:
+            window.add(now, input_tokens, output_tokens)
+        spent = window.used(now)
+        limits = {**RATE_LIMITS[api], **({"requests": int(self.rpm)} if self.rpm else {})}
+        # per limit: (limit, remaining, seconds until it is whole again)
+        state = {name: (limit, max(0, limit - spent[name]), 60.0 * min(spent[name], limit) / limit)
+                 for name, limit in limits.items()}
+        if limited is not None:
+            state["requests"] = (limits["requests"], 0, limited)
+        if api == "openai":
+            return {f"x-ratelimit-{part}-{name}": value
+                    for name, (limit, left, reset) in state.items()
+                    for part, value in (("limit", str(limit)), ("remaining", str(left)),
+                                        ("reset", _go_duration(reset)))}
+        # Anthropic's tokens headers repeat the most restrictive of its input and output limits
+        tight = min(("input-tokens", "output-tokens"), key=lambda n: state[n][1] / state[n][0])
+        state["tokens"] = state[tight]
+        return {f"anthropic-ratelimit-{name}-{part}": value
+                for name, (limit, left, reset) in state.items()
+                for part, value in (("limit", str(limit)), ("remaining", str(left)),
+                                    ("reset", _rfc3339(now + reset)))}
 
     def count(self, what: str, n: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
@@ -645,34 +723,37 @@ class Simulator:
         """The aiohttp application: one route per provider endpoint, each also reachable under
         a path prefix (the ``tenant``: OpenAI-compatible providers get their own base URL)."""
         app = web.Application(client_max_size=MAX_REQUEST_BYTES)
-        endpoints: list[tuple[str, str, Handler]] = [
-            ("POST", "/v1/chat/completions", self._openai_chat),
-            ("POST", "/v1/messages", self._anthropic_message),
-            ("POST", "/v1/files", self._openai_file_upload),
-            ("GET", "/v1/files/{id}/content", self._openai_file_content),
-            ("POST", "/v1/batches", self._openai_batch_create),
-            ("GET", "/v1/batches/{id}", self._openai_batch_get),
-            ("POST", "/v1/messages/batches", self._anthropic_batch_create),
-            ("GET", "/v1/messages/batches/{id}", self._anthropic_batch_get),
-            ("GET", "/v1/messages/batches/{id}/results", self._anthropic_batch_results),
-            ("GET", "/v1beta/batches/{id}", self._google_batch_get),
+        endpoints: list[tuple[str, str, str, Handler]] = [
+            ("openai", "POST", "/v1/chat/completions", self._openai_chat),
+            ("anthropic", "POST", "/v1/messages", self._anthropic_message),
+            ("openai", "POST", "/v1/files", self._openai_file_upload),
+            ("openai", "GET", "/v1/files/{id}/content", self._openai_file_content),
+            ("openai", "POST", "/v1/batches", self._openai_batch_create),
+            ("openai", "GET", "/v1/batches/{id}", self._openai_batch_get),
+            ("anthropic", "POST", "/v1/messages/batches", self._anthropic_batch_create),
+            ("anthropic", "GET", "/v1/messages/batches/{id}", self._anthropic_batch_get),
+            ("anthropic", "GET", "/v1/messages/batches/{id}/results",
+             self._anthropic_batch_results),
+            ("google", "GET", "/v1beta/batches/{id}", self._google_batch_get),
         ]
         for version in ("v1", "v1beta"):
             endpoints += [
-                ("POST", f"/{version}/models/{{model:[^/:]+}}:generateContent",
+                ("google", "POST", f"/{version}/models/{{model:[^/:]+}}:generateContent",
                  self._google_generate),
-                ("POST", f"/{version}/models/{{model:[^/:]+}}:batchGenerateContent",
+                ("google", "POST", f"/{version}/models/{{model:[^/:]+}}:batchGenerateContent",
                  self._google_batch_create),
             ]
         app.router.add_route("*", "/__sim/{what}", self._serve(self._admin))
-        for method, path, handler in endpoints:
-            app.router.add_route(method, path, self._serve(handler))
-            app.router.add_route(method, "/{tenant:.+}" + path, self._serve(handler))
+        for api, method, path, handler in endpoints:
+            app.router.add_route(method, path, self._serve(handler, api))
+            app.router.add_route(method, "/{tenant:.+}" + path, self._serve(handler, api))
         app.router.add_route("*", "/{path:.*}", self._serve(self._no_route))
         return app
 
-    def _serve(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        """An aiohttp handler answering with ``handler``'s :class:`_Reply` (faults included)."""
+    def _serve(self, handler: Handler, api: str | None = None
+               ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        """An aiohttp handler answering with ``handler``'s :class:`_Reply` (faults included),
+        with the request id header of ``api`` (see :data:`REQUEST_ID_HEADER`)."""
 
         async def serve(request: web.Request) -> web.StreamResponse:
             try:
@@ -680,6 +761,9 @@ class Simulator:
             except Exception as exc:  # a bug in the simulator: answer 500, keep serving
                 reply = _json_reply({"error": {"message": f"simulator error: {exc!r}",
                                                "type": "server_error"}}, 500)
+            if api in REQUEST_ID_HEADER:
+                reply.headers.setdefault(REQUEST_ID_HEADER[api],
+                                         reply.request_id or _request_id(api))
             return await self._respond(request, reply)
 
         return serve
@@ -775,7 +859,9 @@ class Simulator:
         wait = st.rate_limited(f"{api}/{tenant}")
         if wait is not None:
             st.record(**entry, status=429, fault="rpm")
-            return _rate_limit_error(api, model, wait, st.rpm)
+            reply = _rate_limit_error(api, model, wait, st.rpm)
+            reply.headers.update(st.rate_headers(api, f"{api}/{tenant}", 0, 0, limited=wait))
+            return reply
         invalid = _invalid_request(api, model, body)
         if invalid is not None:
             st.record(**entry, status=400, fault="invalid_request")
@@ -812,10 +898,13 @@ class Simulator:
             body_obj = _BUILD[api](model, msgs, h, text, kind, cap, body, use)
             st.caches.commit(use)  # answered: the prefix is in the cache from now on
             reply = _json_reply(body_obj)
-            entry.update(reply=text, cache_read=use.read, cache_write=use.write)
+            entry.update(reply=sent_text(api, body_obj), cache_read=use.read,
+                         cache_write=use.write)
             if kind == "truncated":
                 reply.action = "truncate"
         st.record(**entry, status=status, fault=kind)
+        reply.headers.update(st.rate_headers(api, f"{api}/{tenant}", _tokens(
+            "".join(t for _, t in msgs)), int(cap or 0)))
         return reply
 
     # OpenAI batches ----------------------------------------------------------------
@@ -835,7 +924,7 @@ class Simulator:
         if fid not in self.state.files:
             return _error("openai", 400, f"input file {fid} not found")
         bid = "batch_" + uuid.uuid4().hex[:24]
-        lines = [json.loads(x) for x in self.state.files[fid].splitlines() if x.strip()]
+        lines = [json.loads(x) for x in jsonl.lines(self.state.files[fid].decode("utf-8"))]
         self.state.batches[bid] = {
             "api": "openai", "tenant": tenant, "created": time.time(), "items": lines,
             "obj": {"id": bid, "object": "batch", "endpoint": body.get("endpoint"),
@@ -891,11 +980,11 @@ class Simulator:
             obj = b["obj"]
             if out:
                 fid = "file-" + uuid.uuid4().hex[:24]
-                self.state.files[fid] = "".join(json.dumps(x) + "\n" for x in out).encode()
+                self.state.files[fid] = _jsonl(out)
                 obj["output_file_id"] = fid
             if err:
                 fid = "file-" + uuid.uuid4().hex[:24]
-                self.state.files[fid] = "".join(json.dumps(x) + "\n" for x in err).encode()
+                self.state.files[fid] = _jsonl(err)
                 obj["error_file_id"] = fid
             status = {"batch_expired": "expired", "batch_cancelled": "cancelled"}.get(
                 end.kind if end else "", "completed")
@@ -952,7 +1041,7 @@ class Simulator:
             for r in unprocessed:
                 counts[gone] += 1
                 lines.append({"custom_id": r.get("custom_id"), "result": {"type": gone}})
-            b["results"] = "".join(json.dumps(x) + "\n" for x in lines).encode()
+            b["results"] = _jsonl(lines)
             b["obj"].update(
                 processing_status="ended", ended_at=_iso(time.time()),
                 results_url=f"{self.url}/v1/messages/batches/{bid}/results",
@@ -1018,7 +1107,8 @@ class Simulator:
             if isinstance(res, dict):
                 out.append({"response": res, "metadata": r.get("metadata")})
             else:
-                out.append({"error": {"code": 500, "message": res, "status": "INTERNAL"},
+                # a google.rpc.Status: code and message (and details), no status name
+                out.append({"error": {"code": 13, "message": res},
                             "metadata": r.get("metadata")})
         self._batch_ended(done)
         meta.update(state="BATCH_STATE_SUCCEEDED", endTime=_iso(time.time()),
@@ -1044,21 +1134,22 @@ class Simulator:
         use = NO_CACHE
         if kind not in ("batch_item_missing", *_ITEM_FAILURES):
             use = st.caches.lookup(api, "", model, body, msgs)
-        st.record(api=api, tenant="", model=model, hash=h, kind="batch",
-                  user=_last_user(msgs), user_sha256=_last_user_sha256(msgs),
-                  status=0 if kind == "batch_item_missing" else 200, fault=kind,
-                  start=time.time(), cache_read=use.read, cache_write=use.write)
-        if kind == "batch_item_missing":
-            return None
-        if kind in _ITEM_FAILURES:
-            return f"simulated batch item failure ({kind})"
+        entry = {"api": api, "tenant": "", "model": model, "hash": h, "kind": "batch",
+                 "user": _last_user(msgs), "user_sha256": _last_user_sha256(msgs),
+                 "status": 0 if kind == "batch_item_missing" else 200, "fault": kind,
+                 "start": time.time(), "cache_read": use.read, "cache_write": use.write}
         invalid = _invalid_request(api, model, body)
-        if invalid is not None:  # the real API errors the item as it would the call
-            return invalid
-        text = answer_text(model, msgs, schema, h)
-        text = _fault_text(kind, text)
+        if kind == "batch_item_missing" or kind in _ITEM_FAILURES or invalid is not None:
+            st.record(**entry)
+            if kind == "batch_item_missing":
+                return None
+            # the real API errors the item as it would the call
+            return invalid if invalid is not None else f"simulated batch item failure ({kind})"
+        text = _fault_text(kind, answer_text(model, msgs, schema, h))
         done.append(use)
-        return _BUILD[api](model, msgs, h, text, kind, cap, body, use)
+        built = _BUILD[api](model, msgs, h, text, kind, cap, body, use)
+        st.record(**entry, reply=sent_text(api, built))
+        return built
 
     def _batch_ended(self, done: list[CacheUse]) -> None:
         """The batch's answered items have completed: their prefixes enter the cache."""
@@ -1088,6 +1179,12 @@ def _openai_unprocessed(line: dict[str, Any], code: str) -> dict[str, Any]:
                                   "cancelled."}[code]
     return {"id": "batch_req_" + uuid.uuid4().hex[:16], "custom_id": line.get("custom_id"),
             "response": None, "error": {"code": code, "message": message}}
+
+
+def _jsonl(records: list[dict[str, Any]]) -> bytes:
+    """Batch results as the providers write them: one JSON object per line, UTF-8 text unescaped
+    (so a reply holding U+2028 or U+0085 holds them raw, as JSON allows)."""
+    return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in records).encode("utf-8")
 
 
 def _fault_text(kind: str | None, text: str) -> str:
@@ -1126,13 +1223,19 @@ def _cut(text: str, cap: int | None) -> tuple[str, bool]:
 def _openai_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kind: str | None,
                  cap: int | None, req: dict[str, Any], use: CacheUse = NO_CACHE
                  ) -> dict[str, Any]:
+    structured = (req.get("response_format") or {}).get("type") == "json_schema"
+    if kind == "refusal" and not structured:  # plain chat: the model refuses in words
+        text = REFUSAL_TEXT
     text, cut = _cut(text, cap)
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
     finish = "length" if cut else "stop"
     reasoning = 0
-    if kind == "refusal":  # a structured-output refusal: stops normally, explains in `refusal`
-        message.update(content=None, refusal="I'm sorry, I cannot assist with that request.")
-        text, finish = "", "stop"
+    refusal_tokens = 0
+    if kind == "refusal" and structured:  # Structured Outputs: stops normally, no content
+        message.update(content=None, refusal=REFUSAL_TEXT)
+        text, finish, refusal_tokens = "", "stop", _tokens(REFUSAL_TEXT)
+    elif kind == "content_filter":  # the provider's filter withheld the reply
+        message["content"], text, finish = None, "", "content_filter"
     elif kind == "empty":
         message["content"] = ""
         text = ""
@@ -1140,7 +1243,7 @@ def _openai_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kin
         message["content"], text, finish = "", "", "length"
         reasoning = _reasoning_cap(cap)
     pt = _tokens("".join(t for _, t in msgs))
-    ct = (_tokens(text) if text else 0) + reasoning
+    ct = (_tokens(text) if text else 0) + reasoning + refusal_tokens
     return {"id": f"chatcmpl-{h[:24]}", "object": "chat.completion",
             "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish,
@@ -1161,7 +1264,7 @@ def _anthropic_body(model: str, msgs: list[tuple[str, str]], h: str, text: str,
                         "signature": "c2ltdWxhdGVk"})
     stop = "max_tokens" if cut else "end_turn"
     out = 0
-    if kind == "refusal":
+    if kind in ("refusal", "content_filter"):  # the safety classifiers' stop
         stop, text = "refusal", ""
     elif kind == "empty":
         text = ""
@@ -1193,7 +1296,7 @@ def _google_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kin
     if use.read:  # counted in promptTokenCount; sent only when there is a hit
         usage.update(cachedContentTokenCount=use.read,
                      cacheTokensDetails=[{"modality": "TEXT", "tokenCount": use.read}])
-    if kind == "refusal":
+    if kind in ("refusal", "content_filter"):  # the safety filter's stop
         cand = {"index": 0, "finishReason": "SAFETY", "safetyRatings": [
             {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH",
              "blocked": True}]}
@@ -1211,6 +1314,23 @@ def _google_body(model: str, msgs: list[tuple[str, str]], h: str, text: str, kin
         usage.update(candidatesTokenCount=ct, totalTokenCount=pt + ct)
     return {"candidates": [cand], "usageMetadata": usage, "modelVersion": model,
             "responseId": h[:20]}
+
+
+REFUSAL_TEXT = "I'm sorry, but I can't help with that."
+"""What the simulated model says when it refuses (OpenAI: as content on a plain chat request, in
+``message.refusal`` on a Structured Outputs one)."""
+
+
+def sent_text(api: str, body: dict[str, Any]) -> str:
+    """The answer text of a response body as the engine's parsers read it (OpenAI the message
+    content; Anthropic its text blocks; Gemini its parts that are not thoughts): what the log
+    records as ``reply``, so that it is what was sent."""
+    if api == "openai":
+        return str(body["choices"][0]["message"].get("content") or "")
+    if api == "anthropic":
+        return "".join(b.get("text") or "" for b in body["content"] if b.get("type") == "text")
+    parts = ((body["candidates"][0].get("content") or {}).get("parts")) or []
+    return "".join(p.get("text") or "" for p in parts if not p.get("thought"))
 
 
 def _reasoning_cap(cap: int | None) -> int:
@@ -1234,8 +1354,11 @@ def _error(api: str, status: int, message: str, retry_after: float | None = None
         etype = {429: "rate_limit_error", 500: "api_error", 503: "overloaded_error",
                  529: "overloaded_error", 404: "not_found_error"}.get(
             status, "invalid_request_error")
-        return _json_reply({"type": "error", "error": {"type": etype, "message": message},
-                            "request_id": "req_sim" + uuid.uuid4().hex[:20]}, status, headers)
+        rid = _request_id(api)
+        reply = _json_reply({"type": "error", "error": {"type": etype, "message": message},
+                             "request_id": rid}, status, headers)
+        reply.request_id = rid
+        return reply
     if api == "google":
         gstatus = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
                    404: "NOT_FOUND"}.get(status, "INVALID_ARGUMENT")
@@ -1402,6 +1525,26 @@ def _last_user_sha256(msgs: list[tuple[str, str]]) -> str:
 
 def _iso(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _rfc3339(t: float) -> str:
+    """A time as Anthropic's rate-limit resets give it: RFC 3339, UTC, whole seconds."""
+    return _iso(math.ceil(t))
+
+
+def _go_duration(seconds: float) -> str:
+    """A wait as OpenAI's ``x-ratelimit-reset-*`` headers write it: "17ms", "1s", "6m0s"."""
+    if seconds < 1.0:
+        return f"{max(0, round(seconds * 1000))}ms"
+    minutes, rest = divmod(seconds, 60.0)
+    rest_text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{rest_text}" if minutes else rest_text
+
+
+def _request_id(api: str) -> str:
+    """A fresh response id in the API's form (OpenAI ``req_`` + 32 hex; Anthropic ``req_`` +
+    24 characters)."""
+    return "req_" + (uuid.uuid4().hex if api == "openai" else "sim" + uuid.uuid4().hex[:21])
 
 
 def _connected(request: web.Request) -> bool:
