@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "run":
         from hbpsych_utils.runner import cli
 
-        return cli.main(rest)
+        return cli.main(rest, restore_sigint=False)  # the process ends next
     if command == "publish":
         from hbpsych_utils.runner import cli
 

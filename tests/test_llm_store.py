@@ -350,3 +350,42 @@ def test_the_simulator_answers_by_seed_and_as_before_without_one() -> None:
     assert request_seed("google", {"generationConfig": {"seed": 6}}) == 6
     assert request_seed("anthropic", {"seed": 7}) is None
     assert request_seed("openai", {"seed": True}) is None
+
+
+# --- a damaged store is named, with what to do, before anything reads it -----------------------
+
+def filled_store(path: Path, n: int = 400) -> Path:
+    with Store(path) as store:
+        store.put_many([Result(key=f"{i:064x}", model="m", provider="p", status="ok",
+                               text=f"reply {i} " + "x" * 300) for i in range(n)])
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every row in the file itself
+    return path
+
+
+def test_a_store_that_is_not_a_database_is_named_with_what_to_do(tmp_path: Path) -> None:
+    from hbpsych_utils.llm import store as store_module
+
+    path = tmp_path / "llm_store.sqlite"
+    path.write_bytes(b"this is not SQLite " * 300)
+    for attempt in (lambda: store_module.check(path), lambda: Store(path)):
+        with pytest.raises(store_module.StoreError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert message.startswith(f"{path}: damaged (file is not a database)"), message
+        assert f"mv {path} {path}.damaged" in message
+        assert "answers paid for in it are lost" in message and ".recover" not in message
+    assert path.read_bytes() == b"this is not SQLite " * 300  # left as it was
+
+
+def test_a_store_with_damaged_pages_is_named_and_may_be_recovered_by_hand(
+        tmp_path: Path) -> None:
+    from hbpsych_utils.llm import store as store_module
+
+    path = filled_store(tmp_path / "llm_store.sqlite")
+    assert store_module.check(path) is None  # a sound store passes
+    with open(path, "r+b") as fh:  # a few pages in the middle overwritten
+        fh.seek(4096 * 20)
+        fh.write(b"\xff" * 4096 * 3)
+    with pytest.raises(store_module.StoreError, match=r"llm_store\.sqlite: damaged \(") as caught:
+        store_module.check(path)
+    assert ".recover" in str(caught.value) and "\n" not in str(caught.value)

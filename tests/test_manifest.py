@@ -39,9 +39,10 @@ def test_manifest_records_packages_overrides_and_no_secret(
     assert data["overrides"] == {"seed": 1} and data["profile_values"]["seed"] == 1
     assert data["stages"] == stages and data["command"] == "bash run_all.sh p --set seed=1"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secretvalue0123456789")
-    with pytest.raises(manifest.SecretLeakError):
-        manifest.write_manifest(tmp_path, "p", [],
-                                profile_values={"llm": {"x": "sk-secretvalue0123456789"}})
+    path = manifest.write_manifest(tmp_path, "p", [],
+                                   profile_values={"llm": {"x": "sk-secretvalue0123456789"}})
+    assert json.loads(path.read_text())["profile_values"]["llm"] == {
+        "x": "[OPENAI_API_KEY removed]"}
 
 
 SUBSET = {"n_v1": 610, "n_v2": 611, "n_hard": 119, "sha256_v1": "ab" * 32,

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -32,6 +33,9 @@ def make_store(out: Path) -> tuple[int, str]:
     with Store(out / "llm_store.sqlite"):
         pass
     return store_identity(out)
+
+
+RUN_ALL = Path(__file__).resolve().parent.parent / "run_all.sh"
 
 
 def store_identity(out: Path) -> tuple[int, str]:
@@ -453,16 +457,20 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_exit_130(project: Path) -> None:
         "seed": 1}
     assert not (out / "p" / "after.txt").exists()  # no later cell ran
     assert store_identity(out / "p") == store
-    kernel = int((out / "p" / "kernel.pid").read_text())
+    assert_gone(int((out / "p" / "kernel.pid").read_text()))
+    assert not (out / "p" / runlock.HOLDER_FILE).exists()
+
+
+def assert_gone(kernel: int) -> None:
+    """The kernel was shut down or killed, not left behind."""
     deadline = time.monotonic() + 30
-    while True:  # the kernel was shut down, not left behind
+    while True:
         try:
             os.kill(kernel, 0)
         except ProcessLookupError:
             break
         assert time.monotonic() < deadline, f"kernel {kernel} still running"
         time.sleep(0.2)
-    assert not (out / "p" / runlock.HOLDER_FILE).exists()
 
 
 MARKER = "open(f'{outputs_root}/{profile}/after.txt', 'w').write('ran')"
@@ -561,3 +569,238 @@ def test_06_prices_the_judges_of_a_set_override_and_of_a_profile_given_by_path(
                     "corpus:\n  allow_partial: true\n")  # the offline mirror's corpus, as default
     assert runner.run_profile(str(path), outputs_root=out, only=only, echo=print).ok
     assert priced_judges(out / "mine") == sorted([one, two])
+
+
+# --- a damaged LLM store stops the run before any notebook -------------------------------------
+
+def test_a_damaged_store_stops_the_run_before_any_notebook(project: Path, capsys) -> None:
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
+    out = project / "out"
+    (out / "p").mkdir(parents=True)
+    store = out / "p" / "llm_store.sqlite"
+    store.write_bytes(b"garbage " * 1000)
+    assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_FAILED
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    assert captured.err.startswith(f"error: {store}: damaged (file is not a database)")
+    assert len(captured.err.splitlines()) == 1 and "01_corpus ..." not in captured.out
+    assert not (out / "p" / "notebooks" / "01_corpus.ipynb").exists()
+    manifest = manifest_of(out / "p")
+    assert manifest["notebooks"] == []
+    assert manifest["error"] == captured.err.strip().removeprefix("error: ")
+    assert store.read_bytes() == b"garbage " * 1000
+
+
+# --- 8. Ctrl-C at any point; the file system; the caller's paths; the lock before the set-up ----
+
+def test_ctrl_c_swallowed_during_the_book_build_still_stops_the_run(
+        project: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A library that catches the KeyboardInterrupt of a Ctrl-C (a bare ``except:``) while the
+    book is built: the run still ends with exit 130 and one line, not 0."""
+    from hbpsych_utils.reporting import book
+    from hbpsych_utils.runner import execute
+
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
+    monkeypatch.setattr(execute, "execute", lambda *args: None)  # a notebook, without a kernel
+
+    def swallowing(out: Path) -> Path:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            pass
+        return out / "book" / "index.html"
+
+    monkeypatch.setattr(book, "build_book", swallowing)
+    out = project / "out"
+    handler = signal.getsignal(signal.SIGINT)
+    assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"interrupted: the book (every notebook ran) of profile 'p'; resume with: "
+        f"{sys.executable} -m hbpsych_utils run p --outputs {out}"], err
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+SIGINT_IGNORING_CELL = """\
+import pathlib, time
+pathlib.Path(outputs_root, profile, 'sleeping.txt').write_text('')
+for _ in range(1200):
+    try:
+        time.sleep(0.1)
+    except KeyboardInterrupt:
+        pathlib.Path(outputs_root, profile, 'caught.txt').write_text('')"""
+"""A cell that catches every KeyboardInterrupt the runner forwards: only a second Ctrl-C
+stops it."""
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+@pytest.mark.parametrize("when", ["while-the-kernel-starts", "twice-in-a-row",
+                                  "the-cell-ignores-the-first"])
+def test_a_second_ctrl_c_stops_at_once_with_one_line(project: Path, when: str) -> None:
+    """Ctrl-C twice while the kernel starts (it is not sent the first: it would print a
+    traceback of its own), twice in a row in a cell, or a second for a cell that caught the
+    first: one line, exit 130, the kernel gone."""
+    cell = SIGINT_IGNORING_CELL if when == "the-cell-ignores-the-first" else SLOW_CELLS[1]
+    fast_and_slow(project, SLOW_CELLS[0], cell)
+    out = project / "out"
+    env = {**os.environ, "HBPSYCH_ROOT": str(project), "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cli("--outputs", str(out), "--only", SLOW), env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if when == "while-the-kernel-starts":
+        assert proc.stdout is not None
+        while not proc.stdout.readline().startswith(f"[1/1] {SLOW} ..."):
+            assert proc.poll() is None
+        time.sleep(0.2)  # the kernel is importing what it needs
+    else:
+        wait_for(out / "p" / "sleeping.txt", proc)
+    proc.send_signal(signal.SIGINT)
+    if when == "the-cell-ignores-the-first":
+        wait_for(out / "p" / "caught.txt", proc)  # the cell caught it and sleeps on
+    else:
+        time.sleep(0.15)
+    start = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - start < 20
+    assert proc.returncode == runner.EXIT_INTERRUPTED, stdout + stderr
+    assert "Traceback" not in stdout + stderr
+    # while the kernel starts, no cell has run (on a fast machine the first may have begun)
+    where = re.escape(SLOW) + (r" \(at cell \d\)" if when != "while-the-kernel-starts" else
+                               r"( \(at cell \d\))?")
+    assert len(stderr.splitlines()) == 1 and re.fullmatch(
+        f"interrupted: {where} of profile 'p'; resume with: "
+        + re.escape(f"{shlex.join(cli())} --outputs {out} --only {SLOW}"), stderr.strip()), stderr
+    if when != "while-the-kernel-starts":
+        assert_gone(int((out / "p" / "kernel.pid").read_text()))
+    entry = manifest_of(out / "p")["notebooks"][0]
+    assert (entry["notebook"], entry["status"]) == (SLOW, "interrupted")
+
+
+@pytest.mark.slow
+def test_ctrl_c_reaches_a_kernel_only_while_a_cell_runs() -> None:
+    """A kernel that is still starting is not sent SIGINT (it would print a traceback of its
+    own: the run stops before the first cell); a second Ctrl-C kills it."""
+    from types import SimpleNamespace
+
+    from hbpsych_utils.runner.execute import RunWatch
+
+    kernel = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        with RunWatch() as watch, watch.running_notebooks():
+            watch.kernels.append(SimpleNamespace(provisioner=SimpleNamespace(pgid=kernel.pid)))
+            os.kill(os.getpid(), signal.SIGINT)  # while the kernel starts: noted only
+            assert watch.requested and kernel.poll() is None
+            os.kill(os.getpid(), signal.SIGINT)  # again: killed
+            assert kernel.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        kernel.kill()
+        kernel.wait()
+
+
+def test_file_system_errors_are_one_line_naming_the_path(
+        project: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
+    root = project / "a-file"
+    root.write_text("not a folder")
+    assert runner.main(["p", "--outputs", str(root)]) == runner.EXIT_FAILED
+    captured = capsys.readouterr()
+    assert captured.err == (f"error: {root}: a file where a folder is needed: move it, or write "
+                            "somewhere else\n")
+    assert "Traceback" not in captured.out
+
+    def read_only(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(project / "out" / "p"))
+
+    monkeypatch.setattr(runner.run, "_run_locked", read_only)
+    assert runner.main(["p", "--outputs", str(project / "out")]) == runner.EXIT_FAILED
+    assert capsys.readouterr().err == (f"error: {project / 'out' / 'p'}: permission denied: "
+                                       "make it writable, or write somewhere else\n")
+
+
+def test_a_failed_write_names_its_file_and_the_problem(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hbpsych_utils.core import writes
+
+    def full(src: str, dst: str) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")  # as a full disk: no file named
+
+    monkeypatch.setattr(writes.os, "replace", full)
+    target = tmp_path / "01_corpus" / "failed.json"
+    with pytest.raises(OSError) as caught:
+        writes.write_json(target, {"status": "failed"})
+    assert writes.describe_os_error(caught.value) == (
+        f"{target}: no space left on the device: free some space, then run again")
+    assert list(target.parent.iterdir()) == []  # no temp file left behind
+
+
+def test_a_book_folder_that_is_a_link_loop_is_named(tmp_path: Path) -> None:
+    from hbpsych_utils.core.writes import describe_os_error
+
+    book = tmp_path / "book"
+    book.symlink_to(book)  # book -> book
+    (tmp_path / ".book-new").mkdir()
+    with pytest.raises(OSError) as caught:
+        (tmp_path / ".book-new").rename(book)  # what the book build does last
+    assert describe_os_error(caught.value) == (
+        f"{book}: a symbolic link that leads nowhere (a loop, or its target is missing): "
+        "remove it, or point it at a folder")
+
+
+def test_paths_on_the_command_line_are_the_callers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_all.sh runs Python from the project folder and says where it was started."""
+    from hbpsych_utils.core import paths
+    from hbpsych_utils.runner import cli as runner_cli
+
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    monkeypatch.setenv(paths.CALLER_DIR_ENV, str(caller))
+    assert runner_cli.profile_dir("default", Path("rel")) == caller / "rel" / "default"
+    assert runner_cli.profile_dir("mine/p.yaml", Path("/abs")) == Path("/abs/p")
+    assert config.profile_path("mine/p.yaml") == caller / "mine" / "p.yaml"
+    assert config.profile_path("default") == paths.params_dir() / "default.yaml"
+    monkeypatch.setenv("HBPSYCH_OUTPUTS", "elsewhere")
+    assert paths.outputs_root() == caller / "elsewhere"
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+def test_run_all_writes_a_relative_outputs_folder_where_it_was_started(project: Path) -> None:
+    write_profile(project, "01_corpus")
+    notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
+    caller = project / "elsewhere"
+    caller.mkdir()
+    (caller / "mine.yaml").write_text("description: a profile file beside the caller\n"
+                                      "notebooks: [01_corpus]\n")
+    env = {**os.environ, "HBPSYCH_ROOT": str(project), "HBPSYCH_PYTHON": sys.executable}
+    for profile, name in (("p", "p"), ("mine.yaml", "mine")):
+        proc = subprocess.run(["bash", str(RUN_ALL), profile, "--outputs", "rel"], cwd=caller,
+                              env=env, text=True, capture_output=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert (caller / "rel" / name / "01_corpus" / "build.json").is_file()
+    assert not (RUN_ALL.parent / "rel").exists()
+
+
+@pytest.mark.slow
+def test_run_all_refuses_a_second_run_before_its_environment_check(project: Path) -> None:
+    write_profile(project, "01_corpus")
+    out = project / "out"
+    # A Python that does not exist: the environment check would fail; the lock comes first.
+    env = {**os.environ, "HBPSYCH_ROOT": str(project), "HBPSYCH_PYTHON": "/nonexistent/python",
+           "HBPSYCH_BASE_PYTHON": sys.executable}
+    with runlock.run_lock(out / "p", "p", "the first run"):
+        start = time.monotonic()
+        proc = subprocess.run(["bash", str(RUN_ALL), "p", "--outputs", "out"], cwd=project,
+                              env=env, text=True, capture_output=True, timeout=60, check=False)
+        seconds = time.monotonic() - start
+    assert proc.returncode == runner.EXIT_LOCKED, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
+    assert proc.stderr.startswith(
+        f"error: profile 'p' is already running into {out / 'p'} (pid {os.getpid()} on ")
+    assert "the first run); wait for that run to finish" in proc.stderr
+    assert seconds < 3, seconds

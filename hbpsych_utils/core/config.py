@@ -322,8 +322,8 @@ def available_profiles() -> list[str]:
 
 def profile_path(name_or_path: str | Path) -> Path:
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml"):
-        return p if p.is_absolute() else (Path.cwd() / p)
+    if p.suffix in (".yaml", ".yml"):  # a file: relative to where the command was started
+        return paths.from_caller(p)
     return paths.params_dir() / f"{name_or_path}.yaml"
 
 

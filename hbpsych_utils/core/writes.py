@@ -1,14 +1,20 @@
 """Atomic writes: a file is replaced whole or not at all, so an interrupted stage never leaves a
-half-written file behind (temp file in the same folder, then rename)."""
+half-written file behind (temp file in the same folder, then rename). What is written is
+scrubbed of every API key set in the environment (:mod:`core.secrets`): a failure record or a
+manifest may quote what a server sent back. A write that fails names the file it was writing
+(not its temp file), and :func:`describe_os_error` says a file-system error in one line."""
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from hbpsych_utils.core.secrets import scrub, secrets
 
 
 def _jsonable(value: Any) -> Any:
@@ -35,14 +41,59 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` atomically (temp file + rename), without any API key in it."""
+    text = scrub(text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
         os.chmod(tmp, 0o644)  # mkstemp makes files private; outputs are for reading
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk names no file: this one is meant
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def scrub_file(path: Path) -> None:
+    """Rewrite a text file another library wrote (an executed notebook) without the API keys it
+    holds, if any; nothing is read when no key is set."""
+    if secrets() and path.is_file():
+        text = path.read_text(encoding="utf-8")
+        if scrub(text) != text:
+            write_text(path, text)
+
+
+_ADVICE = {
+    errno.ENOSPC: "no space left on the device: free some space, then run again",
+    errno.EDQUOT: "the disk quota is used up: free some space, then run again",
+    errno.EACCES: "permission denied: make it writable, or write somewhere else",
+    errno.EPERM: "not permitted: make it writable, or write somewhere else",
+    errno.EROFS: "a read-only file system: write somewhere else",
+    errno.ELOOP: "a symbolic link loop: remove the link, or point it at a folder",
+}
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A file-system error in one line: the path and the problem, in words, with what to do
+    (instead of a traceback)."""
+    named = [Path(os.fsdecode(p)) for p in (exc.filename2, exc.filename)
+             if isinstance(p, str | bytes | os.PathLike)]
+    for path in named:
+        for place in (path, *path.parents):
+            if place.is_symlink() and not place.exists():
+                return (f"{place}: a symbolic link that leads nowhere (a loop, or its target is "
+                        "missing): remove it, or point it at a folder")
+            if exc.errno in (errno.ENOTDIR, errno.EEXIST) and place.exists():
+                if place.is_dir():
+                    break
+                return (f"{place}: a file where a folder is needed: move it, or write "
+                        "somewhere else")
+    problem = _ADVICE.get(exc.errno or 0) or exc.strerror or str(exc)
+    return f"{named[0] if named else '(no path)'}: {problem}"

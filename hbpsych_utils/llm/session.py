@@ -16,8 +16,7 @@ from typing import Any
 
 from hbpsych_utils.llm.engine import Engine
 from hbpsych_utils.llm.models import profile_registry
-
-STORE_NAME = "llm_store.sqlite"
+from hbpsych_utils.llm.store import STORE_NAME
 
 
 def _faults(specs: Sequence[Mapping[str, Any]], first_user_turns: Mapping[str, str]) -> list:

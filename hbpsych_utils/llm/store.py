@@ -10,7 +10,9 @@ call.
 WAL journal with ``synchronous=NORMAL``: each commit survives a killed process (``kill -9``);
 only an operating-system crash can lose the last commits, and nothing already committed is
 ever rewritten. Writes are grouped in transactions by the caller (``put_many``) so that
-hundreds of thousands of rows do not cost one fsync each. API keys are never written here.
+hundreds of thousands of rows do not cost one fsync each. API keys are never written here: a
+row's error and text are scrubbed of every key set in the environment
+(:func:`hbpsych_utils.core.secrets.scrub`), whatever a server sent back.
 
 Layout (schema 2, about a third of the first layout's bytes per judge result): a request key
 is stored as its 32 bytes (any key that is not 64 lowercase hex characters as text); provider,
@@ -27,17 +29,21 @@ read and write. A store in the first layout is migrated when opened, once, in on
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hbpsych_utils.core.secrets import scrubber
 from hbpsych_utils.llm.requests import COMPLETED, Result
 
+STORE_NAME = "llm_store.sqlite"
+"""The store's file in a run folder: one per run, shared by its stages."""
 SCHEMA_VERSION = 2
 COMPRESS_FROM = 128
 """Texts of at least this many UTF-8 bytes are stored zlib-compressed when that is shorter."""
@@ -183,7 +189,54 @@ class SpendLine:
 
 
 class StoreError(RuntimeError):
-    """A store this code cannot read (a newer or unknown layout); the message names the file."""
+    """A store this code cannot read (damaged, or a newer or unknown layout); the message names
+    the file and, for a damaged one, what to do."""
+
+
+_DAMAGE = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+"""SQLite's names for a file that is not a database, or one whose pages are damaged."""
+
+
+def damaged(path: Path, problem: str, *, readable: bool) -> StoreError:
+    """The error for a damaged store: the file, the problem, how to move it aside (with its
+    journal files, which must not meet a new store of the same name) and what is lost.
+    ``readable``: SQLite can still read some of it (damaged pages, not a file that is no
+    database at all)."""
+    moves = " && ".join(f"mv {shlex.quote(str(f))} {shlex.quote(str(path))}.damaged{suffix}"
+                        for f, suffix in ((path, ""), (Path(f"{path}-wal"), "-wal"),
+                                          (Path(f"{path}-shm"), "-shm"))
+                        if f == path or f.exists())
+    salvage = (f" (sqlite3's .recover can salvage some rows of {path.name}.damaged, but runs do "
+               "not read them back)" if readable else "")
+    return StoreError(
+        f"{path}: damaged ({problem}). Move it aside ({moves}) and run again. The answers paid "
+        f"for in it are lost: the new store the run starts pays for those calls again{salvage}")
+
+
+def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
+    """The error for a store SQLite refused to open or read."""
+    if exc.sqlite_errorname in _DAMAGE:
+        return damaged(path, str(exc), readable=exc.sqlite_errorname != "SQLITE_NOTADB")
+    return StoreError(f"{path}: cannot be read ({exc})")
+
+
+def check(path: Path) -> None:
+    """Raise :class:`StoreError` if the store at ``path`` (an existing file) is damaged, before
+    anything reads it. ``PRAGMA quick_check`` reads every page once, read-only (about a second
+    for a few hundred MB); it writes nothing, not even a checkpoint."""
+    # without a write-ahead log to read, immutable: SQLite creates no -wal or -shm file either
+    quiet = "" if Path(f"{path}-wal").exists() else "&immutable=1"
+    try:
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro{quiet}", uri=True)
+        try:
+            problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise unreadable(path, exc) from None
+    if problems != ["ok"]:
+        more = f", and {len(problems) - 1} more problems" if len(problems) > 1 else ""
+        raise damaged(path, f"quick_check: {problems[0]}{more}", readable=True)
 
 
 def db_key(key: str) -> bytes | str:
@@ -233,7 +286,11 @@ class Store:
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
                                    timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise unreadable(self.path, exc) from None
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=30000")
         # names and configs by value and by id; only committed entries (cleared on rollback)
@@ -416,7 +473,8 @@ class Store:
     def _put_rows(self, results: Sequence[Result], run_id: str | None, ledger: bool,
                   now: float) -> None:
         """Upsert results and their ledger lines (inside a write transaction)."""
-        rows = [self._row(r, now) for r in results]
+        clean, clean_error = scrubber(), scrubber(cut=True)
+        rows = [self._row(r, now, clean, clean_error) for r in results]
         self._db.executemany(_UPSERT, rows)
         paid = [
             (now, self._name_id(run_id), row[1], row[2], row[0], row[16], r.input_tokens,
@@ -428,16 +486,19 @@ class Store:
         if paid:
             self._db.executemany(_LEDGER_OF_RESULT, paid)
 
-    def _row(self, r: Result, now: float) -> tuple[Any, ...]:
+    def _row(self, r: Result, now: float, clean: Callable[[str], str],
+             clean_error: Callable[[str], str]) -> tuple[Any, ...]:
         status = _STATUS.get(r.status)
         if status is None:
             raise ValueError(f"result {r.key}: field status: {r.status!r} is not one of "
                              f"{sorted(_STATUS)}")
-        text, zipped = _encode_text(r.text if r.status in COMPLETED else None)
+        stored = r.text if r.status in COMPLETED else None
+        text, zipped = _encode_text(stored if stored is None else clean(stored))
         return (db_key(r.key), self._name_id(r.provider), self._name_id(r.model), status, text,
                 zipped, self._name_id(r.stop_reason), int(r.refusal), r.input_tokens,
                 r.output_tokens, r.cache_read_tokens, r.cache_write_tokens, r.cost, r.latency,
-                r.attempts, r.error, self._name_id(r.mode), self._config_id(r.config),
+                r.attempts, r.error and clean_error(r.error), self._name_id(r.mode),
+                self._config_id(r.config),
                 self._name_id(r.tag or None), now)
 
     def record_spend(self, *, run_id: str | None, provider: str, model: str, key: str | None,

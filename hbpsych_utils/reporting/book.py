@@ -50,6 +50,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction.instrument import BOOK_COPY, INSTRUMENT_FILE
 from hbpsych_utils.core import escape, paths, records
 from hbpsych_utils.core.config import Profile
+from hbpsych_utils.core.writes import describe_os_error
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
@@ -1080,13 +1081,18 @@ def main(argv: list[str] | None = None) -> int:
         "Render an existing run folder outputs/PROFILE/ into outputs/PROFILE/book/, a static "
         "site that opens offline in any browser."))
     ap.add_argument("profile", nargs="?", default="default")
-    ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: outputs/)")
+    ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: "
+                    "outputs/ of the project; a relative path is relative to the directory "
+                    "the command is started from)")
     args = ap.parse_args(argv)
-    profile_dir = (args.outputs or paths.outputs_root()) / args.profile
+    profile_dir = paths.from_caller(args.outputs or paths.outputs_root()) / args.profile
     try:
         report = render(profile_dir)
     except BookError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a book/ that is a link loop, a full disk, a read-only folder
+        print(f"error: {describe_os_error(exc)}", file=sys.stderr)
         return 1
     for line in report.warnings:
         print(f"warning: {line}", file=sys.stderr)

@@ -1,20 +1,28 @@
 """``python -m hbpsych_utils run`` (what ``run_all.sh`` calls): arguments, exit codes, Ctrl-C;
 and ``publish`` (:func:`publish_main`), which reads a run folder the same way.
 
-Exit codes: 0 every planned notebook ran, 1 a notebook failed, 2 bad profile or arguments
-(including a ``--set`` that no stage reads), 3 another run holds the outputs folder, 130
-interrupted.
+Exit codes: 0 every planned notebook ran, 1 a notebook failed or the run could not go on (a
+damaged LLM store, a file-system error: one line naming the path and the problem), 2 bad
+profile or arguments (including a ``--set`` that no stage reads), 3 another run holds the
+outputs folder, 130 interrupted (Ctrl-C, at any point, once or more: one line).
+
+A relative ``--outputs`` or profile file is the caller's: relative to the directory the
+command was started from (``run_all.sh`` says which, :func:`core.paths.from_caller`).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import shlex
+import signal
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from hbpsych_utils.core import paths, runlock
+from hbpsych_utils.core.secrets import scrub
 from hbpsych_utils.runner.run import RunInterrupted, run_profile
 
 EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -29,7 +37,7 @@ def profile_dir(profile: str, outputs_root: Path | None) -> Path:
     name it (the file's stem), without reading the profile."""
     p = Path(profile)
     name = p.stem if p.suffix in (".yaml", ".yml") else profile
-    return (Path(outputs_root) if outputs_root else paths.outputs_root()).resolve() / name
+    return paths.from_caller(outputs_root or paths.outputs_root()) / name
 
 
 def interruption_line(exc: RunInterrupted, command: str) -> str:
@@ -44,15 +52,18 @@ def parser() -> argparse.ArgumentParser:
         prog="hbpsych run",
         description="Run a profile's notebooks: those whose inputs changed since their last "
         "successful run, and everything downstream of them.",
-        epilog="exit codes: 0 every planned notebook ran, 1 a notebook failed, 2 bad profile "
-        "or arguments (a --set no stage reads included), 3 another run holds the outputs "
+        epilog="exit codes: 0 every planned notebook ran, 1 a notebook failed or the run "
+        "could not go on (a damaged LLM store, a file-system error), 2 bad profile or "
+        "arguments (a --set no stage reads included), 3 another run holds the outputs "
         "folder, 130 interrupted (Ctrl-C)")
     ap.add_argument("profile", nargs="?", default="default")
     ap.add_argument("--only", nargs="*", help="stages to run (with whichever of their "
                     "dependents are then not current)")
     ap.add_argument("--force", action="store_true", help="run every stage of the profile, "
                     "current or not (with --only: the named stages and all their dependents)")
-    ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: outputs/)")
+    ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: "
+                    "outputs/ of the project; a relative path is relative to the directory "
+                    "the command is started from)")
     ap.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override one profile value, e.g. --set judges.subset=hard or --set seed=123 "
@@ -60,17 +71,74 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
+def lock_refusal(argv: list[str]) -> str | None:
+    """The line refusing this command line because another run holds its outputs folder, or
+    ``None`` (also for arguments the run itself answers: help, a usage error). What
+    ``run_all.sh`` asks before its environment check: it needs the standard library only."""
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        try:
+            args = parser().parse_args(argv)
+        except SystemExit:
+            return None
+    return _refusal(args)
+
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    try:
+        runlock.refuse_if_running(profile_dir(args.profile, args.outputs), args.profile)
+    except runlock.RunLocked as exc:
+        return f"error: {exc}"
+    return None
+
+
+def _say(line: str) -> None:
+    print(scrub(line), file=sys.stderr)
+
+
+def main(argv: list[str] | None = None, *, restore_sigint: bool = True) -> int:
+    """The command; ``restore_sigint=False`` when the process ends next (``python -m
+    hbpsych_utils run``): after an interruption is reported, Ctrl-C stays ignored while it
+    exits, instead of Python's handler coming back for its last moments."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
     launcher = os.environ.get(LAUNCHER_ENV) or f"{shlex.quote(sys.executable)} -m hbpsych_utils run"
     command = f"{launcher} {shlex.join(argv)}".rstrip()
+    previous = signal.getsignal(signal.SIGINT)
     try:
-        runlock.refuse_if_running(profile_dir(args.profile, args.outputs), args.profile)
-    except runlock.RunLocked as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        return _main(args, command)
+    except KeyboardInterrupt:  # before the run recorded anything
+        _quiet()
+        _say(f"interrupted; run again with: {command}")
+        return EXIT_INTERRUPTED
+    finally:
+        if restore_sigint and previous is not None:
+            try:
+                signal.signal(signal.SIGINT, previous)
+            except ValueError:  # not the main thread: nothing was changed
+                pass
+
+
+def _quiet() -> None:
+    """Ignore Ctrl-C while the interruption is reported: one line, never a traceback; and exit
+    with 130 rather than by SIGINT. (CPython notes a ``KeyboardInterrupt`` that leaves code run
+    by ``exec`` of a string — fastjsonschema compiles nbformat's schema that way while the book
+    is built — as unhandled even when it is caught later, and then ends the process by SIGINT;
+    the next such ``exec`` clears the note.)"""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+    exec("None")  # clears CPython's note (see above)
+
+
+def _main(args: argparse.Namespace, command: str) -> int:
+    refused = _refusal(args)
+    if refused:
+        _say(refused)
         return EXIT_LOCKED
     from hbpsych_utils.core import config
+    from hbpsych_utils.core.writes import describe_os_error
+    from hbpsych_utils.llm.store import StoreError
 
     try:
         overrides = config.parse_overrides(args.overrides)
@@ -79,16 +147,20 @@ def main(argv: list[str] | None = None) -> int:
             force=args.force, command=command,
         )
     except config.ProfileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return EXIT_USAGE
     except runlock.RunLocked as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _say(f"error: {exc}")
         return EXIT_LOCKED
+    except StoreError as exc:  # a damaged store: before any notebook
+        _say(f"error: {exc}")
+        return EXIT_FAILED
+    except OSError as exc:  # the outputs folder: read-only, a file, a link loop, a full disk
+        _say(f"error: {describe_os_error(exc)}")
+        return EXIT_FAILED
     except RunInterrupted as exc:
-        print(interruption_line(exc, command), file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:  # before the run recorded anything, or a repeated Ctrl-C
-        print(f"interrupted; run again with: {command}", file=sys.stderr)
+        _quiet()
+        _say(interruption_line(exc, command))
         return EXIT_INTERRUPTED
     return 0 if result.ok else EXIT_FAILED
 

@@ -4,7 +4,7 @@ The kernels talk to this process over CurveZMQ-encrypted sockets (which also kee
 "running over TCP without encryption" warning out of the run's output). A kernel that fails
 before the first cell starts is started once more; one that dies, or a second failure to
 start, is reported as the notebook's failure. Ctrl-C is forwarded to the running kernel once
-(:class:`RunWatch`), and no further cell starts.
+(:class:`RunWatch`), and no further cell starts; a second one kills the kernel and stops at once.
 """
 
 from __future__ import annotations
@@ -47,13 +47,20 @@ def _kernel_errors() -> tuple[type[BaseException], ...]:
 
 
 class RunWatch:
-    """Ctrl-C and cell progress during a run.
+    """Ctrl-C and cell progress during a run, from the moment it starts until it returns.
 
-    The first Ctrl-C is noted and forwarded to the running kernel (its own process group:
-    jupyter_client starts kernels in a new session, so the terminal's SIGINT reaches only this
-    process); the cell stops with ``KeyboardInterrupt`` and papermill shuts the kernel down as
-    after any failing cell. No further cell starts once it is noted. A second Ctrl-C raises
-    ``KeyboardInterrupt`` here at once."""
+    While notebooks run (:meth:`running_notebooks`), the first Ctrl-C is noted and forwarded to
+    the running cell's kernel (its own process group: jupyter_client starts kernels in a new
+    session, so the terminal's SIGINT reaches only this process; a kernel still starting is not
+    sent it, it would print a traceback of its own); the cell stops with ``KeyboardInterrupt``
+    and papermill shuts the kernel down as after any failing cell. No further cell starts once
+    it is noted. A second Ctrl-C kills the kernel, and the run stops as soon as nbclient sees
+    it gone (within a second); a third raises ``KeyboardInterrupt`` here at once. Before the
+    notebooks and while the book is built, Ctrl-C raises ``KeyboardInterrupt`` at once, as
+    Python's own handler would, and is noted too: one that a library swallows (a bare
+    ``except:``) still stops the run at the next check of :attr:`requested`. Once the runner
+    records an interruption (:meth:`stopping`), Ctrl-C is ignored, so that the record is
+    written whole."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -61,8 +68,12 @@ class RunWatch:
         self.kernels: list[Any] = []
         self._previous: Any = None
         self._installed = False
+        self._forward = False  # notebooks are running: the first Ctrl-C goes to the kernel
+        self._killed = False
+        self._ignore = False
 
     def __enter__(self) -> RunWatch:
+        logging.getLogger("papermill").addFilter(self._after_ctrl_c)
         try:
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
             self._installed = True
@@ -71,22 +82,58 @@ class RunWatch:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        logging.getLogger("papermill").removeFilter(self._after_ctrl_c)
         if self._installed:  # None: a handler not set from Python; Python's own is the default
             signal.signal(signal.SIGINT, self._previous if self._previous is not None
                           else signal.default_int_handler)
             self._installed = False
 
+    @contextmanager
+    def running_notebooks(self) -> Iterator[None]:
+        """Notebooks run in this block: the first Ctrl-C goes to the running kernel."""
+        self._forward = True
+        try:
+            yield
+        finally:
+            self._forward = False
+
+    def stopping(self) -> None:
+        """The runner records an interruption: further Ctrl-C is ignored."""
+        self._ignore = True
+
     def _on_sigint(self, signum: int, frame: object) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
+        if self._ignore:
+            return
+        first, self.requested = not self.requested, True
+        if self._forward and first:
+            if self.cell_index is not None:  # a starting kernel is stopped by on_cell_start
+                self._signal_kernels(signal.SIGINT)
+            return
+        if self._forward and not self._killed and self._signal_kernels(signal.SIGKILL):
+            # a second Ctrl-C: nbclient sees its kernel die within a second and stops cleanly
+            # (a KeyboardInterrupt raised inside its event loop would leave a task behind that
+            # reports the dead kernel on the terminal)
+            self._killed = True
+            return
+        raise KeyboardInterrupt
+
+    def _signal_kernels(self, signum: int) -> bool:
+        """Send ``signum`` to the kernels' process groups; whether any was sent it."""
+        sent = False
         for km in self.kernels:
             pgid = getattr(getattr(km, "provisioner", None), "pgid", None)
-            if pgid:
+            if pgid and pgid != os.getpgrp():  # the kernel's own group, never this one
                 try:
-                    os.killpg(pgid, signal.SIGINT)
+                    os.killpg(pgid, signum)
+                    sent = True
                 except OSError:
                     pass
+        return sent
+
+    def _after_ctrl_c(self, record: logging.LogRecord) -> bool:
+        """After Ctrl-C, nbclient's lines about the kernel it stops are not news: the runner's
+        one line says what stopped."""
+        return not self.requested
 
     def start_notebook(self) -> None:
         self.cell_index = None
@@ -163,7 +210,8 @@ def execute(notebook: Path, target: Path, params: dict[str, Any], staging: Path,
         _reset(staging)
         watch.start_notebook()
         try:
-            with _environment(stage.STAGING_ENV, str(staging / notebook.stem)):
+            with (_environment(stage.STAGING_ENV, str(staging / notebook.stem)),
+                  _environment(paths.CALLER_DIR_ENV, str(paths.caller_dir()))):
                 papermill.execute_notebook(
                     str(notebook),
                     str(target),

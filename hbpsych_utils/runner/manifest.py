@@ -1,4 +1,5 @@
-"""The run manifest: what a profile run used and produced, and never a secret.
+"""The run manifest: what a profile run used and produced, and never a secret (it is written
+scrubbed of every API key set in the environment, :mod:`hbpsych_utils.core.secrets`).
 
 ``outputs/<profile>/manifest.json`` records the profile (the values the run used and the
 ``--set`` overrides among them), package version, git commit, the installed versions of the
@@ -11,7 +12,6 @@ record, so the manifest never names the inputs of a previous run's outputs as th
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -28,34 +28,6 @@ from hbpsych_utils import __version__
 from hbpsych_utils.core import paths, records
 from hbpsych_utils.core.writes import write_json
 from hbpsych_utils.pipeline import graph, metrics
-
-SECRET_ENV_VARS = (
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "XAI_API_KEY",
-    "MOONSHOT_API_KEY",
-    "MISTRAL_API_KEY",
-    "DASHSCOPE_API_KEY",
-    "HBPSYCH_API_KEY",
-)
-
-
-class SecretLeakError(RuntimeError):
-    """Raised instead of writing a file that would contain an API key."""
-
-
-def secret_values() -> list[str]:
-    """Values of the API-key variables set in this environment (long enough to be keys)."""
-    return [v for k in SECRET_ENV_VARS if len(v := os.environ.get(k, "")) >= 8]
-
-
-def assert_no_secrets(text: str, where: str) -> None:
-    for value in secret_values():
-        if value in text:
-            raise SecretLeakError(f"refusing to write {where}: it would contain an API key")
 
 
 def git_commit(root: Path | None = None) -> dict[str, Any]:
@@ -115,7 +87,8 @@ def _metrics(profile_dir: Path, stage: str) -> Any:
 def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
     """What a manifest must say about a run's model calls and subsets, from the stages' files:
     subset hashes, models and decoding parameters sent, grader-template hash, error counts and
-    the spend recorded in the run's LLM store (none of which can hold a key)."""
+    the spend recorded in the run's LLM store (none of which can hold a key), or why the store
+    cannot be read."""
     facts: dict[str, Any] = {}
     subset = _metrics(profile_dir, graph.SUBSET)
     if subset is not None:
@@ -131,12 +104,15 @@ def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
             "n_excluded", "census"})
     elif grade is not None:
         facts["grader_template_sha256"] = grade.grader_template_sha256
-    store = profile_dir / "llm_store.sqlite"
-    if store.is_file():
-        from hbpsych_utils.llm.store import Store
+    from hbpsych_utils.llm.store import STORE_NAME, Store, StoreError
 
-        with Store(store) as db:
-            facts["spend"] = db.spend()
+    store = profile_dir / STORE_NAME
+    if store.is_file():
+        try:
+            with Store(store) as db:
+                facts["spend"] = db.spend()
+        except StoreError as exc:  # damaged: a run says so and stops before any notebook
+            facts["store_error"] = str(exc)
     return facts
 
 
@@ -172,6 +148,4 @@ def write_manifest(
         **collect_run_facts(profile_dir),
         **(extra or {}),
     }
-    path = profile_dir / "manifest.json"
-    assert_no_secrets(json.dumps(manifest), str(path))
-    return write_json(path, manifest)
+    return write_json(profile_dir / "manifest.json", manifest)  # scrubbed of every API key

@@ -15,7 +15,10 @@ folder that is swapped into place with its ``build.json`` when the notebook succ
 (:func:`hbpsych_utils.pipeline.stage.publish_staged`); a failed or interrupted notebook leaves
 its stage folder holding only ``failed.json``. The run stops at the first failure. The manifest,
 rewritten after each notebook, lists every stage of the graph with its state; the book is built
-after the last notebook, and after a failure too, so it marks what is not current.
+after the last notebook, and after a failure too, so it marks what is not current. A damaged
+LLM store in the run folder stops the run before any notebook (the manifest says why). Ctrl-C
+at any point, from loading the profile to the book, ends it with :class:`RunInterrupted`
+(:class:`~hbpsych_utils.runner.execute.RunWatch`).
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ from typing import TYPE_CHECKING, Any
 # Only what refuses a second run: the rest is imported where used, so that the command line
 # answers "already running" before it loads pydantic, the profile or papermill.
 from hbpsych_utils.core import paths, runlock
+from hbpsych_utils.core.secrets import scrubber
 
 if TYPE_CHECKING:
     from hbpsych_utils.core.config import Profile
     from hbpsych_utils.pipeline.state import Inputs
+    from hbpsych_utils.runner.execute import RunWatch
 
 
 @dataclass
@@ -170,8 +175,9 @@ def run_profile(
     ``command`` is how the run was started (recorded for a second run to name, and said again
     to resume after Ctrl-C). A bad profile, override or ``only`` raises
     ``config.ProfileError`` before anything is written; another run into the same outputs
-    folder raises ``runlock.RunLocked``; Ctrl-C raises :class:`RunInterrupted` once the
-    manifest records the notebook it stopped."""
+    folder raises ``runlock.RunLocked``; a damaged LLM store in the run folder raises
+    ``llm.store.StoreError`` before any notebook, once the manifest records it (``error``);
+    Ctrl-C raises :class:`RunInterrupted` once the manifest records the notebook it stopped."""
     from hbpsych_utils.pipeline import state
     from hbpsych_utils.runner import checks, execute
 
@@ -180,39 +186,55 @@ def run_profile(
     if not any(isinstance(f, execute.KernelStartLog) for f in log.filters):
         log.addFilter(execute.KernelStartLog())
     overrides = dict(overrides or {})
-    profile, unread = checks.load_for_run(profile_name, overrides)
-    # Absolute, so an executed copy opened from outputs/<profile>/notebooks/ finds its run.
-    root = (Path(outputs_root) if outputs_root else paths.outputs_root()).resolve()
-    out = root / profile.name
-    expected = state.expected_inputs(profile)
-    steps = plan(profile, out, expected, only=only, force=force)
-    command = command or default_command(profile_name, outputs_root, only, overrides, force)
-    with runlock.run_lock(out, profile.name, command):
-        return _run_locked(profile, steps, expected, root, out, overrides, unread, echo,
-                           command)
+    with execute.RunWatch() as watch:  # Ctrl-C, from here until the run returns
+        profile, unread = checks.load_for_run(profile_name, overrides)
+        # Absolute (a relative one is the caller's), so an executed copy opened from
+        # outputs/<profile>/notebooks/ finds its run.
+        root = paths.from_caller(outputs_root or paths.outputs_root())
+        out = root / profile.name
+        expected = state.expected_inputs(profile)
+        steps = plan(profile, out, expected, only=only, force=force)
+        command = command or default_command(profile_name, outputs_root, only, overrides, force)
+        clean = scrubber()  # a failure's message may quote what a server sent back
+
+        def say(line: str) -> None:
+            echo(clean(line))
+
+        with runlock.run_lock(out, profile.name, command):
+            return _run_locked(profile, steps, expected, root, out, overrides, unread, say,
+                               command, watch)
 
 
 def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inputs], root: Path,
                 out: Path, overrides: dict[str, Any], unread: list[str],
-                echo: Callable[[str], None], command: str) -> RunResult:
+                echo: Callable[[str], None], command: str, watch: RunWatch) -> RunResult:
     from papermill.exceptions import PapermillExecutionError
 
     from hbpsych_utils.core import config
+    from hbpsych_utils.core.writes import scrub_file
+    from hbpsych_utils.llm import store as llm_store
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
 
     executed_dir = out / "notebooks"
-    executed_dir.mkdir(parents=True, exist_ok=True)
     staging = out / stage.STAGING_DIR
     result = RunResult(profile=profile.name, outputs=out)
     applied = config.applied_overrides(profile, overrides)
     values = profile.model_dump(mode="json")
     to_run = [s.stage for s in steps if s.run]
 
-    def record() -> None:
-        manifest.write_manifest(
-            out, profile.name, result.notebooks, overrides=applied, profile_values=values,
-            stages=[s.model_dump() for s in state.stage_states(out, profile)], command=command)
+    def record(**extra: Any) -> None:
+        stages = [s.model_dump() for s in state.stage_states(out, profile)]
+        manifest.write_manifest(out, profile.name, result.notebooks, extra, overrides=applied,
+                                profile_values=values, stages=stages, command=command)
+
+    if (out / llm_store.STORE_NAME).exists():  # every stage of the run shares it
+        try:
+            llm_store.check(out / llm_store.STORE_NAME)
+        except llm_store.StoreError as exc:
+            record(error=str(exc))
+            raise
+    executed_dir.mkdir(parents=True, exist_ok=True)
 
     def stop(name: str, entry: dict[str, Any], status: str, error: dict[str, Any],
              start: float) -> tuple[list[str], list[str]]:
@@ -234,6 +256,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
 
     def interrupted(name: str, entry: dict[str, Any], cell: int | None,
                     start: float) -> RunInterrupted:
+        watch.stopping()
         stop(name, entry, "interrupted", {"cell": cell, "ename": "KeyboardInterrupt",
                                           "evalue": "Ctrl-C"}, start)
         where = f"{name} (at cell {cell})" if cell is not None else name
@@ -256,8 +279,21 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         if behind:
             lines.append(f"  not current until it succeeds: {', '.join(behind)}")
         echo("\n".join(lines))
-        _build_book(out, echo)
+        build_book(f"the book ({name} failed)")
         return result
+
+    def build_book(where: str) -> None:
+        """The book, after the last notebook or a failure. Ctrl-C stops it, even one that a
+        library swallowed."""
+        try:
+            from hbpsych_utils.reporting import book  # the run's offline reading copy
+
+            echo(f"book: {book.build_book(out)}")
+        except KeyboardInterrupt:
+            watch.requested = True
+        if watch.requested:
+            watch.stopping()
+            raise RunInterrupted(profile.name, out, None, where)
 
     tweaks = f" with --set {config.describe_overrides(applied)}" if applied else ""
     echo(f"profile {profile.name!r}{tweaks}: {len(to_run)} of {len(steps)} notebook(s) to run "
@@ -269,13 +305,14 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         if not s.run and s.current:
             result.up_to_date.append(s.stage)
         echo(f"  {s.stage}: " + (f"runs ({s.reason})" if s.run else s.reason))
-    with execute.RunWatch() as watch:
+    with watch.running_notebooks():
         for i, name in enumerate(to_run, start=1):
             nb = state.notebook_path(name)
             target = executed_dir / nb.name
             start = time.perf_counter()
             entry: dict[str, Any] = {"notebook": name, "executed": str(target)}
             if watch.requested:  # Ctrl-C between notebooks: this one never started
+                watch.stopping()
                 result.notebooks.append({"notebook": name, "status": "interrupted",
                                          "seconds": 0.0, "started": False})
                 record()
@@ -316,6 +353,8 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                     what = f"FAILED: {name} at cell {cell}: its kernel {error['kernel']}"
                 return failed(name, entry, error, start,
                               f"{what}: {error['ename']}: {error['evalue']}")
+            finally:  # a cell may have shown what a server sent back
+                scrub_file(target)
             (staging / name).mkdir(parents=True, exist_ok=True)
             state.write_build(staging / name, name, by=state.RUNNER, inputs=expected[name])
             stage.publish_staged(staging, out)
@@ -329,18 +368,9 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         if watch.requested:  # Ctrl-C after the last notebook finished
             raise RunInterrupted(profile.name, out, None, "the run (every notebook ran; the "
                                  "book was not built)")
-    try:
-        _build_book(out, echo)
-    except KeyboardInterrupt:
-        raise RunInterrupted(profile.name, out, None, "the book (every notebook ran)") from None
+    build_book("the book (every notebook ran)")
     left = len(steps) - len(to_run) - len(result.up_to_date)
     echo(f"profile {profile.name!r}: {len(to_run)} notebook(s) ran, "
          f"{len(result.up_to_date)} up to date" + (f", {left} left not current" if left else "")
          + f"; outputs in {out}")
     return result
-
-
-def _build_book(out: Path, echo: Callable[[str], None]) -> None:
-    from hbpsych_utils.reporting import book  # the run's offline reading copy
-
-    echo(f"book: {book.build_book(out)}")

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hbpsych_utils.core.secrets import scrub
 from hbpsych_utils.llm.cost import estimate_input_tokens
 from hbpsych_utils.llm.models import ModelSpec, ProviderSpec
 from hbpsych_utils.llm.requests import Request
@@ -87,9 +88,14 @@ class Reply:
 
 
 class CallError(Exception):
+    """A failed call, as the engine stores and reports it. Its message is scrubbed of every API
+    key (:func:`core.secrets.scrub`): a proxy or an OpenAI-compatible server may answer 401
+    with the key it was sent, and the message goes on to the store, the notebook and the
+    terminal."""
+
     def __init__(self, kind: ErrorKind, message: str, status: int | None = None,
                  retry_after: float | None = None) -> None:
-        super().__init__(message)
+        super().__init__(scrub(message, cut=True))
         self.kind = kind
         self.status = status
         self.retry_after = retry_after
