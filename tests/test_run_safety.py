@@ -689,6 +689,7 @@ def test_ctrl_c_reaches_a_kernel_only_while_a_cell_runs() -> None:
     from hbpsych_utils.runner.execute import RunWatch
 
     kernel = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    handler = signal.getsignal(signal.SIGINT)
     try:
         with RunWatch() as watch, watch.running_notebooks():
             watch.kernels.append(SimpleNamespace(provisioner=SimpleNamespace(pgid=kernel.pid)))
@@ -696,7 +697,9 @@ def test_ctrl_c_reaches_a_kernel_only_while_a_cell_runs() -> None:
             assert watch.requested and kernel.poll() is None
             os.kill(os.getpid(), signal.SIGINT)  # again: killed
             assert kernel.wait(timeout=10) == -signal.SIGKILL
+        assert signal.getsignal(signal.SIGINT) is handler  # restored after the interruption
     finally:
+        signal.signal(signal.SIGINT, handler)
         kernel.kill()
         kernel.wait()
 

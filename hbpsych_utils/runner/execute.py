@@ -9,6 +9,7 @@ start, is reported as the notebook's failure. Ctrl-C is forwarded to the running
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shutil
@@ -84,6 +85,11 @@ class RunWatch:
     def __exit__(self, *exc: object) -> None:
         logging.getLogger("papermill").removeFilter(self._after_ctrl_c)
         if self._installed:  # None: a handler not set from Python; Python's own is the default
+            if self.requested:
+                # the stopped kernels' clients are collected with Ctrl-C ignored: one arriving
+                # in their finalizers would print a traceback of its own
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                gc.collect()
             signal.signal(signal.SIGINT, self._previous if self._previous is not None
                           else signal.default_int_handler)
             self._installed = False
