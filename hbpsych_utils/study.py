@@ -184,6 +184,10 @@ CLOSE_SCORES = 0.01
 """Two panel scores this close or closer (point estimates) are "close": too near to be read as
 a ranking without intervals."""
 
+F1_CLOSE = 0.02
+"""A judge's pairwise balanced F1 this close to the physicians' pooled one (point estimates) is
+"level with" them (notebook 15): on a few hundred label pairs a smaller gap is noise."""
+
 ALPHA = 0.05
 """A paired difference "differs" when its Holm-adjusted p-value is below this."""
 

@@ -18,9 +18,9 @@ synchronously or in a batch gets the same text, and replies sampled with differe
 A HealthBench grader prompt (its text mentions ``criteria_met``) gets a fenced grader JSON
 verdict (hash-chosen, unless the prompt scripts it with a ``[sim-verdicts model=met ...]``
 marker: :func:`scripted_verdict`); a request with a JSON schema gets an object generated from
-the schema (enums: a hash-chosen value; strings, numbers, booleans: hash-derived; arrays: ``minItems`` items, or N
-items when the prompt says "N items/records/conversations/entries"; ``$ref``/``anyOf``: first
-branch). Usage is ~4 characters per token.
+the schema (enums: a hash-chosen value; strings, numbers, booleans: hash-derived; arrays:
+``minItems`` items, or N items when the prompt says "N items/records/conversations/entries";
+``$ref``/``anyOf``: first branch). Usage is ~4 characters per token.
 
 Prompt caches are imitated per provider (:class:`PromptCaches`: OpenAI and Gemini implicit,
 Anthropic at ``cache_control`` breakpoints; minimum length per model from the registry, a TTL,
