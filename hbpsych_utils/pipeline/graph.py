@@ -339,7 +339,8 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
     StageSpec(
         JUDGE_ACCURACY, "How accurate are the judges", "judge_accuracy", _evaluation_mode,
         (PAPER, LIVE),
-        inputs=(Input(GRADING, (VERDICTS, METRICS), IN_LIVE),),
+        inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),
+                Input(GRADING, (VERDICTS, METRICS), IN_LIVE)),
         reads=(Read((EVALUATION_MODE,)),
                Read(("judge_accuracy.meta_eval", "judge_accuracy.max_rows",
                      "judge_accuracy.n_resamples", "grading.judges", "grading.temperature",

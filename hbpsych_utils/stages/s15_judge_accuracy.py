@@ -227,7 +227,9 @@ def grade(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note,
         prompt_id=ja.row_key(i), criterion_index=0, system=grading.SYSTEM_MESSAGE,
         user=ja.grader_prompt(source.template, r), max_tokens=int(run.value("grading_max_tokens")),
         temperature=float(run.value("grading_temperature"))) for i, r in enumerate(source.rows)]
-    with run.open_engine() as engine:
+    # the run's corpus, so that the profile's simulator faults naming a prompt_id resolve
+    conversations = corpus.load_recorded(run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
+    with run.open_engine(conversations=conversations) as engine:
         done = panel.grade_requests(engine, requests, source.judges, candidate=GRADE_TAG,
                                     max_reasks=int(run.value("max_reasks")),
                                     mode=run.llm.mode, tag=GRADE_TAG)
