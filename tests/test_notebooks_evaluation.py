@@ -161,8 +161,8 @@ def test_judge_accuracy_in_paper_mode_is_one_sentence(run: Path) -> None:
     from hbpsych_utils.stages.s15_judge_accuracy import PAPER_NOTE
 
     assert metrics(run, "15_judge_accuracy") == {"mode": "paper"}
-    fetched = " ".join(p.read_text() for p in (run / "15_judge_accuracy").glob("*.json"))
-    assert "healthbench_meta_eval" not in fetched  # no artifact record names the file
+    record = json.loads((run / "15_judge_accuracy" / "stage.json").read_text())
+    assert record["artifacts"] == {}  # nothing fetched: no download attempt, no template
     nb = json.loads((run / "notebooks" / "15_judge_accuracy.ipynb").read_text())
     shown = [o.get("data", {}).get("text/markdown", "") for c in nb["cells"]
              for o in c.get("outputs", [])]
