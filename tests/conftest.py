@@ -183,7 +183,12 @@ def notebook(path: Path, *cells: str, **params: object) -> None:
     declared = {"profile": "x", "outputs_root": ".", **params}
     p = new_code_cell("\n".join(f"{k} = {v!r}" for k, v in declared.items()))
     p.metadata["tags"] = ["parameters"]
-    nb.cells = [p, *(new_code_cell(c) for c in cells)]
+    # the runner gives a root inside the project relative to notebooks/ (as the shipped
+    # parameters cells say it), which the stages resolve there: so do these cells
+    resolve = ("from hbpsych_utils.core import paths as _paths\n"
+               "outputs_root = str((_paths.notebooks_dir() / outputs_root).resolve())\n")
+    bodies = [resolve + c if i == 0 else c for i, c in enumerate(cells)]
+    nb.cells = [p, *(new_code_cell(c) for c in bodies)]
     nbformat.write(nb, path)
 
 

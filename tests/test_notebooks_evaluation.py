@@ -149,7 +149,7 @@ def test_figures_and_tables_written_and_published(run: Path) -> None:
     assert len(table) == 20
     assert [r["candidate"] for r in table] == metrics(run, "08_scores")["ranking"]
     assert float(table[0]["panel_mean"]) == pytest.approx(panel[table[0]["candidate"]], abs=1e-6)
-    assert "\\toprule" in (stage / "table1_v1.tex").read_text()
+    assert "\\toprule" in (stage / "table1.tex").read_text()
     assert m["published_to_figures"] is True and m["n_files"] == len(m["files"])
 
 

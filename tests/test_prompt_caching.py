@@ -455,7 +455,7 @@ def test_smoke_grading_spend_is_the_ledger_at_cached_token_prices(smoke_on_off) 
         lines = db.execute(
             "SELECT l.model, l.mode, l.input_tokens, l.output_tokens, l.cache_read_tokens, "
             "l.cache_write_tokens, l.cost FROM ledger l JOIN results r ON r.key = l.key "
-            "WHERE r.tag = 'grade'").fetchall()
+            "WHERE r.tag LIKE 'grade:%'").fetchall()
     assert len(lines) == sum(int(n) for n in m["calls_by_attempt"].values())
     by_hand = [hand_cost(REG.model(model).price, mode, inp, out, read, write)
                for model, mode, inp, out, read, write, _ in lines]

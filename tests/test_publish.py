@@ -250,7 +250,7 @@ def test_publish_default_v1_from_a_run(default_run: Path, mirror: Path, tmp_path
     out = tmp_path / "OUT"
     assert cli.publish_main(["default", "--subset", "v1", "--outputs", str(run.parent),
                              "--output", str(out)]) == 0
-    assert f"published 23 mindbench-results v1 artifact(s) of default (v1) -> {out}" in (
+    assert f"published 23 mindbench-results v1 artifacts of default (v1) -> {out}" in (
         capsys.readouterr().out)
     files = sorted(out.iterdir())
     artifacts = [f for f in files if f.name != publish.EXPORT_MANIFEST]

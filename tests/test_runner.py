@@ -121,8 +121,8 @@ def test_a_second_run_does_only_what_changed(project: Path) -> None:
     assert result.up_to_date == ["01_corpus", "02_screening", "03_review_round1"]
     assert [line for line in lines if line.startswith("  ")] == [
         "  01_corpus: up to date", "  02_screening: up to date", "  03_review_round1: up to date"]
-    assert lines[0].startswith("profile 'p': 0 of 3 notebook(s) to run")
-    assert lines[-1].startswith("profile 'p': 0 notebook(s) ran, 3 up to date; outputs in")
+    assert lines[0].startswith("profile 'p': 0 of 3 notebooks to run")
+    assert lines[-1].startswith("profile 'p': 0 notebooks ran, 3 up to date; outputs in")
     assert (out / "seen.txt").read_text() == first  # no notebook ran
     assert set(states(out).values()) == {"current", "not_in_profile"}
 

@@ -49,6 +49,23 @@ def test_scrub_removes_every_key_by_value_and_a_key_cut_short(
     assert secrets.scrub(text) == text
 
 
+def test_a_message_clipped_through_a_key_and_then_wrapped_keeps_no_fragment(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hbpsych_utils.llm.providers.base import classify_status
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    body = "Incorrect API key provided: " + KEY
+    clipped = secrets.clip(body, len(body) - 10)  # the limit falls inside the key
+    assert clipped == "Incorrect API key provided: [OPENAI_API_KEY removed]"
+    assert secrets.clip("short", 500) == "short"
+    # the fatal-error wording puts the clipped message in the middle of a sentence
+    error = classify_status(401, f"HTTP 401: {secrets.clip(body, len(body) - 10)}", None)
+    assert error.kind == "fatal" and not leaks(str(error))
+    unclipped = classify_status(401, f"HTTP 401: {body[:len(body) - 10]}", None)
+    assert leaks(str(unclipped))  # what clipping without scrubbing left before
+
+
 def test_every_key_variable_of_the_registry_is_a_secret() -> None:
     registry = yaml.safe_load((paths.params_dir() / "models.yaml").read_text())
     named = {p["api_key_env"] for p in registry["providers"].values() if p.get("api_key_env")}

@@ -94,11 +94,11 @@ def test_a_hand_run_of_a_chapter_is_marked_not_current(copy_of_default: Path) ->
     assert json.loads((run / graph.JUDGES / "metrics.json").read_text())["subset"] == "hard"
     index = book.build_book(run)
     landing = text_of(index)
-    assert re.search(r"09_judges The judges paper not current ?: its outputs were written "
+    assert re.search(r"09 · The judges paper not current ?: its outputs were written "
                      r"outside the runner \(papermill or JupyterLab, with [^)]*subset=\W*hard",
                      landing)
-    assert re.search(r"12_figures_tables .* not current ?: its upstream 09_judges is not current",
-                     landing)
+    assert re.search(r"12 · Figures and tables .* not current ?: its upstream 09_judges is not "
+                     r"current", landing)
     assert re.search(r"Kendall.s τ\) [0-9.]+ to [0-9.]+ \( ?not current ?\)", landing)
     chapter = text_of(index.parent / "09_judges.html")
     assert "Not current" in chapter and "bash run_all.sh default" in chapter

@@ -70,3 +70,10 @@ def scrub(text: str, *, cut: bool = False) -> str:
     with ``cut`` (an error message, which may have been cut to a length through a key), a
     key's first characters at its very end too."""
     return scrubber(cut=cut)(text)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters for a message, scrubbed as cut: a key that the cut
+    goes through is removed from its first characters on, wherever the clipped text is then
+    embedded (a scrub of the whole message looks for a cut key only at its very end)."""
+    return scrub(text[:limit], cut=len(text) > limit)

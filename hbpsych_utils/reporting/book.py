@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.instrument import BOOK_COPY, INSTRUMENT_FILE
-from hbpsych_utils.core import escape, paths, records
+from hbpsych_utils.core import escape, paths, records, wording
 from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.writes import describe_os_error
 from hbpsych_utils.pipeline import graph, state
@@ -716,7 +716,7 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
                      f"{rec.mode} mode\n")
         names = sorted(n for n in rec.files if n.endswith(".json")
                        and n != publish.EXPORT_MANIFEST)
-        parts.append(f"{len(names)} artifact(s) written to {_code(item.folder)} at "
+        parts.append(f"{wording.count(len(names), 'artifact')} written to {_code(item.folder)} at "
                      f"{_cell(rec.written_at)}.\n")
         if item.stale:
             parts.append(f"**Not current**: {', '.join(item.stale)} changed since they were "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from hbpsych_utils.core import paths, runlock
 from hbpsych_utils.core.secrets import scrub
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.runner.run import RunInterrupted, run_profile
 
 EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -206,8 +207,8 @@ def publish_main(argv: list[str] | None = None) -> int:
             rerun = book.update_command(name, run.manifest, run_dir.parent)
             report = publish.publish(run_dir, subset=args.subset, output=args.output,
                                      rerun=rerun)
-            print(f"published {len(report.artifacts)} mindbench-results v1 artifact(s) of {name} "
-                  f"({args.subset}) -> {report.output}")
+            written = count(len(report.artifacts), "mindbench-results v1 artifact")
+            print(f"published {written} of {name} ({args.subset}) -> {report.output}")
             if not args.no_book and (run_dir / book.BOOK_DIR).is_dir():
                 print(f"book: {book.build_book(run_dir)}")
     except runlock.RunLocked as exc:

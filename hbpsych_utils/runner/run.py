@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 # answers "already running" before it loads pydantic, the profile or papermill.
 from hbpsych_utils.core import paths, runlock
 from hbpsych_utils.core.secrets import scrubber
+from hbpsych_utils.core.wording import count
 
 if TYPE_CHECKING:
     from hbpsych_utils.core.config import Profile
@@ -296,8 +297,8 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
             raise RunInterrupted(profile.name, out, None, where)
 
     tweaks = f" with --set {config.describe_overrides(applied)}" if applied else ""
-    echo(f"profile {profile.name!r}{tweaks}: {len(to_run)} of {len(steps)} notebook(s) to run "
-         f"-> {out}")
+    echo(f"profile {profile.name!r}{tweaks}: {len(to_run)} of "
+         f"{count(len(steps), 'notebook')} to run -> {out}")
     if unread:
         echo("  keys of the profile that no stage reads under its modes:\n"
              + "\n".join(f"    {line}" for line in unread))
@@ -370,7 +371,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                                  "book was not built)")
     build_book("the book (every notebook ran)")
     left = len(steps) - len(to_run) - len(result.up_to_date)
-    echo(f"profile {profile.name!r}: {len(to_run)} notebook(s) ran, "
+    echo(f"profile {profile.name!r}: {count(len(to_run), 'notebook')} ran, "
          f"{len(result.up_to_date)} up to date" + (f", {left} left not current" if left else "")
          + f"; outputs in {out}")
     return result

@@ -17,6 +17,7 @@ from typing import Any
 
 import anthropic
 
+from hbpsych_utils.core.secrets import clip
 from hbpsych_utils.llm.models import ModelSpec
 from hbpsych_utils.llm.providers.base import (
     Adapter,
@@ -72,10 +73,10 @@ class AnthropicAdapter(Adapter):
         if isinstance(exc, anthropic.APIStatusError):
             body = exc.body if exc.body is not None else exc.message
             text = json.dumps(body)
-            msg = f"HTTP {exc.status_code}: {text[:500]}"
+            msg = f"HTTP {exc.status_code}: {clip(text, 500)}"
             return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers),
                                    full_text=text)
-        return CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
+        return CallError("transient", clip(f"{type(exc).__name__}: {exc}", 500))
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -103,7 +104,8 @@ class AnthropicAdapter(Adapter):
                     out[r.custom_id] = CallError("transient", str(exc))
             elif res.type == "errored":
                 err = res.error.model_dump() if hasattr(res.error, "model_dump") else res.error
-                out[r.custom_id] = classify_status(500, f"batch item errored: {err}"[:400], None)
+                out[r.custom_id] = classify_status(
+                    500, clip(f"batch item errored: {err}", 400), None)
             else:
                 out[r.custom_id] = CallError("transient", f"batch item {res.type}")
         return out
@@ -133,7 +135,7 @@ EPHEMERAL = {"type": "ephemeral"}
 def parse_message(data: dict[str, Any]) -> Reply:
     content = data.get("content")
     if not isinstance(content, list) or "stop_reason" not in data:
-        raise MalformedReply(f"not a message: {json.dumps(data)[:200]}")
+        raise MalformedReply(f"not a message: {clip(json.dumps(data), 200)}")
     text = "".join(b.get("text") or "" for b in content if b.get("type") == "text")
     stop = data.get("stop_reason")
     usage = data.get("usage") or {}

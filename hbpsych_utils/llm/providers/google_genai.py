@@ -15,6 +15,7 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as gtypes
 
+from hbpsych_utils.core.secrets import clip
 from hbpsych_utils.llm.models import ModelSpec
 from hbpsych_utils.llm.providers import base
 from hbpsych_utils.llm.requests import Request
@@ -63,7 +64,7 @@ class GoogleAdapter(base.Adapter):
         if isinstance(exc, genai_errors.APIError):
             headers = getattr(getattr(exc, "response", None), "headers", None)
             return classify_error(exc.code, exc.details, headers)
-        return base.CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
+        return base.CallError("transient", clip(f"{type(exc).__name__}: {exc}", 500))
 
     async def aclose(self) -> None:
         await self.client.aio.aclose()
@@ -92,7 +93,7 @@ class GoogleAdapter(base.Adapter):
             if key is None:
                 continue
             if r.error is not None or r.response is None:
-                out[key] = base.CallError("transient", f"batch item error: {r.error}"[:400])
+                out[key] = base.CallError("transient", clip(f"batch item error: {r.error}", 400))
                 continue
             try:
                 out[key] = parse_response(r.response)
@@ -120,7 +121,7 @@ def classify_error(code: int | None, body: Any, headers: Any = None) -> base.Cal
     quotas = "; ".join(base.describe_quota(v) for v in violations[:4])
     reasons = " ".join(str(d.get("reason")) for d in base.rpc_details(details, "ErrorInfo")
                        if d.get("reason"))
-    msg = (f"HTTP {code}: {status} {text[:300]}" + (f" [reason: {reasons}]" if reasons else "")
+    msg = (f"HTTP {code}: {status} {clip(text, 300)}" + (f" [reason: {reasons}]" if reasons else "")
            + (f" [quota: {quotas}]" if quotas else ""))
     daily = [v for v in violations if base.is_daily_quota(v)]
     if code == 429 and daily:

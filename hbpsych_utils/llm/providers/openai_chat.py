@@ -18,6 +18,7 @@ from typing import Any
 import openai
 
 from hbpsych_utils.core import jsonl
+from hbpsych_utils.core.secrets import clip
 from hbpsych_utils.llm.models import ModelSpec
 from hbpsych_utils.llm.providers.base import (
     Adapter,
@@ -85,10 +86,10 @@ class OpenAIAdapter(Adapter):
             code = getattr(exc, "code", None) or ""
             text = json.dumps(body)
             # the wait: retry-after-ms / retry-after, else the message's "try again in 1.5s"
-            msg = f"HTTP {exc.status_code}: {code} {text[:500]}"
+            msg = f"HTTP {exc.status_code}: {code} {clip(text, 500)}"
             return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers),
                                    full_text=f"{code} {text}")
-        return CallError("transient", f"{type(exc).__name__}: {exc}"[:500])
+        return CallError("transient", clip(f"{type(exc).__name__}: {exc}", 500))
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -129,8 +130,9 @@ class OpenAIAdapter(Adapter):
                         out[key] = CallError("transient", str(exc))
                 else:
                     err = rec.get("error") or (resp.get("body") or {}).get("error") or {}
-                    out[key] = classify_status(resp.get("status_code") or 500,
-                                               f"batch item error: {json.dumps(err)[:300]}", None)
+                    out[key] = classify_status(
+                        resp.get("status_code") or 500,
+                        f"batch item error: {clip(json.dumps(err), 300)}", None)
         return out
 
 
@@ -139,7 +141,7 @@ def parse_chat(data: dict[str, Any]) -> Reply:
         choice = data["choices"][0]
         msg = choice.get("message") or {}
     except (KeyError, IndexError, TypeError):
-        raise MalformedReply(f"no choices in response: {json.dumps(data)[:200]}") from None
+        raise MalformedReply(f"no choices in response: {clip(json.dumps(data), 200)}") from None
     finish = choice.get("finish_reason")
     # The reply is the message content; a refusal's explanation (``message.refusal``) is the
     # provider's metadata, not the model's answer, so a refused reply is stored empty and is
