@@ -143,28 +143,111 @@ def row_key(i: int) -> str:
     return f"row{i:06d}"
 
 
-def labels_table(rows: Sequence[MetaEvalRow]) -> pd.DataFrame:
-    """One line per row: ``row`` (:func:`row_key`), ``prompt_id``, ``category``, ``majority``
-    (bool) and ``n_physicians``."""
+THEME = "theme"
+"""The slicing column of HealthBench's example theme (the conversation's ``theme:`` tag in the
+corpus, as ``evaluation.breakdowns`` reads it)."""
+PSYCH_CATEGORY = "psych_category"
+"""The slicing column of the conversation's modal clinician category (05_subset's
+``categories_v1.csv``, readers' names in ``study.CATEGORY_LABELS``)."""
+SLICINGS = ("category", THEME, PSYCH_CATEGORY)
+"""The ways the rows are sliced: the meta-evaluation file's own ``category``, the theme and the
+Psych category. A row without a theme or a category is left out of that slicing (and counted)."""
+
+
+def labels_table(rows: Sequence[MetaEvalRow], themes: Mapping[str, str] | None = None,
+                 psych_categories: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One line per row: ``row`` (:func:`row_key`), ``prompt_id``, ``category``, ``theme`` and
+    ``psych_category`` (by prompt id; ``None`` where unknown), ``majority`` (bool) and
+    ``n_physicians``."""
+    themes, cats = themes or {}, psych_categories or {}
     return pd.DataFrame({
         "row": [row_key(i) for i in range(len(rows))],
         "prompt_id": [r.prompt_id for r in rows],
         "category": [r.category for r in rows],
+        THEME: pd.Series([themes.get(r.prompt_id) for r in rows], dtype=object),
+        PSYCH_CATEGORY: pd.Series([cats.get(r.prompt_id) for r in rows], dtype=object),
         "majority": [majority(r.binary_labels) for r in rows],
         "n_physicians": [len(r.binary_labels) for r in rows],
     })
 
 
-def physician_labels(rows: Sequence[MetaEvalRow]) -> pd.DataFrame:
-    """One line per (row, physician): ``row``, ``category``, ``physician``, ``label``."""
-    out = [(row_key(i), r.category, p, bool(lab)) for i, r in enumerate(rows)
+def physician_labels(rows: Sequence[MetaEvalRow], themes: Mapping[str, str] | None = None,
+                     psych_categories: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """One line per (row, physician): ``row``, the row's slicings (:data:`SLICINGS`),
+    ``physician``, ``label``."""
+    labels = labels_table(rows, themes, psych_categories)[["row", *SLICINGS]]
+    out = [(row_key(i), p, bool(lab)) for i, r in enumerate(rows)
            for p, lab in zip(r.anonymized_physician_ids, r.binary_labels, strict=True)]
-    return pd.DataFrame(out, columns=["row", "category", "physician", "label"])
+    frame = pd.DataFrame(out, columns=["row", "physician", "label"])
+    return frame.merge(labels, on="row", how="left")[["row", *SLICINGS, "physician", "label"]]
+
+
+def theme_of(example_tags: Iterable[str]) -> str | None:
+    """A conversation's HealthBench theme (its ``theme:`` example tag, without the prefix)."""
+    found = [t.split(":", 1)[1] for t in example_tags if t.startswith("theme:")]
+    return found[0] if found else None
+
+
+# --- the Psych subset ---------------------------------------------------------------------------
+
+UNION = "v1 ∪ v2 ∪ Hard"
+"""The rows the statistics use: those whose conversation is in any of the run's subsets."""
+
+
+def in_subsets(rows: Sequence[MetaEvalRow], subsets: Mapping[str, Iterable[str]]
+               ) -> list[MetaEvalRow]:
+    """The rows whose ``prompt_id`` is in one of ``subsets`` (key -> prompt ids), in file
+    order."""
+    union = set().union(*(set(ids) for ids in subsets.values())) if subsets else set()
+    return [r for r in rows if r.prompt_id in union]
+
+
+def coverage(rows: Sequence[MetaEvalRow], subsets: Mapping[str, Iterable[str]]) -> pd.DataFrame:
+    """Per subset (in ``subsets``' order), then their union (:data:`UNION`): the labelled rows
+    whose conversation is in it, those conversations, the subset's conversations and the share
+    of them with labelled rows; last, the file's rows outside every subset (left out)."""
+    sets = {k: set(ids) for k, ids in subsets.items()}
+    union = set().union(*sets.values()) if sets else set()
+    out = []
+    for name, ids in [*sets.items(), (UNION, union)]:
+        mine = [r.prompt_id for r in rows if r.prompt_id in ids]
+        out.append({"subset": name, "rows": len(mine), "conversations": len(set(mine)),
+                    "subset_conversations": len(ids),
+                    "share": len(set(mine)) / len(ids) if ids else math.nan})
+    outside = [r.prompt_id for r in rows if r.prompt_id not in union]
+    out.append({"subset": "outside the subsets", "rows": len(outside),
+                "conversations": len(set(outside)), "subset_conversations": None,
+                "share": None})
+    return pd.DataFrame(out)
 
 
 def majority(labels: Sequence[bool]) -> bool:
     """Met when strictly more than half of the physicians say so (a tie is not met)."""
     return sum(bool(x) for x in labels) * 2 > len(labels)
+
+
+PANEL = "panel"
+"""The rater name of the panel: the majority of the judges' verdicts on a row."""
+
+
+def panel_verdicts(verdicts: pd.DataFrame, judges: Sequence[str],
+                   keys: Sequence[str] = ("row",)) -> pd.DataFrame:
+    """The panel as a rater: on each item (``keys``) every judge of ``judges`` graded, met when
+    strictly more than half of the judges say met, so with an even number of judges a tie is
+    "not met" (the physician majority's rule). Items a judge left without a verdict get no panel
+    verdict, as 08's panel score uses only the conversations every judge scored. Columns
+    ``judge`` (:data:`PANEL`), the keys, ``criteria_met``."""
+    v = verdicts[verdicts["judge"].isin(judges)].dropna(subset=["criteria_met"])
+    keys = list(keys)
+    if v.empty or len(judges) < 2:
+        return pd.DataFrame(columns=["judge", *keys, "criteria_met"])
+    wide = v.assign(criteria_met=v["criteria_met"].astype(bool)).pivot_table(
+        index=keys, columns="judge", values="criteria_met", aggfunc="first")
+    wide = wide.reindex(columns=list(judges)).dropna(how="any")
+    met = wide.astype(bool).sum(axis=1) * 2 > len(judges)
+    out = met.rename("criteria_met").reset_index()
+    out.insert(0, "judge", PANEL)
+    return out[["judge", *keys, "criteria_met"]]
 
 
 # --- the statistics -----------------------------------------------------------------------------
@@ -221,16 +304,25 @@ def with_truth(verdicts: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
     with the rows' ``prompt_id``, ``category`` and physician ``majority``."""
     v = verdicts.dropna(subset=["criteria_met"])[["judge", "row", "criteria_met"]]
     v = v.assign(criteria_met=v["criteria_met"].astype(bool))
-    return v.merge(labels[["row", "prompt_id", "category", "majority"]], on="row",
-                   how="inner", validate="many_to_one")
+    cols = ["row", "prompt_id", *[c for c in SLICINGS if c in labels.columns], "majority"]
+    return v.merge(labels[cols], on="row", how="inner", validate="many_to_one")
 
 
-def against_majority(joined: pd.DataFrame) -> pd.DataFrame:
-    """Per judge and category (and ``all``): n, the confusion counts, macro-F1, F1 of each
-    class, sensitivity and specificity, each judge against the physician majority."""
+def _slices(frame: pd.DataFrame, by: str, overall: bool) -> list[tuple[str, pd.DataFrame]]:
+    """("all", frame) when ``overall``, then each value of ``by`` (rows without one left
+    out)."""
+    parts = sorted((str(k), g) for k, g in frame.dropna(subset=[by]).groupby(by))
+    return [("all", frame), *parts] if overall else parts
+
+
+def against_majority(joined: pd.DataFrame, by: str = "category", *, overall: bool = True
+                     ) -> pd.DataFrame:
+    """Per judge and value of ``by`` (and ``all`` when ``overall``): n, the confusion counts,
+    macro-F1, F1 of each class, sensitivity and specificity, each judge against the physician
+    majority. The slice is in column ``category`` whatever ``by`` is."""
     out = []
     for judge, g in joined.groupby("judge", sort=False):
-        for category, part in [("all", g), *sorted(g.groupby("category"))]:
+        for category, part in _slices(g, by, overall):
             c = confusion(part["majority"], part["criteria_met"])
             pos, neg = class_f1(c)
             se, sp = sens_spec(c)
@@ -241,28 +333,33 @@ def against_majority(joined: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def pairwise_f1(joined: pd.DataFrame, physicians: pd.DataFrame) -> pd.DataFrame:
+def pairwise_f1(joined: pd.DataFrame, physicians: pd.DataFrame, by: str = "category", *,
+                overall: bool = True) -> pd.DataFrame:
     """HealthBench's placement of graders among physicians, per category (and ``all``).
 
     For each judge, every (judge verdict, physician label) pair of the rows it graded, the
     physician as truth; for each physician, every (its label, another physician's label on the
     same row) pair, the other as truth; and ``physicians`` pooled (HealthBench's physician
-    baseline). Columns: ``rater``, ``kind`` (judge, physician, physicians), ``category``,
-    ``pairs``, ``balanced_f1`` (the mean of the two classes' F1)."""
+    baseline). The panel (:data:`PANEL`, a rater of ``joined``) is of kind ``panel``. Sliced by
+    ``by`` (column ``category`` whatever ``by`` is; ``all`` first when ``overall``). Columns:
+    ``rater``, ``kind`` (judge, panel, physician, physicians), ``category``, ``pairs``,
+    ``balanced_f1`` (the mean of the two classes' F1)."""
     pairs_j = joined[["judge", "row", "criteria_met"]].merge(
-        physicians, on="row", how="inner")
-    others = physicians.merge(physicians, on=["row", "category"], suffixes=("", "_other"))
+        physicians[["row", by, "physician", "label"]], on="row", how="inner")
+    mine = physicians[["row", by, "physician", "label"]]
+    others = mine.merge(physicians[["row", "physician", "label"]], on="row",
+                        suffixes=("", "_other"))
     others = others[others["physician"] != others["physician_other"]]
     out = []
 
     def add(rater: str, kind: str, frame: pd.DataFrame, truth: str, pred: str) -> None:
-        for category, part in [("all", frame), *sorted(frame.groupby("category"))]:
+        for category, part in _slices(frame, by, overall):
             c = confusion(part[truth], part[pred])
             out.append({"rater": rater, "kind": kind, "category": category, "pairs": c.n,
                         "balanced_f1": macro_f1(c)})
 
     for judge, g in pairs_j.groupby("judge", sort=False):
-        add(str(judge), "judge", g, "label", "criteria_met")
+        add(str(judge), "panel" if judge == PANEL else "judge", g, "label", "criteria_met")
     for physician, g in others.groupby("physician", sort=True):
         add(str(physician), "physician", g, "label_other", "label")
     if len(others):
@@ -272,7 +369,9 @@ def pairwise_f1(joined: pd.DataFrame, physicians: pd.DataFrame) -> pd.DataFrame:
 
 def judges_ac1(joined: pd.DataFrame) -> tuple[float, int]:
     """Gwet's AC1 among the judges over the rows (items x judges; a missing verdict is a missing
-    rating) on the scale (met, not met), and how many rows at least two judges graded."""
+    rating) on the scale (met, not met), and how many rows at least two judges graded. The
+    panel (:data:`PANEL`) is not a judge and is left out."""
+    joined = joined[joined["judge"] != PANEL]
     table = joined.pivot(index="row", columns="judge", values="criteria_met")
     if table.shape[1] < 2:
         return math.nan, 0
@@ -320,14 +419,16 @@ def sens_spec_draws(part: pd.DataFrame, w: np.ndarray) -> tuple[np.ndarray, np.n
     return se, sp
 
 
-def sens_spec_table(joined: pd.DataFrame, *, n_resamples: int = study.N_RESAMPLES,
-                    seed: int = study.SEED, level: float = study.CI_LEVEL) -> pd.DataFrame:
-    """Per judge and category (and ``all``): sensitivity and specificity with conversation-
-    clustered percentile bootstrap intervals; one generator per (judge, category) from
-    ``seed``, in a fixed order, so a table is reproducible."""
+def sens_spec_table(joined: pd.DataFrame, by: str = "category", *, overall: bool = True,
+                    n_resamples: int = study.N_RESAMPLES, seed: int = study.SEED,
+                    level: float = study.CI_LEVEL) -> pd.DataFrame:
+    """Per judge and value of ``by`` (and ``all`` when ``overall``; column ``category``):
+    sensitivity and specificity with conversation-clustered percentile bootstrap intervals;
+    one generator per (judge, slice) from ``seed``, in a fixed order, so a table is
+    reproducible."""
     out = []
     for j, (judge, g) in enumerate(joined.groupby("judge", sort=True)):
-        for k, (category, part) in enumerate([("all", g), *sorted(g.groupby("category"))]):
+        for k, (category, part) in enumerate(_slices(g, by, overall)):
             rng = np.random.default_rng([seed, j, k])
             w = cluster_draws(part["prompt_id"].tolist(), n_resamples, rng)
             se, sp = sens_spec(confusion(part["majority"], part["criteria_met"]))
@@ -432,24 +533,42 @@ def cost_rows(n_rows: int, mean_input_tokens: float, judges: Sequence[str], regi
 
 FIXTURE_PHYSICIANS = ("phys-A", "phys-B", "phys-C", "phys-D")
 
+FIXTURE_CONVERSATIONS: tuple[str, ...] = (
+    "b603f797-58cc-45ea-9957-508f50b261f3",  # v1, v2, Hard; theme emergency_referrals; anxiety
+    "0ffac3f1-44e4-4934-a25c-e6a31fe5a838",  # v1, v2, Hard; global_health; perinatal_mh
+    "9db3e66f-9e4e-4683-9279-65fe41679e8d",  # v1, v2; hedging; perinatal_mh
+    "140c95dc-4791-42a6-a1da-f52c7e525c48",  # v2 only: no modal category in categories_v1
+)
+"""The fixture's four conversations: real HealthBench prompt ids in the Psych subset as the
+smoke run's 05_subset writes it (the smoke corpus holds the first three, so the fourth has no
+theme there; v1's categories do not cover it)."""
+
+FIXTURE_OUTSIDE = "c5f6bb12-a633-4ee4-b6a8-e6f9539472dc"
+"""A HealthBench conversation outside the Psych subset (in the smoke corpus, theme
+emergency_referrals): the fixture's thirteenth row is on it, so the subset filter drops it."""
+
+_C1, _C2, _C3, _C4 = FIXTURE_CONVERSATIONS
 _FIXTURE_LABELS: tuple[tuple[str, str, tuple[bool, ...], tuple[str, ...]], ...] = (
     # (prompt_id, category, physician labels, physicians): majority met on rows 1-6
-    ("fixture-conv-1", "emergency_referrals", (True, True, True), ("phys-A", "phys-B", "phys-C")),
-    ("fixture-conv-1", "emergency_referrals", (True, True, False), ("phys-A", "phys-B", "phys-D")),
-    ("fixture-conv-1", "emergency_referrals", (True, False, True), ("phys-A", "phys-C", "phys-D")),
-    ("fixture-conv-2", "emergency_referrals", (True, True, True), ("phys-B", "phys-C", "phys-D")),
-    ("fixture-conv-2", "hedging", (True, True, False), ("phys-A", "phys-B", "phys-C")),
-    ("fixture-conv-2", "hedging", (False, True, True), ("phys-A", "phys-B", "phys-D")),
-    ("fixture-conv-3", "hedging", (False, False, False), ("phys-A", "phys-C", "phys-D")),
-    ("fixture-conv-3", "hedging", (False, False, True), ("phys-B", "phys-C", "phys-D")),
-    ("fixture-conv-3", "emergency_referrals", (False, True, False),
-     ("phys-A", "phys-B", "phys-C")),
-    ("fixture-conv-4", "emergency_referrals", (False, False, False),
-     ("phys-A", "phys-B", "phys-D")),
-    ("fixture-conv-4", "hedging", (True, False, False), ("phys-A", "phys-C", "phys-D")),
-    ("fixture-conv-4", "hedging", (False, False, False), ("phys-B", "phys-C", "phys-D")),
+    (_C1, "emergency_referrals", (True, True, True), ("phys-A", "phys-B", "phys-C")),
+    (_C1, "emergency_referrals", (True, True, False), ("phys-A", "phys-B", "phys-D")),
+    (_C1, "emergency_referrals", (True, False, True), ("phys-A", "phys-C", "phys-D")),
+    (_C2, "emergency_referrals", (True, True, True), ("phys-B", "phys-C", "phys-D")),
+    (_C2, "hedging", (True, True, False), ("phys-A", "phys-B", "phys-C")),
+    (_C2, "hedging", (False, True, True), ("phys-A", "phys-B", "phys-D")),
+    (_C3, "hedging", (False, False, False), ("phys-A", "phys-C", "phys-D")),
+    (_C3, "hedging", (False, False, True), ("phys-B", "phys-C", "phys-D")),
+    (_C3, "emergency_referrals", (False, True, False), ("phys-A", "phys-B", "phys-C")),
+    (_C4, "emergency_referrals", (False, False, False), ("phys-A", "phys-B", "phys-D")),
+    (_C4, "hedging", (True, False, False), ("phys-A", "phys-C", "phys-D")),
+    (_C4, "hedging", (False, False, False), ("phys-B", "phys-C", "phys-D")),
 )
 """Twelve rows in four conversations, three physicians each (majority met on the first six)."""
+
+_FIXTURE_OUTSIDE_ROW = (FIXTURE_OUTSIDE, "emergency_referrals", (True, True, True),
+                        ("phys-A", "phys-B", "phys-C"))
+"""The thirteenth row, outside the subset: unanimously met, every judge scripted to say not met,
+so it would move every statistic were it not filtered out."""
 
 FIXTURE_VERDICTS: tuple[tuple[bool, bool, bool], ...] = (
     # the first, second and third judge's scripted verdicts, row by row
@@ -474,21 +593,25 @@ def sim_marker(verdicts: Mapping[str, bool]) -> str:
 
 
 def fixture_rows(judges: Sequence[str] = study.JUDGE_PANEL) -> list[MetaEvalRow]:
-    """The format fixture: twelve rows in the real file's layout, physician labels chosen so
+    """The format fixture: thirteen rows in the real file's layout, physician labels chosen so
     that every statistic is computable by hand, each completion carrying the simulator's
     marker that scripts the judges' verdicts (:data:`FIXTURE_VERDICTS`, the i-th judge of
-    ``judges`` the i-th column; at most three). Prompt ids are not HealthBench's, so the
-    content check's id test does not apply to it."""
+    ``judges`` the i-th column; at most three). The first twelve are on conversations of the
+    Psych subset (:data:`FIXTURE_CONVERSATIONS`), the last outside it
+    (:data:`FIXTURE_OUTSIDE`); every prompt id is HealthBench's."""
     if len(judges) > 3:
         raise MetaEvalError(f"the fixture scripts three judges, got {len(judges)}")
     rows = []
+    script = [*FIXTURE_VERDICTS, (False, False, False)]
     for i, ((pid, category, labels, phys), verdicts) in enumerate(
-            zip(_FIXTURE_LABELS, FIXTURE_VERDICTS, strict=True)):
+            zip([*_FIXTURE_LABELS, _FIXTURE_OUTSIDE_ROW], script, strict=True)):
         n = i + 1
         marker = sim_marker(dict(zip(judges, verdicts, strict=False)))
+        conv = (FIXTURE_CONVERSATIONS.index(pid) + 1 if pid in FIXTURE_CONVERSATIONS
+                else len(FIXTURE_CONVERSATIONS) + 1)
         rows.append(MetaEvalRow(
             prompt_id=pid, completion_id=f"fixture-completion-{n}",
-            prompt=[PromptMessage(role="user", content=f"Fixture question {pid[-1]}: I have "
+            prompt=[PromptMessage(role="user", content=f"Fixture question {conv}: I have "
                                   "felt low for weeks and cannot sleep. What should I do?")],
             completion=f"Fixture reply {n}: speak with a clinician soon. {marker}",
             rubric=f"Fixture criterion {n}: advises seeing a clinician.",

@@ -337,9 +337,10 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
                     "and judge): no per-criterion grade, reply or second sample to analyse")),
     ),
     StageSpec(
-        JUDGE_ACCURACY, "How accurate are the judges", "judge_accuracy", _evaluation_mode,
+        JUDGE_ACCURACY, "Are the judges right?", "judge_accuracy", _evaluation_mode,
         (PAPER, LIVE),
         inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),
+                Input(SUBSET, (*_SUBSET_IDS, CATEGORIES_V1), IN_LIVE),
                 Input(GRADING, (VERDICTS, METRICS), IN_LIVE)),
         reads=(Read((EVALUATION_MODE,)),
                Read(("judge_accuracy.meta_eval", "judge_accuracy.max_rows",

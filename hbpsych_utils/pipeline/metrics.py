@@ -540,7 +540,7 @@ class JudgeAccuracy(Metrics):
 class PairwiseF1(Metrics):
     """A rater's pairwise balanced F1 against physicians on a category's rows."""
 
-    kind: Literal["judge", "physician", "physicians"]
+    kind: Literal["judge", "panel", "physician", "physicians"]
     pairs: int
     balanced_f1: Rate
 
@@ -559,12 +559,26 @@ class CorrectedRate(Metrics):
     high: Rate
 
 
+class SubsetCoverage(Metrics):
+    """How much of a subset the physician-labelled rows cover (15)."""
+
+    rows: int
+    conversations: int
+    subset_conversations: int | None
+    share: Rate
+
+
 class JudgeAccuracyMetrics(Metrics):
     """15's numbers; a paper run has only its mode (the physician labels are online only)."""
 
     mode: Literal["paper", "live"]
     source: Literal["registry", "fixture"] | None = None
     n_rows: int | None = None
+    """Rows graded: the file's rows on the Psych subset's conversations (v1 ∪ v2 ∪ Hard), at
+    most ``max_rows``."""
+    n_rows_in_file: int | None = None
+    coverage: dict[str, SubsetCoverage] | None = None
+    """Subset (v1, v2, hard, their union, and the rows outside every subset) -> coverage."""
     n_conversations: int | None = None
     n_physicians: int | None = None
     judges: list[str] | None = None
@@ -572,13 +586,23 @@ class JudgeAccuracyMetrics(Metrics):
     """Verdicts still missing after the re-asks (left out, never counted as not met)."""
     spend_usd: float | None = None
     against_majority: dict[str, dict[str, JudgeAccuracy]] | None = None
-    """Judge -> category (``all`` first) -> its accuracy against the physician majority."""
+    """Judge (and ``panel``) -> category (``all`` first) -> its accuracy against the physician
+    majority."""
+    against_majority_by_theme: dict[str, dict[str, JudgeAccuracy]] | None = None
+    against_majority_by_psych_category: dict[str, dict[str, JudgeAccuracy]] | None = None
+    """The same per HealthBench theme and per modal clinician category (no ``all``)."""
+    n_rows_no_theme: int | None = None
+    n_rows_no_psych_category: int | None = None
+    """Rows left out of the per-theme and per-category tables (no theme, no category)."""
     pairwise: dict[str, dict[str, PairwiseF1]] | None = None
-    """Rater (judge, physician, ``physicians``) -> category -> pairwise balanced F1."""
+    """Rater (judge, ``panel``, physician, ``physicians``) -> category -> pairwise balanced
+    F1."""
+    pairwise_by_theme: dict[str, dict[str, PairwiseF1]] | None = None
+    pairwise_by_psych_category: dict[str, dict[str, PairwiseF1]] | None = None
     judges_ac1: Rate = None
     n_rows_ac1: int | None = None
     corrected: dict[str, CorrectedRate] | None = None
-    """Judge -> its criterion-met rate on this run's 07 verdicts, corrected."""
+    """Judge (and ``panel``) -> its criterion-met rate on this run's 07 verdicts, corrected."""
 
 
 MODELS: dict[str, Any] = {

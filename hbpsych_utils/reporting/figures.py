@@ -692,7 +692,8 @@ def worst_at_k_curves(table: pd.DataFrame, *, title: str, note: str = "") -> Fig
 def f1_placement(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
     """Graders placed among physicians, one row per category (``all`` first): each physician's
     leave-one-out balanced F1 (grey dots), the physicians pooled (a bar) and each judge's
-    pairwise balanced F1 (coloured markers), as HealthBench places its grader; ``table`` is
+    pairwise balanced F1 (coloured markers) and the panel's (a black square; kind ``panel``), as
+    HealthBench places its grader; ``table`` is
     ``evaluation.judge_accuracy.pairwise_f1``'s (rater, kind, category, balanced_f1)."""
     _require(table, ["rater", "kind", "category", "balanced_f1"], "F1 placement figure")
     cats = ["all", *sorted(c for c in table["category"].unique() if c != "all")]
@@ -712,6 +713,10 @@ def f1_placement(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
         ax.scatter(g["balanced_f1"], [y[c] + 0.12 * (i - 1) for c in g["category"]], s=40,
                    marker="D", color=OKABE_ITO[i % len(OKABE_ITO)], zorder=4,
                    label=study.display_name(str(judge)))
+    for _, r in table[table["kind"] == "panel"].iterrows():
+        ax.scatter([r["balanced_f1"]], [y[r["category"]]], s=46, marker="s", color="#000000",
+                   zorder=5, label="panel (majority of the judges)"
+                   if r["category"] == cats[0] else None)
     ax.set_yticks([y[c] for c in cats], cats)
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.7, len(cats) - 0.3)
