@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     if command == "fetch":
         from hbpsych_utils.core import sources
 
-        names = rest or sorted(sources.registry())
+        # online-only artifacts (the meta-evaluation file) are fetched when named
+        names = rest or sorted(n for n, a in sources.registry().items() if not a.online_only)
         try:
             for name in names:
                 print(f"{name}: {sources.fetch(name)}")

@@ -184,6 +184,16 @@ CLOSE_SCORES = 0.01
 """Two panel scores this close or closer (point estimates) are "close": too near to be read as
 a ranking without intervals."""
 
+F1_CLOSE = 0.02
+"""A judge's pairwise balanced F1 this close to the physicians' pooled one (point estimates) is
+"level with" them (notebook 15): on a few hundred label pairs a smaller gap is noise."""
+
+PHYSICIAN_RANGE_MIN_PAIRS = 10
+"""A physician's leave-one-out F1 counts towards "the physicians' range" (the lowest to the
+highest, notebook 15's finding on whether a judge or the panel is within it) only when it rests
+on at least this many label pairs; fewer would let one physician's handful of rows stretch the
+range. With fewer than two such physicians there is no range and the finding says so."""
+
 ALPHA = 0.05
 """A paired difference "differs" when its Holm-adjusted p-value is below this."""
 

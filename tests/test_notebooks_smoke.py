@@ -237,6 +237,86 @@ def test_analyses_by_axis_theme_and_category_with_intervals(run: Path) -> None:
         assert (run / "14_analyses" / name).stat().st_size > 0
 
 
+def test_judge_accuracy_on_the_format_fixture_by_hand(run: Path) -> None:
+    """15 on the smoke run: the simulator obeyed the fixture's scripted verdicts through the
+    batch APIs, and every F1, sensitivity and specificity is the hand count (see
+    tests/test_judge_accuracy.py): the first judge tp 5 fp 1 fn 1 tn 5, the second tp 6 fp 3
+    tn 3, the third tp 3 fn 3 tn 6; physicians pooled TT 20, FF 24, fp = fn = 14; AC1 2/9. Each
+    judge's corrected rate is recomputed from 07's verdicts.csv with plain csv."""
+    from hbpsych_utils.evaluation.judge_accuracy import FIXTURE_VERDICTS
+
+    m = metrics(run, "15_judge_accuracy")
+    j1, j2, j3 = m["judges"]
+    assert m["mode"] == "live" and m["source"] == "fixture" and m["n_rows"] == 12
+    assert m["n_excluded"] == 0 and m["n_conversations"] == 4 and m["n_physicians"] == 4
+    with open(run / "15_judge_accuracy" / "verdicts.csv") as fh:
+        got = {(r["judge"], r["row"]): r["criteria_met"] == "True" for r in csv.DictReader(fh)}
+    assert got == {(j, f"row{i:06d}"): v[k] for k, j in enumerate((j1, j2, j3))
+                   for i, v in enumerate(FIXTURE_VERDICTS)}
+    hand = {j1: (5, 1, 1, 5, 10 / 12, 10 / 12, 5 / 6, 5 / 6),
+            j2: (6, 3, 0, 3, 12 / 15, 6 / 9, 1.0, 0.5),
+            j3: (3, 0, 3, 6, 6 / 9, 12 / 15, 0.5, 1.0)}
+    for judge, (tp, fp, fn, tn, f1p, f1n, se, sp) in hand.items():
+        a = m["against_majority"][judge]["all"]
+        assert (a["tp"], a["fp"], a["fn"], a["tn"]) == (tp, fp, fn, tn)
+        assert a["macro_f1"] == pytest.approx((f1p + f1n) / 2)
+        assert (a["f1_met"], a["f1_not_met"]) == (pytest.approx(f1p), pytest.approx(f1n))
+        assert (a["sensitivity"], a["specificity"]) == (pytest.approx(se), pytest.approx(sp))
+        assert a["sensitivity_low"] <= se <= a["sensitivity_high"]
+    assert m["pairwise"][j1]["all"]["balanced_f1"] == pytest.approx((24 / 35 + 26 / 37) / 2)
+    assert m["pairwise"]["physicians"]["all"]["balanced_f1"] == pytest.approx(
+        (40 / 68 + 48 / 76) / 2)
+    assert m["judges_ac1"] == pytest.approx(2 / 9)
+    met: dict[str, list[bool]] = defaultdict(list)
+    with open(run / "07_grading" / "verdicts.csv") as fh:
+        for r in csv.DictReader(fh):
+            if r["criteria_met"] != "":
+                met[r["judge"]].append(r["criteria_met"] == "True")
+    for judge, (*_, se, sp) in hand.items():
+        p = sum(met[judge]) / len(met[judge])
+        c = m["corrected"][judge]
+        assert c["observed"] == pytest.approx(p) and c["n_verdicts"] == len(met[judge])
+        assert c["corrected"] == pytest.approx(min(1.0, max(0.0, (p + sp - 1) / (se + sp - 1))))
+    # the subset filter: rows 1-12 on four conversations of the run's subsets, row 13 outside;
+    # the subsets' sizes read from 05's files
+    sub = run / "05_subset"
+    index = json.loads((sub / "subsets.json").read_text())
+    ids = {k: set(json.loads((sub / f).read_text())["prompt_ids"]) for k, f in index.items()}
+    union = set().union(*ids.values())
+    cov = m["coverage"]
+    assert m["n_rows_in_file"] == 13 and cov["outside the subsets"]["rows"] == 1
+    assert (cov["v1 ∪ v2 ∪ Hard"]["rows"], cov["v1 ∪ v2 ∪ Hard"]["conversations"]) == (12, 4)
+    assert cov["v1 ∪ v2 ∪ Hard"]["subset_conversations"] == len(union)
+    for key, (rows, convs) in {"v1": (9, 3), "v2": (12, 4), "hard": (6, 2)}.items():
+        assert (cov[key]["rows"], cov[key]["conversations"]) == (rows, convs)
+        assert cov[key]["share"] == pytest.approx(convs / len(ids[key]))
+    # conversation 4 is v2 only (no v1 category) and not in the smoke corpus (no theme)
+    assert m["n_rows_no_theme"] == 3 and m["n_rows_no_psych_category"] == 3
+    # the panel, the judges' majority: met on rows 1-5 (tp 5 fn 1 tn 6); against every
+    # physician label tp 12 fp 3 fn 5 tn 16 (tests/test_judge_accuracy.py)
+    p = m["against_majority"]["panel"]["all"]
+    assert (p["tp"], p["fp"], p["fn"], p["tn"]) == (5, 0, 1, 6)
+    assert m["pairwise"]["panel"]["all"]["balanced_f1"] == pytest.approx((24 / 32 + 32 / 40) / 2)
+    peri = m["against_majority_by_psych_category"][j1]["Perinatal mental health"]
+    assert (peri["tp"], peri["fn"], peri["tn"], peri["fp"]) == (2, 1, 3, 0)
+    # the panel's corrected rate, from 07's verdicts: met where at least two of three judges say
+    # so, on criteria all three graded; se 5/6, sp 1
+    votes: dict[tuple[str, str, str], list[bool]] = defaultdict(list)
+    with open(run / "07_grading" / "verdicts.csv") as fh:
+        for r in csv.DictReader(fh):
+            if r["criteria_met"] != "":
+                votes[(r["candidate"], r["prompt_id"], r["criterion_index"])].append(
+                    r["criteria_met"] == "True")
+    panel = [sum(v) * 2 > 3 for v in votes.values() if len(v) == 3]
+    pc = m["corrected"]["panel"]
+    assert pc["n_verdicts"] == len(panel) and pc["observed"] == pytest.approx(
+        sum(panel) / len(panel))
+    assert pc["corrected"] == pytest.approx(min(1.0, (sum(panel) / len(panel)) / (5 / 6)))
+    for name in ("verdicts.csv", "coverage.csv", "accuracy.csv", "pairwise_f1.csv",
+                 "corrected_rates.csv", "fig_f1_placement.png", "fig_f1_placement.svg"):
+        assert (run / "15_judge_accuracy" / name).stat().st_size > 0
+
+
 @pytest.mark.slow
 def test_smoke_with_three_samples_reports_worst_at_k(tmp_path: Path, mirror: Path) -> None:
     """`--set generation.samples=3`: every reply graded; worst-at-k for k = 1..3 with

@@ -15,7 +15,7 @@ from hbpsych_utils.core import sources
 
 def test_registry_covers_every_mirror_file_with_same_hash(mirror: Path) -> None:
     rows = list(csv.DictReader(open(mirror / "MANIFEST.tsv"), delimiter="\t"))
-    by_path = {a.mirror_path: a for a in sources.registry().values()}
+    by_path = {a.mirror_path: a for a in sources.registry().values() if not a.online_only}
     assert set(by_path) == {r["relpath"] for r in rows}
     for r in rows:
         art = by_path[r["relpath"]]
@@ -36,6 +36,37 @@ def test_registry_pins_commits_and_explains_derived_artifacts() -> None:
     assert "5,000" in reg["healthbench_oss"].derive_how
     for name in ("grader_template", "harness_scores", "healthbench_oss"):
         assert reg[name].derive_how, name
+
+
+def test_online_only_artifacts_are_verified_by_content_and_absent_from_the_mirror(
+        mirror: Path) -> None:
+    """The meta-evaluation file is registered like the corpus's upstream: no hash known
+    offline, a content check stated, not in the mirror's manifest."""
+    rows = {r["relpath"] for r in csv.DictReader(open(mirror / "MANIFEST.tsv"), delimiter="\t")}
+    online = {n: a for n, a in sources.registry().items() if a.online_only}
+    assert set(online) == {"healthbench_meta_eval"}
+    art = online["healthbench_meta_eval"]
+    assert art.sha256 is None and art.mirror_sha256 is None and art.derive is None
+    assert art.mirror_path not in rows
+    assert "binary_labels" in art.derive_how and "5,000" in art.derive_how
+    assert art.licence == "MIT (OpenAI)"
+    assert art.url.endswith("2025-05-07-06-14-12_oss_meta_eval.jsonl")
+
+
+def test_online_only_artifact_is_downloaded_even_with_a_mirror_set(
+        mirror: Path, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pooch
+
+    asked = []
+
+    def offline(url, **kwargs):
+        asked.append(url)
+        raise ConnectionError("Name or service not known")
+
+    monkeypatch.setattr(pooch, "retrieve", offline)
+    with pytest.raises(sources.ArtifactError, match=r"'healthbench_meta_eval'.*online only"):
+        sources.fetch("healthbench_meta_eval")
+    assert asked == [sources.artifact("healthbench_meta_eval").url]
 
 
 def test_fetch_from_mirror_verifies_and_caches(mirror: Path, fresh_cache: Path) -> None:

@@ -4,7 +4,7 @@ A profile has a few top-level keys and one section per notebook stage (``corpus`
 ``01_corpus``, ``screening`` for ``02_screening``, ...). Every section is a pydantic model that
 forbids unknown keys, so a typo is an error naming the profile, the key and what was expected
 instead of a silently ignored setting. The construction stages (02-04) each have a ``mode``
-(``replay`` or ``live``); the evaluation stages (06-14) share one, the profile's
+(``replay`` or ``live``); the evaluation stages (06-15) share one, the profile's
 ``evaluation_mode`` (``paper`` or ``live``), which only ``harness_validation.mode`` may
 override. What each stage reads of a profile, and the values the runner injects into its
 notebook's ``parameters`` cell, are declared by the stage graph
@@ -279,6 +279,18 @@ class AnalysesParams(Section):
     HealthBench."""
 
 
+class JudgeAccuracyParams(Section):
+    """15_judge_accuracy: the judges' verdicts against HealthBench's physician labels (live)."""
+
+    meta_eval: Literal["registry", "fixture"] = "registry"
+    """Live mode: the rows graded. ``registry`` is HealthBench's meta-evaluation file (online
+    only: downloaded, verified by content); ``fixture`` is the compendium's twelve-row format
+    fixture, whose completions script the simulator's verdicts (smoke and tests)."""
+    max_rows: int | None = Field(default=None, ge=1)
+    """Live mode: only the first N rows of the file (``None``: all of them)."""
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
+
+
 class Profile(BaseModel):
     """A validated run profile."""
 
@@ -290,7 +302,7 @@ class Profile(BaseModel):
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
     evaluation_mode: Literal["paper", "live"] = "paper"
-    """The mode of the evaluation stages 06-14: ``paper`` reads the released study's logs and
+    """The mode of the evaluation stages 06-15: ``paper`` reads the released study's logs and
     matrices, ``live`` generates and grades through the engine (``harness_validation.mode``
     alone may differ)."""
     llm: LLMSettings = LLMSettings()
@@ -309,7 +321,8 @@ class Profile(BaseModel):
     harness_validation: HarnessValidationParams = HarnessValidationParams()
     figures_tables: FiguresTablesParams = FiguresTablesParams()
     analyses: AnalysesParams = AnalysesParams()
-    """The evaluation stages' sections (06-12, 14), in ``evaluation_mode``."""
+    judge_accuracy: JudgeAccuracyParams = JudgeAccuracyParams()
+    """The evaluation stages' sections (06-12, 14, 15), in ``evaluation_mode``."""
 
 
 NOT_PROFILES = frozenset({"models"})

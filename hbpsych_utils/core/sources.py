@@ -47,6 +47,9 @@ class Artifact:
     """Recipe that turns the upstream download into the artifact (see ``_DERIVERS``)."""
     derive_how: str = ""
     note: str = ""
+    online_only: bool = False
+    """Not in the offline mirror (``derive.kind: online_only``): always downloaded, and verified
+    by content by its reader (the meta-evaluation file)."""
 
     @property
     def filename(self) -> str:
@@ -57,6 +60,8 @@ class Artifact:
 
 
 _REQUIRED = ("url", "mirror_path", "licence")
+_NOT_RECIPES = ("partial_corpus", "online_only")
+"""``derive.kind`` values that say how an artifact is obtained, not a recipe to apply."""
 
 
 @cache
@@ -88,9 +93,10 @@ def _registry(path: Path) -> dict[str, Artifact]:
             licence=e["licence"],
             sha256=e.get("sha256"),
             mirror_sha256=e.get("mirror_sha256"),
-            derive=derive.get("kind") if derive.get("kind") != "partial_corpus" else None,
+            derive=(derive.get("kind") if derive.get("kind") not in _NOT_RECIPES else None),
             derive_how=derive.get("how", ""),
             note=e.get("note", ""),
+            online_only=derive.get("kind") == "online_only",
         )
     return out
 
@@ -137,7 +143,7 @@ def fetch(name: str) -> Path:
     if dest.is_file() and (expected is None or sha256_file(dest) == expected):
         return dest  # a hash-less artifact (the corpus) is verified by content when loaded
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if mirror is not None:
+    if mirror is not None and not art.online_only:  # the mirror never holds an online-only one
         _copy_from_mirror(art, mirror, dest)
     else:
         _download(art, dest)
@@ -198,6 +204,12 @@ def _download(art: Artifact, dest: Path) -> None:
             f"{raw_dir} and try again, or report it if it persists"
         ) from exc
     except Exception as exc:  # network errors of every kind
+        if art.online_only:
+            raise ArtifactError(
+                f"artifact {art.name!r}: could not download {art.url} ({type(exc).__name__}: "
+                f"{exc}). It is online only (the offline mirror does not hold it): run this on "
+                "a machine that can reach it"
+            ) from exc
         raise ArtifactError(
             f"artifact {art.name!r}: could not download {art.url} ({type(exc).__name__}: {exc}). "
             f"This machine has no network access to it and no mirror is set: set {MIRROR_ENV} "

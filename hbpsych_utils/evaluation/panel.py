@@ -191,6 +191,35 @@ def grade(
     """
     items, not_graded = _items(responses, conversations, judges, template, temperature,
                                max_tokens)
+    return _run(engine, items, not_graded, "sample" in responses.columns,
+                max_reasks=max_reasks, mode=mode, response_schema=response_schema,
+                prompt_caching=prompt_caching, tag=tag)
+
+
+def grade_requests(
+    engine: Any,
+    requests: Sequence[grading.GraderRequest],
+    judges: Sequence[str],
+    *,
+    candidate: str,
+    max_reasks: int = grading.DEFAULT_MAX_REASKS,
+    mode: str = "batch",
+    response_schema: Mapping[str, Any] | None = None,
+    tag: str = GRADE_TAG,
+) -> PanelRun:
+    """Grade ready-made grader requests (one criterion each, keyed by their ``prompt_id`` and
+    ``criterion_index``) with every judge, as :func:`grade` grades replies: the same re-asks,
+    exclusions, spend and verdict table, ``candidate`` naming what was graded."""
+    items = [_Item(judge, candidate, r.prompt_id, r.criterion_index, r)
+             for r in requests for judge in judges]
+    return _run(engine, items, pd.DataFrame(columns=["candidate", "prompt_id", "status"]),
+                False, max_reasks=max_reasks, mode=mode, response_schema=response_schema,
+                prompt_caching=False, tag=tag)
+
+
+def _run(engine: Any, items: list[_Item], not_graded: pd.DataFrame, sampled: bool, *,
+         max_reasks: int, mode: str, response_schema: Mapping[str, Any] | None,
+         prompt_caching: bool, tag: str) -> PanelRun:
     verdicts: dict[int, grading.Verdict] = {}
     reasons: dict[int, str] = {}
     calls: Counter = Counter()
@@ -237,7 +266,7 @@ def grade(
                      "recovered": v.recovered, "excluded": v.criteria_met is None,
                      "attempts": v.attempts, "reason": reasons[i]})
     columns = list(VERDICT_TABLE_COLUMNS)
-    if "sample" in responses.columns:
+    if sampled:
         columns.insert(3, "sample")
     table = pd.DataFrame(rows, columns=columns)
     return PanelRun(table, not_graded, calls, spend, run_ids)

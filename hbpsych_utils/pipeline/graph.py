@@ -15,7 +15,7 @@ This is the one place that says what depends on what. From it:
   (:meth:`hbpsych_utils.pipeline.stage.Stage.upstream`), so the declaration cannot drift from
   the code.
 
-The graph is 14 nodes of plain data rather than a Snakefile: a stage is a notebook that
+The graph is 15 nodes of plain data rather than a Snakefile: a stage is a notebook that
 papermill runs in one Python process, its inputs include profile values by mode, and the
 book and the manifest read the same declaration (``docs/pipeline.md`` says more).
 """
@@ -45,6 +45,7 @@ HARNESS = "11_harness_validation"
 FIGURES = "12_figures_tables"
 EXPLORER = "13_explorer"
 ANALYSES = "14_analyses"
+JUDGE_ACCURACY = "15_judge_accuracy"
 
 # --- files a stage writes that later stages read ---------------------------------------------
 
@@ -76,7 +77,7 @@ TABLE1 = "table1_{subset}.csv"
 
 REPLAY, PAPER, LIVE = "replay", "paper", "live"
 EVALUATION_MODE = "evaluation_mode"
-"""The profile key that sets the mode of the evaluation stages (06-14) at once."""
+"""The profile key that sets the mode of the evaluation stages (06-15) at once."""
 
 
 @dataclass(frozen=True)
@@ -335,6 +336,23 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
                     "paper mode has the released matrices only (one clipped mean per candidate "
                     "and judge): no per-criterion grade, reply or second sample to analyse")),
     ),
+    StageSpec(
+        JUDGE_ACCURACY, "Are the judges right?", "judge_accuracy", _evaluation_mode,
+        (PAPER, LIVE),
+        inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),
+                Input(SUBSET, (*_SUBSET_IDS, CATEGORIES_V1), IN_LIVE),
+                Input(GRADING, (VERDICTS, METRICS), IN_LIVE)),
+        reads=(Read((EVALUATION_MODE,)),
+               Read(("judge_accuracy.meta_eval", "judge_accuracy.max_rows",
+                     "judge_accuracy.n_resamples", "grading.judges", "grading.temperature",
+                     "grading.max_tokens", "grading.max_reasks", "seed", *GRADING_CALL_KEYS),
+                    IN_LIVE,
+                    "paper mode neither downloads the physicians' labels (online only) nor "
+                    "calls a judge; they are graded in live mode")),
+        artifacts=("grader_template", "healthbench_meta_eval", "screening_labels"),
+        parameters={"judges": "grading.judges", "grading_temperature": "grading.temperature",
+                    "grading_max_tokens": "grading.max_tokens",
+                    "max_reasks": "grading.max_reasks"}),
 )}
 """Every stage, by name."""
 

@@ -512,6 +512,99 @@ class AnalysesMetrics(Metrics):
     run_spread: dict[str, dict[str, RunSpread]] | None = None
 
 
+# --- 15 ---------------------------------------------------------------------------------------
+
+Rate = float | None
+"""A proportion or F1; ``None`` where it is undefined (no row of a class)."""
+
+
+class JudgeAccuracy(Metrics):
+    """A judge against the physician majority on a category's rows (``all``: every row)."""
+
+    n: int
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+    macro_f1: Rate
+    f1_met: Rate
+    f1_not_met: Rate
+    sensitivity: Rate
+    sensitivity_low: Rate
+    sensitivity_high: Rate
+    specificity: Rate
+    specificity_low: Rate
+    specificity_high: Rate
+
+
+class PairwiseF1(Metrics):
+    """A rater's pairwise balanced F1 against physicians on a category's rows."""
+
+    kind: Literal["judge", "panel", "physician", "physicians"]
+    pairs: int
+    balanced_f1: Rate
+
+
+class CorrectedRate(Metrics):
+    """A judge's criterion-met rate on this run's grading (07) and its Rogan-Gladen correction,
+    with the interval that resamples the calibration rows too."""
+
+    observed: float
+    n_verdicts: int
+    n_conversations: int
+    sensitivity: Rate
+    specificity: Rate
+    corrected: Rate
+    low: Rate
+    high: Rate
+
+
+class SubsetCoverage(Metrics):
+    """How much of a subset the physician-labelled rows cover (15)."""
+
+    rows: int
+    conversations: int
+    subset_conversations: int | None
+    share: Rate
+
+
+class JudgeAccuracyMetrics(Metrics):
+    """15's numbers; a paper run has only its mode (the physician labels are online only)."""
+
+    mode: Literal["paper", "live"]
+    source: Literal["registry", "fixture"] | None = None
+    n_rows: int | None = None
+    """Rows graded: the file's rows on the Psych subset's conversations (v1 ∪ v2 ∪ Hard), at
+    most ``max_rows``."""
+    n_rows_in_file: int | None = None
+    coverage: dict[str, SubsetCoverage] | None = None
+    """Subset (v1, v2, hard, their union, and the rows outside every subset) -> coverage."""
+    n_conversations: int | None = None
+    n_physicians: int | None = None
+    judges: list[str] | None = None
+    n_excluded: int | None = None
+    """Verdicts still missing after the re-asks (left out, never counted as not met)."""
+    spend_usd: float | None = None
+    against_majority: dict[str, dict[str, JudgeAccuracy]] | None = None
+    """Judge (and ``panel``) -> category (``all`` first) -> its accuracy against the physician
+    majority."""
+    against_majority_by_theme: dict[str, dict[str, JudgeAccuracy]] | None = None
+    against_majority_by_psych_category: dict[str, dict[str, JudgeAccuracy]] | None = None
+    """The same per HealthBench theme and per modal clinician category (no ``all``)."""
+    n_rows_no_theme: int | None = None
+    n_rows_no_psych_category: int | None = None
+    """Rows left out of the per-theme and per-category tables (no theme, no category)."""
+    pairwise: dict[str, dict[str, PairwiseF1]] | None = None
+    """Rater (judge, ``panel``, physician, ``physicians``) -> category -> pairwise balanced
+    F1."""
+    pairwise_by_theme: dict[str, dict[str, PairwiseF1]] | None = None
+    pairwise_by_psych_category: dict[str, dict[str, PairwiseF1]] | None = None
+    judges_ac1: Rate = None
+    n_rows_ac1: int | None = None
+    corrected: dict[str, CorrectedRate] | None = None
+    """Judge (and ``panel``) -> its criterion-met rate on this run's 07 verdicts, corrected."""
+
+
 MODELS: dict[str, Any] = {
     graph.CORPUS: CorpusMetrics,
     graph.SCREENING: ScreeningMetrics,
@@ -526,6 +619,7 @@ MODELS: dict[str, Any] = {
     graph.HARNESS: HarnessMetrics,
     graph.FIGURES: FiguresTablesMetrics,
     graph.ANALYSES: AnalysesMetrics,
+    graph.JUDGE_ACCURACY: JudgeAccuracyMetrics,
 }
 """Stage -> the type of its ``metrics.json`` (13_explorer writes none)."""
 

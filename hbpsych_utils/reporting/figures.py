@@ -686,3 +686,42 @@ def worst_at_k_curves(table: pd.DataFrame, *, title: str, note: str = "") -> Fig
     ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10)
     fig.legend(loc="outside right center", frameon=False, fontsize=8)
     return freeze_layout(fig)
+
+
+@_keyed
+def f1_placement(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
+    """Graders placed among physicians, one row per category (``all`` first): each physician's
+    leave-one-out balanced F1 (grey dots), the physicians pooled (a bar) and each judge's
+    pairwise balanced F1 (coloured markers) and the panel's (a black square; kind ``panel``), as
+    HealthBench places its grader; ``table`` is
+    ``evaluation.judge_accuracy.pairwise_f1``'s (rater, kind, category, balanced_f1)."""
+    _require(table, ["rater", "kind", "category", "balanced_f1"], "F1 placement figure")
+    cats = ["all", *sorted(c for c in table["category"].unique() if c != "all")]
+    _style()
+    fig, ax = _subplots(figsize=(6.8, 1.2 + 0.55 * len(cats)), layout="constrained")
+    y = {c: len(cats) - 1 - i for i, c in enumerate(cats)}
+    phys = table[table["kind"] == "physician"]
+    ax.scatter(phys["balanced_f1"], [y[c] for c in phys["category"]], s=18, color=MUTED,
+               zorder=2, label="each physician (leave-one-out)")
+    pooled = table[table["kind"] == "physicians"]
+    for k, (_, r) in enumerate(pooled.iterrows()):
+        ax.plot([r["balanced_f1"]] * 2, [y[r["category"]] - 0.3, y[r["category"]] + 0.3],
+                color="#333333", lw=1.6, zorder=3,
+                label="physicians pooled" if k == 0 else None)
+    judges = table[table["kind"] == "judge"]
+    for i, (judge, g) in enumerate(judges.groupby("rater", sort=True)):
+        ax.scatter(g["balanced_f1"], [y[c] + 0.12 * (i - 1) for c in g["category"]], s=40,
+                   marker="D", color=OKABE_ITO[i % len(OKABE_ITO)], zorder=4,
+                   label=study.display_name(str(judge)))
+    for _, r in table[table["kind"] == "panel"].iterrows():
+        ax.scatter([r["balanced_f1"]], [y[r["category"]]], s=46, marker="s", color="#000000",
+                   zorder=5, label="panel (majority of the judges)"
+                   if r["category"] == cats[0] else None)
+    ax.set_yticks([y[c] for c in cats], cats)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.7, len(cats) - 0.3)
+    ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
+    ax.set_xlabel("balanced F1 (mean of the met and not-met classes' F1)")
+    ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10)
+    fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=8)
+    return freeze_layout(fig)

@@ -16,10 +16,11 @@ Answers are deterministic: a sha256 over (model, the messages' roles and texts, 
 and the sampling seed when the body carries one) picks the words, so the same request answered
 synchronously or in a batch gets the same text, and replies sampled with different seeds differ.
 A HealthBench grader prompt (its text mentions ``criteria_met``) gets a fenced grader JSON
-verdict; a request with a JSON schema gets an object generated from the schema (enums: a
-hash-chosen value; strings, numbers, booleans: hash-derived; arrays: ``minItems`` items, or N
-items when the prompt says "N items/records/conversations/entries"; ``$ref``/``anyOf``: first
-branch). Usage is ~4 characters per token.
+verdict (hash-chosen, unless the prompt scripts it with a ``[sim-verdicts model=met ...]``
+marker: :func:`scripted_verdict`); a request with a JSON schema gets an object generated from
+the schema (enums: a hash-chosen value; strings, numbers, booleans: hash-derived; arrays:
+``minItems`` items, or N items when the prompt says "N items/records/conversations/entries";
+``$ref``/``anyOf``: first branch). Usage is ~4 characters per token.
 
 Prompt caches are imitated per provider (:class:`PromptCaches`: OpenAI and Gemini implicit,
 Anthropic at ``cache_control`` breakpoints; minimum length per model from the registry, a TTL,
@@ -268,6 +269,23 @@ def _from_schema(schema: Any, h: str, n_hint: int | None, defs: dict[str, Any],
     return text
 
 
+_SCRIPTED = re.compile(r"\[sim-verdicts ([^\]]*)\]")
+
+
+def scripted_verdict(model: str, text: str) -> bool | None:
+    """The verdict a grader prompt scripts for ``model``, or ``None``: a marker
+    ``[sim-verdicts <model>=met <other>=not-met ...]`` anywhere in the prompt (the meta-evaluation
+    fixture, ``evaluation.judge_accuracy.fixture_rows``, puts one in each completion) names the
+    model as the request names it (its ``api_model``). A model the marker does not name gets
+    its usual hash-chosen verdict, so tests can set a judge's error rates exactly."""
+    for m in _SCRIPTED.finditer(text):
+        for part in m.group(1).split():
+            name, _, value = part.rpartition("=")
+            if name == model and value in ("met", "not-met"):
+                return value == "met"
+    return None
+
+
 def answer_text(model: str, messages: list[tuple[str, str]], schema: Any, h: str) -> str:
     """The simulated model answer for a request (see the module docstring)."""
     joined = "\n".join(t for _, t in messages)
@@ -277,7 +295,8 @@ def answer_text(model: str, messages: list[tuple[str, str]], schema: Any, h: str
         defs = {**schema.get("$defs", {}), **schema.get("definitions", {})}
         return json.dumps(_from_schema(schema, h, hint, defs), ensure_ascii=False)
     if "criteria_met" in joined:
-        met = int(h[:2], 16) % 2 == 0
+        scripted = scripted_verdict(model, joined)
+        met = int(h[:2], 16) % 2 == 0 if scripted is None else scripted
         verdict = {"explanation": f"Simulated judgement {h[:8]}.", "criteria_met": met}
         return "```json\n" + json.dumps(verdict, indent=2) + "\n```"
     n = 20 + int(h[2:4], 16) % 60

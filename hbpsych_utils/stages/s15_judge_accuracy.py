@@ -1,0 +1,712 @@
+"""Chapter 15, are the judges right? Their verdicts against physicians' labels.
+
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`meta_eval`
+(live: the rows to grade, HealthBench's meta-evaluation file from the registry, verified by
+content, or the compendium's format fixture, kept only on the conversations of the run's Psych
+subsets, v1 ∪ v2 ∪ Hard from 05_subset, with the coverage of each; paper: one sentence, since
+the file is online only and a paper run downloads nothing), :func:`cost_plan` (what grading
+the rows will cost at the model registry's prices, shown before anything is sent, as 06 does),
+:func:`grade` (every row graded by every judge with the reference grader template through the
+engine: ``panel.grade_requests``, the same re-asks and exclusions as 07), :func:`accuracy`
+(each judge and the panel, the majority of the judges, against the physician majority:
+macro-F1, each class's F1, sensitivity and specificity with conversation-clustered bootstrap
+intervals, overall, per the file's category, per HealthBench theme and per Psych category),
+:func:`placement` (HealthBench's pairwise balanced F1 of each judge and the panel against each
+physician beside each physician's leave-one-out F1 against the others, by the same slicings,
+and the figure), :func:`agreement` (Gwet's AC1 among the judges), :func:`corrected` (each
+judge's and the panel's criterion-met rate on this run's grading, 07, with its Rogan-Gladen
+correction), :func:`metrics`, :func:`write` and :func:`findings`.
+
+The statistics and their definitions are in :mod:`hbpsych_utils.evaluation.judge_accuracy`.
+Deviations from the reference: the rows are graded at the study's grading settings
+(``grading.temperature``, 0 in the study; simple-evals' meta-evaluation samples its grader at
+its own defaults), and a verdict still missing after the re-asks is left out, never counted as
+"not met". Live writes ``verdicts.csv``, ``coverage.csv``, ``accuracy.csv``,
+``pairwise_f1.csv``, ``corrected_rates.csv`` (when 07 graded anything), the figure and
+``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from hbpsych_utils import study
+from hbpsych_utils.construction import corpus
+from hbpsych_utils.construction import subset as subset_files
+from hbpsych_utils.core.config import JudgeAccuracyParams
+from hbpsych_utils.core.escape import md_text
+from hbpsych_utils.core.wording import count
+from hbpsych_utils.evaluation import breakdowns, grading, panel
+from hbpsych_utils.evaluation import cost_plan as plans
+from hbpsych_utils.evaluation import judge_accuracy as ja
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import (
+    CorrectedRate,
+    JudgeAccuracy,
+    JudgeAccuracyMetrics,
+    PairwiseF1,
+    SubsetCoverage,
+)
+from hbpsych_utils.reporting import figures
+from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.stages import base
+from hbpsych_utils.stages.base import StageRun, Written
+
+STAGE = graph.JUDGE_ACCURACY
+start = base.starter(STAGE, JudgeAccuracyParams)
+
+VERDICTS_FILE = "verdicts.csv"
+ACCURACY_FILE = "accuracy.csv"
+PAIRWISE_FILE = "pairwise_f1.csv"
+CORRECTED_FILE = "corrected_rates.csv"
+COVERAGE_FILE = "coverage.csv"
+FIGURE_STEM = "fig_f1_placement"
+FIGURE_LABEL = "Figure J1"
+FIGURE_TITLE = "Judges placed among physicians (pairwise balanced F1)"
+FIGURE_CAPTION = (
+    "Per category of the file (all rows first): each physician's balanced F1 against the other "
+    "physicians on the rows it labelled (grey), the physicians pooled (bar), each judge's "
+    "balanced F1 against every physician label (diamonds) and the panel's, the majority of the "
+    "judges (square); balanced F1 is the mean of the met and not-met "
+    "classes' F1 (HealthBench's meta-evaluation). Pairs and values are in pairwise_f1.csv.")
+GRADE_TAG = "meta_eval"
+"""The ledger tag of this chapter's judge calls (the store tells them from 07's)."""
+
+PAPER_NOTE = ("The physicians' labels (HealthBench's meta-evaluation file) are online only, and "
+              "a paper-mode run neither downloads them nor calls a judge, so the judges' "
+              "accuracy is measured in a live run (the smoke profile grades the compendium's "
+              "format fixture; a real run grades the file's rows on the Psych subset).")
+SLICING_NAMES = {"category": "the file's category", ja.THEME: "HealthBench theme",
+                 ja.PSYCH_CATEGORY: "Psych category"}
+"""How the chapter names the three slicings (``judge_accuracy.SLICINGS``)."""
+
+
+def _judges(run: StageRun[JudgeAccuracyParams]) -> list[str]:
+    named = run.value("judges")
+    return list(study.JUDGE_PANEL) if named is None else list(named)
+
+
+# --- the rows ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class MetaEval(Shown):
+    """Live: the rows to grade, their physician labels and the judges that will grade them."""
+
+    rows: list[ja.MetaEvalRow]
+    source: str
+    judges: list[str]
+    template: str
+    n_in_file: int
+    coverage: pd.DataFrame
+    """``judge_accuracy.coverage`` of the file's rows over the run's subsets."""
+    themes: dict[str, str]
+    """HealthBench theme by prompt id (01's corpus)."""
+    psych_categories: dict[str, str]
+    """Modal clinician category by prompt id (05's ``categories_v1.csv``, with a majority)."""
+
+    @property
+    def labels(self) -> pd.DataFrame:
+        return ja.labels_table(self.rows, self.themes, self.psych_categories)
+
+    @property
+    def physicians(self) -> pd.DataFrame:
+        return ja.physician_labels(self.rows, self.themes, self.psych_categories)
+
+    @property
+    def n_in_subset(self) -> int:
+        return int(self.coverage.loc[self.coverage["subset"] == ja.UNION, "rows"].iloc[0])
+
+    def coverage_shown(self) -> pd.DataFrame:
+        c = self.coverage.copy()
+        c["subset"] = [study.SUBSET_TITLES.get(k, k) for k in c["subset"]]
+        c = c.rename(columns={"rows": "labelled rows", "conversations":
+                              "conversations with labelled rows",
+                              "subset_conversations": "conversations in the subset",
+                              "share": "share of the subset's conversations"})
+        return c.set_index("subset")
+
+    def _repr_html_(self) -> str:
+        labels = self.labels
+        by_cat = labels.groupby("category").agg(rows=("row", "size"),
+                                                conversations=("prompt_id", "nunique"),
+                                                majority_met=("majority", "mean"))
+        by_cat = by_cat.rename(columns={"majority_met": "share met (physician majority)"})
+        what = ("HealthBench's meta-evaluation file (verified by content)"
+                if self.source == "registry" else
+                "the compendium's format fixture (its completions script the simulator's "
+                "verdicts)")
+        kept = ("" if self.n_in_subset == len(self.rows) else
+                f" (the first {len(self.rows):,} of them, max_rows)")
+        left = self.labels
+        note = (f"Of the {count(self.n_in_file, 'row')} of {what}, "
+                f"{count(self.n_in_subset, 'row')} are on conversations of the Psych subset: "
+                f"the statistics use {ja.UNION} (a row counts when its conversation is in any "
+                f"of the three){kept}. Graded: {count(len(self.rows), 'row')}, "
+                f"{count(labels['prompt_id'].nunique(), 'conversation')}, "
+                f"{count(self.physicians['physician'].nunique(), 'physician')}, "
+                f"{count(int(labels['n_physicians'].sum()), 'label')}; to be graded by "
+                f"{', '.join(study.display_name(j) for j in self.judges)}. "
+                f"{count(int(left[ja.THEME].isna().sum()), 'row')} without a HealthBench theme "
+                f"and {count(int(left[ja.PSYCH_CATEGORY].isna().sum()), 'row')} without a Psych "
+                "category are left out of those tables.")
+        return Tables([Table(self.coverage_shown(), caption="Coverage of the Psych subsets "
+                             "by physician-labelled rows", precision=3),
+                       Table(by_cat, caption="Rows per category of the file")],
+                      note=note)._repr_html_()
+
+
+def meta_eval(run: StageRun[JudgeAccuracyParams]) -> MetaEval | Note:
+    """Live: the rows (``meta_eval``: the registry's file, checked line by line and its prompt
+    ids against HealthBench's 5,000, or the format fixture scripted for this run's judges) on
+    the conversations of 05's subsets (v1 ∪ v2 ∪ Hard; ``judge_accuracy.coverage`` says how much
+    of each they cover), the first ``max_rows`` of them, each conversation's theme (01's corpus)
+    and modal clinician category (05), and the grader template (sha256-checked). Paper: why
+    not."""
+    if run.mode != graph.LIVE:
+        return unavailable(PAPER_NOTE)
+    judges = _judges(run)
+    stage = run.stage
+    if run.params.meta_eval == "fixture":
+        everything = ja.check_rows(ja.fixture_rows(judges), where="format fixture")
+    else:
+        ids = corpus.screening_ids(stage.fetch("screening_labels"))
+        everything = ja.read_meta_eval(stage.fetch(ja.ARTIFACT), ids)
+    index = subset_files.read_index(stage.upstream(graph.SUBSET, graph.SUBSET_INDEX))
+    subsets = {key: subset_files.stage_ids(stage, key) for key in index}
+    rows = ja.in_subsets(everything, subsets)
+    if run.params.max_rows is not None:
+        rows = rows[:run.params.max_rows]
+    themes = {c.prompt_id: t for c in corpus.load_recorded(
+        stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
+        if (t := ja.theme_of(c.example_tags)) is not None}
+    cats = subset_files.read_categories(stage.upstream(graph.SUBSET, graph.CATEGORIES_V1))
+    psych = {f"{pid}": tags[0].split(":", 1)[1]
+             for pid, tags in breakdowns.category_tags(cats).items()}
+    template = grading.load_template(stage.fetch(grading.TEMPLATE_ARTIFACT))
+    return MetaEval(rows, run.params.meta_eval, judges, template, len(everything),
+                    ja.coverage(everything, subsets), themes, psych)
+
+
+# --- what it costs -----------------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Plan(Shown):
+    """What grading the rows costs, per judge, before anything is sent."""
+
+    table: pd.DataFrame
+    batch: bool
+    mean_input_tokens: float
+
+    @property
+    def total_usd(self) -> float:
+        return float(self.table["usd"].sum())
+
+    def _repr_html_(self) -> str:
+        route = "through the batch APIs" if self.batch else "synchronously"
+        note = (f"Planned before anything is sent: one call per row and judge, {route}, about "
+                f"{self.mean_input_tokens:,.0f} prompt tokens per call (4 characters a token) "
+                f"and {plans.JUDGE_OUTPUT_TOKENS} written, at the model registry's prices: "
+                f"${self.total_usd:,.4f} in all (re-asks and answers already in the store "
+                "not counted; llm.max_cost caps what a stage may spend).")
+        frame = self.table.set_index("judge")
+        return Tables([Table(frame, caption="Cost plan (USD)", precision=4)],
+                      note=note)._repr_html_()
+
+
+def cost_plan(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note) -> Plan | Note:
+    """Calls, tokens and USD per judge for grading the rows once: the engine's token estimate
+    of each filled grader prompt, the cost plan's assumed verdict length and the registry's
+    prices (``judge_accuracy.cost_rows``)."""
+    if not isinstance(source, MetaEval):
+        return source
+    if not source.rows:
+        return unavailable("No row of the file is on a conversation of the Psych subset, so "
+                           "nothing is graded.")
+    from hbpsych_utils.llm.models import profile_registry
+
+    chars = [ja.request_chars(r, source.template) for r in source.rows]
+    mean_tokens = sum(plans.tokens(c) for c in chars) / len(chars)
+    batch = run.llm.mode == "batch"
+    table = ja.cost_rows(len(source.rows), mean_tokens, source.judges,
+                         profile_registry(run.llm.registry_file), batch=batch,
+                         output_tokens=plans.JUDGE_OUTPUT_TOKENS)
+    return Plan(table, batch, mean_tokens)
+
+
+# --- the judges' verdicts ------------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Graded(Shown):
+    """Live: every (judge, row) verdict, joined with the physician majority."""
+
+    source: MetaEval
+    verdicts: pd.DataFrame
+    """judge, row, criteria_met (None: excluded), recovered, excluded, attempts, reason."""
+    spend_usd: float
+
+    @property
+    def joined(self) -> pd.DataFrame:
+        """Each judge's verdicts with the physician majority."""
+        return ja.with_truth(self.verdicts, self.source.labels)
+
+    @property
+    def rated(self) -> pd.DataFrame:
+        """:attr:`joined` and the panel's verdicts (the judges' majority) as one more rater."""
+        v = self.verdicts[["judge", "row", "criteria_met"]]
+        both = pd.concat([v, ja.panel_verdicts(v, self.source.judges)], ignore_index=True)
+        return ja.with_truth(both, self.source.labels)
+
+    @property
+    def n_excluded(self) -> int:
+        return int(self.verdicts["excluded"].sum())
+
+    def _repr_html_(self) -> str:
+        v = self.verdicts
+        g = v.groupby("judge", sort=False)
+        frame = pd.DataFrame({"rows": g.size(), "met": g["criteria_met"].apply(
+            lambda s: int((s == True).sum())),  # noqa: E712 - None is neither
+            "not met": g["criteria_met"].apply(lambda s: int((s == False).sum())),  # noqa: E712
+            "recovered": g["recovered"].sum().astype(int),
+            "re-asked": g["attempts"].apply(lambda s: int((s > 1).sum())),
+            "excluded": g["excluded"].sum().astype(int)})
+        note = (f"This grading paid ${self.spend_usd:,.4f} (answers already in the store cost "
+                "nothing). An excluded verdict is left out of every statistic, never read as "
+                "not met.")
+        return Tables([Table(frame, caption="Verdicts per judge")], note=note)._repr_html_()
+
+
+def grade(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note,
+          plan: Plan | Note) -> Graded | Note:
+    """Every row graded by every judge through the run's engine, with the reference grader
+    template (``judge_accuracy.grader_prompt``) at the study's grading settings, re-asked at
+    most ``max_reasks`` times (``panel.grade_requests``); the plan was shown first."""
+    if not isinstance(plan, Plan) or not isinstance(source, MetaEval):
+        return plan if isinstance(plan, Note) else source
+    requests = [grading.GraderRequest(
+        prompt_id=ja.row_key(i), criterion_index=0, system=grading.SYSTEM_MESSAGE,
+        user=ja.grader_prompt(source.template, r), max_tokens=int(run.value("grading_max_tokens")),
+        temperature=float(run.value("grading_temperature"))) for i, r in enumerate(source.rows)]
+    # the run's corpus, so that the profile's simulator faults naming a prompt_id resolve
+    conversations = corpus.load_recorded(run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
+    with run.open_engine(conversations=conversations) as engine:
+        done = panel.grade_requests(engine, requests, source.judges, candidate=GRADE_TAG,
+                                    max_reasks=int(run.value("max_reasks")),
+                                    mode=run.llm.mode, tag=GRADE_TAG)
+    verdicts = done.verdicts.rename(columns={"prompt_id": "row"}).drop(
+        columns=["candidate", "criterion_index"])
+    return Graded(source, verdicts, float(done.spend_totals()["spend_usd"]))
+
+
+# --- against the physician majority ----------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Accuracy(Shown):
+    """Per judge and the panel, per slice: counts, macro-F1, each class's F1, sensitivity and
+    specificity with conversation-clustered bootstrap intervals."""
+
+    table: pd.DataFrame
+    """By the file's category (``all`` first)."""
+    graded: Graded
+    by_theme: pd.DataFrame
+    by_psych_category: pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        t = self.table
+        overall = t[t["category"] == "all"].set_index("judge")
+        shown = pd.DataFrame({
+            "rows": overall["n"], "macro-F1": overall["macro_f1"],
+            "F1 met": overall["f1_met"], "F1 not met": overall["f1_not_met"],
+            "sensitivity": [_ci(r, "sensitivity") for _, r in overall.iterrows()],
+            "specificity": [_ci(r, "specificity") for _, r in overall.iterrows()]},
+            index=overall.index)
+        shown.index = [_rater(j) for j in shown.index]
+        per = [Table(_wide(frame, "macro_f1", "judge"), caption="Macro-F1 against the "
+                     f"physician majority, by {SLICING_NAMES[by]}")
+               for by, frame in (("category", t[t["category"] != "all"]),
+                                 (ja.PSYCH_CATEGORY, self.by_psych_category),
+                                 (ja.THEME, self.by_theme)) if not frame.empty]
+        labels = self.graded.source.labels
+        note = (f"The panel is the majority of the judges on a row all of them graded (with an "
+                "even number of judges a tie is not met). Rows without a Psych category "
+                f"({count(int(labels[ja.PSYCH_CATEGORY].isna().sum()), 'row')}) or a "
+                f"HealthBench theme ({count(int(labels[ja.THEME].isna().sum()), 'row')}) are "
+                "left out of those tables. Every count and interval is in "
+                f"{ACCURACY_FILE}.")
+        return Tables([
+            Table(shown, caption="Each judge and the panel against the physician majority (all "
+                  "rows; 95% intervals resample conversations)"), *per],
+            note=note)._repr_html_()
+
+
+def _rater(name: str) -> str:
+    return "Panel (majority of the judges)" if name == ja.PANEL else study.display_name(name)
+
+
+def _slice_label(by: str, value: str) -> str:
+    return study.category_label(value) if by == ja.PSYCH_CATEGORY else str(value)
+
+
+def _wide(frame: pd.DataFrame, value: str, rater: str) -> pd.DataFrame:
+    out = frame.pivot(index=rater, columns="category", values=value)
+    out.index = [_rater(r) if rater == "judge" else r for r in out.index]
+    return out
+
+
+def _ci(row: Any, name: str) -> str:
+    value, lo, hi = row[name], row[f"{name}_low"], row[f"{name}_high"]
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accuracy | Note:
+    """Each judge and the panel (the judges' majority, ``judge_accuracy.panel_verdicts``)
+    against the physician majority, overall and per the file's category, per HealthBench theme
+    and per Psych category (``judge_accuracy.against_majority``), with seeded clustered
+    intervals for sensitivity and specificity (``judge_accuracy.sens_spec_table``)."""
+    if not isinstance(graded, Graded):
+        return graded
+    joined = graded.joined
+    if joined.empty:
+        return unavailable("No judge returned a verdict on any row, so there is nothing to "
+                           "compare with the physicians.")
+    rated = graded.rated
+    tables = {}
+    for by in ja.SLICINGS:
+        overall = by == "category"
+        base_table = ja.against_majority(rated, by, overall=overall)
+        cis = ja.sens_spec_table(rated, by, overall=overall, n_resamples=run.params.n_resamples,
+                                 seed=run.seed)
+        tables[by] = (base_table.merge(cis.drop(columns=["n", "sensitivity", "specificity"]),
+                                       on=["judge", "category"], how="left")
+                      if len(base_table) else base_table)
+    return Accuracy(tables["category"], graded, _labelled(tables[ja.THEME], ja.THEME),
+                    _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY))
+
+
+def _labelled(frame: pd.DataFrame, by: str) -> pd.DataFrame:
+    """A slicing's table with its slices by readers' names (categories via
+    ``study.CATEGORY_LABELS``) and the slicing named in column ``slicing``."""
+    if frame.empty:
+        return frame.assign(slicing=pd.Series(dtype=object))
+    return frame.assign(category=[_slice_label(by, c) for c in frame["category"]],
+                        slicing=by)
+
+
+# --- among the physicians --------------------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Placement(Shown):
+    """HealthBench's pairwise balanced F1 of judges and physicians, per category, and the
+    figure."""
+
+    table: pd.DataFrame
+    figure: Figure | figures.CachedFigure
+    by_theme: pd.DataFrame
+    by_psych_category: pd.DataFrame
+
+    def summary(self, table: pd.DataFrame | None = None) -> pd.DataFrame:
+        t = self.table if table is None else table
+        judges = t[t["kind"].isin(["judge", "panel"])].pivot(index="rater", columns="category",
+                                                              values="balanced_f1")
+        judges.index = [_rater(r) for r in judges.index]
+        phys = t[t["kind"] == "physician"].groupby("category")["balanced_f1"]
+        pooled = t[t["kind"] == "physicians"].set_index("category")["balanced_f1"]
+        extra = pd.DataFrame([pooled, phys.min(), phys.max()],
+                             index=["physicians pooled", "physicians (lowest)",
+                                    "physicians (highest)"])
+        out = pd.concat([judges, extra])
+        cols = [*(["all"] if "all" in out.columns else []),
+                *sorted(c for c in out.columns if c != "all")]
+        return out[cols]
+
+    def _repr_html_(self) -> str:
+        tables = [Table(self.summary(), caption="Pairwise balanced F1 by the file's category: "
+                        "each judge and the panel against every physician label, and the "
+                        "physicians' leave-one-out F1")]
+        tables += [Table(self.summary(frame), caption=f"Pairwise balanced F1 by "
+                         f"{SLICING_NAMES[by]}")
+                   for by, frame in ((ja.PSYCH_CATEGORY, self.by_psych_category),
+                                     (ja.THEME, self.by_theme)) if not frame.empty]
+        shown = figures.Captioned(self.figure, f"{FIGURE_LABEL}. {FIGURE_TITLE}",
+                                  FIGURE_CAPTION)
+        return "\n".join(t.html() for t in tables) + "\n" + shown._repr_html_()
+
+
+def placement(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Placement | Note:
+    """Each judge's and the panel's pairwise balanced F1 against the physicians and each
+    physician's leave-one-out F1 against the others (``judge_accuracy.pairwise_f1``), per the
+    file's category (with the placement figure), per Psych category and per HealthBench
+    theme."""
+    if not isinstance(graded, Graded):
+        return graded
+    rated, physicians = graded.rated, graded.source.physicians
+    table = ja.pairwise_f1(rated, physicians)
+    if table.empty:
+        return unavailable("No judge verdict and no pair of physicians on a row, so nothing "
+                           "can be placed.")
+    fig = figures.f1_placement(table, title=FIGURE_TITLE, cache=run.figure_cache)
+    return Placement(table, fig,
+                     _labelled(ja.pairwise_f1(rated, physicians, ja.THEME, overall=False),
+                               ja.THEME),
+                     _labelled(ja.pairwise_f1(rated, physicians, ja.PSYCH_CATEGORY,
+                                              overall=False), ja.PSYCH_CATEGORY))
+
+
+def agreement(graded: Graded | Note) -> Note:
+    """Gwet's AC1 among the judges over the rows (``judge_accuracy.judges_ac1``)."""
+    if not isinstance(graded, Graded):
+        return graded
+    value, n = ja.judges_ac1(graded.joined)
+    if math.isnan(value):
+        return unavailable("One judge only: agreement among judges needs two.")
+    return Note(f"Gwet's AC1 among the {count(len(graded.source.judges), 'judge')} on the "
+                f"{n:,} rows at least two of them graded: **{value:.3f}** (met / not met).")
+
+
+# --- a criterion-met rate, corrected ---------------------------------------------------------
+
+@dataclass(frozen=True, repr=False)
+class Corrected(Shown):
+    """Each judge's criterion-met rate on this run's grading, corrected (Rogan-Gladen)."""
+
+    rates: list[ja.CorrectedRate]
+
+    @property
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([r.__dict__ for r in self.rates])
+
+    def _repr_html_(self) -> str:
+        t = self.table.set_index("judge")
+        t.index = [_rater(j) for j in t.index]
+        shown = pd.DataFrame({
+            "verdicts": t["n_verdicts"], "observed met rate": t["observed"],
+            "sensitivity": t["sensitivity"], "specificity": t["specificity"],
+            "corrected rate": t["corrected"],
+            "95% interval": [f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(t["low"], t["high"],
+                                                                        strict=True)]},
+            index=t.index)
+        note = ("The share of this run's criteria (07, first reply) each judge calls met, and "
+                "the rate it implies once the judge's sensitivity and specificity against the "
+                "physicians are taken out: (observed + specificity - 1) / (sensitivity + "
+                "specificity - 1), clipped to [0, 1]. The interval resamples this run's "
+                "conversations and the calibration rows' conversations together, so the "
+                "calibration's own uncertainty widens it. It assumes that what physicians "
+                "said of HealthBench's completions stands in for what they would say of the "
+                "candidates' replies: the judge errs at the same rates on both.")
+        return Tables([Table(shown, caption="Criterion-met rates, observed and corrected")],
+                      note=note)._repr_html_()
+
+
+def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corrected | Note:
+    """For each judge that graded both this run (07's verdicts, the first reply) and the rows,
+    and for the panel (the judges' majority on each criterion of each reply, and on each row):
+    its criterion-met rate and the Rogan-Gladen correction with an interval that resamples
+    both (``judge_accuracy.corrected_rate``). The transfer assumption: the judge's sensitivity
+    and specificity on HealthBench's completions, against physicians, hold on the candidates'
+    replies."""
+    if not isinstance(acc, Accuracy):
+        return acc
+    run_verdicts = panel.read_verdicts(run.stage.upstream(graph.GRADING, graph.VERDICTS))
+    if "sample" in run_verdicts.columns:
+        run_verdicts = run_verdicts[run_verdicts["sample"].fillna(0) == 0]
+    rated = acc.graded.rated
+    judges = acc.graded.source.judges
+    keys = ["candidate", "prompt_id", "criterion_index"]
+    run_panel = ja.panel_verdicts(run_verdicts[["judge", *keys, "criteria_met"]], judges, keys)
+    run_verdicts = pd.concat([run_verdicts, run_panel], ignore_index=True)
+    rates = []
+    for judge in [*judges, ja.PANEL]:
+        mine = run_verdicts[run_verdicts["judge"] == judge]
+        cal = rated[rated["judge"] == judge]
+        if mine["criteria_met"].notna().any() and not cal.empty:
+            rates.append(ja.corrected_rate(judge, mine, cal, n_resamples=run.params.n_resamples,
+                                           seed=run.seed))
+    if not rates:
+        return unavailable("No judge graded both this run's replies (07) and the rows, so no "
+                           "criterion-met rate can be corrected.")
+    return Corrected(rates)
+
+
+# --- metrics, outputs, findings ------------------------------------------------------------------
+
+def _rate(value: Any) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else float(value)
+
+
+def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accuracy | Note,
+            place: Placement | Note, fixed: Corrected | Note) -> JudgeAccuracyMetrics:
+    """15's metrics: paper, the mode only; live, the rows, the judges, every accuracy and
+    placement figure, AC1 among the judges and the corrected rates."""
+    if not isinstance(graded, Graded):
+        return JudgeAccuracyMetrics(mode=run.mode or graph.PAPER)
+    src = graded.source
+    labels = src.labels
+    out: dict[str, Any] = {
+        "mode": graph.LIVE, "source": src.source, "n_rows": len(src.rows),
+        "n_rows_in_file": src.n_in_file,
+        "coverage": {str(r["subset"]): SubsetCoverage(
+            rows=int(r["rows"]), conversations=int(r["conversations"]),
+            subset_conversations=None if pd.isna(r["subset_conversations"])
+            else int(r["subset_conversations"]), share=_rate(r["share"]))
+            for _, r in src.coverage.iterrows()},
+        "n_rows_no_theme": int(labels[ja.THEME].isna().sum()),
+        "n_rows_no_psych_category": int(labels[ja.PSYCH_CATEGORY].isna().sum()),
+        "n_conversations": int(src.labels["prompt_id"].nunique()),
+        "n_physicians": int(src.physicians["physician"].nunique()), "judges": src.judges,
+        "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6)}
+    if isinstance(acc, Accuracy):
+        out["against_majority"] = _accuracy_metrics(acc.table)
+        out["against_majority_by_theme"] = _accuracy_metrics(acc.by_theme)
+        out["against_majority_by_psych_category"] = _accuracy_metrics(acc.by_psych_category)
+    if isinstance(place, Placement):
+        out["pairwise"] = _pairwise_metrics(place.table)
+        out["pairwise_by_theme"] = _pairwise_metrics(place.by_theme)
+        out["pairwise_by_psych_category"] = _pairwise_metrics(place.by_psych_category)
+    value, n = ja.judges_ac1(graded.joined) if not graded.joined.empty else (math.nan, 0)
+    out |= {"judges_ac1": _rate(value), "n_rows_ac1": n}
+    if isinstance(fixed, Corrected):
+        out["corrected"] = {r.judge: CorrectedRate(**{f: (_rate(getattr(r, f)) if f not in
+                                                          ("n_verdicts", "n_conversations")
+                                                          else getattr(r, f))
+                                                      for f in CorrectedRate.model_fields})
+                            for r in fixed.rates}
+    return JudgeAccuracyMetrics(**out)
+
+
+def _accuracy_metrics(table: pd.DataFrame) -> dict[str, dict[str, JudgeAccuracy]]:
+    counts = ("n", "tp", "fp", "fn", "tn")
+    return {str(j): {str(r["category"]): JudgeAccuracy(**{
+        f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields})
+        for _, r in g.iterrows()} for j, g in table.groupby("judge", sort=False)}
+
+
+def _pairwise_metrics(table: pd.DataFrame) -> dict[str, dict[str, PairwiseF1]]:
+    return {str(rater): {str(r["category"]): PairwiseF1(kind=r["kind"], pairs=int(r["pairs"]),
+                                                        balanced_f1=_rate(r["balanced_f1"]))
+                         for _, r in g.iterrows()}
+            for rater, g in table.groupby("rater", sort=False)}
+
+
+def write(run: StageRun[JudgeAccuracyParams], m: JudgeAccuracyMetrics, graded: Graded | Note,
+          acc: Accuracy | Note, place: Placement | Note, fixed: Corrected | Note) -> Written:
+    """Live: ``verdicts.csv``, ``coverage.csv``, ``accuracy.csv`` and ``pairwise_f1.csv`` (every
+    slicing, named in column ``slicing``), ``corrected_rates.csv`` and the placement figure;
+    ``metrics.json`` last."""
+    tables: dict[str, pd.DataFrame] = {}
+    figs: dict[str, Any] = {}
+    if isinstance(graded, Graded):
+        tables[VERDICTS_FILE] = graded.verdicts
+        tables[COVERAGE_FILE] = graded.source.coverage
+    if isinstance(acc, Accuracy):
+        tables[ACCURACY_FILE] = pd.concat([acc.table.assign(slicing="category"), acc.by_theme,
+                                           acc.by_psych_category], ignore_index=True)
+    if isinstance(place, Placement):
+        tables[PAIRWISE_FILE] = pd.concat([place.table.assign(slicing="category"),
+                                           place.by_theme, place.by_psych_category],
+                                          ignore_index=True)
+        figs[FIGURE_STEM] = place.figure
+    if isinstance(fixed, Corrected):
+        tables[CORRECTED_FILE] = fixed.table
+    return base.write(run, m, tables=tables, figures=figs)
+
+
+def findings(m: JudgeAccuracyMetrics, *, close: float = study.F1_CLOSE,
+             min_rows: int = study.SLICE_MIN_N,
+             min_pairs: int = study.PHYSICIAN_RANGE_MIN_PAIRS) -> Findings:
+    """The sentences of "What we found", from 15's metrics.
+
+    How much of the Psych subset the labelled rows cover; each judge's and the panel's macro-F1
+    against the physician majority with its sensitivity and specificity; whether its pairwise
+    balanced F1 is within the physicians' range (the lowest to the highest leave-one-out F1 of
+    the physicians with at least ``min_pairs`` label pairs: :func:`placed_in_range`), above or
+    below it, and the category of at least ``min_rows`` rows where it falls furthest below the
+    physicians pooled (by more than ``close``); AC1 among the judges; the range of the corrected
+    criterion-met rates. On the fixture, a reminder that its verdicts are scripted."""
+    if m.mode != graph.LIVE or not m.against_majority:
+        return Findings([PAPER_NOTE if m.mode != graph.LIVE else
+                         "No judge returned a verdict on any row."])
+    out = []
+    if m.source == "fixture":
+        out.append("These rows are the format fixture and the simulator's verdicts on them are "
+                   "scripted: the numbers check the chapter's arithmetic, not any judge.")
+    union = (m.coverage or {}).get(ja.UNION)
+    if union is not None and union.subset_conversations:
+        out.append(f"The physicians' labels cover {union.conversations:,} of the "
+                   f"{union.subset_conversations:,} conversations of {ja.UNION} "
+                   f"({union.share:.1%}); {count(union.rows, 'labelled row')} of the file's "
+                   f"{m.n_rows_in_file or 0:,} are on them.")
+    out.append(f"On {count(m.n_rows or 0, 'row')} ({count(m.n_conversations or 0, 'conversation')}"
+               f", {count(m.n_physicians or 0, 'physician')}):")
+    pooled = (m.pairwise or {}).get("physicians", {})
+    span = physician_range(m, min_pairs)
+    for judge, cats in m.against_majority.items():
+        a = cats["all"]
+        out.append(f"{md_text(_rater(judge))} reaches macro-F1 {_f(a.macro_f1)} "
+                   f"against the physician majority (sensitivity {_f(a.sensitivity)}, "
+                   f"specificity {_f(a.specificity)})"
+                   f"{placed_in_range(judge, m, span, min_pairs)}"
+                   f"{_worst(judge, m, pooled, close, min_rows)}.")
+    if m.judges_ac1 is not None:
+        out.append(f"The judges agree with one another at AC1 {m.judges_ac1:.3f}.")
+    if m.corrected:
+        shifts = {j: (r.corrected - r.observed) for j, r in m.corrected.items()
+                  if r.corrected is not None}
+        if shifts:
+            lo, hi = min(shifts.values()), max(shifts.values())
+            out.append(f"Corrected for each judge's errors, this run's criterion-met rates move "
+                       f"by {lo:+.3f} to {hi:+.3f}.")
+    if m.n_excluded:
+        out.append(f"{count(m.n_excluded, 'verdict')} never came and are left out.")
+    return Findings(out)
+
+
+def _f(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:.3f}"
+
+
+def physician_range(m: JudgeAccuracyMetrics, min_pairs: int = study.PHYSICIAN_RANGE_MIN_PAIRS
+                    ) -> tuple[float, float, int] | None:
+    """The lowest and highest leave-one-out balanced F1 (all rows) of the physicians with at
+    least ``min_pairs`` label pairs, and how many they are; ``None`` with fewer than two."""
+    values = [cats["all"].balanced_f1 for cats in (m.pairwise or {}).values()
+              if "all" in cats and cats["all"].kind == "physician"
+              and cats["all"].pairs >= min_pairs and cats["all"].balanced_f1 is not None]
+    return (min(values), max(values), len(values)) if len(values) >= 2 else None
+
+
+def placed_in_range(rater: str, m: JudgeAccuracyMetrics,
+                    span: tuple[float, float, int] | None,
+                    min_pairs: int = study.PHYSICIAN_RANGE_MIN_PAIRS) -> str:
+    """"; its pairwise balanced F1 (x) is within / above / below the physicians' range (lo–hi,
+    n physicians)", or why there is no range; empty without the rater's pairwise F1."""
+    mine = (m.pairwise or {}).get(rater, {}).get("all")
+    if mine is None or mine.balanced_f1 is None:
+        return ""
+    value = mine.balanced_f1
+    if span is None:
+        return (f"; its pairwise balanced F1 is {value:.3f}, with no physicians' range to place "
+                f"it in (fewer than two physicians with {min_pairs} label pairs)")
+    lo, hi, n = span
+    where = "within" if lo <= value <= hi else ("above" if value > hi else "below")
+    return (f"; its pairwise balanced F1 ({value:.3f}) is {where} the physicians' range "
+            f"({lo:.3f}–{hi:.3f}, leave-one-out, {count(n, 'physician')} with at least "
+            f"{min_pairs} label pairs)")
+
+
+def _worst(judge: str, m: JudgeAccuracyMetrics, pooled: dict[str, PairwiseF1], close: float,
+           min_rows: int) -> str:
+    mine = (m.pairwise or {}).get(judge, {})
+    rows = m.against_majority.get(judge, {}) if m.against_majority else {}
+    gaps = {c: v.balanced_f1 - pooled[c].balanced_f1 for c, v in mine.items()
+            if c != "all" and c in pooled and v.balanced_f1 is not None
+            and pooled[c].balanced_f1 is not None and c in rows and rows[c].n >= min_rows}
+    worst = min(gaps, key=lambda c: (gaps[c], c)) if gaps else None
+    return (f"; furthest below the physicians pooled on {md_text(worst)} ({gaps[worst]:+.3f})"
+            if worst is not None and gaps[worst] < -close else "")

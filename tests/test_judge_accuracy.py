@@ -1,0 +1,372 @@
+"""The judges against physicians (``evaluation.judge_accuracy``, chapter 15's functions): every
+statistic on the format fixture against a count done by hand in the comments, the reader's
+content check, the fixture file, the simulator's scripted verdicts, and the chapter's findings."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hbpsych_utils import study
+from hbpsych_utils.core.config import JudgeAccuracyParams
+from hbpsych_utils.evaluation import judge_accuracy as ja
+from hbpsych_utils.llm.testing import simulator
+from hbpsych_utils.stages import s15_judge_accuracy as s15
+
+J1, J2, J3 = study.JUDGE_PANEL
+DATA = Path(__file__).resolve().parent / "data"
+C1, C2, C3, C4 = ja.FIXTURE_CONVERSATIONS
+SUBSETS = {"v1": {C1, C2, C3, "x1"}, "v2": {C1, C2, C3, C4, "x1"}, "hard": {C1, C2, "x2"}}
+"""Small subsets by hand: v1 holds conversations 1-3, v2 also 4, Hard 1-2 (and ids with no row)."""
+THEMES = {C1: "emergency_referrals", C2: "global_health", C3: "hedging"}
+CATS = {C1: "anxiety", C2: "perinatal_mh", C3: "perinatal_mh"}
+"""Conversation 4 has neither (as in the smoke run: not in its corpus, v2 only)."""
+
+
+def kept_rows() -> list[ja.MetaEvalRow]:
+    return ja.in_subsets(ja.fixture_rows(), SUBSETS)
+
+
+def fixture_verdicts() -> pd.DataFrame:
+    """The verdicts the simulator gives on the fixture: FIXTURE_VERDICTS, column k = judge k."""
+    return pd.DataFrame([{"judge": j, "row": ja.row_key(i), "criteria_met": v[k]}
+                         for k, j in enumerate((J1, J2, J3))
+                         for i, v in enumerate(ja.FIXTURE_VERDICTS)])
+
+
+@pytest.fixture()
+def joined() -> pd.DataFrame:
+    return ja.with_truth(fixture_verdicts(), ja.labels_table(kept_rows(), THEMES, CATS))
+
+
+def test_the_committed_fixture_is_the_generated_one() -> None:
+    assert (DATA / "meta_eval_fixture.jsonl").read_text("utf-8") == ja.fixture_jsonl()
+    rows = ja.read_meta_eval(DATA / "meta_eval_fixture.jsonl")
+    assert len(rows) == 13 and {r.prompt_id for r in rows} == {C1, C2, C3, C4,
+                                                               ja.FIXTURE_OUTSIDE}
+
+
+def test_rows_outside_the_subset_are_dropped_and_counted() -> None:
+    """Rows 1-3 on conversation 1, 4-6 on 2, 7-9 on 3, 10-12 on 4, row 13 outside: v1 has
+    9 rows on 3 of its 4 conversations, v2 12 on 4 of 5, Hard 6 on 2 of 3, the union 12 on 4 of
+    6; one row (one conversation) is outside every subset."""
+    rows = ja.fixture_rows()
+    kept = ja.in_subsets(rows, SUBSETS)
+    assert [r.completion_id for r in kept] == [f"fixture-completion-{n}" for n in range(1, 13)]
+    c = ja.coverage(rows, SUBSETS).set_index("subset")
+    assert list(c.index) == ["v1", "v2", "hard", ja.UNION, "outside the subsets"]
+    for key, (n_rows, n_conv, n_sub) in {"v1": (9, 3, 4), "v2": (12, 4, 5), "hard": (6, 2, 3),
+                                         ja.UNION: (12, 4, 6)}.items():
+        r = c.loc[key]
+        assert (r.rows, r.conversations, r.subset_conversations) == (n_rows, n_conv, n_sub)
+        assert r.share == pytest.approx(n_conv / n_sub)
+    assert (c.loc["outside the subsets"].rows, c.loc["outside the subsets"].conversations) == (
+        1, 1)
+
+
+def test_majority_is_strict() -> None:
+    assert ja.majority([True, True, False]) and not ja.majority([True, False, False])
+    assert not ja.majority([True, False])  # a tie is not met
+
+
+def test_each_judge_against_the_majority_by_hand(joined: pd.DataFrame) -> None:
+    """Majority met on rows 1-6. J1 misses row 6 and meets row 12: tp 5 fp 1 fn 1 tn 5, so
+    F1(met) = 10/12, F1(not met) = 10/12. J2 meets rows 1-6 and 8-10: tp 6 fp 3 tn 3, F1(met)
+    = 12/15, F1(not met) = 6/9. J3 meets rows 1-3 only: tp 3 fn 3 tn 6, F1(met) = 6/9,
+    F1(not met) = 12/15."""
+    t = ja.against_majority(joined).set_index(["judge", "category"])
+    expect = {J1: (5, 1, 1, 5, 10 / 12, 10 / 12, 5 / 6, 5 / 6),
+              J2: (6, 3, 0, 3, 12 / 15, 6 / 9, 1.0, 3 / 6),
+              J3: (3, 0, 3, 6, 6 / 9, 12 / 15, 3 / 6, 1.0)}
+    for judge, (tp, fp, fn, tn, f1p, f1n, se, sp) in expect.items():
+        r = t.loc[(judge, "all")]
+        assert (r.tp, r.fp, r.fn, r.tn, r.n) == (tp, fp, fn, tn, 12)
+        assert r.f1_met == pytest.approx(f1p) and r.f1_not_met == pytest.approx(f1n)
+        assert r.macro_f1 == pytest.approx((f1p + f1n) / 2)
+        assert (r.sensitivity, r.specificity) == (pytest.approx(se), pytest.approx(sp))
+    # J1 on hedging (rows 5, 6, 7, 8, 11, 12; majority T T F F F F; J1 T F F F F T):
+    # tp 1 fn 1 fp 1 tn 3 -> F1(met) 2/4, F1(not met) 6/8
+    r = t.loc[(J1, "hedging")]
+    assert (r.tp, r.fn, r.fp, r.tn) == (1, 1, 1, 3)
+    assert r.macro_f1 == pytest.approx((2 / 4 + 6 / 8) / 2)
+    # J2 on emergency referrals never says not met where the majority does (rows 9, 10): its
+    # not-met F1 is 0 (0 / (0 + 0 + 2)), not undefined
+    assert t.loc[(J2, "emergency_referrals")].f1_not_met == 0.0
+
+
+def _with_panel(joined: pd.DataFrame) -> pd.DataFrame:
+    v = joined[["judge", "row", "criteria_met"]]
+    both = pd.concat([v, ja.panel_verdicts(v, list(study.JUDGE_PANEL))], ignore_index=True)
+    return ja.with_truth(both, ja.labels_table(kept_rows(), THEMES, CATS))
+
+
+def test_the_panel_is_the_judges_majority_by_hand(joined: pd.DataFrame) -> None:
+    """Met votes per row (J1, J2, J3): 3 3 3 2 2 1 0 1 1 1 0 1, so the panel says met on rows
+    1-5 only. Against the majority (met on 1-6): tp 5, fn 1, tn 6, fp 0: F1(met) 10/11,
+    F1(not met) 12/13, sensitivity 5/6, specificity 1. Against every physician label: rows 1-5
+    give tp 3+2+2+3+2 = 12 and fp 3 (rows 2, 3, 5); rows 6-12 give fn 2+1+1+1 = 5 (rows 6, 8,
+    9, 11) and tn 1+3+2+2+3+2+3 = 16: F1(met) 24/32, F1(not met) 32/40."""
+    rated = _with_panel(joined)
+    t = ja.against_majority(rated).set_index(["judge", "category"])
+    r = t.loc[(ja.PANEL, "all")]
+    assert (r.tp, r.fp, r.fn, r.tn) == (5, 0, 1, 6)
+    assert r.macro_f1 == pytest.approx((10 / 11 + 12 / 13) / 2)
+    assert (r.sensitivity, r.specificity) == (pytest.approx(5 / 6), 1.0)
+    p = ja.pairwise_f1(rated, ja.physician_labels(kept_rows())).set_index(["rater", "category"])
+    assert p.loc[(ja.PANEL, "all")].kind == "panel" and p.loc[(ja.PANEL, "all")].pairs == 36
+    assert p.loc[(ja.PANEL, "all")].balanced_f1 == pytest.approx((24 / 32 + 32 / 40) / 2)
+    s = ja.sens_spec_table(rated, n_resamples=50, seed=1).set_index(["judge", "category"])
+    assert s.loc[(ja.PANEL, "all")].specificity_low == 1.0  # never meets a not-met row
+    value, _ = ja.judges_ac1(rated)  # the panel is not a judge: AC1 unchanged
+    assert value == pytest.approx(2 / 9)
+
+
+def test_a_two_judge_panel_takes_a_tie_as_not_met() -> None:
+    """J1 and J3: both met on rows 1-3 (met), split on rows 4, 5 and 12 (a tie: not met), both
+    not met elsewhere; a row one judge left without a verdict has no panel verdict."""
+    v = fixture_verdicts()
+    v = v[v["judge"].isin([J1, J3])].astype({"criteria_met": object})
+    v.loc[(v["judge"] == J3) & (v["row"] == ja.row_key(6)), "criteria_met"] = None
+    p = ja.panel_verdicts(v, [J1, J3]).set_index("row")["criteria_met"]
+    assert list(p.index) == [ja.row_key(i) for i in range(12) if i != 6]
+    assert [bool(p[ja.row_key(i)]) for i in (0, 1, 2, 3, 4, 11)] == [True] * 3 + [False] * 3
+    assert int(p.sum()) == 3
+
+
+def test_per_theme_and_psych_category_by_hand(joined: pd.DataFrame) -> None:
+    """Psych categories: anxiety rows 1-3 (all met, J1 meets all: tp 3; no not-met row, so the
+    not-met F1 and the mean are undefined), perinatal_mh rows 4-9 (majority T T T F F F, J1
+    T T F F F F: tp 2, fn 1, tn 3: F1(met) 4/5, F1(not met) 6/7); themes: global_health rows
+    4-6 (J1 tp 2, fn 1: F1(met) 4/5, F1(not met) 0/1 = 0). Conversation 4 (rows 10-12) has
+    neither and is left out. The panel on perinatal_mh against every physician label: rows 4-9
+    give tp 3+2, fp 1, fn 2+1+1, tn 1+3+2+2: F1(met) 10/15, F1(not met) 16/21."""
+    rated = _with_panel(joined)
+    by_cat = ja.against_majority(rated, ja.PSYCH_CATEGORY, overall=False).set_index(
+        ["judge", "category"])
+    assert set(by_cat.index.get_level_values(1)) == {"anxiety", "perinatal_mh"}
+    a = by_cat.loc[(J1, "anxiety")]
+    assert (a.tp, a.n, a.f1_met) == (3, 3, 1.0) and math.isnan(a.macro_f1)
+    r = by_cat.loc[(J1, "perinatal_mh")]
+    assert (r.tp, r.fn, r.tn, r.fp) == (2, 1, 3, 0)
+    assert r.macro_f1 == pytest.approx((4 / 5 + 6 / 7) / 2)
+    assert int(by_cat.xs(J1, level=0)["n"].sum()) == 9  # rows 10-12 left out
+    th = ja.against_majority(rated, ja.THEME, overall=False).set_index(["judge", "category"])
+    assert th.loc[(J1, "global_health")].macro_f1 == pytest.approx((4 / 5 + 0) / 2)
+    assert set(th.index.get_level_values(1)) == {"emergency_referrals", "global_health",
+                                                 "hedging"}
+    phys = ja.physician_labels(kept_rows(), THEMES, CATS)
+    p = ja.pairwise_f1(rated, phys, ja.PSYCH_CATEGORY, overall=False).set_index(
+        ["rater", "category"])
+    assert p.loc[(ja.PANEL, "perinatal_mh")].pairs == 18
+    assert p.loc[(ja.PANEL, "perinatal_mh")].balanced_f1 == pytest.approx(
+        (10 / 15 + 16 / 21) / 2)
+    s = ja.sens_spec_table(rated, ja.PSYCH_CATEGORY, overall=False, n_resamples=50, seed=1)
+    r = s.set_index(["judge", "category"]).loc[(J1, "perinatal_mh")]
+    assert (r.sensitivity, r.specificity) == (pytest.approx(2 / 3), 1.0)
+
+
+def test_an_empty_class_has_no_f1() -> None:
+    c = ja.confusion([True, True], [True, True])
+    pos, neg = ja.class_f1(c)
+    assert pos == 1.0 and math.isnan(neg) and math.isnan(ja.macro_f1(c))
+    assert math.isnan(ja.sens_spec(c)[1])
+
+
+def test_pairwise_balanced_f1_and_the_physicians_by_hand(joined: pd.DataFrame) -> None:
+    """J1 against every physician label (36 pairs): tp 12, fp 6, fn 5, tn 13 (row by row in
+    the module's fixture: rows 2, 3, 5 one fp each, row 12 three; rows 6, 8, 9, 11 the fn).
+    The physicians pooled: 5 unanimous rows give 6 agreeing ordered pairs each, 7 split rows 2
+    agreeing and 4 disagreeing: TT 20, FF 24, fp = fn = 14. phys-A on its 9 rows: tp 5, fp 5,
+    fn 3, tn 5."""
+    t = ja.pairwise_f1(joined, ja.physician_labels(kept_rows())).set_index(
+        ["rater", "category"])
+    assert t.loc[(J1, "all")].pairs == 36
+    assert t.loc[(J1, "all")].balanced_f1 == pytest.approx((24 / 35 + 26 / 37) / 2)
+    assert t.loc[("physicians", "all")].pairs == 72
+    assert t.loc[("physicians", "all")].balanced_f1 == pytest.approx((40 / 68 + 48 / 76) / 2)
+    assert t.loc[("phys-A", "all")].pairs == 18
+    assert t.loc[("phys-A", "all")].balanced_f1 == pytest.approx((10 / 18 + 10 / 18) / 2)
+    assert set(t.loc[(J1, slice(None)), :].index.get_level_values(1)) == {
+        "all", "emergency_referrals", "hedging"}
+
+
+def test_ac1_among_the_judges_by_hand(joined: pd.DataFrame) -> None:
+    """Rows 1, 2, 3, 7, 11 unanimous (agreement 1), the other 7 split 2-1 (agreement 1/3):
+    p_a = (5 + 7/3) / 12 = 22/36; met share per row sums to 6 over 12 rows, so p_e = 0.5;
+    AC1 = (22/36 - 1/2) / (1/2) = 2/9."""
+    value, n = ja.judges_ac1(joined)
+    assert n == 12 and value == pytest.approx(2 / 9)
+
+
+def test_cluster_draws_keep_a_conversation_together() -> None:
+    w = ja.cluster_draws(["a", "a", "b", "c", "c", "c"], 50, np.random.default_rng(1))
+    assert w.shape == (50, 6)
+    assert (w[:, 0] == w[:, 1]).all() and (w[:, 3] == w[:, 4]).all()
+    # every resample draws three conversations: a, b and c weigh 2, 1 and 3 rows
+    assert (w[:, [0, 2, 3]].sum(axis=1) == 3).all()
+
+
+def test_sens_spec_intervals_are_seeded_and_clustered(joined: pd.DataFrame) -> None:
+    a = ja.sens_spec_table(joined, n_resamples=300, seed=3).set_index(["judge", "category"])
+    b = ja.sens_spec_table(joined, n_resamples=300, seed=3).set_index(["judge", "category"])
+    pd.testing.assert_frame_equal(a, b)
+    assert a.loc[(J1, "all")].n_conversations == 4
+    # J2 never misses a met row: every resample's sensitivity is 1
+    assert (a.loc[(J2, "all")].sensitivity_low, a.loc[(J2, "all")].sensitivity_high) == (1, 1)
+    for _, r in a.iterrows():
+        for s in ("sensitivity", "specificity"):
+            assert r[f"{s}_low"] <= r[s] + 1e-12 and r[s] <= r[f"{s}_high"] + 1e-12
+
+
+def test_rogan_gladen_by_hand() -> None:
+    # (0.75 + 5/6 - 1) / (5/6 + 5/6 - 1) = (7/12) / (2/3) = 7/8
+    assert ja.rogan_gladen(0.75, 5 / 6, 5 / 6) == pytest.approx(7 / 8)
+    assert ja.rogan_gladen(0.05, 5 / 6, 5 / 6) == 0.0  # clipped
+    assert ja.rogan_gladen(0.99, 0.9, 0.95) == 1.0
+    assert math.isnan(ja.rogan_gladen(0.5, 0.5, 0.5))  # no better than chance
+    assert ja.rogan_gladen(0.3, 1.0, 1.0) == pytest.approx(0.3)
+
+
+def _calibration(se_hits: int, sp_hits: int, n: int = 40) -> pd.DataFrame:
+    """n met and n not-met rows in 2n conversations; the judge gets se_hits and sp_hits
+    right."""
+    return pd.DataFrame({
+        "prompt_id": [f"c{i}" for i in range(2 * n)],
+        "majority": [True] * n + [False] * n,
+        "criteria_met": [i < se_hits for i in range(n)] + [i >= sp_hits for i in range(n)]})
+
+
+def test_corrected_rate_propagates_calibration_uncertainty() -> None:
+    graded = pd.DataFrame({"prompt_id": [f"p{i // 2}" for i in range(60)],
+                           "criteria_met": [i % 3 != 0 for i in range(60)]})
+    perfect = ja.corrected_rate("j", graded, _calibration(40, 40), n_resamples=400, seed=9)
+    assert perfect.observed == pytest.approx(40 / 60) and perfect.corrected == pytest.approx(
+        40 / 60)
+    # with a perfect judge the interval is the run's own clustered bootstrap, by hand
+    rng = np.random.default_rng([9, 1])
+    w = ja.cluster_draws(graded["prompt_id"].tolist(), 400, rng)
+    p = w @ graded["criteria_met"].to_numpy(bool) / w.sum(axis=1)
+    assert (perfect.low, perfect.high) == pytest.approx(tuple(np.percentile(p, [2.5, 97.5])))
+    noisy = ja.corrected_rate("j", graded, _calibration(34, 36), n_resamples=400, seed=9)
+    # (2/3 + 0.9 - 1) / (0.85 + 0.9 - 1) = 0.5667 / 0.75
+    assert noisy.corrected == pytest.approx((40 / 60 + 36 / 40 - 1) / (34 / 40 + 36 / 40 - 1))
+    assert noisy.high - noisy.low > perfect.high - perfect.low
+
+
+def test_reader_checks_content(tmp_path: Path) -> None:
+    rows = [json.loads(x) for x in ja.fixture_jsonl().splitlines()]
+    path = tmp_path / "m.jsonl"
+
+    def write(recs: list[dict]) -> Path:
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+        return path
+
+    bad = [dict(rows[0], binary_labels=[True, False]), *rows[1:]]
+    with pytest.raises(ja.MetaEvalError, match=r"m.jsonl:1.*2 binary_labels but 3"):
+        ja.read_meta_eval(write(bad))
+    missing = [{k: v for k, v in rows[0].items() if k != "rubric"}, *rows[1:]]
+    with pytest.raises(ja.MetaEvalError, match=r"m.jsonl:1: field 'rubric'"):
+        ja.read_meta_eval(write(missing))
+    with pytest.raises(ja.MetaEvalError, match=r"same criterion twice"):
+        ja.read_meta_eval(write(rows + rows[:1]))
+    with pytest.raises(ja.MetaEvalError, match=r"5 prompt_id not among HealthBench"):
+        ja.read_meta_eval(write(rows), known_prompt_ids={"x"})
+    known = {C1, C2, C3, C4, ja.FIXTURE_OUTSIDE}
+    assert len(ja.read_meta_eval(write(rows), known_prompt_ids=known)) == 13
+
+
+def test_the_simulator_obeys_a_scripted_verdict() -> None:
+    marker = ja.sim_marker({J1: True, J2: False})
+    assert simulator.scripted_verdict(J1, f"x {marker} y") is True
+    assert simulator.scripted_verdict(J2, marker) is False
+    assert simulator.scripted_verdict(J3, marker) is None
+    msgs = [("system", "s"), ("user", f"criteria_met ... {marker}")]
+    h = simulator.sim_hash(J2, msgs, None)
+    text = simulator.answer_text(J2, msgs, None, h)
+    assert '"criteria_met": false' in text
+
+
+def test_the_grader_prompt_puts_the_rubric_in_verbatim() -> None:
+    row = ja.fixture_rows()[0]
+    text = ja.grader_prompt("A <<conversation>> B <<rubric_item>> C", row)
+    assert text == (f"A user: {row.prompt[0].content}\n\nassistant: {row.completion} B "
+                    f"{row.rubric} C")
+
+
+def test_cost_rows_price_each_call() -> None:
+    from hbpsych_utils.llm.models import load_registry
+
+    reg = load_registry()
+    t = ja.cost_rows(1000, 1200, [J1], reg, batch=False, output_tokens=80).iloc[0]
+    price = reg.model(J1).price
+    assert t.usd == pytest.approx(1000 * (1200 * price.input + 80 * price.output) / 1e6)
+    batch = ja.cost_rows(1000, 1200, [J1], reg, batch=True, output_tokens=80).iloc[0]
+    assert batch.usd == pytest.approx(t.usd * price.batch_discount)
+
+
+def _live_run() -> SimpleNamespace:
+    return SimpleNamespace(mode="live", seed=5, params=JudgeAccuracyParams(n_resamples=50),
+                           figure_cache=None)
+
+
+def test_the_chapter_on_the_fixture_verdicts() -> None:
+    everything = ja.fixture_rows()
+    source = s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
+                          13, ja.coverage(everything, SUBSETS), THEMES, CATS)
+    v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
+    graded = s15.Graded(source, v, 0.0)
+    run = _live_run()
+    acc = s15.accuracy(run, graded)
+    place = s15.placement(run, graded)
+    assert isinstance(acc, s15.Accuracy) and isinstance(place, s15.Placement)
+    m = s15.metrics(run, graded, acc, place, s15.unavailable("none"))
+    assert m.against_majority[J1]["all"].macro_f1 == pytest.approx(5 / 6)
+    assert m.judges_ac1 == pytest.approx(2 / 9) and m.n_rows == 12 and m.n_physicians == 4
+    assert m.pairwise["physicians"]["all"].balanced_f1 == pytest.approx(
+        (40 / 68 + 48 / 76) / 2)
+    assert m.n_rows_in_file == 13 and m.coverage[ja.UNION].conversations == 4
+    assert m.coverage["outside the subsets"].rows == 1
+    assert m.n_rows_no_theme == 3 and m.n_rows_no_psych_category == 3
+    assert m.against_majority[ja.PANEL]["all"].macro_f1 == pytest.approx((10 / 11 + 12 / 13) / 2)
+    assert m.pairwise[ja.PANEL]["all"].balanced_f1 == pytest.approx(0.775)
+    peri = m.against_majority_by_psych_category[J1]["Perinatal mental health"]
+    assert peri.macro_f1 == pytest.approx((4 / 5 + 6 / 7) / 2)
+    assert "global_health" in m.pairwise_by_theme[ja.PANEL]
+    text = str(s15.findings(m))
+    assert "scripted" in text and "4 of the 6 conversations of v1 ∪ v2 ∪ Hard" in text
+    # the physicians' leave-one-out F1 (18 pairs each): phys-A (10/18 + 10/18) / 2 = 0.556,
+    # phys-B tp 7 fp 5 fn 1 tn 5: (14/20 + 10/16) / 2 = 0.6625, phys-C and phys-D 0.6
+    span = "(0.556–0.662, leave-one-out, 4 physicians with at least 10 label pairs)"
+    # J1 (24/35 + 26/37) / 2 = 0.694 above; J2 tp 16 fp 11 fn 1 tn 8: (32/44 + 16/28) / 2 =
+    # 0.649 within; J3 tp 7 fp 2 fn 10 tn 17: (14/26 + 34/46) / 2 = 0.639 within; panel 0.775
+    assert f"its pairwise balanced F1 (0.694) is above the physicians' range {span}" in text
+    assert f"its pairwise balanced F1 (0.649) is within the physicians' range {span}" in text
+    assert f"its pairwise balanced F1 (0.639) is within the physicians' range {span}" in text
+    assert f"its pairwise balanced F1 (0.775) is above the physicians' range {span}" in text
+    assert "AC1 0.222" in text
+    # gated: with 19 pairs required no physician counts, so there is no range
+    gated = str(s15.findings(m, min_pairs=19))
+    assert "is within" not in gated and "above the physicians' range" not in gated
+    assert "with no physicians' range to place it in" in gated
+    below = m.model_copy(update={"pairwise": {**m.pairwise, J3: {"all": s15.PairwiseF1(
+        kind="judge", pairs=36, balanced_f1=0.5)}}})
+    assert "(0.500) is below the physicians' range" in str(s15.findings(below))
+    html = place._repr_html_() + acc._repr_html_() + source._repr_html_()
+    assert "Figure J1" in html and "emergency_referrals" in html
+    assert "Perinatal mental health" in html and "Panel (majority of the judges)" in html
+
+
+def test_paper_mode_is_one_sentence() -> None:
+    run = SimpleNamespace(mode="paper")
+    note = s15.meta_eval(run)
+    assert str(note) == s15.PAPER_NOTE and "online only" in s15.PAPER_NOTE
+    assert s15.accuracy(run, note) is note and s15.placement(run, note) is note
+    m = s15.metrics(run, note, note, note, note)
+    assert m.model_dump(exclude_unset=True) == {"mode": "paper"}
+    assert list(s15.findings(m)) == [s15.PAPER_NOTE]
