@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from hbpsych_utils import runner
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.reporting import book
 
 LIMIT = 0.30
@@ -87,8 +88,9 @@ def measure(profile: str, root: Path, repeat: int) -> int:
         warm.append(time.perf_counter() - t0)
     pages = len(list((result.outputs / book.BOOK_DIR).glob("*.html")))
     n = len(result.notebooks)
-    print(f"profile {profile!r}: {n} notebook(s) in {run_seconds:.1f}s, then the runner's book "
-          f"({pages} pages) in {book_seconds:.2f}s; whole run {total:.1f}s -> {result.outputs}")
+    print(f"profile {profile!r}: {count(n, 'notebook')} in {run_seconds:.1f}s, then the "
+          f"runner's book ({pages} pages) in {book_seconds:.2f}s; whole run {total:.1f}s -> "
+          f"{result.outputs}")
 
     def share(seconds: float) -> str:
         return f"{seconds:6.2f}s  {seconds / run_seconds:6.1%} of the notebooks' time"

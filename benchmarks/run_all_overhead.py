@@ -25,6 +25,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from hbpsych_utils import runner
 from hbpsych_utils.core import config
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
 
 
@@ -82,7 +83,7 @@ def main() -> None:
             floors.append(time_api(empties, out))
             clis.append(time_cli(empties, out))
     run, floor, cli = (statistics.median(x) for x in (runs, floors, clis))
-    print(f"profile {args.profile!r}: {n} notebook(s), median of {args.repeat} repeats")
+    print(f"profile {args.profile!r}: {count(n, 'notebook')}, median of {args.repeat} repeats")
     print(f"  run_all (papermill API, one process)      {run:8.2f} s")
     print(f"  floor: {n} empty notebooks, same way       {floor:8.2f} s")
     print(f"  {n} empty notebooks, one CLI process each  {cli:8.2f} s")
