@@ -1,4 +1,4 @@
-"""How much does building the book add to a run? (issue 11: at most 30 % of run_all.sh)
+"""How much does building the book add to a run? (the budget: at most 30 % of run_all.sh)
 
 Runs ``run_profile(PROFILE)`` as run_all.sh does (one process; the offline mirror set, figures
 published into the outputs folder), noting when each progress line is printed. The runner

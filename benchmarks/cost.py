@@ -12,7 +12,7 @@ first, and its JSON summary last.
     HBPSYCH_MIRROR=../shared/mirror python benchmarks/cost.py
 
 Offline: every input is a registry artifact (fetched from ``$HBPSYCH_MIRROR`` when set) or
-``params/models.yaml``. Target (issue 12): ratio = optimised / as run <= 0.7.
+``params/models.yaml``. Target: ratio = optimised / as run <= 0.7.
 """
 
 from __future__ import annotations

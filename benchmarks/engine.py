@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/engine.py                  # small defaults, a few minutes
     .venv/bin/python benchmarks/engine.py --overhead-n 20000 --rl-n 2000 --rl-rpm 600 \
-        --resume-n 10000 --scale-n 1000000                 # the sizes of issue 4
+        --resume-n 10000 --scale-n 1000000                 # the full sizes
 
 - overhead: zero-latency simulator; N calls through the engine (store writes included) vs the
   same calls from a bare async httpx loop with the same concurrency.

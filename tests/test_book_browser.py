@@ -1,4 +1,4 @@
-"""The book of the default and the smoke run, read by headless Chromium (issue 11's acceptance).
+"""The book of the default and the smoke run, read by headless Chromium (what a reader sees).
 
 From the landing page the test follows every internal link to every page of the book and, on
 each one, checks: no console error or page error; every image decoded (natural width > 0);

@@ -1,4 +1,4 @@
-"""Bad input is stopped at the door and named (issue 10, points 2 and 3).
+"""Bad input is stopped at the door and named.
 
 Point 2: a profile's references (models, fault kinds, providers in limits and base URLs, the
 model registry, the corpus, ratings and rubric files) are checked when the runner loads it

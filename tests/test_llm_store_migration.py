@@ -1,4 +1,4 @@
-"""A store written by the first layout (before issue 12) is migrated once when opened, and
+"""A store written by the first layout (before the lean one) is migrated once when opened, and
 keeps every result, batch (with its keys) and ledger line.
 
 ``data/llm_store_v1.sqlite`` was written by ``data/make_llm_store_v1.py`` with the pre-issue-12

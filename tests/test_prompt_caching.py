@@ -1,5 +1,5 @@
 """Prompt caching: cached-token prices, usage read on both paths, requests arranged for reuse, the
-simulator's caches, and the grading ledger (issue 12, points 1-3).
+simulator's caches, and the grading ledger.
 
 Costs are recomputed here by hand from the registry's prices (:func:`hand_cost`), not with
 ``call_cost``; what the providers report is read back from the simulator's own log.
