@@ -576,7 +576,7 @@ def test_a_profile_that_is_not_utf8_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_profile_naming_an_unknown_model_fails_before_any_notebook_runs(tmp_path: Path) -> None:
-    """The issue's acceptance: ``python -m hbpsych_utils run`` exits 2 naming profile, key and
+    """``python -m hbpsych_utils run`` exits 2 naming profile, key and
     allowed values, and no notebook ran (nothing written under the outputs folder)."""
     path = write_profile(tmp_path, "description: a typo in a candidate\nevaluation_mode: live\n"
                                    f"generation:\n  candidates: [{study.HARNESS_MODEL}, gpt-4.2]\n",

@@ -1,7 +1,7 @@
 """A store written by the first layout (before the lean one) is migrated once when opened, and
 keeps every result, batch (with its keys) and ledger line.
 
-``data/llm_store_v1.sqlite`` was written by ``data/make_llm_store_v1.py`` with the pre-issue-12
+``data/llm_store_v1.sqlite`` was written by ``data/make_llm_store_v1.py`` with the pre-lean-layout
 code (engine + simulator: ok, refused, failed results on the sync and batch paths, an empty
 reply paid for and retried, an open batch, a long answer, hand-written rows);
 ``data/llm_store_v1.json`` is what that code's API read from it. Each test opens a copy.
