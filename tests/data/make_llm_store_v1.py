@@ -1,9 +1,10 @@
 """Write ``llm_store_v1.sqlite`` and ``llm_store_v1.json``: a store in the first schema (before
-the lean layout), and what it holds as that version's API reads it. The migration test opens a copy with
-the current code and checks every row, batch and ledger line against the JSON.
+the lean layout), and what it holds as that version's API reads it. The migration test opens a
+copy with the current code and checks every row, batch and ledger line against the JSON.
 
 Run it with the code before the lean layout (the store whose ``results`` table keys rows by
-64-character hex TEXT and keeps the decoding config as JSON on every row), from that checkout's root:
+64-character hex TEXT and keeps the decoding config as JSON on every row), from that
+checkout's root:
 
     .venv/bin/python tests/data/make_llm_store_v1.py
 
