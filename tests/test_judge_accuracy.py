@@ -350,6 +350,9 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     assert f"its pairwise balanced F1 (0.639) is within the physicians' range {span}" in text
     assert f"its pairwise balanced F1 (0.775) is above the physicians' range {span}" in text
     assert "AC1 0.222" in text
+    # a category named as prose, not as the file's identifier
+    assert "furthest below the physicians pooled on emergency referrals (" in text
+    assert "emergency_referrals" not in text
     # gated: with 19 pairs required no physician counts, so there is no range
     gated = str(s15.findings(m, min_pairs=19))
     assert "is within" not in gated and "above the physicians' range" not in gated

@@ -708,5 +708,7 @@ def _worst(judge: str, m: JudgeAccuracyMetrics, pooled: dict[str, PairwiseF1], c
             if c != "all" and c in pooled and v.balanced_f1 is not None
             and pooled[c].balanced_f1 is not None and c in rows and rows[c].n >= min_rows}
     worst = min(gaps, key=lambda c: (gaps[c], c)) if gaps else None
-    return (f"; furthest below the physicians pooled on {md_text(worst)} ({gaps[worst]:+.3f})"
-            if worst is not None and gaps[worst] < -close else "")
+    if worst is None or gaps[worst] >= -close:
+        return ""
+    named = md_text(worst.replace("_", " "))  # a category as prose names it
+    return f"; furthest below the physicians pooled on {named} ({gaps[worst]:+.3f})"
