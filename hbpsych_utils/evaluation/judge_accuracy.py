@@ -63,7 +63,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import agreement
 from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import FileRecord
-from hbpsych_utils.evaluation import grading
+from hbpsych_utils.evaluation import grading, scoring
 
 ARTIFACT = "healthbench_meta_eval"
 """The registry name of HealthBench's meta-evaluation file (online only)."""
@@ -387,13 +387,9 @@ def cluster_draws(clusters: Sequence[str], n_resamples: int, rng: np.random.Gene
     """(n_resamples, n_rows) weights: how often each row is drawn when the clusters (one label
     per row) are resampled with replacement, a drawn cluster bringing all its rows."""
     codes, uniques = pd.factorize(pd.Series(list(clusters)), sort=True)
-    k = len(uniques)
-    if k == 0:
+    if len(uniques) == 0:
         raise MetaEvalError("bootstrap: no conversations to resample")
-    drawn = rng.integers(0, k, size=(n_resamples, k))
-    per_cluster = np.zeros((n_resamples, k), dtype=np.int64)
-    np.add.at(per_cluster, (np.repeat(np.arange(n_resamples), k), drawn.ravel()), 1)
-    return per_cluster[:, codes]
+    return scoring.resample_counts(len(uniques), n_resamples, rng)[:, codes]
 
 
 def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:

@@ -710,5 +710,5 @@ def _worst(judge: str, m: JudgeAccuracyMetrics, pooled: dict[str, PairwiseF1], c
     worst = min(gaps, key=lambda c: (gaps[c], c)) if gaps else None
     if worst is None or gaps[worst] >= -close:
         return ""
-    named = md_text(worst.replace("_", " "))  # a category as prose names it
+    named = md_text(breakdowns.label(worst))  # a category as prose names it
     return f"; furthest below the physicians pooled on {named} ({gaps[worst]:+.3f})"
