@@ -136,26 +136,40 @@ def with_panel(tags: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
 
 
 def summarise(long: pd.DataFrame, *, by: Sequence[str] = ("scorer", "candidate", "tag"),
-              n_resamples: int = study.N_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+              n_resamples: int = study.N_RESAMPLES, seed: int = 0,
+              level: float = study.CI_LEVEL) -> pd.DataFrame:
     """Per group of ``by``: n conversations, the clipped mean with its seeded percentile
-    bootstrap interval, and the reference's ``bootstrap_std`` from the same resamples
+    bootstrap interval at ``level``, and the reference's ``bootstrap_std`` from the same resamples
     (``scoring.interval_and_std``). Conversations enter in prompt-id order, as Table 1's do, so a
     group's numbers do not depend on the others."""
     rows = []
     for key, group in long.groupby(list(by), sort=True):
         values = group.sort_values("prompt_id", kind="mergesort")["score"].to_numpy(float)
-        iv, std = scoring.interval_and_std(values, n_resamples=n_resamples, seed=seed)
+        iv, std = scoring.interval_and_std(values, n_resamples=n_resamples, seed=seed,
+                                           level=level)
         rows.append((*key, iv.n, iv.estimate, iv.low, iv.high, std))
     return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS[3:]])
 
 
+LABELS: dict[str, dict[str, str]] = {
+    CATEGORY.rstrip(":"): study.CATEGORY_LABELS,
+    THEME.rstrip(":"): study.THEME_LABELS,
+    AXIS.rstrip(":"): study.AXIS_LABELS,
+}
+"""The study's readers' names by tag prefix (``study``: categories, themes, axes)."""
+
+
 def label(tag: str) -> str:
-    """A tag as tables and figures show it: ``axis:context_awareness`` -> ``context
-    awareness``, a category by its readers' name (``category:perinatal_mh`` -> ``Perinatal
-    mental health``)."""
-    kind, _, name = tag.partition(":")
-    if kind == CATEGORY.rstrip(":") and name in study.CATEGORY_LABELS:
-        return study.CATEGORY_LABELS[name]
+    """A tag, or a bare category, theme or axis term, by its readers' name (``study``):
+    ``axis:context_awareness`` -> ``Context awareness``, ``category:perinatal_mh`` ->
+    ``Perinatal mental health``, ``emergency_referrals`` -> ``Emergency referrals``; a term the
+    study does not name, with its underscores as spaces."""
+    kind, sep, name = tag.partition(":")
+    if sep and kind in LABELS:
+        return LABELS[kind].get(name, name.replace("_", " "))
+    for names in LABELS.values():
+        if tag in names:
+            return names[tag]
     return (name or kind).replace("_", " ")
 
 
