@@ -299,6 +299,9 @@ class Profile(BaseModel):
     name: str
     description: str = ""
     seed: int = study.SEED
+    ci_level: float = Field(default=study.CI_LEVEL, gt=0, lt=1)
+    """The level of every interval a run computes and shows (percentile bootstrap intervals):
+    0.95 in the study. Every caption, label and finding states it from here."""
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
     evaluation_mode: Literal["paper", "live"] = "paper"
