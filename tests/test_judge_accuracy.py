@@ -312,7 +312,7 @@ def test_cost_rows_price_each_call() -> None:
 
 def _live_run() -> SimpleNamespace:
     return SimpleNamespace(mode="live", seed=5, params=JudgeAccuracyParams(n_resamples=50),
-                           figure_cache=None)
+                           figure_cache=None, ci_level=0.95)
 
 
 def test_the_chapter_on_the_fixture_verdicts() -> None:
@@ -351,7 +351,7 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     assert f"its pairwise balanced F1 (0.775) is above the physicians' range {span}" in text
     assert "AC1 0.222" in text
     # a category named as prose, not as the file's identifier
-    assert "furthest below the physicians pooled on emergency referrals (" in text
+    assert "furthest below the physicians pooled on Emergency referrals (" in text
     assert "emergency_referrals" not in text
     # gated: with 19 pairs required no physician counts, so there is no range
     gated = str(s15.findings(m, min_pairs=19))
@@ -361,7 +361,7 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
         kind="judge", pairs=36, balanced_f1=0.5)}}})
     assert "(0.500) is below the physicians' range" in str(s15.findings(below))
     html = place._repr_html_() + acc._repr_html_() + source._repr_html_()
-    assert "Figure J1" in html and "emergency_referrals" in html
+    assert "Figure J1" in html and "Emergency referrals" in html  # the theme, in prose
     assert "Perinatal mental health" in html and "Panel (majority of the judges)" in html
 
 

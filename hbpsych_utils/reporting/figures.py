@@ -38,6 +38,7 @@ from matplotlib.ticker import MaxNLocator
 from hbpsych_utils import study
 from hbpsych_utils.core import escape
 from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.reporting import vocabulary
 from hbpsych_utils.reporting.display import Shown
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
@@ -225,7 +226,8 @@ def png_bytes(fig: Figure | CachedFigure) -> bytes:
 @dataclass(frozen=True, repr=False)
 class Captioned(Shown):
     """A figure as the paper shows it: its heading ("Figure G2. Panel ranking ...") and a
-    caption saying what is plotted, under the image."""
+    caption saying what is plotted, under the image, then the chapter that drew it and the
+    command that draws it again (``vocabulary.current_origin``)."""
 
     figure: Figure | CachedFigure
     heading: str
@@ -233,10 +235,12 @@ class Captioned(Shown):
 
     def _repr_html_(self) -> str:
         data = base64.b64encode(png_bytes(self.figure)).decode("ascii")
-        return (f'<figure><img alt="{escape.html_text(self.heading)}" '
+        origin = vocabulary.current_origin()
+        return (f'<figure class="hb-figure"><img alt="{escape.html_text(self.heading)}" '
                 f'src="data:image/png;base64,{data}"/>'
                 f"<figcaption><strong>{escape.html_text(self.heading)}.</strong> "
-                f"{escape.html_text(self.caption)}</figcaption></figure>")
+                f"{escape.html_text(self.caption)}</figcaption></figure>"
+                + (origin.html() if origin is not None else ""))
 
     def __repr__(self) -> str:
         return f"[{self.heading}] {self.caption}"
@@ -301,9 +305,11 @@ def panel_ranking(
     subset: str,
     judge_models: Sequence[str] = study.JUDGE_PANEL,
     later: Sequence[str] = study.LATER_CANDIDATES,
+    level: float = study.CI_LEVEL,
 ) -> Figure:
-    """Candidates by panel mean, best on top, with 95% bootstrap intervals when the table has
-    them (``scoring.table1``) or labelled as point estimates (``scoring.paper_table``).
+    """Candidates by panel mean, best on top, with bootstrap intervals (at ``level``, which
+    the subtitle states) when the table has them (``scoring.table1``) or labelled as point
+    estimates (``scoring.paper_table``).
 
     Marker shape and colour separate the judges' own models (a judge may favour them) and
     candidates added after the study (not among its original candidates), so neither is misread.
@@ -356,7 +362,7 @@ def panel_ranking(
     ax.set_xlabel("panel score (clipped mean over conversations, 0–1)")
     ns = next((t[c] for c in ("n_panel", "n") if c in t.columns), None)
     if ci:
-        note = "95% bootstrap intervals"
+        note = f"{vocabulary.level_text(level)} bootstrap intervals"
         if ns is not None and ns.nunique() == 1:
             note += f", n = {int(ns.iloc[0])} conversations"
     else:
@@ -484,12 +490,14 @@ def judge_bias(
     *,
     subset: str,
     judges: Sequence[str] | None = None,
+    level: float = study.CI_LEVEL,
 ) -> Figure:
     """Severity per judge (left) beside self-preference raw vs severity-corrected (right).
 
-    ``stats`` is ``judges.bootstrap_judge_stats`` (drawn with its 95% intervals) or the metrics
-    dict of ``judges.judge_metrics`` (drawn as point estimates, labelled so). Shown together
-    because the correction is the severity: a harsh judge's raw self-preference understates it.
+    ``stats`` is ``judges.bootstrap_judge_stats`` (drawn with its intervals, at ``level``) or
+    the metrics dict of ``judges.judge_metrics`` (drawn as point estimates, labelled so). Shown
+    together because the correction is the severity: a harsh judge's raw self-preference
+    understates it.
     """
     long = judge_stats_frame(stats) if isinstance(stats, Mapping) else stats.copy()
     n_cands = stats.get("n_candidates") if isinstance(stats, Mapping) else None
@@ -587,7 +595,8 @@ def judge_bias(
     for ax in (ax_s, ax_p):
         ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
         ax.xaxis.set_major_locator(MaxNLocator(5))
-    note = "95% bootstrap intervals" if ci else POINT_ESTIMATES_SUBTITLE
+    note = f"{vocabulary.level_text(level)} bootstrap intervals" if ci \
+        else POINT_ESTIMATES_SUBTITLE
     if n_cands:
         note += f"; over {int(n_cands)} candidates"
     if nj == 1:
@@ -620,7 +629,8 @@ def score_heatmap(table: pd.DataFrame, *, title: str, note: str = "",
     fig, ax = _subplots(figsize=(0.85 * n_cols + 3.6, 0.27 * n_rows + 2.4),
                         layout="constrained")
     im = _heatmap_cells(ax, m, cmap)
-    ax.set_xticks(range(n_cols), [str(c) for c in table.columns], rotation=35, ha="left")
+    ax.set_xticks(range(n_cols), [vocabulary.term_label(c) for c in table.columns],
+                  rotation=35, ha="left", rotation_mode="anchor")
     ax.xaxis.tick_top()
     ax.set_yticks(range(n_rows), [study.display_name(str(r)) for r in table.index])
     _heatmap_frame(fig, ax, im)
@@ -665,16 +675,17 @@ def length_scatter(table: pd.DataFrame, *, title: str, note: str = "",
 
 @_keyed
 def worst_at_k_curves(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
-    """Worst-at-k against k, one line per candidate with its 95% bootstrap band, as HealthBench
+    """Worst-at-k against k, one line per candidate with its bootstrap band, as HealthBench
     draws its reliability figure; ``table`` is long: candidate, k, clipped_mean, ci_low,
-    ci_high."""
+    ci_high (``note``, the subtitle, says the band's level)."""
     _require(table, ["candidate", "k", "clipped_mean", "ci_low", "ci_high"], "worst-at-k figure")
     _style()
     fig, ax = _subplots(figsize=(6.8, 4.4), layout="constrained")
     for i, (cand, g) in enumerate(table.groupby("candidate", sort=True)):
         g = g.sort_values("k")
         style = _series_style(i)
-        ax.plot(g["k"], g["clipped_mean"], marker="o", ms=4, lw=1.4, label=str(cand), **style)
+        ax.plot(g["k"], g["clipped_mean"], marker="o", ms=4, lw=1.4,
+                label=study.display_name(str(cand)), **style)
         ax.fill_between(g["k"], g["ci_low"], g["ci_high"], color=style["color"], alpha=0.12,
                         lw=0)
     ks = sorted(table["k"].unique())
@@ -717,7 +728,7 @@ def f1_placement(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
         ax.scatter([r["balanced_f1"]], [y[r["category"]]], s=46, marker="s", color="#000000",
                    zorder=5, label="panel (majority of the judges)"
                    if r["category"] == cats[0] else None)
-    ax.set_yticks([y[c] for c in cats], cats)
+    ax.set_yticks([y[c] for c in cats], [vocabulary.term_label(c) for c in cats])
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.7, len(cats) - 0.3)
     ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)

@@ -53,7 +53,8 @@ from hbpsych_utils.pipeline.metrics import (
     SubsetCoverage,
 )
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -121,21 +122,11 @@ class MetaEval(Shown):
     def n_in_subset(self) -> int:
         return int(self.coverage.loc[self.coverage["subset"] == ja.UNION, "rows"].iloc[0])
 
-    def coverage_shown(self) -> pd.DataFrame:
-        c = self.coverage.copy()
-        c["subset"] = [study.SUBSET_TITLES.get(k, k) for k in c["subset"]]
-        c = c.rename(columns={"rows": "labelled rows", "conversations":
-                              "conversations with labelled rows",
-                              "subset_conversations": "conversations in the subset",
-                              "share": "share of the subset's conversations"})
-        return c.set_index("subset")
-
     def _repr_html_(self) -> str:
         labels = self.labels
         by_cat = labels.groupby("category").agg(rows=("row", "size"),
                                                 conversations=("prompt_id", "nunique"),
                                                 majority_met=("majority", "mean"))
-        by_cat = by_cat.rename(columns={"majority_met": "share met (physician majority)"})
         what = ("HealthBench's meta-evaluation file (verified by content)"
                 if self.source == "registry" else
                 "the compendium's format fixture (its completions script the simulator's "
@@ -149,13 +140,15 @@ class MetaEval(Shown):
                 f"of the three){kept}. Graded: {count(len(self.rows), 'row')}, "
                 f"{count(labels['prompt_id'].nunique(), 'conversation')}, "
                 f"{count(self.physicians['physician'].nunique(), 'physician')}, "
-                f"{count(int(labels['n_physicians'].sum()), 'label')}; to be graded by "
-                f"{', '.join(study.display_name(j) for j in self.judges)}. "
+                f"{count(int(labels['n_physicians'].sum()), 'label')}; to be graded by the "
+                f"{panel_phrase(self.judges)}. "
                 f"{count(int(left[ja.THEME].isna().sum()), 'row')} without a HealthBench theme "
                 f"and {count(int(left[ja.PSYCH_CATEGORY].isna().sum()), 'row')} without a Psych "
                 "category are left out of those tables.")
-        return Tables([Table(self.coverage_shown(), caption="Coverage of the Psych subsets "
-                             "by physician-labelled rows", precision=3),
+        return Tables([Table(self.coverage.set_index("subset"), caption=(
+                           "Coverage of the Psych subsets by physician-labelled rows: the rows, "
+                           "the conversations they are on, and their share of the subset's "
+                           "conversations")),
                        Table(by_cat, caption="Rows per category of the file")],
                       note=note)._repr_html_()
 
@@ -214,8 +207,7 @@ class Plan(Shown):
                 f"${self.total_usd:,.4f} in all (re-asks and answers already in the store "
                 "not counted; llm.max_cost caps what a stage may spend).")
         frame = self.table.set_index("judge")
-        return Tables([Table(frame, caption="Cost plan (USD)", precision=4)],
-                      note=note)._repr_html_()
+        return Tables([Table(frame, caption="Cost plan")], note=note)._repr_html_()
 
 
 def cost_plan(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note) -> Plan | Note:
@@ -270,9 +262,9 @@ class Graded(Shown):
         g = v.groupby("judge", sort=False)
         frame = pd.DataFrame({"rows": g.size(), "met": g["criteria_met"].apply(
             lambda s: int((s == True).sum())),  # noqa: E712 - None is neither
-            "not met": g["criteria_met"].apply(lambda s: int((s == False).sum())),  # noqa: E712
+            "not_met": g["criteria_met"].apply(lambda s: int((s == False).sum())),  # noqa: E712
             "recovered": g["recovered"].sum().astype(int),
-            "re-asked": g["attempts"].apply(lambda s: int((s > 1).sum())),
+            "reasked": g["attempts"].apply(lambda s: int((s > 1).sum())),
             "excluded": g["excluded"].sum().astype(int)})
         note = (f"This grading paid ${self.spend_usd:,.4f} (answers already in the store cost "
                 "nothing). An excluded verdict is left out of every statistic, never read as "
@@ -314,19 +306,16 @@ class Accuracy(Shown):
     graded: Graded
     by_theme: pd.DataFrame
     by_psych_category: pd.DataFrame
+    level: float = study.CI_LEVEL
+    """The level of the sensitivity and specificity intervals."""
 
     def _repr_html_(self) -> str:
         t = self.table
-        overall = t[t["category"] == "all"].set_index("judge")
-        shown = pd.DataFrame({
-            "rows": overall["n"], "macro-F1": overall["macro_f1"],
-            "F1 met": overall["f1_met"], "F1 not met": overall["f1_not_met"],
-            "sensitivity": [_ci(r, "sensitivity") for _, r in overall.iterrows()],
-            "specificity": [_ci(r, "specificity") for _, r in overall.iterrows()]},
-            index=overall.index)
-        shown.index = [_rater(j) for j in shown.index]
+        overall = t[t["category"] == "all"].set_index("judge")[[
+            "n", "macro_f1", "f1_met", "f1_not_met", "sensitivity", "sensitivity_low",
+            "sensitivity_high", "specificity", "specificity_low", "specificity_high"]]
         per = [Table(_wide(frame, "macro_f1", "judge"), caption="Macro-F1 against the "
-                     f"physician majority, by {SLICING_NAMES[by]}")
+                     f"physician majority, by {SLICING_NAMES[by]}", value_kind="score")
                for by, frame in (("category", t[t["category"] != "all"]),
                                  (ja.PSYCH_CATEGORY, self.by_psych_category),
                                  (ja.THEME, self.by_theme)) if not frame.empty]
@@ -338,8 +327,9 @@ class Accuracy(Shown):
                 "left out of those tables. Every count and interval is in "
                 f"{ACCURACY_FILE}.")
         return Tables([
-            Table(shown, caption="Each judge and the panel against the physician majority (all "
-                  "rows; 95% intervals resample conversations)"), *per],
+            Table(overall, caption="Each judge and the panel against the physician majority "
+                  f"(all rows; {level_text(self.level)} intervals resample conversations)",
+                  level=self.level), *per],
             note=note)._repr_html_()
 
 
@@ -352,16 +342,7 @@ def _slice_label(by: str, value: str) -> str:
 
 
 def _wide(frame: pd.DataFrame, value: str, rater: str) -> pd.DataFrame:
-    out = frame.pivot(index=rater, columns="category", values=value)
-    out.index = [_rater(r) if rater == "judge" else r for r in out.index]
-    return out
-
-
-def _ci(row: Any, name: str) -> str:
-    value, lo, hi = row[name], row[f"{name}_low"], row[f"{name}_high"]
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
+    return frame.pivot(index=rater, columns="category", values=value)
 
 
 def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accuracy | Note:
@@ -381,12 +362,12 @@ def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accur
         overall = by == "category"
         base_table = ja.against_majority(rated, by, overall=overall)
         cis = ja.sens_spec_table(rated, by, overall=overall, n_resamples=run.params.n_resamples,
-                                 seed=run.seed)
+                                 seed=run.seed, level=run.ci_level)
         tables[by] = (base_table.merge(cis.drop(columns=["n", "sensitivity", "specificity"]),
                                        on=["judge", "category"], how="left")
                       if len(base_table) else base_table)
     return Accuracy(tables["category"], graded, _labelled(tables[ja.THEME], ja.THEME),
-                    _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY))
+                    _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY), run.ci_level)
 
 
 def _labelled(frame: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -414,12 +395,12 @@ class Placement(Shown):
         t = self.table if table is None else table
         judges = t[t["kind"].isin(["judge", "panel"])].pivot(index="rater", columns="category",
                                                               values="balanced_f1")
-        judges.index = [_rater(r) for r in judges.index]
+        judges.index.name = None
         phys = t[t["kind"] == "physician"].groupby("category")["balanced_f1"]
         pooled = t[t["kind"] == "physicians"].set_index("category")["balanced_f1"]
         extra = pd.DataFrame([pooled, phys.min(), phys.max()],
-                             index=["physicians pooled", "physicians (lowest)",
-                                    "physicians (highest)"])
+                             index=["Physicians pooled", "Physicians (lowest)",
+                                    "Physicians (highest)"])
         out = pd.concat([judges, extra])
         cols = [*(["all"] if "all" in out.columns else []),
                 *sorted(c for c in out.columns if c != "all")]
@@ -428,9 +409,9 @@ class Placement(Shown):
     def _repr_html_(self) -> str:
         tables = [Table(self.summary(), caption="Pairwise balanced F1 by the file's category: "
                         "each judge and the panel against every physician label, and the "
-                        "physicians' leave-one-out F1")]
+                        "physicians' leave-one-out F1", value_kind="score")]
         tables += [Table(self.summary(frame), caption=f"Pairwise balanced F1 by "
-                         f"{SLICING_NAMES[by]}")
+                         f"{SLICING_NAMES[by]}", value_kind="score")
                    for by, frame in ((ja.PSYCH_CATEGORY, self.by_psych_category),
                                      (ja.THEME, self.by_theme)) if not frame.empty]
         shown = figures.Captioned(self.figure, f"{FIGURE_LABEL}. {FIGURE_TITLE}",
@@ -476,21 +457,16 @@ class Corrected(Shown):
     """Each judge's criterion-met rate on this run's grading, corrected (Rogan-Gladen)."""
 
     rates: list[ja.CorrectedRate]
+    level: float = study.CI_LEVEL
+    """The level of the corrected rates' intervals."""
 
     @property
     def table(self) -> pd.DataFrame:
         return pd.DataFrame([r.__dict__ for r in self.rates])
 
     def _repr_html_(self) -> str:
-        t = self.table.set_index("judge")
-        t.index = [_rater(j) for j in t.index]
-        shown = pd.DataFrame({
-            "verdicts": t["n_verdicts"], "observed met rate": t["observed"],
-            "sensitivity": t["sensitivity"], "specificity": t["specificity"],
-            "corrected rate": t["corrected"],
-            "95% interval": [f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(t["low"], t["high"],
-                                                                        strict=True)]},
-            index=t.index)
+        shown = self.table.set_index("judge")[[
+            "n_verdicts", "observed", "sensitivity", "specificity", "corrected", "low", "high"]]
         note = ("The share of this run's criteria (07, first reply) each judge calls met, and "
                 "the rate it implies once the judge's sensitivity and specificity against the "
                 "physicians are taken out: (observed + specificity - 1) / (sensitivity + "
@@ -499,8 +475,8 @@ class Corrected(Shown):
                 "calibration's own uncertainty widens it. It assumes that what physicians "
                 "said of HealthBench's completions stands in for what they would say of the "
                 "candidates' replies: the judge errs at the same rates on both.")
-        return Tables([Table(shown, caption="Criterion-met rates, observed and corrected")],
-                      note=note)._repr_html_()
+        return Tables([Table(shown, caption="Criterion-met rates, observed and corrected",
+                             level=self.level)], note=note)._repr_html_()
 
 
 def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corrected | Note:
@@ -526,11 +502,11 @@ def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corre
         cal = rated[rated["judge"] == judge]
         if mine["criteria_met"].notna().any() and not cal.empty:
             rates.append(ja.corrected_rate(judge, mine, cal, n_resamples=run.params.n_resamples,
-                                           seed=run.seed))
+                                           seed=run.seed, level=run.ci_level))
     if not rates:
         return unavailable("No judge graded both this run's replies (07) and the rows, so no "
                            "criterion-met rate can be corrected.")
-    return Corrected(rates)
+    return Corrected(rates, run.ci_level)
 
 
 # --- metrics, outputs, findings ------------------------------------------------------------------
@@ -560,7 +536,8 @@ def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accu
         "n_rows_no_psych_category": int(labels[ja.PSYCH_CATEGORY].isna().sum()),
         "n_conversations": int(src.labels["prompt_id"].nunique()),
         "n_physicians": int(src.physicians["physician"].nunique()), "judges": src.judges,
-        "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6)}
+        "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6),
+        "ci_level": run.ci_level}
     if isinstance(acc, Accuracy):
         out["against_majority"] = _accuracy_metrics(acc.table)
         out["against_majority_by_theme"] = _accuracy_metrics(acc.by_theme)
