@@ -150,7 +150,7 @@ def category_distribution(
     labels = list(counts)
     values = [counts[k] for k in labels]
     total = sum(values)
-    fig, ax = _subplots(figsize=(6.5, 0.28 * len(labels) + 1.0))
+    fig, ax = _subplots(figsize=(6.5, 0.28 * len(labels) + 1.0), layout="constrained")
     colours = [MUTED if k in muted else OKABE_ITO[0] for k in labels]
     ax.barh(range(len(labels)), values, color=colours)
     ax.set_yticks(range(len(labels)), [k if k in muted else study.category_label(k)
@@ -160,9 +160,8 @@ def category_distribution(
         ax.text(v, i, f" {v} ({v / total:.1%})", va="center", fontsize=8)
     ax.set_xlabel("conversations")
     ax.set_xlim(0, max(values) * 1.2 if values else 1)
-    ax.set_title(f"{title} (n = {total})", loc="left")
-    fig.tight_layout()
-    return fig
+    fig.suptitle(f"{title} (n = {total})", x=0.01, ha="left")
+    return freeze_layout(fig)
 
 
 def freeze_layout(fig: Figure) -> Figure:
@@ -398,13 +397,14 @@ def _heatmap_cells(ax: Axes, m: np.ndarray, cmap: str) -> Any:
     return im
 
 
-def _heatmap_frame(fig: Figure, ax: Axes, im: Any) -> None:
-    """No ticks or spines around a heatmap, and its colour bar of clipped mean scores."""
+def _heatmap_frame(fig: Figure, ax: Axes, im: Any, rows: int) -> None:
+    """No ticks or spines around a heatmap, and its colour bar of clipped mean scores (as tall
+    as a short heatmap, so that its label stays inside the figure)."""
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    cbar = fig.colorbar(im, ax=ax, shrink=0.5, aspect=15, pad=0.02)
-    cbar.set_label("clipped mean score")
+    cbar = fig.colorbar(im, ax=ax, shrink=0.5 if rows > 10 else 1.0, aspect=15, pad=0.02)
+    cbar.ax.set_title("clipped\nmean\nscore", fontsize=7.5, loc="left", pad=4)
     cbar.outline.set_visible(False)
 
 
@@ -454,7 +454,7 @@ def judge_heatmap(
         if c in late:
             tick.set_color("#555555")
             tick.set_fontstyle("italic")
-    _heatmap_frame(fig, ax, im)
+    _heatmap_frame(fig, ax, im, n)
     ax.set_title(f"Clipped mean score by candidate and judge: {subset}\n"
                  "rows sorted by panel mean", loc="left", fontsize=10, pad=8)
     notes = []
@@ -633,7 +633,7 @@ def score_heatmap(table: pd.DataFrame, *, title: str, note: str = "",
                   rotation=35, ha="left", rotation_mode="anchor")
     ax.xaxis.tick_top()
     ax.set_yticks(range(n_rows), [study.display_name(str(r)) for r in table.index])
-    _heatmap_frame(fig, ax, im)
+    _heatmap_frame(fig, ax, im, n_rows)
     ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10, pad=8)
     return freeze_layout(fig)
 

@@ -302,6 +302,9 @@ TERMS: dict[str, str] = {
     "control": "Control",
     "screened_in": "Screened in",
     "candidate": "Recall candidate",
+    "severity": "Severity",
+    "self_preference_raw": "Self-preference, raw",
+    "self_preference_corrected": "Self-preference, severity-corrected",
     "no category majority": "No category majority",
     "ok": "Answered",
     "failed": "Failed",
@@ -322,8 +325,8 @@ _SLUGS: dict[str, dict[str, str]] = {"category": study.CATEGORY_LABELS,
 
 def term_label(term: object) -> str:
     """A term by its readers' name: a model by its display name; a category, theme or axis (or
-    a tag, ``axis:...``) by the study's label; another term by :data:`TERMS`, or by the label
-    table's (a statistic); else as written."""
+    a tag, ``axis:...``) by the study's label; another term by :data:`TERMS`; else as
+    written."""
     text = str(term)
     if text in study.DISPLAY_NAMES:
         return study.DISPLAY_NAMES[text]
@@ -333,11 +336,7 @@ def term_label(term: object) -> str:
     for names in _SLUGS.values():
         if text in names:
             return names[text]
-    if text in TERMS:
-        return TERMS[text]
-    if text in COLUMNS:
-        return COLUMNS[text].label
-    return text
+    return TERMS.get(text, text)
 
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
@@ -401,6 +400,8 @@ def value_text(value: Any, kind: Kind, *, decimals: int | None = None) -> str:
         return ", ".join(_fixed(float(v), SCORE_DECIMALS) for v in value)
     if _missing(value):
         return MISSING
+    if kind == "code":
+        return str(value)
     if kind == "flag" or isinstance(value, bool | np.bool_):
         return "yes" if bool(value) else "no"
     if kind in ("model", "term"):
