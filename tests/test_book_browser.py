@@ -207,7 +207,8 @@ READER_FACTS = """() => ({
   text: document.body.innerText,
   tables: [...document.querySelectorAll('table')].map(t => ({
       head: t.tHead ? t.tHead.innerText : '', rows: t.tBodies.length ? t.tBodies[0].rows.length : 0,
-      caption: t.caption ? t.caption.innerText : ''})),
+      caption: t.caption ? t.caption.innerText : (t.closest('.hb-block')
+          ?.querySelector(':scope > .hb-caption')?.innerText || '')})),
 })"""
 ENGINEERING = ("<IPython.", "Empty DataFrame")
 """Reprs a reader must never see (in the page's source)."""
@@ -269,9 +270,9 @@ def test_the_default_book_shows_the_papers_objects_and_its_ledger(browser, defau
         [t1] = _table1(facts[name]["tables"])
         assert t1["rows"] == 20, name
         assert "HealthBench-Psych v1" in t1["head"] and "HealthBench-Psych-Hard v1" in t1["head"]
-    # the figures page's Table 1 is its Markdown table: the first table under its heading
+    # the figures page's Table 1, laid out by the display vocabulary as in the chapters
     figures_text = facts["figures.html"]["text"]
-    t1 = facts["figures.html"]["tables"][0]
+    [t1] = _table1(facts["figures.html"]["tables"])
     assert t1["rows"] == 20 and "HealthBench-Psych-Hard v1" in t1["head"]
     for label in ("Table 1.", "Figure G1.", "Figure G2.", "Table I1.", "Figure I1.",
                   "Figure I2."):
