@@ -26,7 +26,7 @@ from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import PairedDifferenceRow, ScoresMetrics
 from hbpsych_utils.reporting import tables
 from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
-from hbpsych_utils.reporting.vocabulary import Table, level_text, panel_phrase
+from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -94,7 +94,7 @@ class Table1(Shown):
     readers: list[tables.ReaderTable]
 
     def _repr_html_(self) -> str:
-        return "".join(t._repr_html_() for t in self.readers)
+        return Tables([t.table() for t in self.readers])._repr_html_()
 
     def __repr__(self) -> str:
         return "\n\n".join(t.markdown() for t in self.readers)

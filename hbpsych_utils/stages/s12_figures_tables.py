@@ -44,7 +44,7 @@ from hbpsych_utils.pipeline import metrics as stage_metrics
 from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
 from hbpsych_utils.reporting import catalogue, figures, tables
 from hbpsych_utils.reporting.display import Findings, Shown
-from hbpsych_utils.reporting.vocabulary import level_text, panel_name
+from hbpsych_utils.reporting.vocabulary import Tables, level_text, panel_name
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -143,7 +143,7 @@ class Table1(Shown):
 
     def _repr_html_(self) -> str:
         notes = "".join(f"<p>{escape.html_text(s)}</p>" for s in self.skipped.values())
-        return notes + "".join(t._repr_html_() for t in self.reader_tables())
+        return notes + Tables([t.table() for t in self.reader_tables()])._repr_html_()
 
     def __repr__(self) -> str:
         return "\n\n".join([*self.skipped.values(),

@@ -416,7 +416,7 @@ class Placement(Shown):
                                      (ja.THEME, self.by_theme)) if not frame.empty]
         shown = figures.Captioned(self.figure, f"{FIGURE_LABEL}. {FIGURE_TITLE}",
                                   FIGURE_CAPTION)
-        return "\n".join(t.html() for t in tables) + "\n" + shown._repr_html_()
+        return Tables(tables)._repr_html_() + "\n" + shown._repr_html_()
 
 
 def placement(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Placement | Note:
