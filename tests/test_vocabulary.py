@@ -326,3 +326,12 @@ def test_every_figure_draws_its_labels_inside_itself(name: str) -> None:
         if "_" in slug:
             assert not any(slug in t for t in texts), (name, slug)
     assert not any(m in t for t in texts for m in study.JUDGE_PANEL), name
+
+
+def test_a_lead_column_comes_first_as_the_row_header() -> None:
+    frame = pd.DataFrame({"phase": ["generation"], "model": ["gpt-4.1-2025-04-14"],
+                          "calls": [610]})
+    table = Table(frame, index=False, lead=["model"])
+    assert table.shown().labels == ["Model", "Phase", "Calls"]
+    assert cells(table)[3] == {"tag": "th", "class": "hb-name", "text": "GPT-4.1", "title": ""}
+    assert list(table.frame.columns) == ["phase", "model", "calls"]  # the file's layout kept

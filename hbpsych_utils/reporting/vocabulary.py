@@ -595,13 +595,14 @@ class Layout:
 
 def lay_out(frame: pd.DataFrame, *, index: bool = True, kinds: Mapping[str, Kind] | None = None,
             value_kind: Kind | None = None, level: float = study.CI_LEVEL,
-            header: bool = True) -> Layout:
+            header: bool = True, lead: Sequence[str] = ()) -> Layout:
     """``frame`` as readers see it (the module doc): its index (unless ``index`` is false or it
     is the default 0..n-1) as the first columns, intervals as one column, every label from the
     label table and every value by its column's kind. ``kinds`` names a column's kind where
     the label table has none (or another); ``value_kind`` is the kind of every other column
     the table does not know (a wide table's scores or counts). An unnamed index holds row
-    labels (terms, or models)."""
+    labels (terms, or models). ``lead`` names columns shown first, the first of them kept in
+    view as the row header (a table's models before its phases)."""
     kinds = dict(kinds or {})
     default_index = (isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
                      and frame.index.start == 0 and frame.index.step == 1)
@@ -611,9 +612,12 @@ def lay_out(frame: pd.DataFrame, *, index: bool = True, kinds: Mapping[str, Kind
         columns = [("" if n is None else str(n), list(frame.index.get_level_values(i)))
                    for i, n in enumerate(frame.index.names)]
         n_labels = len(columns)
+    data = []
     for i, c in enumerate(frame.columns):
         name = " · ".join(label(x) for x in c) if isinstance(c, tuple) else str(c)
-        columns.append((name, list(frame.iloc[:, i])))
+        data.append((name, list(frame.iloc[:, i])))
+    first = [c for name in lead for c in data if c[0] == name]
+    columns += first + [c for c in data if c not in first]
     columns = _intervals(columns)
     found: list[Kind] = []
     for i, (name, values) in enumerate(columns):
@@ -696,10 +700,12 @@ class Table:
     level: float = study.CI_LEVEL
     """The interval level its interval columns are labelled with."""
     notes: Sequence[str] = ()
+    lead: Sequence[str] = ()
+    """Columns shown first, the first kept in view as the row header."""
 
     def shown(self) -> Layout:
         return lay_out(self.frame, index=self.index, kinds=self.kinds,
-                       value_kind=self.value_kind, level=self.level)
+                       value_kind=self.value_kind, level=self.level, lead=self.lead)
 
     def html(self, *, style: bool = True) -> str:
         return table_html(self.shown(), caption=self.caption, notes=self.notes,

@@ -159,7 +159,7 @@ def cost_plan(run: StageRun[GenerationParams],
     frame = plans.compare(design, profile_registry(llm.registry_file), routings)
     return Table(frame, caption=f"Planned cost of {what}, graded by the "
                  f"{panel_phrase(judges)}: as the study ran it, as configured, optimised",
-                 index=False)
+                 index=False, lead=["model"])
 
 
 # --- what was sent and what came back --------------------------------------------------------
