@@ -302,16 +302,15 @@ TERMS: dict[str, str] = {
     "control": "Control",
     "screened_in": "Screened in",
     "candidate": "Recall candidate",
-    "severity": "Severity",
-    "self_preference_raw": "Self-preference, raw",
-    "self_preference_corrected": "Self-preference, severity-corrected",
+    **{stat: COLUMNS[stat].label for stat in ("severity", "self_preference_raw",
+                                              "self_preference_corrected")},
     "no category majority": "No category majority",
     "ok": "Answered",
     "failed": "Failed",
 }
 """Readers' names of the machine's terms that a table shows as values or row labels (besides
-models, categories, themes and axes, which ``study`` names, and statistics, which
-:data:`COLUMNS` names)."""
+models, categories, themes and axes, which ``study`` names); a statistic named as a value
+reads as its column does."""
 
 
 def level_text(level: float) -> str:
