@@ -159,7 +159,7 @@ async def _submit(ctx: RunContext, adapter: Any, model: str, chunk: list[Item]
         try:
             return await adapter.batch_submit(model, [(it.key, it.body) for it in chunk])
         except Exception as exc:
-            err = adapter.classify(exc)
+            err = adapter.classify(exc, model_call=False)
             if err.kind == "fatal":
                 ctx.fatal = ProviderFatalError(
                     f"provider {chunk[0].provider.name}: batch submission: {err}")
@@ -206,7 +206,12 @@ async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict
         if isinstance(rep, Reply):  # empty without refusal: paid for, retried synchronously
             line = ctx.empty_reply_line(it, rep, "batch")
             spent += [line] if line is not None else []
-        # errored or expired (CallError), missing (None) or empty: the synchronous path
+        if isinstance(rep, CallError) and rep.kind == "fatal" and ctx.fatal is None:
+            ctx.fatal = ProviderFatalError(
+                f"provider {b['provider']} ({it.spec.name}): batch {bid}: {rep} — stopping the "
+                "run; finished calls are stored and will be reused")
+        # errored or expired (CallError), missing (None) or empty: the synchronous path, unless
+        # an error stopped the run (then they are not run)
         fallback.append(it)
     # answers, billed empty replies and the collected mark: one transaction
     ctx.record_batch(bid, info, stored, spent)
@@ -226,7 +231,7 @@ async def _poll(ctx: RunContext, adapter: Any, b: dict[str, Any]
             done, info = await adapter.batch_poll(bid, info)
             errors = 0
         except Exception as exc:
-            err = adapter.classify(exc)
+            err = adapter.classify(exc, model_call=False)
             if err.kind == "fatal":
                 ctx.fatal = ctx.fatal or ProviderFatalError(
                     f"provider {b['provider']}: batch status: {err}")
@@ -252,7 +257,7 @@ async def _collect(ctx: RunContext, adapter: Any, bid: str, info: dict[str, Any]
         try:
             return await adapter.batch_collect(bid, info), ""
         except Exception as exc:
-            err = adapter.classify(exc)
+            err = adapter.classify(exc, model_call=False)
             if err.kind == "fatal":
                 ctx.fatal = ctx.fatal or ProviderFatalError(f"batch {bid}: results: {err}")
                 return None, f"results unreadable ({err})"

@@ -26,7 +26,8 @@ CallMode = Literal["sync", "batch"]
 
 
 class ProviderFatalError(RuntimeError):
-    """Quota, billing or authentication failure: the run stopped; finished work is stored."""
+    """An account-level failure (quota, billing, key, organisation, location, model): the run
+    stopped after the call that met it; finished work is stored."""
 
 
 @dataclass

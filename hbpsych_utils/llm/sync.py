@@ -3,8 +3,10 @@
 Per provider, ``concurrency`` workers share a limiter (requests and tokens per minute, evenly
 spaced; a 429 pauses the whole provider for its ``Retry-After``). Transport errors, timeouts,
 unreadable bodies, 429 and 5xx are retried with jittered exponential back-off up to
-``max_attempts``; quota, billing and auth errors stop the run (:class:`ProviderFatalError`)
-after what finished is stored; other 4xx are stored as failed. A refusal is stored and never
+``max_attempts``; an account-level error (quota, billing, key, a disabled organisation, an
+unserved location, a model that does not exist: :func:`.providers.base.classify_error`) stops
+the run (:class:`ProviderFatalError`) after what finished is stored; other 4xx are stored as
+failed. A refusal is stored and never
 retried; an empty reply without a refusal stop reason is a paid transport failure
 (:meth:`RunContext.pay_for_empty_reply`): retried, never stored as an answer. That includes a
 reply cut at its output cap before any text (reasoning tokens count against the cap): paid,
