@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import typing
 from pathlib import Path
@@ -15,6 +16,12 @@ from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.reporting import book, ledger
 from hbpsych_utils.reporting.ledger import DIFFERS, EQUAL, NOT_COMPUTABLE, Missing, PaperNumber
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPER = next((p for p in (ROOT.parent / "shared" / "docs" / "paper.md",
+                          ROOT.parents[1] / "shared" / "docs" / "paper.md") if p.is_file()), None)
+"""The study paper's reference copy, beside the repository (or beside the folder of its
+worktrees); absent from a clone elsewhere, where the tests that read it are skipped."""
 
 
 def _number(paper: str, **kw: object) -> PaperNumber:
@@ -41,6 +48,11 @@ def _number(paper: str, **kw: object) -> PaperNumber:
     ("378", 377, DIFFERS, "377"),
     ("kimi-k2.6", "kimi-k2.6", EQUAL, "kimi-k2.6"),
     ("kimi-k2.6", "gpt-5.5", DIFFERS, "gpt-5.5"),
+    ("4,359", 4359, EQUAL, "4,359"),
+    ("4,359", 4358, DIFFERS, "4,358"),
+    ("1,000", 1000, EQUAL, "1,000"),
+    ("claude-haiku-4.5", "claude-haiku-4-5-20251001", EQUAL, "claude-haiku-4.5"),
+    ("claude-haiku-4.5", "gemini-2.5-flash", DIFFERS, "gemini-2.5-flash"),
 ])
 def test_a_run_value_is_compared_at_the_printed_precision(paper, value, status, run):
     row = ledger.compare(_number(paper), value)
@@ -51,6 +63,7 @@ def test_a_difference_is_said_in_the_papers_unit():
     assert ledger.compare(_number("6.0%"), 8 / 150).note == "by -0.67 percentage points"
     assert ledger.compare(_number("1000"), 996).note == "by -4"
     assert ledger.compare(_number("0.158"), 0.157).note == "by -0.0010"
+    assert ledger.compare(_number("4,359"), 2359).note == "by -2,000"
 
 
 def test_a_missing_value_is_not_computable_with_its_reason():
@@ -99,6 +112,35 @@ def test_summary_counts_each_status():
     s = ledger.summary(rows)
     assert (s.total, s.equal, s.differs, s.not_computable) == (3, 1, 1, 1)
     assert s.sentence().startswith("1 of 3 numbers")
+
+
+# --- the paper as printed -------------------------------------------------------------------------
+
+
+def _token(text: str) -> re.Pattern[str]:
+    """``text`` as a whole printed token: not part of a longer number, name or word."""
+    return re.compile(r"(?<![\w\-.,])" + re.escape(text) + r"(?![\w\-]|[.,]\d)")
+
+
+@pytest.mark.skipif(PAPER is None, reason="the paper's reference copy is not beside the repository")
+def test_the_paper_column_is_the_paper_as_printed():
+    """Every printed value is a token of the paper's text; numbers of four digits carry its
+    thousands separator, and models are named as the paper names them, not by API id."""
+    assert PAPER is not None
+    paper = PAPER.read_text(encoding="utf-8")
+    numbers = {n.id: n for n in ledger.load_numbers()}
+    for n in numbers.values():
+        assert _token(n.paper).search(paper), (n.id, n.paper)
+    printed = {"screen_not_relevant": ("4,359", "4359"), "r2_pool": ("4,209", "4209"),
+               "harness_n": ("1,000", "1000"),
+               "rank18": ("claude-haiku-4.5", "claude-haiku-4-5-20251001")}
+    for key, (shown, machine) in printed.items():
+        assert numbers[key].paper == shown and shown in paper, key
+        assert not _token(machine).search(paper), machine
+    # "mistral-small-latest" is an API id; the paper, and the ledger's words, say mistral-small
+    assert "mistral-small-latest" not in paper
+    assert all("mistral-small-latest" not in n.quantity + n.paper for n in numbers.values())
+    assert _token("mistral-small").search(paper)
 
 
 # --- on the default run -------------------------------------------------------------------------

@@ -4,8 +4,9 @@ beside this run's value, with a status.
 The paper's side is data (``data/paper_numbers.yaml``, its values as printed); this run's side
 comes from the stages' typed metrics only, never from a second copy. A printed value sets the
 precision of the comparison: ``0.157`` compares the run's value rounded to three decimals,
-``7.6%`` its percentage to one decimal, ``378`` the integer exactly, ``kimi-k2.6`` the model
-id. Three statuses:
+``7.6%`` its percentage to one decimal, ``4,359`` the integer exactly (written with the paper's
+thousands separator), ``claude-haiku-4.5`` the model the paper names so (``study.PAPER_NAMES``).
+Three statuses:
 
 - ``equal``: the run's value, rounded as the paper prints it, is the printed value;
 - ``differs``: it is not (the row says by how much, in the paper's unit);
@@ -19,6 +20,7 @@ The ledger judges agreement only; whether a chapter is current is the landing pa
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -101,33 +103,43 @@ Value = float | int | str | Missing
 
 @dataclass(frozen=True)
 class Printed:
-    """A printed value: a number with its decimals (and whether it is a percentage), or text."""
+    """A printed value: a number with its decimals (and whether it is a percentage, signed, or
+    written with thousands separators), or text."""
 
     text: str
     number: Decimal | None
     decimals: int
     percent: bool
     signed: bool
+    grouped: bool = False
+
+
+_GROUPED = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?")
+"""A number written with thousands separators ("4,359", "1,000")."""
 
 
 def printed(text: str) -> Printed:
-    """Parse a printed value ("0.157", "+0.077", "-0.003", "7.6%", "378", "kimi-k2.6")."""
+    """Parse a printed value ("0.157", "+0.077", "-0.003", "7.6%", "4,359", "kimi-k2.6")."""
     s = text.strip().replace("−", "-")
     percent = s.endswith("%")
     body = s.removesuffix("%")
+    grouped = _GROUPED.fullmatch(body) is not None
+    if grouped:
+        body = body.replace(",", "")
     try:
         number = Decimal(body)
     except InvalidOperation:
         return Printed(text, None, 0, False, False)
     decimals = -number.as_tuple().exponent if "." in body else 0
-    return Printed(text, number, int(decimals), percent, body.startswith(("+", "-")))
+    return Printed(text, number, int(decimals), percent, body.startswith(("+", "-")), grouped)
 
 
 def shown(value: float | int, p: Printed) -> str:
-    """A run's value written as the paper writes ``p``: same decimals, sign and unit."""
+    """A run's value written as the paper writes ``p``: same decimals, sign, separators, unit."""
     x = 100 * value if p.percent else value
     sign = "+" if p.signed else ""
-    return f"{x:{sign}.{p.decimals}f}" + ("%" if p.percent else "")
+    group = "," if p.grouped else ""
+    return f"{x:{sign}{group}.{p.decimals}f}" + ("%" if p.percent else "")
 
 
 def compare(number: PaperNumber, value: Value) -> Row:
@@ -136,20 +148,21 @@ def compare(number: PaperNumber, value: Value) -> Row:
         return Row(number=number, run="", status=NOT_COMPUTABLE, note=value.reason)
     p = printed(number.paper)
     if p.number is None or isinstance(value, str):
-        run = str(value)
+        run = study.paper_name(str(value))
         status = EQUAL if run == number.paper else DIFFERS
         return Row(number=number, run=run, status=status)
     if isinstance(value, bool) or not math.isfinite(value):
         return Row(number=number, run=str(value), status=NOT_COMPUTABLE,
                    note="the run's value is not a number")
     run = shown(value, p)
-    if Decimal(run.removesuffix("%")) == p.number:
+    if Decimal(run.removesuffix("%").replace(",", "")) == p.number:
         return Row(number=number, run=run, status=EQUAL)
     delta = Decimal(str(100 * value if p.percent else value)) - p.number
     unit = " percentage points" if p.percent else ""
     digits = p.decimals + 1 if p.decimals else 0
+    group = "," if p.grouped else ""
     return Row(number=number, run=run, status=DIFFERS,
-               note=f"by {float(delta):+.{digits}f}{unit}")
+               note=f"by {float(delta):+{group}.{digits}f}{unit}")
 
 
 # --- the run's values ---------------------------------------------------------------------------
