@@ -528,7 +528,7 @@ def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
     table = []
     for r in rows:
         stage = ledger.stage_of(r.number)
-        run = _chapter_link(r.run, stage, chapters) if r.run else "–"
+        run = _nowrap(_chapter_link(r.run, stage, chapters)) if r.run else "–"
         word = ledger.STATUS_WORDS[r.status]
         status = (f"**{word}**" if r.status != ledger.EQUAL and r.status != ledger.NOT_COMPUTABLE
                   else word) + (f": {_cell(r.note)}" if r.note else "")
@@ -546,9 +546,9 @@ def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
     groups: dict[str, list[ledger.Row]] = {}
     for r in rows:
         groups.setdefault(ledger.conditions(r.number).sentence(), []).append(r)
-    parts.append(_table(["numbers", "the paper's conditions"], [
-        (_cell(f"{len(g)} (§ {', '.join(dict.fromkeys(r.number.section for r in g))})"),
-         _cell(conditions)) for conditions, g in groups.items()]))
+    parts.append(_table(["§", _nowrap("numbers"), "the paper's conditions"], [
+        (", ".join(_nowrap(_cell(sec)) for sec in dict.fromkeys(r.number.section for r in g)),
+         str(len(g)), _cell(conditions)) for conditions, g in groups.items()]))
     return "\n".join(parts)
 
 
