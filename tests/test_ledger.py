@@ -120,6 +120,10 @@ def test_a_malformed_entry_is_refused_naming_it(tmp_path: Path):
                     "- {id: a, section: '1', quantity: q, paper: '1', value: [01_corpus, n]}\n")
     with pytest.raises(ledger.LedgerError, match="stage of the graph"):
         ledger.load_numbers(path)
+    path.write_text("- {id: a, section: '1', quantity: q, paper: '1', value: [09_judges, n],\n"
+                    "   unaffected_by: [judges.subsets]}\n")
+    with pytest.raises(ledger.LedgerError, match=r"\(a\).*no stage reads 'judges.subsets'"):
+        ledger.load_numbers(path)
 
 
 def test_summary_counts_each_status():
@@ -209,6 +213,7 @@ def test_conditions_are_derived_from_the_graph_per_number():
                 for k in graph.keys_read(ledger.PAPER_RUN, s)}
         assert set(c.keys) <= read, n.id
         assert not set(c.keys) & ledger.NOT_CONDITIONS
+    assert all(graph.readers(key) for key in ledger.NOT_CONDITIONS)  # no misspelt key
     for n in _of(graph.JUDGES):
         assert ledger.conditions(n).keys == {"judges.subset": "v1"}, n.id
         assert ledger.conditions(n).modes == {graph.JUDGES: graph.PAPER}

@@ -447,17 +447,16 @@ PAPER_RUN = Profile(name="paper")
 ``default`` profile changes none that a printed number depends on; a test keeps it so)."""
 
 NOT_CONDITIONS = frozenset({
-    "corpus.allow_partial", "corpus.invalid_records", "corpus.max_conversations",
-    "corpus.corpus_file", "corpus.detect_language",
+    *(k for r in graph.spec(graph.CORPUS).reads for k in r.keys),
     "screening.translation_model", "screening.translation_artifact",
     "subset.name", "subset.compare_with_release", "screening.compare_with_release",
     "harness_validation.published_source",
 })
 """Keys the graph lists as read that no printed number depends on: the corpus's load options
-(the numbers here come from the released screen, ratings, logs and matrices, not from the
-conversations a run holds; only live stages compute from those, and their mode is itself a
-condition), the translations shown to reviewers beside the original, the subset files' names,
-checks against the release that change no count, and a citation's text."""
+(01's keys: the numbers here come from the released screen, ratings, logs and matrices, not
+from the conversations a run holds; only live stages compute from those, and their mode is
+itself a condition), the translations shown to reviewers beside the original, the subset files'
+names, checks against the release that change no count, and a citation's text."""
 
 PRIMARY: dict[str, Callable[[Any], Any]] = {
     "scores.subsets": lambda subsets: subsets[0] if subsets else None,
