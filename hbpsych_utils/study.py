@@ -69,6 +69,20 @@ DISPLAY_NAMES: dict[str, str] = {
 model is shown by its id. Files for machines (CSV, metrics) keep the ids."""
 
 
+PAPER_NAMES: dict[str, str] = {
+    "gpt-4.1-2025-04-14": "gpt-4.1",
+    "claude-haiku-4-5-20251001": "claude-haiku-4.5",
+    "mistral-small-latest": "mistral-small",
+}
+"""How the study's paper prints a model whose name there is not its API id (every other model
+it names by its id): what the reproduction ledger compares a run's model with."""
+
+
+def paper_name(model_id: str) -> str:
+    """A model as the paper prints it ('claude-haiku-4.5'), or the id itself."""
+    return PAPER_NAMES.get(model_id, model_id)
+
+
 def display_name(model_id: str) -> str:
     """A model's name for readers (e.g. 'GPT-4.1'), or the id itself if it has none."""
     return DISPLAY_NAMES.get(model_id, model_id)

@@ -443,11 +443,7 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     parts = [f"# HealthBench-Psych: the {_code(title_name(profile), cell=False)} run\n",
              STUDY_SUMMARY + "\n"]
     if reproduced is not None:
-        own = any(getattr(metrics.get(s), "mode", None) == graph.LIVE
-                  for s in (graph.GENERATION, graph.GRADING))
-        why = (" This run generated and graded replies of its own, so the paper's evaluation "
-               "numbers are not expected to reappear here." if own else "")
-        parts.append(f"**{reproduced.sentence()}**{why} See the "
+        parts.append(f"**{reproduced.sentence()}** See the "
                      f"{{doc}}`reproduction ledger <{LEDGER_PAGE}>`.\n")
     if find:
         parts.append("## Find your way\n")
@@ -497,27 +493,62 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     return "\n".join(parts)
 
 
+def _nowrap(markdown: str) -> str:
+    """A cell's content kept on one line ("App. I" never splits mid-token)."""
+    return f'<span style="white-space: nowrap">{markdown}</span>'
+
+
+def _compared_words(r: ledger.Row) -> str:
+    """What the value of a row whose conditions are not the paper's says beside the paper's."""
+    if r.compared == ledger.EQUAL:
+        return "its value equals the paper's all the same"
+    if r.compared == ledger.DIFFERS:
+        return f"its value differs from the paper's {r.compared_note}".rstrip()
+    return f"not computable either: {r.compared_note}"
+
+
 def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
                     chapters: Sequence[str]) -> str:
-    """The reproduction ledger's page: the summary, then every printed number by section."""
+    """The reproduction ledger's page: the summary, every printed number by section, then what
+    each number depends on (its conditions in the paper's run)."""
     summary = ledger.summary(rows)
     parts = ["# Reproduction ledger\n",
              "Every number the study's paper prints that its released artifacts determine, "
-             "beside the value this run computed. A number is *equal* when this run's value, "
-             "rounded as the paper prints it, is the printed value; *differs* says by how much; "
-             "*not computable* says what this run lacks. The paper's values are kept as printed "
-             "in `data/paper_numbers.yaml`; this run's come from its chapters' results.\n",
+             "as the paper prints it, beside the value this run computed. Each number holds "
+             "under the paper's conditions (listed below the table: the chapters it comes from, "
+             "their modes and settings), and a run that departs from them says so first: "
+             "*tweaked* names the setting this run changed, *not current* says its chapter was "
+             "run by hand, failed or is behind an upstream change, *own replies* says the "
+             "chapter generated and graded replies of its own. Under the paper's conditions, a "
+             "number is *equal* when this run's value, rounded as the paper prints it, is the "
+             "printed value; *differs* says by how much; *not computable* says what this run "
+             "lacks. The paper's values are kept as printed in `data/paper_numbers.yaml`; this "
+             "run's come from its chapters' results.\n",
              f"**{summary.sentence()}**\n"]
-    words = {ledger.EQUAL: "equal", ledger.DIFFERS: "**differs**",
-             ledger.NOT_COMPUTABLE: "not computable"}
     table = []
     for r in rows:
         stage = ledger.stage_of(r.number)
-        run = _chapter_link(r.run, stage, chapters) if r.run else "–"
-        status = words[r.status] + (f": {_cell(r.note)}" if r.note else "")
-        table.append((_cell(r.number.section), _cell(r.number.quantity),
-                      _cell(r.number.paper), run, status))
+        run = _nowrap(_chapter_link(r.run, stage, chapters)) if r.run else "–"
+        word = ledger.STATUS_WORDS[r.status]
+        status = (f"**{word}**" if r.status != ledger.EQUAL and r.status != ledger.NOT_COMPUTABLE
+                  else word) + (f": {_cell(r.note)}" if r.note else "")
+        if r.status != r.compared:
+            status += f" ({_cell(_compared_words(r))})"
+        table.append((_nowrap(_cell(r.number.section)), _cell(r.number.quantity),
+                      _nowrap(_cell(r.number.paper)), run, status))
     parts.append(_table(["§", "quantity", "paper", "this run", "status"], table))
+    parts.append("## What each number depends on\n")
+    parts.append("Derived from the stage graph: the chapters a number comes from and those they "
+                 "read from, with their modes and the settings they read, at the values of the "
+                 "paper's run. A setting that cannot change a number (such as which other "
+                 "candidates are scored, for one candidate's mean) is left out of its "
+                 "conditions.\n")
+    groups: dict[str, list[ledger.Row]] = {}
+    for r in rows:
+        groups.setdefault(ledger.conditions(r.number).sentence(), []).append(r)
+    parts.append(_table(["§", _nowrap("numbers"), "the paper's conditions"], [
+        (", ".join(_nowrap(_cell(sec)) for sec in dict.fromkeys(r.number.section for r in g)),
+         str(len(g)), _cell(conditions)) for conditions, g in groups.items()]))
     return "\n".join(parts)
 
 
@@ -929,7 +960,7 @@ def write_sources(profile_dir: Path, src: Path) -> str:
         prepare_notebook(nb, src / nb.name, chapter_banner(states.get(nb.stem), command))
         chapters.append(nb.stem)
     try:
-        rows = ledger.ledger(metrics)
+        rows = ledger.ledger(metrics, run=ledger.RunConditions(run, states))
     except ledger.LedgerError as exc:
         raise BookError(str(exc)) from exc
     (src / f"{LEDGER_PAGE}.md").write_text(ledger_markdown(rows, metrics, chapters),
