@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hbpsych_utils import study
 from hbpsych_utils.core import paths, yaml_loader
@@ -297,6 +297,7 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
+    """The profile file's name: a plain name (``paths.plain_name``), the run's folder."""
     description: str = ""
     seed: int = study.SEED
     notebooks: list[str] | None = None
@@ -324,13 +325,21 @@ class Profile(BaseModel):
     judge_accuracy: JudgeAccuracyParams = JudgeAccuracyParams()
     """The evaluation stages' sections (06-12, 14, 15), in ``evaluation_mode``."""
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        return paths.plain_name(value, "profile name")
+
 
 NOT_PROFILES = frozenset({"models"})
 """YAML files in ``params/`` that are not run profiles (``models.yaml`` is the model registry)."""
 
 
 def available_profiles() -> list[str]:
-    return sorted(p.stem for p in paths.params_dir().glob("*.yaml") if p.stem not in NOT_PROFILES)
+    """The profiles of ``params/`` by name (a file whose name is not a plain name is none:
+    :func:`profile_name` would refuse it)."""
+    return sorted(p.stem for p in paths.params_dir().glob("*.yaml")
+                  if p.stem not in NOT_PROFILES and paths.is_plain_name(p.stem))
 
 
 def profile_path(name_or_path: str | Path) -> Path:
@@ -340,8 +349,19 @@ def profile_path(name_or_path: str | Path) -> Path:
     return paths.params_dir() / f"{name_or_path}.yaml"
 
 
+def profile_name(name_or_path: str | Path) -> str:
+    """``paths.profile_name`` (the profile's name, a plain name), its refusal a
+    :class:`ProfileError`."""
+    try:
+        return paths.profile_name(name_or_path)
+    except paths.UnsafePath as exc:
+        raise ProfileError(str(exc)) from None
+
+
 def existing_profile_path(name_or_path: str | Path) -> Path:
-    """:func:`profile_path`, or an error listing the profiles when no such file exists."""
+    """:func:`profile_path`, or an error listing the profiles when no such file exists (or
+    the profile's name is not a plain name, :func:`profile_name`)."""
+    profile_name(name_or_path)
     path = profile_path(name_or_path)
     if path.is_file():
         return path

@@ -35,10 +35,11 @@ line; otherwise ``<this python> -m hbpsych_utils run``."""
 
 def profile_dir(profile: str, outputs_root: Path | None) -> Path:
     """``outputs/<profile>/`` of a profile given by name or YAML path, as ``run_profile`` will
-    name it (the file's stem), without reading the profile."""
-    p = Path(profile)
-    name = p.stem if p.suffix in (".yaml", ".yml") else profile
-    return paths.from_caller(outputs_root or paths.outputs_root()) / name
+    name it (the file's stem), without reading the profile; ``paths.UnsafePath`` when the name
+    is not a plain name or the folder would be in the project's source tree
+    (``paths.run_folder``)."""
+    root = paths.outputs_root() if outputs_root is None else outputs_root
+    return paths.run_folder(root, paths.profile_name(profile))
 
 
 def interruption_line(exc: RunInterrupted, command: str) -> str:
@@ -86,7 +87,11 @@ def lock_refusal(argv: list[str]) -> str | None:
 
 def _refusal(args: argparse.Namespace) -> str | None:
     try:
-        runlock.refuse_if_running(profile_dir(args.profile, args.outputs), args.profile)
+        folder = profile_dir(args.profile, args.outputs)
+    except paths.UnsafePath:  # the run itself refuses it, with its own exit code
+        return None
+    try:
+        runlock.refuse_if_running(folder, folder.name)
     except runlock.RunLocked as exc:
         return f"error: {exc}"
     return None
@@ -147,7 +152,7 @@ def _main(args: argparse.Namespace, command: str) -> int:
             args.profile, outputs_root=args.outputs, only=args.only, overrides=overrides,
             force=args.force, command=command,
         )
-    except config.ProfileError as exc:
+    except (config.ProfileError, paths.UnsafePath) as exc:
         _say(f"error: {exc}")
         return EXIT_USAGE
     except runlock.RunLocked as exc:

@@ -176,7 +176,9 @@ def run_profile(
     ``command`` is how the run was started (recorded for a second run to name, and said again
     to resume after Ctrl-C). A bad profile, override or ``only`` raises
     ``config.ProfileError`` before anything is written; another run into the same outputs
-    folder raises ``runlock.RunLocked``; a damaged LLM store in the run folder raises
+    folder raises ``runlock.RunLocked``; an outputs root or run folder in the project's source
+    tree raises ``paths.UnsafePath`` (both before anything is written, as a bad profile name's
+    ``config.ProfileError``); a damaged LLM store in the run folder raises
     ``llm.store.StoreError`` before any notebook, once the manifest records it (``error``);
     Ctrl-C raises :class:`RunInterrupted` once the manifest records the notebook it stopped."""
     from hbpsych_utils.pipeline import state
@@ -190,9 +192,10 @@ def run_profile(
     with execute.RunWatch() as watch:  # Ctrl-C, from here until the run returns
         profile, unread = checks.load_for_run(profile_name, overrides)
         # Absolute (a relative one is the caller's), so an executed copy opened from
-        # outputs/<profile>/notebooks/ finds its run.
-        root = paths.from_caller(outputs_root or paths.outputs_root())
-        out = root / profile.name
+        # outputs/<profile>/notebooks/ finds its run; never in the project's source tree.
+        out = paths.run_folder(paths.outputs_root() if outputs_root is None else outputs_root,
+                               profile.name)
+        root = out.parent
         expected = state.expected_inputs(profile)
         steps = plan(profile, out, expected, only=only, force=force)
         command = command or default_command(profile_name, outputs_root, only, overrides, force)
