@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # Only what refuses a second run: the rest is imported where used, so that the command line
 # answers "already running" before it loads pydantic, the profile or papermill.
@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from hbpsych_utils.core.config import Profile
     from hbpsych_utils.pipeline.state import Inputs
     from hbpsych_utils.runner.execute import RunWatch
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -155,6 +158,26 @@ def plan(profile: Profile, run_dir: Path, expected: Mapping[str, Inputs], *,
     return steps
 
 
+def book_call(run_dir: Path, build: Callable[[Path], T]) -> T:
+    """``build(run_dir)`` (``reporting.book``'s ``build_book`` or ``render``), for ``run``,
+    ``book`` and ``publish`` alike, with every file-system error naming its path: a ``book/``
+    that is a symbolic link is refused before the build (the finished site replaces the folder
+    whole, which neither follows nor removes a link), and an error a library raises without a
+    file (a full disk while Sphinx or ``shutil`` writes) names the book's folder."""
+    from hbpsych_utils.core.writes import with_path
+    from hbpsych_utils.reporting import book
+
+    target = run_dir / book.BOOK_DIR
+    if target.is_symlink():
+        raise OSError(None, f"a symbolic link (to {os.readlink(target)}) where the book's "
+                      "folder is written whole: remove the link, or render into another "
+                      "outputs folder", str(target))
+    try:
+        return build(run_dir)
+    except OSError as exc:
+        raise with_path(exc, target) from None
+
+
 def _names(stages: list[str]) -> str:
     """``a is`` / ``a, b are`` (the stages named in a sentence, with its verb)."""
     return f"{', '.join(stages)} {'is' if len(stages) == 1 else 'are'}"
@@ -215,7 +238,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     from papermill.exceptions import PapermillExecutionError
 
     from hbpsych_utils.core import config
-    from hbpsych_utils.core.writes import scrub_file
+    from hbpsych_utils.core.writes import scrub_file, with_path
     from hbpsych_utils.llm import store as llm_store
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
@@ -292,7 +315,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         try:
             from hbpsych_utils.reporting import book  # the run's offline reading copy
 
-            echo(f"book: {book.build_book(out)}")
+            echo(f"book: {book_call(out, book.build_book)}")
         except KeyboardInterrupt:
             watch.requested = True
         if watch.requested:
@@ -357,6 +380,8 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                     what = f"FAILED: {name} at cell {cell}: its kernel {error['kernel']}"
                 return failed(name, entry, error, start,
                               f"{what}: {error['ename']}: {error['evalue']}")
+            except OSError as exc:  # papermill saving the executed copy on a full disk: no file
+                raise with_path(exc, target) from None
             finally:  # a cell may have shown what a server sent back
                 scrub_file(target)
             (staging / name).mkdir(parents=True, exist_ok=True)
