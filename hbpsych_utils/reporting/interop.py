@@ -662,7 +662,7 @@ def _zip_json(zf: zipfile.ZipFile, name: str, path: Path) -> Any:
     info = zf.getinfo(name)
     try:
         data = _zstd_member(zf, info) if info.compress_type == ZIP_ZSTANDARD else zf.read(name)
-        return json.loads(data.decode("utf-8"))
+        return records.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InteropError(f"{path}: {name}: not valid JSON: {exc}") from None
     except NotImplementedError as exc:
