@@ -240,3 +240,19 @@ def test_unsafe_names_and_outputs_leave_the_repository_unchanged(repository_copy
                             cwd=repo, capture_output=True, text=True, check=True).stdout
     assert sorted(status.splitlines()) == ["?? params/...yaml", "?? params/..yaml"]
     assert not (repo / "outputs").exists()
+
+
+def test_a_notebook_run_by_hand_with_an_unsafe_profile_removes_and_writes_nothing(
+        tmp_path: Path) -> None:
+    """A chapter started by hand (its parameters cell) with ``profile = ".."``: refused before
+    an earlier hand run's folder would be removed, outside the run folder."""
+    from hbpsych_utils.stages import base
+
+    outputs = tmp_path / "runs" / "outputs"
+    outputs.mkdir(parents=True)
+    kept = tmp_path / "runs" / ".hand" / "09_judges"  # where outputs/../.hand/09_judges leads
+    kept.mkdir(parents=True)
+    before = snapshot(tmp_path)
+    with pytest.raises(paths.UnsafePath, match="is not a plain name"):
+        base.start("09_judges", {"profile": "..", "outputs_root": str(outputs)})
+    assert snapshot(tmp_path) == before
