@@ -21,8 +21,7 @@ exit code 130.
 
 from __future__ import annotations
 
-import shlex
-import signal
+import signal  # built into the interpreter, as sys: nothing to interrupt before main() runs
 import sys
 
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
@@ -43,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:  # not the main thread
             pass
         exec("None")  # clears CPython's note of an interrupted exec (runner.cli._quiet)
+        import shlex
+
         command = shlex.join(["python", "-m", "hbpsych_utils", *argv])
         print(f"interrupted: {command} stopped by Ctrl-C before it finished; run it again",
               file=sys.stderr)
@@ -130,7 +131,7 @@ def _profiles(rest: list[str]) -> int:
     from hbpsych_utils.core import config, paths
 
     if rest:
-        print(f"error: profiles takes no arguments (got {shlex.join(rest)})", file=sys.stderr)
+        print(f"error: profiles takes no arguments (got {' '.join(rest)})", file=sys.stderr)
         return EXIT_USAGE
     for name in config.available_profiles():
         try:
