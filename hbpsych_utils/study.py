@@ -165,6 +165,17 @@ ROUND2_CONTROLS = 25
 N_RESAMPLES = 1000
 """Conversation-level bootstrap resamples."""
 
+MAX_RESAMPLES = 100_000
+"""The most bootstrap resamples a profile or ``filter-results --resamples`` accepts (a
+hundred times the study's). The draws are one row of weights per resample over the
+conversations, about 16 bytes per (resample, conversation): at this ceiling about 1 GB for the
+610 conversations of v1; a larger value would exhaust the memory instead of sharpening an
+interval."""
+
+MAX_SEED = 2**32 - 1
+"""The largest seed a profile or ``filter-results --seed`` accepts (seeds are ≥ 0): numpy's
+seed range (``RandomState``; ``default_rng`` takes it too), and within every provider's."""
+
 CI_LEVEL = 0.95
 """Level of every percentile bootstrap interval."""
 

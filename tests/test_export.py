@@ -59,7 +59,8 @@ def test_export_of_a_local_subset_file(mirror: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_unknown_subset_and_format_are_errors(mirror: Path) -> None:
-    proc = cli("ids", "--subset", "nope")
-    assert proc.returncode == 1 and "nope" in proc.stderr and "Traceback" not in proc.stderr
+    proc = cli("ids", "--subset", "nope")  # a bad argument: one line, exit 2
+    assert proc.returncode == 2 and "nope" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
     with pytest.raises(ValueError, match="unknown format"):
         export.format_ids(["a"], "xml")

@@ -147,7 +147,7 @@ def test_a_key_echoed_by_the_endpoint_is_never_written_or_printed(
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", ENGINE_CELL.format(url=echo_server))
-    out = project / "out"
+    out = project / "outputs"
     assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_FAILED
     said = capsys.readouterr()
     terminal = said.out + said.err

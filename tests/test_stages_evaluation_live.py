@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import record_released_corpus, released_jsonl
+from pydantic import ValidationError
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
@@ -201,7 +202,8 @@ def test_07_judges_default_to_the_study_panel() -> None:
     assert GradingParams().judges is None
     assert GradingParams().judge_panel() == list(study.JUDGE_PANEL)
     assert GradingParams(judges=["x"]).judge_panel() == ["x"]
-    assert GradingParams(judges=[]).judge_panel() == []
+    with pytest.raises(ValidationError, match="an empty panel"):
+        GradingParams(judges=[])
 
 
 def test_07_metrics_from_a_panel_run(tmp_path: Path) -> None:

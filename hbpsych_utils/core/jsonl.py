@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hbpsych_utils.core.records import NotUTF8, utf8_lines
+from hbpsych_utils.core.records import NotUTF8, loads, utf8_lines
 
 
 def records(
@@ -29,7 +29,7 @@ def records(
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads(line)
         except json.JSONDecodeError as exc:
             raise error(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
         if not isinstance(rec, dict):

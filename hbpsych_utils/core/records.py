@@ -22,6 +22,7 @@ does not parse.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -185,13 +186,50 @@ class NotJSON(ValueError):
         super().__init__(f"{file}:{line}: {self.problem}")
 
 
-def read_json(path: Path | str, *, error: type[Exception] | None = None) -> Any:
-    """A whole JSON file, decoded. Bytes that are not UTF-8 raise :class:`NotUTF8` and text
-    that does not parse :class:`NotJSON` (or ``error`` with their message:
-    ``<file>:<line>: ...``), so every reader of a JSON file names the file and the line."""
-    text = read_text(path, error=error)
+def loads(text: str) -> Any:
+    """``json.loads``, with text nested too deeply for the parser (Python's recursion limit:
+    ``[[[[...`` a hundred thousand deep) raised as the ``json.JSONDecodeError`` it is, at the
+    first bracket past the limit, instead of a ``RecursionError``."""
     try:
         return json.loads(text)
+    except RecursionError:
+        limit = sys.getrecursionlimit()
+        raise json.JSONDecodeError(
+            f"arrays and objects nested more than {limit} deep (too deep to read)", text,
+            _first_bracket_deeper_than(text, limit)) from None
+
+
+def _first_bracket_deeper_than(text: str, limit: int) -> int:
+    """Position of the first ``[`` or ``{`` (outside strings) at nesting depth ``limit + 1``
+    (0 if there is none)."""
+    depth, in_string, escaped = 0, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return i
+        elif ch in "]}":
+            depth -= 1
+    return 0
+
+
+def read_json(path: Path | str, *, error: type[Exception] | None = None) -> Any:
+    """A whole JSON file, decoded. Bytes that are not UTF-8 raise :class:`NotUTF8` and text
+    that does not parse (or is nested too deeply to, :func:`loads`) :class:`NotJSON` (or
+    ``error`` with their message: ``<file>:<line>: ...``), so every reader of a JSON file
+    names the file and the line."""
+    text = read_text(path, error=error)
+    try:
+        return loads(text)
     except json.JSONDecodeError as exc:
         bad = NotJSON(path, exc.lineno, exc.msg)
         raise (bad if error is None else error(str(bad))) from None

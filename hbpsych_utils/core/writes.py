@@ -80,9 +80,37 @@ _ADVICE = {
 }
 
 
-def describe_os_error(exc: OSError) -> str:
+def _first_copy_error(exc: OSError) -> OSError | None:
+    """The first failure of a ``shutil.copytree`` (its ``shutil.Error`` lists ``(source,
+    destination, reason)`` and names no file itself), as an error naming the destination."""
+    import shutil
+
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        for item in exc.args[0]:
+            if isinstance(item, tuple) and len(item) == 3:
+                _src, dst, why = item
+                return OSError(None, str(why), str(dst))
+    return None
+
+
+def with_path(exc: OSError, path: Path) -> OSError:
+    """``exc`` if it names a file, else the same error naming ``path`` (where the caller was
+    writing): a full disk met while a library writes (papermill, Sphinx, ``shutil``) names no
+    file, and a one-line error must say where."""
+    if exc.filename is not None or exc.filename2 is not None:
+        return exc
+    copied = _first_copy_error(exc)
+    if copied is not None:
+        return copied
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
+
+
+def describe_os_error(exc: OSError, where: Path | None = None) -> str:
     """A file-system error in one line: the path and the problem, in words, with what to do
-    (instead of a traceback)."""
+    (instead of a traceback). ``where`` is the path to name when the error names none (the
+    folder the command was writing, :func:`with_path`)."""
+    if exc.filename is None and exc.filename2 is None:
+        exc = _first_copy_error(exc) or (with_path(exc, where) if where is not None else exc)
     named = [Path(os.fsdecode(p)) for p in (exc.filename2, exc.filename)
              if isinstance(p, str | bytes | os.PathLike)]
     for path in named:
@@ -96,4 +124,6 @@ def describe_os_error(exc: OSError) -> str:
                 return (f"{place}: a file where a folder is needed: move it, or write "
                         "somewhere else")
     problem = _ADVICE.get(exc.errno or 0) or exc.strerror or str(exc)
-    return f"{named[0] if named else '(no path)'}: {problem}"
+    if not named:  # a caller that knows no path at all: the problem alone, still one line
+        return " ".join(problem.split())
+    return f"{named[0]}: {' '.join(problem.split())}"

@@ -29,14 +29,12 @@ lay them out.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import math
 import re
 import shlex
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -50,7 +48,6 @@ from hbpsych_utils import study
 from hbpsych_utils.construction.instrument import BOOK_COPY, INSTRUMENT_FILE
 from hbpsych_utils.core import escape, paths, records, wording
 from hbpsych_utils.core.config import Profile
-from hbpsych_utils.core.writes import describe_os_error
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
@@ -1105,27 +1102,3 @@ def build_book(profile_dir: Path) -> Path:
     Works on any run folder, whole or partial: a stage that did not run is absent from it."""
     return render(profile_dir).index
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m hbpsych_utils book PROFILE [--outputs DIR]``."""
-    ap = argparse.ArgumentParser(prog="hbpsych book", description=(
-        "Render an existing run folder outputs/PROFILE/ into outputs/PROFILE/book/, a static "
-        "site that opens offline in any browser."))
-    ap.add_argument("profile", nargs="?", default="default")
-    ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: "
-                    "outputs/ of the project; a relative path is relative to the directory "
-                    "the command is started from)")
-    args = ap.parse_args(argv)
-    profile_dir = paths.from_caller(args.outputs or paths.outputs_root()) / args.profile
-    try:
-        report = render(profile_dir)
-    except BookError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # a book/ that is a link loop, a full disk, a read-only folder
-        print(f"error: {describe_os_error(exc)}", file=sys.stderr)
-        return 1
-    for line in report.warnings:
-        print(f"warning: {line}", file=sys.stderr)
-    print(f"book: {report.index} ({report.seconds:.1f}s)")
-    return 0

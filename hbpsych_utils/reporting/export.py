@@ -20,9 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hbpsych_utils.construction import corpus
-from hbpsych_utils.core import records, sources
-from hbpsych_utils.core.writes import write_text
-from hbpsych_utils.reporting.interop import InteropError, Subset, resolve_subset
+from hbpsych_utils.core import arguments, records, sources
+from hbpsych_utils.core.writes import describe_os_error, write_text
+from hbpsych_utils.reporting.interop import (
+    InteropError,
+    Subset,
+    resolve_subset,
+    subset_argument,
+)
 
 FORMATS = ("lines", "csv", "json", "inspect")
 
@@ -65,20 +70,28 @@ def verified_corpus() -> corpus.ProfileCorpus:
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=f"python -m hbpsych_utils {command}",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--subset", required=True,
+    ap = arguments.Parser(prog=f"python -m hbpsych_utils {command}",
+                          description=__doc__.splitlines()[0],
+                          epilog="exit codes: 0 done, 1 a subset or corpus that cannot be read "
+                          "or a write that failed (one line naming the file), 2 bad arguments")
+    ap.add_argument("--subset", required=True, type=subset_argument,
                     help="v1, v2, hard (the released subsets) or a subset JSON file")
     if command == "ids":
         ap.add_argument("--format", choices=FORMATS, default="lines")
     else:
-        ap.add_argument("--output", type=Path, required=True, help="the JSONL file to write")
+        ap.add_argument("--output", type=arguments.output_file, required=True,
+                        help="the JSONL file to write (a file in an existing folder; checked "
+                        "before the corpus is read)")
     return ap
 
 
 def main(command: str, argv: list[str]) -> int:
-    """``ids`` or ``export`` (see the module docstring); errors name what is wrong, exit 1."""
-    args = _parser(command).parse_args(argv)
+    """``ids`` or ``export`` (see the module docstring); a bad argument is one line and exit
+    2 (before anything is read), other errors name what is wrong, exit 1."""
+    try:
+        args = _parser(command).parse_args(argv)
+    except SystemExit as exc:  # argparse's own exit (a one-line usage error or --help)
+        return int(exc.code or 0)
     try:
         subset = resolve_subset(args.subset)
         sha256 = corpus.ids_hash(subset.ids)
@@ -91,6 +104,10 @@ def main(command: str, argv: list[str]) -> int:
         n = export_conversations(subset, loaded.report.path, args.output)
     except (InteropError, corpus.CorpusError, sources.ArtifactError, records.NotUTF8) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the output's folder filled up or changed since it was checked
+        where = getattr(args, "output", None)
+        print(f"error: {describe_os_error(exc, where)}", file=sys.stderr)
         return 1
     print(f"{args.output}: {n}/{len(subset.ids)} conversations of {subset.name} "
           f"(sha256 {sha256}) from the {loaded.coverage.describe()}")

@@ -103,8 +103,9 @@ from pydantic import ConfigDict, Field, PlainValidator, TypeAdapter, model_valid
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_mod
-from hbpsych_utils.core import jsonl, records, sources
+from hbpsych_utils.core import arguments, jsonl, records, sources
 from hbpsych_utils.core.wording import count
+from hbpsych_utils.core.writes import describe_os_error
 from hbpsych_utils.evaluation import breakdowns, grading, scoring
 
 FORMATS = ("simple-evals", "inspect", "hbpsych")
@@ -661,7 +662,7 @@ def _zip_json(zf: zipfile.ZipFile, name: str, path: Path) -> Any:
     info = zf.getinfo(name)
     try:
         data = _zstd_member(zf, info) if info.compress_type == ZIP_ZSTANDARD else zf.read(name)
-        return json.loads(data.decode("utf-8"))
+        return records.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InteropError(f"{path}: {name}: not valid JSON: {exc}") from None
     except NotImplementedError as exc:
@@ -1218,8 +1219,18 @@ def _default_seed() -> int:
     return int(config.Profile.model_fields["seed"].default)
 
 
+def subset_argument(text: str) -> str:
+    """A ``--subset`` value: a released subset's key or an existing file (what
+    :func:`resolve_subset` then reads), else a one-line usage error."""
+    if text in study.SUBSET_ARTIFACTS or Path(text).is_file():
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is neither a released subset ({', '.join(study.SUBSET_ARTIFACTS)}) nor an "
+        "existing subset JSON file")
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = arguments.Parser(
         prog="python -m hbpsych_utils filter-results",
         description="Report HealthBench-Psych / Psych-Hard from per-conversation HealthBench "
         "results you already have (no generation, no grading).",
@@ -1232,10 +1243,13 @@ def _parser() -> argparse.ArgumentParser:
                     "scores .jsonl/.csv")
     ap.add_argument("--format", default="auto", choices=("auto", *FORMATS))
     ap.add_argument("--subset", action="append", metavar="v1|v2|hard|PATH.json",
+                    type=subset_argument,
                     help="subset to report (repeatable; default: v1 and hard)")
-    ap.add_argument("--seed", type=int, default=None,
-                    help="bootstrap seed (default: the default profile's seed)")
-    ap.add_argument("--resamples", type=int, default=study.N_RESAMPLES)
+    ap.add_argument("--seed", type=arguments.seed, default=None,
+                    help="bootstrap seed, 0 to 2**32-1 (default: the default profile's seed)")
+    ap.add_argument("--resamples", type=arguments.resamples, default=study.N_RESAMPLES,
+                    help=f"bootstrap resamples, 1 to {study.MAX_RESAMPLES:,} "
+                    f"(default {study.N_RESAMPLES})")
     ap.add_argument("--json", action="store_true", help="print JSON (with the missing ids)")
     ap.add_argument("--model", default=None,
                     help="model name for simple-evals/Inspect inputs (default: from the file)")
@@ -1262,11 +1276,8 @@ def main(argv: list[str] | None = None) -> int:
     was not given."""
     try:
         args = _parser().parse_args(argv)
-    except SystemExit as exc:  # argparse's own exit (usage error or --help)
+    except SystemExit as exc:  # argparse's own exit (a one-line usage error or --help)
         return int(exc.code or 0)
-    if args.resamples < 1:
-        print("error: --resamples must be at least 1", file=sys.stderr)
-        return 2
     seed = _default_seed() if args.seed is None else args.seed
     try:
         results = load_results(args.inputs, args.format, model=args.model, scorer=args.scorer,
@@ -1276,8 +1287,11 @@ def main(argv: list[str] | None = None) -> int:
         reports = filter_results(results, subsets, n_resamples=args.resamples, seed=seed)
         tags = (tag_reports(results, subsets, corpus_tags=corpus_themes(results),
                             n_resamples=args.resamples, seed=seed) if args.by_tag else None)
-    except (InteropError, sources.ArtifactError, corpus.CorpusError, OSError) as exc:
+    except (InteropError, sources.ArtifactError, corpus.CorpusError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # an input that cannot be read (a folder, no permission): named
+        print(f"error: {describe_os_error(exc)}", file=sys.stderr)
         return 1
     unfinished = unfinished_runs(results.inputs)
     if unfinished and not args.allow_incomplete:

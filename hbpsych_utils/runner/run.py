@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # Only what refuses a second run: the rest is imported where used, so that the command line
 # answers "already running" before it loads pydantic, the profile or papermill.
@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from hbpsych_utils.core.config import Profile
     from hbpsych_utils.pipeline.state import Inputs
     from hbpsych_utils.runner.execute import RunWatch
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -155,6 +158,26 @@ def plan(profile: Profile, run_dir: Path, expected: Mapping[str, Inputs], *,
     return steps
 
 
+def book_call(run_dir: Path, build: Callable[[Path], T]) -> T:
+    """``build(run_dir)`` (``reporting.book``'s ``build_book`` or ``render``), for ``run``,
+    ``book`` and ``publish`` alike, with every file-system error naming its path: a ``book/``
+    that is a symbolic link is refused before the build (the finished site replaces the folder
+    whole, which neither follows nor removes a link), and an error a library raises without a
+    file (a full disk while Sphinx or ``shutil`` writes) names the book's folder."""
+    from hbpsych_utils.core.writes import with_path
+    from hbpsych_utils.reporting import book
+
+    target = run_dir / book.BOOK_DIR
+    if target.is_symlink():
+        raise OSError(None, f"a symbolic link (to {os.readlink(target)}) where the book's "
+                      "folder is written whole: remove the link, or render into another "
+                      "outputs folder", str(target))
+    try:
+        return build(run_dir)
+    except OSError as exc:
+        raise with_path(exc, target) from None
+
+
 def _names(stages: list[str]) -> str:
     """``a is`` / ``a, b are`` (the stages named in a sentence, with its verb)."""
     return f"{', '.join(stages)} {'is' if len(stages) == 1 else 'are'}"
@@ -176,7 +199,9 @@ def run_profile(
     ``command`` is how the run was started (recorded for a second run to name, and said again
     to resume after Ctrl-C). A bad profile, override or ``only`` raises
     ``config.ProfileError`` before anything is written; another run into the same outputs
-    folder raises ``runlock.RunLocked``; a damaged LLM store in the run folder raises
+    folder raises ``runlock.RunLocked``; an outputs root or run folder in the project's source
+    tree raises ``paths.UnsafePath`` (both before anything is written, as a bad profile name's
+    ``config.ProfileError``); a damaged LLM store in the run folder raises
     ``llm.store.StoreError`` before any notebook, once the manifest records it (``error``);
     Ctrl-C raises :class:`RunInterrupted` once the manifest records the notebook it stopped."""
     from hbpsych_utils.pipeline import state
@@ -190,9 +215,10 @@ def run_profile(
     with execute.RunWatch() as watch:  # Ctrl-C, from here until the run returns
         profile, unread = checks.load_for_run(profile_name, overrides)
         # Absolute (a relative one is the caller's), so an executed copy opened from
-        # outputs/<profile>/notebooks/ finds its run.
-        root = paths.from_caller(outputs_root or paths.outputs_root())
-        out = root / profile.name
+        # outputs/<profile>/notebooks/ finds its run; never in the project's source tree.
+        out = paths.run_folder(paths.outputs_root() if outputs_root is None else outputs_root,
+                               profile.name)
+        root = out.parent
         expected = state.expected_inputs(profile)
         steps = plan(profile, out, expected, only=only, force=force)
         command = command or default_command(profile_name, outputs_root, only, overrides, force)
@@ -212,7 +238,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     from papermill.exceptions import PapermillExecutionError
 
     from hbpsych_utils.core import config
-    from hbpsych_utils.core.writes import scrub_file
+    from hbpsych_utils.core.writes import scrub_file, with_path
     from hbpsych_utils.llm import store as llm_store
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
@@ -289,7 +315,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         try:
             from hbpsych_utils.reporting import book  # the run's offline reading copy
 
-            echo(f"book: {book.build_book(out)}")
+            echo(f"book: {book_call(out, book.build_book)}")
         except KeyboardInterrupt:
             watch.requested = True
         if watch.requested:
@@ -354,6 +380,8 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                     what = f"FAILED: {name} at cell {cell}: its kernel {error['kernel']}"
                 return failed(name, entry, error, start,
                               f"{what}: {error['ename']}: {error['evalue']}")
+            except OSError as exc:  # papermill saving the executed copy on a full disk: no file
+                raise with_path(exc, target) from None
             finally:  # a cell may have shown what a server sent back
                 scrub_file(target)
             (staging / name).mkdir(parents=True, exist_ok=True)

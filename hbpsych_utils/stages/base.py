@@ -146,6 +146,8 @@ def start(name: str, namespace: Mapping[str, Any]) -> StageRun[Any]:
     if not outputs_root.is_absolute():
         outputs_root = (paths.notebooks_dir() / outputs_root).resolve()
     profile = str(given.get("profile", "default"))
+    # a plain name and a folder outside the sources, before anything below is removed
+    paths.run_folder(outputs_root, profile)
     root = outputs_root / profile
     by = state.RUNNER if staging_dir(root, name) is not None else state.HAND
     write_dir = None
