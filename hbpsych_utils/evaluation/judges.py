@@ -211,7 +211,8 @@ def bootstrap_judge_stats(
     Each resample draws conversations with replacement once and applies that draw to every
     (candidate, judge) cell, recomputes each cell's clipped mean over the drawn conversations it
     scored, then the statistics. Returns one row per statistic: ``stat, judge, estimate, low,
-    high``. Vectorised: one (resamples x conversations) weight matrix times the score matrix.
+    high`` (NaN over one conversation: ``scoring.percentile_interval``). Vectorised: one
+    (resamples x conversations) weight matrix times the score matrix.
     """
     cands = list(candidates) if candidates is not None else sorted(scores["candidate"].unique())
     judges = list(judges)
@@ -239,13 +240,12 @@ def bootstrap_judge_stats(
     boot = boot[good]
     est = _stats_from_table(point, judges, own_idx)
     dist = _stats_from_table(boot, judges, own_idx)
-    alpha = (1.0 - level) / 2.0
     rows = []
     for key, value in est.items():
         stat, judge = key.split(":", 1)
-        lo, hi = np.percentile(dist[key], [100 * alpha, 100 * (1 - alpha)])
+        iv = scoring.percentile_interval(dist[key], level, n=len(pids))
         rows.append({"stat": stat, "judge": judge, "estimate": float(value),
-                     "low": float(lo), "high": float(hi), "n_resamples": int(good.sum())})
+                     "low": iv.low, "high": iv.high, "n_resamples": int(good.sum())})
     return pd.DataFrame(rows)
 
 

@@ -31,6 +31,12 @@ class Metrics(BaseModel):
 
 Counts = dict[str, int]
 ByModel = dict[str, float]
+Bound = float | None
+"""An end of a bootstrap interval: ``None`` where the interval is undefined (one conversation:
+``evaluation.scoring.percentile_interval``)."""
+BoundsByModel = dict[str, float | None]
+Undefined = dict[str, str] | None
+"""Field -> why its value is undefined (``null``); written only when one is."""
 
 
 # --- 01 ---------------------------------------------------------------------------------------
@@ -288,8 +294,8 @@ class SubsetScores(Metrics):
     panel_mean: ByModel
     ranking: list[str]
     per_judge: dict[str, ByModel]
-    ci_low: ByModel | None = None
-    ci_high: ByModel | None = None
+    ci_low: BoundsByModel | None = None
+    ci_high: BoundsByModel | None = None
     n_panel: Counts | None = None
     point_estimates_only: bool
 
@@ -298,8 +304,8 @@ class PairedDifferenceRow(Metrics):
     a: str
     b: str
     difference: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
     p_value: float
     n: int
     p_holm: float
@@ -313,8 +319,8 @@ class ScoresMetrics(Metrics):
     panel_mean: ByModel
     ranking: list[str]
     per_judge: dict[str, ByModel]
-    ci_low: ByModel | None = None
-    ci_high: ByModel | None = None
+    ci_low: BoundsByModel | None = None
+    ci_high: BoundsByModel | None = None
     n_panel: Counts | None = None
     point_estimates_only: bool
     by_subset: dict[str, SubsetScores]
@@ -374,13 +380,15 @@ class RefusalsMetrics(Metrics):
 
 class TagScore(Metrics):
     """A tag's or slice's score (``evaluation.breakdowns.summarise``): n conversations, the
-    clipped mean, its 95% bootstrap interval and the reference's ``bootstrap_std``."""
+    clipped mean, its 95% bootstrap interval (``None`` on one conversation, with the reason in
+    ``undefined``) and the reference's ``bootstrap_std``."""
 
     n: int
     clipped_mean: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
     bootstrap_std: float
+    undefined: Undefined = None
 
 
 class LengthDistribution(Metrics):
@@ -462,8 +470,8 @@ class LengthScore(Metrics):
     median_chars: float
     clipped_mean: float
     adjusted_mean: float
-    adjusted_ci_low: float
-    adjusted_ci_high: float
+    adjusted_ci_low: Bound
+    adjusted_ci_high: Bound
 
 
 class KScore(Metrics):
@@ -472,8 +480,8 @@ class KScore(Metrics):
     k: int
     n: int
     clipped_mean: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
 
 
 class RunSpread(Metrics):
