@@ -46,15 +46,37 @@ def kendall_taus(
 
     A single judge has no pair (an empty dict); a pair whose tau is undefined (fewer than two
     candidates, or a judge that gave every candidate the same score) is ``None``, not NaN, so
-    ``metrics.json`` stays valid JSON."""
+    ``metrics.json`` stays valid JSON (:func:`kendall_tau_undefined` says why)."""
     from scipy import stats  # here, not at import: 12 reads 09's taus and needs no scipy
 
     t = complete_rows(per_judge, judges)
     out: dict[str, float | None] = {}
     for a, b in itertools.combinations(judges, 2):
+        if len(t) < 2:  # a correlation on one point (scipy would warn and return NaN)
+            out[f"{a}|{b}"] = None
+            continue
         res = stats.kendalltau(t[a].to_numpy(), t[b].to_numpy(), variant="b")
         tau = float(res.statistic)
         out[f"{a}|{b}"] = None if np.isnan(tau) else tau
+    return out
+
+
+def kendall_tau_undefined(
+    per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
+) -> dict[str, str]:
+    """Why each undefined tau of :func:`kendall_taus` is undefined (pair -> reason): a rank
+    correlation needs two candidates and two different scores from each judge."""
+    t = complete_rows(per_judge, judges)
+    out = {}
+    for a, b in itertools.combinations(judges, 2):
+        if len(t) < 2:
+            out[f"{a}|{b}"] = (f"{len(t)} candidate scored by every judge: no pair of "
+                               "candidates to order")
+            continue
+        same = [j for j in (a, b) if t[j].nunique() < 2]
+        if same:
+            out[f"{a}|{b}"] = " and ".join(study.display_name(j) for j in same) + (
+                " gave every candidate the same score: no order to compare")
     return out
 
 

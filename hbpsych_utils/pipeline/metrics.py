@@ -347,6 +347,8 @@ class JudgesMetrics(Metrics):
     subset: str
     kendall_tau: dict[str, float | None]
     """``"judge A|judge B"`` -> Kendall's tau between their rankings of the candidates."""
+    kendall_tau_undefined: dict[str, str] | None = None
+    """Pair -> why its tau is ``null`` (written only when one is)."""
     grand_mean: float | None
     severity: ByModel
     self_preference_raw: dict[str, float | None]
