@@ -545,14 +545,18 @@ class JudgeAccuracy(Metrics):
     specificity: Rate
     specificity_low: Rate
     specificity_high: Rate
+    undefined: Undefined = None
 
 
 class PairwiseF1(Metrics):
-    """A rater's pairwise balanced F1 against physicians on a category's rows."""
+    """A rater's pairwise balanced F1 against physicians on a category's rows (``None``, with
+    the reason in ``undefined``, where either class is never predicted or never in the
+    truth)."""
 
     kind: Literal["judge", "panel", "physician", "physicians"]
     pairs: int
     balanced_f1: Rate
+    undefined: Undefined = None
 
 
 class CorrectedRate(Metrics):
@@ -567,6 +571,7 @@ class CorrectedRate(Metrics):
     corrected: Rate
     low: Rate
     high: Rate
+    undefined: Undefined = None
 
 
 class SubsetCoverage(Metrics):
