@@ -318,6 +318,35 @@ def test_judge_accuracy_on_the_format_fixture_by_hand(run: Path) -> None:
 
 
 @pytest.mark.slow
+def test_judge_accuracy_undefined_where_simple_evals_reports_none(run: Path) -> None:
+    """The smoke run's chapter 15 against simple-evals' semantics (re-implemented in
+    tests/test_judge_accuracy.py): every pairwise balanced F1 in metrics.json equals it to
+    1e-12 or, where simple-evals reports none, is null with its reason (29 of 72); no finding
+    names a slice, as the values behind any "furthest below" are now undefined."""
+    from test_judge_accuracy import _fixture_pairs, simple_evals_balanced_f1
+
+    m = metrics(run, "15_judge_accuracy")
+    seen = undefined = 0
+    for key, slicing in (("pairwise", "category"), ("pairwise_by_theme", "theme"),
+                         ("pairwise_by_psych_category", "psych_category")):
+        expected = _fixture_pairs(slicing)
+        assert {(r, c) for r, cats in m[key].items() for c in cats} == set(expected)
+        for (rater, where), pairs in expected.items():
+            got, want = m[key][rater][where], simple_evals_balanced_f1(pairs)
+            seen += 1
+            if want is None:
+                undefined += 1
+                assert got["balanced_f1"] is None and got["undefined"]["balanced_f1"]
+            else:
+                assert abs(got["balanced_f1"] - want) <= 1e-12 and "undefined" not in got
+    assert (seen, undefined) == (72, 29)
+    nb = json.loads((run / "notebooks" / "15_judge_accuracy.ipynb").read_text())
+    text = "".join("".join(o.get("data", {}).get("text/markdown", ""))
+                   for c in nb["cells"] for o in c.get("outputs", []))
+    assert "reaches macro-F1" in text and "furthest below" not in text
+
+
+@pytest.mark.slow
 def test_smoke_with_three_samples_reports_worst_at_k(tmp_path: Path, mirror: Path) -> None:
     """`--set generation.samples=3`: every reply graded; worst-at-k for k = 1..3 with
     HealthBench's definition (per conversation the mean over every k-subset of its 3 replies of
