@@ -220,7 +220,9 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
 def test_analyses_by_axis_theme_and_category_with_intervals(run: Path) -> None:
     """14 on the smoke run: per candidate, the panel's (and each judge's) score on every axis,
     theme and modal category with n and an interval; one sample, so no worst-at-k; the panel's
-    overall score is 08's."""
+    overall score is 08's. A tag scored on one conversation has no interval."""
+    from hbpsych_utils.evaluation import scoring
+
     m = metrics(run, "14_analyses")
     scores = metrics(run, "08_scores")["by_subset"]["v1"]["panel_mean"]
     assert m["mode"] == "live" and m["samples"] == 1 and "worst_at_k" not in m
@@ -230,7 +232,13 @@ def test_analyses_by_axis_theme_and_category_with_intervals(run: Path) -> None:
         prefixes = {t.split(":", 1)[0] for t in by}
         assert prefixes == {"axis", "theme", "category"}, cand
         for tag, s in by.items():
-            assert s["n"] >= 1 and s["ci_low"] <= s["clipped_mean"] <= s["ci_high"], tag
+            if s["n"] == 1:  # one conversation: no interval, null with the reason
+                assert (s["ci_low"], s["ci_high"]) == (None, None), tag
+                assert s["undefined"] == {"ci_low": scoring.ONE_CONVERSATION,
+                                          "ci_high": scoring.ONE_CONVERSATION}, tag
+            else:
+                assert s["n"] > 1 and s["ci_low"] <= s["clipped_mean"] <= s["ci_high"], tag
+                assert "undefined" not in s, tag
     assert set(m["length"]["panel"]) == set(scores)
     for name in ("by_tag.csv", "lengths.csv", "fig_axes_v1.png", "fig_categories_v1.png",
                  "fig_length_v1.png"):
