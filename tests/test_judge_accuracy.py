@@ -191,6 +191,19 @@ def test_an_empty_class_has_no_f1() -> None:
     pos, neg = ja.class_f1(c)
     assert pos == 1.0 and math.isnan(neg) and math.isnan(ja.macro_f1(c))
     assert math.isnan(ja.sens_spec(c)[1])
+    # a class used by one side only has no F1 either: never predicted (no precision) ...
+    never_met = ja.confusion([True, False, False], [False, False, False])
+    assert math.isnan(ja.class_f1(never_met)[0]) and ja.class_f1(never_met)[1] == 0.8
+    assert ja.f1_undefined(never_met, ja.AGAINST_MAJORITY) == {
+        "f1_met": "no “met” from the judge", "macro_f1": "no “met” from the judge"}
+    # ... or never in the truth (no recall); both sides at once: both reasons, each once
+    assert math.isnan(ja.class_f1(ja.confusion([False, False], [True, False]))[0])
+    pooled = ja.f1_undefined(c, ja.PAIRWISE_ROLES["physicians"])
+    assert pooled == {"f1_not_met": "no “not met” from the physicians",
+                      "macro_f1": "no “not met” from the physicians"}
+    # where both classes are used, the F1 is sklearn's 2tp / (2tp + fp + fn), 0 included
+    zero = ja.confusion([True, False, True], [False, True, False])
+    assert ja.class_f1(zero) == (0.0, 0.0) and ja.f1_undefined(zero, ja.AGAINST_MAJORITY) == {}
 
 
 def test_pairwise_balanced_f1_and_the_physicians_by_hand(joined: pd.DataFrame) -> None:
@@ -547,6 +560,12 @@ def test_no_finding_rests_on_an_undefined_value() -> None:
     said = str(s15.findings(none_all))
     assert ("its pairwise balanced F1 is undefined (no “met” from the judge), so it is not "
             "placed") in said
+    no_macro = m.model_copy(update={"against_majority": {**m.against_majority, J1: {
+        "all": m.against_majority[J1]["all"].model_copy(update={
+            "macro_f1": None, "undefined": {"macro_f1": "no “met” from the judge"}})}}})
+    said = str(s15.findings(no_macro))
+    assert "GPT-4.1 has no macro-F1 (undefined: no “met” from the judge)" in said
+    assert "reaches macro-F1 undefined" not in said
 
 
 def test_the_chapter_shows_undefined_as_a_dash_with_the_reason() -> None:

@@ -341,7 +341,8 @@ def f1_undefined(c: Confusion, roles: Roles) -> dict[str, str]:
     """Why each undefined value among ``f1_met``, ``f1_not_met`` and ``macro_f1`` (the mean of
     the two) is undefined; empty when all three are defined."""
     absent = _absent(c, roles)
-    out = {f"f1_{k.replace(' ', '_')}": " and ".join(why) for k, why in absent.items() if why}
+    out = {f"f1_{k.replace(' ', '_')}": " and ".join(dict.fromkeys(why))
+           for k, why in absent.items() if why}
     if out:
         out["macro_f1"] = " and ".join(dict.fromkeys(out.values()))
     return out
