@@ -31,6 +31,12 @@ class Metrics(BaseModel):
 
 Counts = dict[str, int]
 ByModel = dict[str, float]
+Bound = float | None
+"""An end of a bootstrap interval: ``None`` where the interval is undefined (one conversation:
+``evaluation.scoring.percentile_interval``)."""
+BoundsByModel = dict[str, float | None]
+Undefined = dict[str, str] | None
+"""Field -> why its value is undefined (``null``); written only when one is."""
 
 
 # --- 01 ---------------------------------------------------------------------------------------
@@ -288,8 +294,8 @@ class SubsetScores(Metrics):
     panel_mean: ByModel
     ranking: list[str]
     per_judge: dict[str, ByModel]
-    ci_low: ByModel | None = None
-    ci_high: ByModel | None = None
+    ci_low: BoundsByModel | None = None
+    ci_high: BoundsByModel | None = None
     n_panel: Counts | None = None
     point_estimates_only: bool
 
@@ -298,8 +304,8 @@ class PairedDifferenceRow(Metrics):
     a: str
     b: str
     difference: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
     p_value: float
     n: int
     p_holm: float
@@ -313,8 +319,8 @@ class ScoresMetrics(Metrics):
     panel_mean: ByModel
     ranking: list[str]
     per_judge: dict[str, ByModel]
-    ci_low: ByModel | None = None
-    ci_high: ByModel | None = None
+    ci_low: BoundsByModel | None = None
+    ci_high: BoundsByModel | None = None
     n_panel: Counts | None = None
     point_estimates_only: bool
     by_subset: dict[str, SubsetScores]
@@ -341,6 +347,8 @@ class JudgesMetrics(Metrics):
     subset: str
     kendall_tau: dict[str, float | None]
     """``"judge A|judge B"`` -> Kendall's tau between their rankings of the candidates."""
+    kendall_tau_undefined: dict[str, str] | None = None
+    """Pair -> why its tau is ``null`` (written only when one is)."""
     grand_mean: float | None
     severity: ByModel
     self_preference_raw: dict[str, float | None]
@@ -374,13 +382,15 @@ class RefusalsMetrics(Metrics):
 
 class TagScore(Metrics):
     """A tag's or slice's score (``evaluation.breakdowns.summarise``): n conversations, the
-    clipped mean, its 95% bootstrap interval and the reference's ``bootstrap_std``."""
+    clipped mean, its 95% bootstrap interval (``None`` on one conversation, with the reason in
+    ``undefined``) and the reference's ``bootstrap_std``."""
 
     n: int
     clipped_mean: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
     bootstrap_std: float
+    undefined: Undefined = None
 
 
 class LengthDistribution(Metrics):
@@ -462,8 +472,8 @@ class LengthScore(Metrics):
     median_chars: float
     clipped_mean: float
     adjusted_mean: float
-    adjusted_ci_low: float
-    adjusted_ci_high: float
+    adjusted_ci_low: Bound
+    adjusted_ci_high: Bound
 
 
 class KScore(Metrics):
@@ -472,8 +482,8 @@ class KScore(Metrics):
     k: int
     n: int
     clipped_mean: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
 
 
 class RunSpread(Metrics):
@@ -535,14 +545,18 @@ class JudgeAccuracy(Metrics):
     specificity: Rate
     specificity_low: Rate
     specificity_high: Rate
+    undefined: Undefined = None
 
 
 class PairwiseF1(Metrics):
-    """A rater's pairwise balanced F1 against physicians on a category's rows."""
+    """A rater's pairwise balanced F1 against physicians on a category's rows (``None``, with
+    the reason in ``undefined``, where either class is never predicted or never in the
+    truth)."""
 
     kind: Literal["judge", "panel", "physician", "physicians"]
     pairs: int
     balanced_f1: Rate
+    undefined: Undefined = None
 
 
 class CorrectedRate(Metrics):
@@ -557,6 +571,7 @@ class CorrectedRate(Metrics):
     corrected: Rate
     low: Rate
     high: Rate
+    undefined: Undefined = None
 
 
 class SubsetCoverage(Metrics):

@@ -917,7 +917,7 @@ def subset_report(
     values = [scores[i].score for i in subset.ids if i in scores and scores[i].score is not None]
     if values:
         ci = scoring.bootstrap_ci(values, n_resamples=n_resamples, seed=seed, level=level)
-        est, lo, hi = ci.estimate, ci.low, ci.high
+        est, lo, hi = ci.estimate, _bound(ci.low), _bound(ci.high)
     else:
         est = lo = hi = None
     return SubsetReport(model, subset.key, subset.name, len(subset.ids), len(values), est, lo,
@@ -941,8 +941,19 @@ def filter_results(
     ]
 
 
+def _bound(x: float) -> float | None:
+    """An interval's end as a report holds it: ``None`` where it is undefined (NaN)."""
+    return None if math.isnan(x) else float(x)
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return f"no interval ({scoring.ONE_CONVERSATION})"
+    return f"[{_fmt(low)}, {_fmt(high)}]"
 
 
 def format_text(
@@ -965,8 +976,7 @@ def format_text(
         if r.clipped_mean is None:
             body = "no scored conversation of this subset in the input"
         else:
-            body = (f"clipped mean {_fmt(r.clipped_mean)} "
-                    f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]")
+            body = f"clipped mean {_fmt(r.clipped_mean)} {_interval(r.ci_low, r.ci_high)}"
         tail = f"{len(r.missing)} missing"
         if r.unscored:
             tail += f", {len(r.unscored)} unscored"
@@ -1131,8 +1141,9 @@ class TagReport:
     tag: str
     n: int
     clipped_mean: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
+    """``None`` where there is no interval (one conversation)."""
     bootstrap_std: float
     n_graded: int
     """Subset conversations of the input with per-criterion results."""
@@ -1177,10 +1188,11 @@ def tag_reports(
             graders = sorted({g for r in graded.values() for g in r.verdicts})
             long = (breakdowns.with_panel(tags, graders) if len(graders) > 1
                     else tags.rename(columns={"judge": "scorer"}))
-            summary = breakdowns.summarise(long, n_resamples=n_resamples, seed=seed)
+            summary = breakdowns.summarise(long, n_resamples=n_resamples, seed=seed,
+                                           level=level)
             bare = sum(not c.example_tags for c in convs.values())
             out += [TagReport(model, sub.key, sub.name, str(r.scorer), str(r.tag), int(r.n),
-                              float(r.clipped_mean), float(r.ci_low), float(r.ci_high),
+                              float(r.clipped_mean), _bound(r.ci_low), _bound(r.ci_high),
                               float(r.bootstrap_std), len(graded), bare)
                     for r in summary.itertuples(index=False)]
     return out
@@ -1202,7 +1214,7 @@ def format_tags(tags: Sequence[TagReport], results: LoadedResults) -> str:
             lines.append(f"\n{t.model} on {t.subset_name}, {t.scorer}: {t.n_graded} "
                          f"conversation(s) with per-criterion results{themes}")
         lines.append(f"  {t.tag}: n = {t.n}, {_fmt(t.clipped_mean)} "
-                     f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]")
+                     f"{_interval(t.ci_low, t.ci_high)}")
     without = sorted(m for m in results.by_model if m not in {t.model for t in tags})
     if without:
         lines.append(f"\nno per-criterion results for: {', '.join(without)}")

@@ -38,7 +38,6 @@ from hbpsych_utils.pipeline.metrics import (
     HarnessSettings,
     ReleasedBreakdown,
     ReleasedLength,
-    TagScore,
 )
 from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
 from hbpsych_utils.stages import base
@@ -325,8 +324,8 @@ def metrics(s: Summary, comparison: Comparison | Note, breakdown: Breakdown | No
     if isinstance(breakdown, Breakdown):
         extra["released_breakdown"] = ReleasedBreakdown(
             n_lines=breakdown.n_lines, n_with_rubric=breakdown.n_with_rubric,
-            by_tag={str(row.pop("tag")): TagScore(**row) for row in breakdown.summary.drop(
-                columns=["scorer", "candidate"]).to_dict(orient="records")})
+            by_tag={str(row["tag"]): breakdowns.tag_score(row)
+                    for row in breakdown.summary.to_dict(orient="records")})
     return HarnessMetrics(mode=s.mode, **s.result.metrics(),
                           published_source=s.published_source, settings=s.settings,
                           released_length=ReleasedLength(**lengths.summary), **extra)

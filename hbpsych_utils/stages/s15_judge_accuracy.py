@@ -39,7 +39,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core.config import JudgeAccuracyParams
-from hbpsych_utils.core.escape import md_text
+from hbpsych_utils.core.escape import html_text, md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import breakdowns, grading, panel
 from hbpsych_utils.evaluation import cost_plan as plans
@@ -73,7 +73,8 @@ FIGURE_CAPTION = (
     "physicians on the rows it labelled (grey), the physicians pooled (bar), each judge's "
     "balanced F1 against every physician label (diamonds) and the panel's, the majority of the "
     "judges (square); balanced F1 is the mean of the met and not-met "
-    "classes' F1 (HealthBench's meta-evaluation). Pairs and values are in pairwise_f1.csv.")
+    "classes' F1 (HealthBench's meta-evaluation). An undefined value (a class one side never "
+    "uses) is not drawn. Pairs and values are in pairwise_f1.csv.")
 GRADE_TAG = "meta_eval"
 """The ledger tag of this chapter's judge calls (the store tells them from 07's)."""
 
@@ -319,17 +320,20 @@ class Accuracy(Shown):
         t = self.table
         overall = t[t["category"] == "all"].set_index("judge")
         shown = pd.DataFrame({
-            "rows": overall["n"], "macro-F1": overall["macro_f1"],
-            "F1 met": overall["f1_met"], "F1 not met": overall["f1_not_met"],
+            "rows": overall["n"], "macro-F1": _marked(overall["macro_f1"]),
+            "F1 met": _marked(overall["f1_met"]), "F1 not met": _marked(overall["f1_not_met"]),
             "sensitivity": [_ci(r, "sensitivity") for _, r in overall.iterrows()],
             "specificity": [_ci(r, "specificity") for _, r in overall.iterrows()]},
             index=overall.index)
         shown.index = [_rater(j) for j in shown.index]
-        per = [Table(_wide(frame, "macro_f1", "judge"), caption="Macro-F1 against the "
-                     f"physician majority, by {SLICING_NAMES[by]}")
-               for by, frame in (("category", t[t["category"] != "all"]),
-                                 (ja.PSYCH_CATEGORY, self.by_psych_category),
-                                 (ja.THEME, self.by_theme)) if not frame.empty]
+        slicings = [(by, frame) for by, frame in (("category", t[t["category"] != "all"]),
+                                                  (ja.PSYCH_CATEGORY, self.by_psych_category),
+                                                  (ja.THEME, self.by_theme))
+                    if not frame.empty]
+        per = [Table(_wide(frame, "macro_f1", "judge").map(_mark), caption="Macro-F1 against "
+                     f"the physician majority, by {SLICING_NAMES[by]}").html()
+               + _undefined_note(_accuracy_undefined(frame, ("macro_f1",)))
+               for by, frame in slicings]
         labels = self.graded.source.labels
         note = (f"The panel is the majority of the judges on a row all of them graded (with an "
                 "even number of judges a tie is not met). Rows without a Psych category "
@@ -337,10 +341,22 @@ class Accuracy(Shown):
                 f"HealthBench theme ({count(int(labels[ja.THEME].isna().sum()), 'row')}) are "
                 "left out of those tables. Every count and interval is in "
                 f"{ACCURACY_FILE}.")
-        return Tables([
-            Table(shown, caption="Each judge and the panel against the physician majority (all "
-                  "rows; 95% intervals resample conversations)"), *per],
-            note=note)._repr_html_()
+        first = Table(shown, caption="Each judge and the panel against the physician majority "
+                      "(all rows; 95% intervals resample conversations)")
+        return (Tables([first], note=note)._repr_html_()
+                + _undefined_note(_accuracy_undefined(t[t["category"] == "all"],
+                                                      tuple(ACCURACY_SHOWN)))
+                + "\n" + "\n".join(per))
+
+
+def _accuracy_undefined(frame: pd.DataFrame, fields: tuple[str, ...]
+                        ) -> list[tuple[str, str, str, str]]:
+    """The undefined values of ``fields`` an accuracy table shows, with their reasons."""
+    if "undefined" not in frame.columns:
+        return []
+    return [(_rater(r["judge"]), _where(r["category"]), field, reason)
+            for _, r in frame.iterrows()
+            for field, reason in ja.reasons_of(r["undefined"]).items() if field in fields]
 
 
 def _rater(name: str) -> str:
@@ -357,10 +373,55 @@ def _wide(frame: pd.DataFrame, value: str, rater: str) -> pd.DataFrame:
     return out
 
 
+UNDEFINED = "—"
+"""How the chapter shows an undefined value (the reason is said under its table)."""
+ACCURACY_SHOWN = {"macro_f1": "macro-F1", "f1_met": "F1 met", "f1_not_met": "F1 not met",
+                  "sensitivity": "sensitivity", "specificity": "specificity",
+                  "sensitivity_low": "sensitivity interval",
+                  "specificity_low": "specificity interval"}
+"""The fields of the accuracy tables whose undefined values the chapter explains."""
+
+
+def _undefined(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _mark(value: Any) -> Any:
+    """A value as a table shows it: an undefined one as :data:`UNDEFINED`."""
+    return UNDEFINED if _undefined(value) else value
+
+
+def _marked(values: pd.Series) -> pd.Series:
+    return values.astype(object).map(_mark)
+
+
+def _where(slice_name: str) -> str:
+    return "all rows" if slice_name == "all" else breakdowns.label(str(slice_name))
+
+
+def _undefined_note(items: list[tuple[str, str, str, str]]) -> str:
+    """Under a table: each reason once, with the (rater, slice, value) it leaves undefined."""
+    if not items:
+        return ""
+    by_reason: dict[str, list[str]] = {}
+    for who, where, field, reason in items:
+        what = ACCURACY_SHOWN.get(field) if field not in ("macro_f1", "balanced_f1") else None
+        by_reason.setdefault(reason, []).append(
+            f"{who} on {where}" + (f" ({what})" if what else ""))
+    parts = [f"{reason}: {', '.join(dict.fromkeys(cells))}" for reason, cells in
+             by_reason.items()]
+    return (f"<p>{UNDEFINED} marks a value that is undefined, never counted as 0 (a class one "
+            "side never uses has no precision or no recall, so no F1, and simple-evals reports "
+            "none there; an interval needs two conversations). Here: "
+            f"{html_text('; '.join(parts))}.</p>")
+
+
 def _ci(row: Any, name: str) -> str:
     value, lo, hi = row[name], row[f"{name}_low"], row[f"{name}_high"]
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+    if _undefined(value):
+        return UNDEFINED
+    if _undefined(lo) or _undefined(hi):
+        return f"{value:.3f} [{UNDEFINED}]"
     return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
@@ -382,9 +443,7 @@ def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accur
         base_table = ja.against_majority(rated, by, overall=overall)
         cis = ja.sens_spec_table(rated, by, overall=overall, n_resamples=run.params.n_resamples,
                                  seed=run.seed)
-        tables[by] = (base_table.merge(cis.drop(columns=["n", "sensitivity", "specificity"]),
-                                       on=["judge", "category"], how="left")
-                      if len(base_table) else base_table)
+        tables[by] = ja.with_intervals(base_table, cis)
     return Accuracy(tables["category"], graded, _labelled(tables[ja.THEME], ja.THEME),
                     _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY))
 
@@ -426,16 +485,38 @@ class Placement(Shown):
         return out[cols]
 
     def _repr_html_(self) -> str:
-        tables = [Table(self.summary(), caption="Pairwise balanced F1 by the file's category: "
-                        "each judge and the panel against every physician label, and the "
-                        "physicians' leave-one-out F1")]
-        tables += [Table(self.summary(frame), caption=f"Pairwise balanced F1 by "
-                         f"{SLICING_NAMES[by]}")
+        frames = [(self.table, "Pairwise balanced F1 by the file's category: each judge and "
+                   "the panel against every physician label, and the physicians' "
+                   "leave-one-out F1")]
+        frames += [(frame, f"Pairwise balanced F1 by {SLICING_NAMES[by]}")
                    for by, frame in ((ja.PSYCH_CATEGORY, self.by_psych_category),
                                      (ja.THEME, self.by_theme)) if not frame.empty]
+        parts = [Table(self.summary(frame).map(_mark), caption=caption).html()
+                 + _undefined_note(_pairwise_undefined(frame)) for frame, caption in frames]
         shown = figures.Captioned(self.figure, f"{FIGURE_LABEL}. {FIGURE_TITLE}",
                                   FIGURE_CAPTION)
-        return "\n".join(t.html() for t in tables) + "\n" + shown._repr_html_()
+        return "\n".join(parts) + "\n" + shown._repr_html_()
+
+
+def _pairwise_undefined(table: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """The undefined values a pairwise summary shows: each judge's and the panel's, the
+    physicians pooled, and a slice where no physician's leave-one-out F1 is defined."""
+    out = []
+    for _, r in table.iterrows():
+        reason = ja.reasons_of(r["undefined"]).get("balanced_f1")
+        if reason and r["kind"] != "physician":
+            who = "the physicians pooled" if r["kind"] == "physicians" else _rater(r["rater"])
+            out.append((who, _where(r["category"]), "balanced_f1", reason))
+    phys = table[table["kind"] == "physician"]
+    for category, g in phys.groupby("category", sort=True):
+        if g["balanced_f1"].isna().all():
+            out.append(("every physician", _where(str(category)), "balanced_f1",
+                        "no physician's leave-one-out F1 is defined"))
+        elif g["balanced_f1"].isna().any():
+            out.append((f"{int(g['balanced_f1'].isna().sum())} of {len(g)} physicians "
+                        "(left out of the lowest and highest)", _where(str(category)),
+                        "balanced_f1", "a physician's leave-one-out F1 undefined"))
+    return out
 
 
 def placement(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Placement | Note:
@@ -479,16 +560,20 @@ class Corrected(Shown):
 
     @property
     def table(self) -> pd.DataFrame:
-        return pd.DataFrame([r.__dict__ for r in self.rates])
+        """One row per rate (``corrected_rates.csv``); why a value is undefined is said under
+        the chapter's table."""
+        return pd.DataFrame([{k: v for k, v in r.__dict__.items() if k != "interval_undefined"}
+                             for r in self.rates])
 
     def _repr_html_(self) -> str:
         t = self.table.set_index("judge")
         t.index = [_rater(j) for j in t.index]
         shown = pd.DataFrame({
             "verdicts": t["n_verdicts"], "observed met rate": t["observed"],
-            "sensitivity": t["sensitivity"], "specificity": t["specificity"],
-            "corrected rate": t["corrected"],
-            "95% interval": [f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(t["low"], t["high"],
+            "sensitivity": _marked(t["sensitivity"]), "specificity": _marked(t["specificity"]),
+            "corrected rate": _marked(t["corrected"]),
+            "95% interval": [UNDEFINED if _undefined(lo) or _undefined(hi) else
+                             f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(t["low"], t["high"],
                                                                         strict=True)]},
             index=t.index)
         note = ("The share of this run's criteria (07, first reply) each judge calls met, and "
@@ -499,8 +584,11 @@ class Corrected(Shown):
                 "calibration's own uncertainty widens it. It assumes that what physicians "
                 "said of HealthBench's completions stands in for what they would say of the "
                 "candidates' replies: the judge errs at the same rates on both.")
+        why = _undefined_note([(_rater(r.judge), "this run", field, reason)
+                               for r in self.rates
+                               for field, reason in ja.corrected_undefined(r).items()])
         return Tables([Table(shown, caption="Criterion-met rates, observed and corrected")],
-                      note=note)._repr_html_()
+                      note=note)._repr_html_() + why
 
 
 def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corrected | Note:
@@ -575,23 +663,43 @@ def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accu
         out["corrected"] = {r.judge: CorrectedRate(**{f: (_rate(getattr(r, f)) if f not in
                                                           ("n_verdicts", "n_conversations")
                                                           else getattr(r, f))
-                                                      for f in CorrectedRate.model_fields})
+                                                      for f in CorrectedRate.model_fields
+                                                      if f != "undefined"},
+                                                   **_with_reasons(ja.corrected_undefined(r)))
                             for r in fixed.rates}
     return JudgeAccuracyMetrics(**out)
+
+
+def _with_reasons(cell: Any) -> dict[str, Any]:
+    """``undefined`` for a metrics record, only where a value is undefined (so a record whose
+    values are all defined is written as before)."""
+    reasons = ja.reasons_of(cell)
+    return {"undefined": reasons} if reasons else {}
 
 
 def _accuracy_metrics(table: pd.DataFrame) -> dict[str, dict[str, JudgeAccuracy]]:
     counts = ("n", "tp", "fp", "fn", "tn")
     return {str(j): {str(r["category"]): JudgeAccuracy(**{
-        f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields})
+        f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields
+        if f != "undefined"}, **_with_reasons(r.get("undefined")))
         for _, r in g.iterrows()} for j, g in table.groupby("judge", sort=False)}
 
 
 def _pairwise_metrics(table: pd.DataFrame) -> dict[str, dict[str, PairwiseF1]]:
     return {str(rater): {str(r["category"]): PairwiseF1(kind=r["kind"], pairs=int(r["pairs"]),
-                                                        balanced_f1=_rate(r["balanced_f1"]))
+                                                        balanced_f1=_rate(r["balanced_f1"]),
+                                                        **_with_reasons(r["undefined"]))
                          for _, r in g.iterrows()}
             for rater, g in table.groupby("rater", sort=False)}
+
+
+def _as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """A table with ``undefined`` reasons as the CSV file writes them: one line per row
+    (``field: why; ...``), empty where every value is defined."""
+    if "undefined" not in table.columns:
+        return table
+    return table.assign(undefined=[ja.undefined_text(ja.reasons_of(c))
+                                   for c in table["undefined"]])
 
 
 def write(run: StageRun[JudgeAccuracyParams], m: JudgeAccuracyMetrics, graded: Graded | Note,
@@ -605,12 +713,13 @@ def write(run: StageRun[JudgeAccuracyParams], m: JudgeAccuracyMetrics, graded: G
         tables[VERDICTS_FILE] = graded.verdicts
         tables[COVERAGE_FILE] = graded.source.coverage
     if isinstance(acc, Accuracy):
-        tables[ACCURACY_FILE] = pd.concat([acc.table.assign(slicing="category"), acc.by_theme,
-                                           acc.by_psych_category], ignore_index=True)
+        tables[ACCURACY_FILE] = _as_text(pd.concat([acc.table.assign(slicing="category"),
+                                                    acc.by_theme, acc.by_psych_category],
+                                                   ignore_index=True))
     if isinstance(place, Placement):
-        tables[PAIRWISE_FILE] = pd.concat([place.table.assign(slicing="category"),
-                                           place.by_theme, place.by_psych_category],
-                                          ignore_index=True)
+        tables[PAIRWISE_FILE] = _as_text(pd.concat([place.table.assign(slicing="category"),
+                                                    place.by_theme, place.by_psych_category],
+                                                   ignore_index=True))
         figs[FIGURE_STEM] = place.figure
     if isinstance(fixed, Corrected):
         tables[CORRECTED_FILE] = fixed.table
@@ -648,7 +757,10 @@ def findings(m: JudgeAccuracyMetrics, *, close: float = study.F1_CLOSE,
     span = physician_range(m, min_pairs)
     for judge, cats in m.against_majority.items():
         a = cats["all"]
-        out.append(f"{md_text(_rater(judge))} reaches macro-F1 {_f(a.macro_f1)} "
+        reaches = (f"reaches macro-F1 {_f(a.macro_f1)}" if a.macro_f1 is not None else
+                   "has no macro-F1 (undefined: "
+                   f"{md_text((a.undefined or {}).get('macro_f1', 'a class never used'))})")
+        out.append(f"{md_text(_rater(judge))} {reaches} "
                    f"against the physician majority (sensitivity {_f(a.sensitivity)}, "
                    f"specificity {_f(a.specificity)})"
                    f"{placed_in_range(judge, m, span, min_pairs)}"
@@ -685,10 +797,14 @@ def placed_in_range(rater: str, m: JudgeAccuracyMetrics,
                     span: tuple[float, float, int] | None,
                     min_pairs: int = study.PHYSICIAN_RANGE_MIN_PAIRS) -> str:
     """"; its pairwise balanced F1 (x) is within / above / below the physicians' range (lo–hi,
-    n physicians)", or why there is no range; empty without the rater's pairwise F1."""
+    n physicians)", or why there is no range, or why its F1 is undefined; empty without the
+    rater's pairwise F1."""
     mine = (m.pairwise or {}).get(rater, {}).get("all")
-    if mine is None or mine.balanced_f1 is None:
+    if mine is None:
         return ""
+    if mine.balanced_f1 is None:
+        why = (mine.undefined or {}).get("balanced_f1", "a class never used")
+        return f"; its pairwise balanced F1 is undefined ({md_text(why)}), so it is not placed"
     value = mine.balanced_f1
     if span is None:
         return (f"; its pairwise balanced F1 is {value:.3f}, with no physicians' range to place "
@@ -702,6 +818,8 @@ def placed_in_range(rater: str, m: JudgeAccuracyMetrics,
 
 def _worst(judge: str, m: JudgeAccuracyMetrics, pooled: dict[str, PairwiseF1], close: float,
            min_rows: int) -> str:
+    """"; furthest below the physicians pooled on <slice> (gap)", over the slices where both
+    the judge's and the pooled F1 are defined: an undefined F1 is never read as a gap."""
     mine = (m.pairwise or {}).get(judge, {})
     rows = m.against_majority.get(judge, {}) if m.against_majority else {}
     gaps = {c: v.balanced_f1 - pooled[c].balanced_f1 for c, v in mine.items()
