@@ -1,9 +1,13 @@
 """A key a server sends back never reaches a file or the terminal: the store, failure records,
-executed notebooks, manifests and the runner's lines are scrubbed of every key set here."""
+executed notebooks, manifests and the runner's lines are scrubbed of every key set here. Only a
+value shaped like a key is one: a placeholder word is never scrubbed, and data is never edited
+(a data file that would hold a key is refused); every replacement is counted and said."""
 
 from __future__ import annotations
 
 import json
+import random
+import string
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import notebook, write_profile
+from conftest import FAKE_KEYS, notebook, write_profile
 
 from hbpsych_utils import runner
 from hbpsych_utils.core import paths, secrets, writes
@@ -20,6 +24,17 @@ from hbpsych_utils.runner import manifest
 KEY = "-".join(["sk", "echo", "QWERTYUIOPasdfghjklZXCVBNMqwertyuiop"])
 """A key-shaped value, assembled at run time (no key-shaped string is committed); its letters
 are not hex, so none of its fragments turns up in a hash by chance."""
+
+
+OTHER = "tg-" + "".join(["ZyXw", "9876", "VuTs", "5432", "RqPo"])
+"""A key of a registry of one's own (``TOGETHER_API_KEY``), assembled at run time."""
+
+PLACEHOLDERS = ("therapist", "lm-studio", "not-needed", "token-abc123", "sk-no-key-required",
+                "EMPTY", "dummy", "ollama", "sim-not-a-key", "placeholder_api_key_123",
+                "my-local-server-key-2024", "this-is-not-a-real-key-placeholder",
+                "tg-" + "Z" * 20, "ab" * 15 + "12" * 5, "put your key here 0123456789AB")
+"""What local servers' docs and people set instead of a key: words, words with numbers, long
+but not random values, a sentence."""
 
 
 def fragments(key: str, n: int = 8) -> list[str]:
@@ -34,19 +49,77 @@ def test_scrub_removes_every_key_by_value_and_a_key_cut_short(
     monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    monkeypatch.setenv("TOGETHER_API_KEY", "tg-" + "Z" * 20)  # a registry of one's own
+    monkeypatch.setenv("TOGETHER_API_KEY", OTHER)  # a registry of one's own
     monkeypatch.setenv("ANTHROPIC_API_KEY", "short")  # not a key: left alone
-    text = f"Incorrect API key provided: {KEY}; again {KEY}, other tg-{'Z' * 20}; short"
+    monkeypatch.setenv("MISTRAL_API_KEY", "tg-" + "Z" * 20)  # long, not random: left alone
+    text = f"Incorrect API key provided: {KEY}; again {KEY}, other {OTHER}; short tg-{'Z' * 20}"
     assert secrets.scrub(text) == ("Incorrect API key provided: [OPENAI_API_KEY removed]; "
                                    "again [OPENAI_API_KEY removed], other "
-                                   "[TOGETHER_API_KEY removed]; short")
+                                   f"[TOGETHER_API_KEY removed]; short tg-{'Z' * 20}")
+    assert secrets.scrubber().count(text) == {"OPENAI_API_KEY": 2, "TOGETHER_API_KEY": 1}
     cut = f"HTTP 401: {KEY}"[:20]  # a message cut to a length, through the key
     assert secrets.scrub(cut, cut=True) == "HTTP 401: [OPENAI_API_KEY removed]"
     assert secrets.scrub(cut) == cut  # a reply's own text is changed only where a key is whole
     assert secrets.scrub("no key here: sk", cut=True) == "no key here: sk"  # too short
+    assert secrets.scrubber(cut=True).count(cut) == {"OPENAI_API_KEY": 1}
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.delenv("TOGETHER_API_KEY")
-    assert secrets.scrub(text) == text
+    assert secrets.scrub(text) == text and secrets.scrubber().count(text) == {}
+
+
+def draw(rng: random.Random, chars: str, n: int) -> str:
+    return "".join(rng.choice(chars) for _ in range(n))
+
+
+def provider_shapes(rng: random.Random) -> dict[str, str]:
+    """One random key of each provider's published shape (assembled here, never committed)."""
+    alnum, url = string.ascii_letters + string.digits, string.ascii_letters + string.digits + "-_"
+    hexd = "0123456789abcdef"
+    return {
+        "openai": "sk-" + draw(rng, alnum, 48),
+        "openai project": "-".join(["sk", "proj", draw(rng, url, 156)]),
+        "anthropic": "-".join(["sk", "ant", "api03", draw(rng, url, 93) + "AA"]),
+        "google": "AIza" + draw(rng, url, 35),
+        "deepseek, dashscope": "sk-" + draw(rng, hexd, 32),
+        "mistral": draw(rng, alnum, 32),
+        "xai": "xai-" + draw(rng, alnum, 80),
+        "together": draw(rng, hexd, 64),
+    }
+
+
+def test_placeholder_words_are_not_keys_and_every_provider_shape_is() -> None:
+    for value in PLACEHOLDERS:
+        assert not secrets.looks_like_key(value), value
+    assert not secrets.looks_like_key("") and not secrets.looks_like_key("   ")
+    # the keys the tests set are shaped like real ones
+    for value in (KEY, OTHER, *FAKE_KEYS.values()):
+        assert secrets.looks_like_key(value), value
+    assert secrets.looks_like_key(f"  {KEY}\n")  # white space at its ends aside
+    rng = random.Random(20260101)
+    missed = [(shape, value) for _ in range(2000)
+              for shape, value in provider_shapes(rng).items()
+              if not secrets.looks_like_key(value)]
+    assert missed == []
+
+
+def test_a_placeholder_is_never_scrubbed_and_named_without_its_value(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "therapist")
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "not-needed")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("MISTRAL_API_KEY", "")  # set to nothing: neither a key nor a placeholder
+    text = "I saw a therapist; a reply said not-needed."
+    assert secrets.scrub(text) == text and secrets.scrubber().count(text) == {}
+    assert secrets.secrets() == {"ANTHROPIC_API_KEY": KEY}
+    assert secrets.placeholders() == ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+    notice = secrets.placeholder_notice()
+    assert notice is not None and "\n" not in notice
+    assert "DEEPSEEK_API_KEY" in notice and "OPENAI_API_KEY" in notice
+    assert "therapist" not in notice and "not-needed" not in notice
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("DEEPSEEK_API_KEY")
+    assert secrets.placeholder_notice() is None
 
 
 def test_a_message_clipped_through_a_key_and_then_wrapped_keeps_no_fragment(
