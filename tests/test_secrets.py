@@ -169,7 +169,43 @@ def test_store_rows_are_written_without_the_key(
         store.put(Result(key="k", model="m", provider="p", status="failed",
                          error=f"HTTP 401: invalid_api_key {KEY}"))
         assert store.get("k").error == "HTTP 401: invalid_api_key [OPENAI_API_KEY removed]"
+        assert store.scrubbed() == []  # an error is a message, not a reply: it says so itself
     assert not leaks((tmp_path / "s.sqlite").read_bytes().decode("latin-1"))
+
+
+def test_a_reply_quoting_a_key_is_stored_without_it_counted_and_handed_back_as_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hbpsych_utils.llm.requests import Result
+    from hbpsych_utils.llm.store import Store
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "lm-studio")  # a placeholder: replies keep it
+
+    def reply(key: str, text: str, tag: str = "generate") -> Result:
+        return Result(key=key, model="m", provider="p", status="ok", text=text, tag=tag)
+
+    long_text = "word " * 60 + KEY  # long enough to be stored compressed
+    with Store(tmp_path / "s.sqlite") as store:
+        clean = reply("c", "my lm-studio key works")
+        got = store.put_many([reply("a", f"here: {KEY} and {KEY}"), clean,
+                              reply("b", long_text, "grade")])
+        assert got[0].text == "here: [OPENAI_API_KEY removed] and [OPENAI_API_KEY removed]"
+        assert got[1] is clean  # nothing replaced: the same result
+        assert got[2].text == long_text.replace(KEY, "[OPENAI_API_KEY removed]")
+        stored = store.get_many(["a", "b", "c"])
+        assert [stored[k].text for k in "acb"] == [r.text for r in got]  # store == results
+        counted = [{"model": "m", "tag": "generate", "variable": "OPENAI_API_KEY", "rows": 1,
+                    "occurrences": 2},
+                   {"model": "m", "tag": "grade", "variable": "OPENAI_API_KEY", "rows": 1,
+                    "occurrences": 1}]
+        assert store.scrubbed() == counted
+        # a final row is never replaced: the count of its first write stands
+        store.put(reply("a", f"{KEY} {KEY} {KEY}"))
+        assert store.scrubbed() == counted and store.get("a").text == got[0].text
+    assert not leaks((tmp_path / "s.sqlite").read_bytes().decode("latin-1"))
+    with Store(tmp_path / "s.sqlite") as store:  # read back by a later process
+        assert store.scrubbed() == counted
 
 
 class EchoKey(BaseHTTPRequestHandler):
