@@ -149,13 +149,35 @@ def test_files_and_manifests_are_written_without_the_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    path = writes.write_json(tmp_path / "failed.json", {"error": f"HTTP 401: {KEY}"})
+    writes.take_replaced()
+    path = writes.write_json_record(tmp_path / "failed.json", {"error": f"HTTP 401: {KEY}"})
     assert not leaks(path.read_text()) and "[OPENAI_API_KEY removed]" in path.read_text()
+    assert writes.take_replaced() == [(path, {"OPENAI_API_KEY": 1})]  # said, not silent
+    assert writes.take_replaced() == []
     # the manifest's guard scrubs instead of crashing the run
     written = manifest.write_manifest(tmp_path, "p", [{"notebook": "06_generation",
                                                        "error": {"evalue": KEY}}],
                                       profile_values={"llm": {"x": KEY}})
     assert not leaks(written.read_text())
+
+
+def test_data_is_never_edited_a_data_file_with_a_key_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "therapist")  # a placeholder: data written as given
+    text = '{"prompt": "my therapist said"}\n'
+    assert writes.write_text(tmp_path / "a.jsonl", text).read_text() == text
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for write in (lambda p: writes.write_text(p, f"pasted {KEY} twice {KEY}"),
+                  lambda p: writes.write_json(p, {"prompt": KEY})):
+        target = tmp_path / "b.json"
+        with pytest.raises(secrets.KeyInData) as refused:
+            write(target)
+        assert not target.exists() and list(tmp_path.iterdir()) == [tmp_path / "a.jsonl"]
+        message = str(refused.value)
+        assert str(target) in message and "OPENAI_API_KEY" in message and not leaks(message)
+        assert "\n" not in message
+    assert refused.value.counts == {"OPENAI_API_KEY": 1}
 
 
 def test_store_rows_are_written_without_the_key(

@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 
 from hbpsych_utils import __version__
 from hbpsych_utils.core import paths, records
-from hbpsych_utils.core.writes import write_json
+from hbpsych_utils.core.writes import write_json_record
 from hbpsych_utils.pipeline import graph, metrics
 
 
@@ -148,4 +148,4 @@ def write_manifest(
         **collect_run_facts(profile_dir),
         **(extra or {}),
     }
-    return write_json(profile_dir / "manifest.json", manifest)  # scrubbed of every API key
+    return write_json_record(profile_dir / "manifest.json", manifest)  # scrubbed of every API key
