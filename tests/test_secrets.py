@@ -272,6 +272,42 @@ engine.run([Request("gpt-4.1-2025-04-14", [{{"role": "user", "content": "hi"}}],
 
 
 @pytest.mark.slow
+def test_a_key_echoed_in_a_simulated_reply_is_replaced_and_the_run_agrees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hbpsych_utils.evaluation import generation
+    from hbpsych_utils.llm import Engine, Request, load_registry
+    from hbpsych_utils.llm.store import Store
+    from hbpsych_utils.llm.testing import Simulator
+    from hbpsych_utils.llm.testing.simulator import ECHO_KEY
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    registry = load_registry()
+    asks = [Request("gpt-4.1-2025-04-14", [{"role": "user", "content": f"hi {i} {ECHO_KEY}"}],
+                    max_tokens=2048, tag="generate", metadata={"prompt_id": f"p{i}"})
+            for i in range(3)]
+    with Simulator() as sim:
+        engine = Engine(tmp_path / "s.sqlite", registry, base_urls=sim.base_urls_for(registry),
+                        progress=False)
+        first = engine.run(asks)
+        assert all(KEY in x["reply"] for x in sim.log)  # the simulator did send the key back
+        again = engine.run(asks)  # answered from the store
+        engine.store.close()
+    assert all(r.text.endswith("The key you sent: [OPENAI_API_KEY removed]") for r in first)
+    assert [r.text for r in again] == [r.text for r in first] and all(r.cached for r in again)
+    with Store(tmp_path / "s.sqlite") as store:
+        assert store.scrubbed() == [{"model": "gpt-4.1-2025-04-14", "tag": "generate",
+                                     "variable": "OPENAI_API_KEY", "rows": 3,
+                                     "occurrences": 3}]
+    # the responses table made from the run is data: written as the store holds it
+    table = generation.responses_table(first)
+    generation.write_responses(table, tmp_path / "responses.jsonl")
+    written = generation.read_responses(tmp_path / "responses.jsonl")
+    assert list(written["text"]) == [r.text for r in first]
+    assert not leaks((tmp_path / "responses.jsonl").read_text())
+
+
+@pytest.mark.slow
 def test_a_key_echoed_by_the_endpoint_is_never_written_or_printed(
     project: Path, echo_server: str, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
