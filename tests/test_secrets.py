@@ -159,6 +159,10 @@ def test_files_and_manifests_are_written_without_the_key(
                                                        "error": {"evalue": KEY}}],
                                       profile_values={"llm": {"x": KEY}})
     assert not leaks(written.read_text())
+    scrubbed = json.loads(written.read_text())["scrubbed"]
+    assert scrubbed == [{"file": "manifest.json", "what": "record",
+                         "replaced": {"OPENAI_API_KEY": 2}}]
+    assert writes.take_replaced() == []  # the manifest says it of itself
 
 
 def test_data_is_never_edited_a_data_file_with_a_key_is_refused(
@@ -228,6 +232,42 @@ def test_a_reply_quoting_a_key_is_stored_without_it_counted_and_handed_back_as_s
     assert not leaks((tmp_path / "s.sqlite").read_bytes().decode("latin-1"))
     with Store(tmp_path / "s.sqlite") as store:  # read back by a later process
         assert store.scrubbed() == counted
+
+
+def test_the_manifest_says_where_keys_were_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hbpsych_utils.llm.requests import Result
+    from hbpsych_utils.llm.store import STORE_NAME, Store
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", "EMPTY")
+    run = tmp_path / "p"
+
+    def replies(*keys: str) -> None:
+        with Store(run / STORE_NAME) as store:
+            store.put_many([Result(key=k, model="m", provider="p", status="ok", tag="generate",
+                                   text=f"echo {KEY}") for k in keys])
+
+    replies("a")
+    before = manifest.store_entries(run)
+    replies("b", "c")
+    after = manifest.store_entries(run)
+    assert after == [{"file": STORE_NAME, "what": "model replies", "model": "m",
+                      "tag": "generate", "rows": 3, "replaced": {"OPENAI_API_KEY": 3}}]
+    [added] = manifest.new_store_entries(before, after)  # what one stage added
+    assert (added["rows"], added["replaced"]) == (2, {"OPENAI_API_KEY": 2})
+    line = manifest.describe_entry(added)
+    assert line.startswith("llm_store.sqlite: 2 model replies of m (generate) quoted the "
+                           "value of OPENAI_API_KEY 2 times") and "[OPENAI_API_KEY removed]" in line
+    failed = run / "06_generation" / "failed.json"
+    record = manifest.record_entry(run, failed, {"OPENAI_API_KEY": 1})
+    assert record == {"file": "06_generation/failed.json", "what": "record",
+                      "replaced": {"OPENAI_API_KEY": 1}}
+    written = manifest.write_manifest(run, "p", [], scrubbed=[record])
+    data = json.loads(written.read_text())
+    assert data["scrubbed"] == [*after, record] and data["key_placeholders"] == ["GEMINI_API_KEY"]
+    assert not leaks(written.read_text())
 
 
 class EchoKey(BaseHTTPRequestHandler):
@@ -305,6 +345,56 @@ def test_a_key_echoed_in_a_simulated_reply_is_replaced_and_the_run_agrees(
     written = generation.read_responses(tmp_path / "responses.jsonl")
     assert list(written["text"]) == [r.text for r in first]
     assert not leaks((tmp_path / "responses.jsonl").read_text())
+
+
+ECHO_CELL = """\
+from pathlib import Path
+from hbpsych_utils.llm import Engine, Request, load_registry
+engine = Engine(Path(outputs_root) / profile / "llm_store.sqlite", load_registry(),
+                base_urls={{"openai": {url!r}}}, progress=False)
+out = engine.run([Request("gpt-4.1-2025-04-14", [{{"role": "user", "content": "hi {marker}"}}],
+                          max_tokens=2048, tag="generate")])
+print(out[0].text, "(the placeholder lm-studio is left as it is)")
+"""
+
+
+@pytest.mark.slow
+def test_a_run_says_where_a_reply_quoting_a_key_was_replaced_and_names_a_placeholder(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from hbpsych_utils.llm import load_registry
+    from hbpsych_utils.llm.testing import Simulator
+    from hbpsych_utils.llm.testing.simulator import ECHO_KEY
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "lm-studio")
+    write_profile(project, "01_corpus")
+    out = project / "out"
+    with Simulator() as sim:
+        url = sim.base_urls_for(load_registry())["openai"]
+        notebook(project / "notebooks" / "01_corpus.ipynb",
+                 ECHO_CELL.format(url=url, marker=ECHO_KEY))
+        assert runner.main(["p", "--outputs", str(out)]) == 0
+    said = capsys.readouterr()
+    terminal = said.out + said.err
+    assert not leaks(terminal)
+    notices = [line for line in terminal.splitlines() if "placeholder" in line]
+    assert len(notices) == 1 and "ANTHROPIC_API_KEY" in notices[0]
+    assert "lm-studio" not in notices[0] and "OPENAI_API_KEY" not in notices[0]
+    told = [line for line in terminal.splitlines() if "llm_store.sqlite" in line]
+    assert len(told) == 1 and "1 model reply of gpt-4.1-2025-04-14" in told[0]
+    assert "the value of OPENAI_API_KEY 1 time" in told[0]
+    data = json.loads((out / "p" / "manifest.json").read_text())
+    assert data["key_placeholders"] == ["ANTHROPIC_API_KEY"]
+    assert data["scrubbed"] == [{"file": "llm_store.sqlite", "what": "model replies",
+                                 "model": "gpt-4.1-2025-04-14", "tag": "generate", "rows": 1,
+                                 "replaced": {"OPENAI_API_KEY": 1}}]
+    executed = (out / "p" / "notebooks" / "01_corpus.ipynb").read_text()
+    assert "The key you sent: [OPENAI_API_KEY removed]" in executed
+    assert "the placeholder lm-studio is left" in executed
+    written = {p.name: p.read_bytes().decode("latin-1") for p in (out / "p").rglob("*")
+               if p.is_file()}
+    assert {name: leaks(text) for name, text in written.items() if leaks(text)} == {}
 
 
 @pytest.mark.slow
