@@ -9,12 +9,12 @@ each notebook, so an interrupted run still says how far it got. Artifacts come f
 ``stage.json`` of each stage folder; the folder of a stage that failed holds only its failure
 record, so the manifest never names the inputs of a previous run's outputs as this run's.
 
-``scrubbed`` says every place where the value of an API key was replaced by ``[NAME removed]``
-(:func:`scrub_entries`): the model replies of the run's LLM store that quoted one (by model,
-tag and variable, with the replies and occurrences; tables made from them hold the same text),
-the records this invocation wrote (failure records, build records, executed notebooks) and the
-manifest itself; an empty list when none. ``key_placeholders`` names the key variables set to a
-placeholder rather than a key (nothing is scrubbed of them).
+``scrubbed`` says every place where the value of an API key was replaced by ``[NAME removed]``:
+the model replies of the run's LLM store that quoted one (:func:`store_entries`: by model, tag
+and variable, with the replies and occurrences; tables made from them hold the same text), the
+records this invocation wrote (:func:`record_entry`: failure records, build records, executed
+notebooks) and the manifest itself; an empty list when none. ``key_placeholders`` names the key
+variables set to a placeholder rather than a key (nothing is scrubbed of them).
 """
 
 from __future__ import annotations
@@ -123,6 +123,14 @@ def store_entries(profile_dir: Path) -> list[dict[str, Any]]:
         return []
 
 
+def _store_entries(db: Any) -> list[dict[str, Any]]:
+    from hbpsych_utils.llm.store import STORE_NAME
+
+    return [{"file": STORE_NAME, "what": STORE_REPLIES, "model": e["model"], "tag": e["tag"],
+             "rows": e["rows"], "replaced": {e["variable"]: e["occurrences"]}}
+            for e in db.scrubbed()]
+
+
 def new_store_entries(before: list[dict[str, Any]], after: list[dict[str, Any]]
                       ) -> list[dict[str, Any]]:
     """The store's entries of ``after`` less those of ``before``: the replies a stage stored
@@ -142,14 +150,6 @@ def new_store_entries(before: list[dict[str, Any]], after: list[dict[str, Any]]
     return out
 
 
-def _store_entries(db: Any) -> list[dict[str, Any]]:
-    from hbpsych_utils.llm.store import STORE_NAME
-
-    return [{"file": STORE_NAME, "what": STORE_REPLIES, "model": e["model"], "tag": e["tag"],
-             "rows": e["rows"], "replaced": {e["variable"]: e["occurrences"]}}
-            for e in db.scrubbed()]
-
-
 def describe_entry(entry: dict[str, Any]) -> str:
     """One line for the terminal: where keys were replaced, and how many."""
     names = ", ".join(f"[{name} removed]" for name in entry["replaced"])
@@ -157,8 +157,8 @@ def describe_entry(entry: dict[str, Any]) -> str:
         n = entry["rows"]
         return (f"{entry['file']}: {n} model repl{'y' if n == 1 else 'ies'} of "
                 f"{entry['model']}{' (' + entry['tag'] + ')' if entry['tag'] else ''} quoted "
-                f"{secrets.describe_counts(entry['replaced'])}: stored with {names}, as every "
-                "table made from them holds it")
+                f"{secrets.describe_counts(entry['replaced'])}: replaced by {names} in the "
+                "store and in every table made from them")
     return (f"{entry['file']}: {secrets.describe_counts(entry['replaced'])} replaced by "
             f"{names}")
 
