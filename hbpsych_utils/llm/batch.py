@@ -148,8 +148,7 @@ async def _provider_batches(ctx: RunContext, provider: str, items: list[Item],
 
 
 def _not_run(ctx: RunContext, items: list[Item], results: dict[str, Result], why: str) -> None:
-    rs = [ctx.failed(it, "not_run", why, 0, "batch") for it in items]
-    ctx.record(rs)
+    rs = ctx.record([ctx.failed(it, "not_run", why, 0, "batch") for it in items])
     results.update({r.key: r for r in rs})
 
 
@@ -214,7 +213,7 @@ async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict
         # an error stopped the run (then they are not run)
         fallback.append(it)
     # answers, billed empty replies and the collected mark: one transaction
-    ctx.record_batch(bid, info, stored, spent)
+    stored = ctx.record_batch(bid, info, stored, spent)  # as stored: scrubbed of API keys
     results.update({r.key: r for r in stored})
     ctx.budget.finish(b["reserved"], sum(r.cost for r in stored) + sum(x.cost for x in spent))
     return fallback

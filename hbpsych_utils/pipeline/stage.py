@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hbpsych_utils.core import paths, records, sources
-from hbpsych_utils.core.writes import write_json, write_text
+from hbpsych_utils.core.writes import write_json, write_json_record, write_text
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.state import FAILURE_RECORD
 
@@ -199,7 +199,7 @@ def retire_stage(profile_root: Path, name: str, record: dict[str, Any],
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    write_json(work / FAILURE_RECORD, {
+    write_json_record(work / FAILURE_RECORD, {
         "stage": name, **record,
         "partial_outputs": str(kept) if kept is not None else None,
         "previous_outputs": "removed" if previous else None,

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hbpsych_utils.core import paths, records, sources
 from hbpsych_utils.core.config import Profile
-from hbpsych_utils.core.writes import write_json
+from hbpsych_utils.core.writes import write_json_record
 from hbpsych_utils.pipeline import graph
 
 BUILD_RECORD = "build.json"
@@ -191,7 +191,7 @@ def write_build(folder: Path, name: str, *, by: Literal["runner", "hand"],
                   fingerprint=inputs.fingerprint() if inputs is not None else None,
                   parameters=dict(parameters or {}),
                   written_at=datetime.now(UTC).isoformat(timespec="seconds"))
-    return write_json(Path(folder) / BUILD_RECORD, build.model_dump(mode="json"))
+    return write_json_record(Path(folder) / BUILD_RECORD, build.model_dump(mode="json"))
 
 
 def _show(value: Any) -> str:

@@ -7,6 +7,13 @@ prints the subset's prompt ids (``inspect``: the comma-separated value of Inspec
 lines of the verified corpus, byte for byte, in corpus order, so any HealthBench harness reads
 them as it reads the original file. An offline machine has a partial corpus; the export says
 how many of the subset's conversations it held.
+
+The export is the corpus's data, so nothing scrubs it: with an API key variable set to a
+placeholder word (``OPENAI_API_KEY=therapist``) it is byte for byte the export without it (the
+command says once that the variable holds a placeholder). Should the conversations hold the
+value of a real key set in the environment, the export is refused, naming the variable, and
+nothing is written (:class:`~hbpsych_utils.core.secrets.KeyInData`): a key is never written, and
+data is never edited to hide one.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hbpsych_utils.construction import corpus
-from hbpsych_utils.core import arguments, records, sources
+from hbpsych_utils.core import arguments, records, secrets, sources
 from hbpsych_utils.core.writes import describe_os_error, write_text
 from hbpsych_utils.reporting.interop import (
     InteropError,
@@ -52,7 +59,8 @@ def export_conversations(subset: Subset, corpus_path: Path, output: Path) -> int
     """Write the corpus lines of ``subset``'s conversations to ``output``; return how many.
 
     ``corpus_path`` must already be verified (``corpus.load_for_profile``): here each line is
-    only read for its ``prompt_id``."""
+    only read for its ``prompt_id``. The lines are written exactly: ``KeyInData``, and
+    nothing written, when they hold the value of an API key set in the environment."""
     wanted = set(subset.ids)
     kept = []
     for _, line in records.utf8_lines(corpus_path):
@@ -92,6 +100,9 @@ def main(command: str, argv: list[str]) -> int:
         args = _parser(command).parse_args(argv)
     except SystemExit as exc:  # argparse's own exit (a one-line usage error or --help)
         return int(exc.code or 0)
+    notice = secrets.placeholder_notice()
+    if command == "export" and notice:
+        print(notice, file=sys.stderr)
     try:
         subset = resolve_subset(args.subset)
         sha256 = corpus.ids_hash(subset.ids)
@@ -102,7 +113,8 @@ def main(command: str, argv: list[str]) -> int:
             return 0
         loaded = verified_corpus()
         n = export_conversations(subset, loaded.report.path, args.output)
-    except (InteropError, corpus.CorpusError, sources.ArtifactError, records.NotUTF8) as exc:
+    except (InteropError, corpus.CorpusError, sources.ArtifactError, records.NotUTF8,
+            secrets.KeyInData) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # the output's folder filled up or changed since it was checked

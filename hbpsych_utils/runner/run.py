@@ -204,6 +204,7 @@ def run_profile(
     ``config.ProfileError``); a damaged LLM store in the run folder raises
     ``llm.store.StoreError`` before any notebook, once the manifest records it (``error``);
     Ctrl-C raises :class:`RunInterrupted` once the manifest records the notebook it stopped."""
+    from hbpsych_utils.core.writes import take_replaced
     from hbpsych_utils.pipeline import state
     from hbpsych_utils.runner import checks, execute
 
@@ -223,6 +224,7 @@ def run_profile(
         steps = plan(profile, out, expected, only=only, force=force)
         command = command or default_command(profile_name, outputs_root, only, overrides, force)
         clean = scrubber()  # a failure's message may quote what a server sent back
+        take_replaced()  # what an earlier run in this process noted was said there
 
         def say(line: str) -> None:
             echo(clean(line))
@@ -237,8 +239,8 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                 echo: Callable[[str], None], command: str, watch: RunWatch) -> RunResult:
     from papermill.exceptions import PapermillExecutionError
 
-    from hbpsych_utils.core import config
-    from hbpsych_utils.core.writes import scrub_file, with_path
+    from hbpsych_utils.core import config, secrets
+    from hbpsych_utils.core.writes import scrub_file, take_replaced, with_path
     from hbpsych_utils.llm import store as llm_store
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
@@ -250,10 +252,13 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     values = profile.model_dump(mode="json")
     to_run = [s.stage for s in steps if s.run]
 
+    scrubbed: list[dict[str, Any]] = []  # records this invocation wrote with keys replaced
+
     def record(**extra: Any) -> None:
         stages = [s.model_dump() for s in state.stage_states(out, profile)]
         manifest.write_manifest(out, profile.name, result.notebooks, extra, overrides=applied,
-                                profile_values=values, stages=stages, command=command)
+                                profile_values=values, stages=stages, command=command,
+                                scrubbed=scrubbed)
 
     if (out / llm_store.STORE_NAME).exists():  # every stage of the run shares it
         try:
@@ -262,6 +267,19 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
             record(error=str(exc))
             raise
     executed_dir.mkdir(parents=True, exist_ok=True)
+    replies = manifest.store_entries(out)
+
+    def say_scrubbed() -> None:
+        """Say (and keep for the manifest) where keys were replaced since the last call: in
+        records this process wrote, and in replies a stage stored."""
+        nonlocal replies
+        for path, counts in take_replaced():
+            scrubbed.append(manifest.record_entry(out, path, counts))
+            echo(f"  {manifest.describe_entry(scrubbed[-1])}")
+        now = manifest.store_entries(out)
+        for entry in manifest.new_store_entries(replies, now):
+            echo(f"  {manifest.describe_entry(entry)}")
+        replies = now
 
     def stop(name: str, entry: dict[str, Any], status: str, error: dict[str, Any],
              start: float) -> tuple[list[str], list[str]]:
@@ -278,6 +296,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         entry["failure_record"] = [str(p) for p in records]
         shutil.rmtree(staging, ignore_errors=True)
         result.notebooks.append(entry)
+        say_scrubbed()
         record()
         return previous, sorted(staged)
 
@@ -325,6 +344,9 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     tweaks = f" with --set {config.describe_overrides(applied)}" if applied else ""
     echo(f"profile {profile.name!r}{tweaks}: {len(to_run)} of "
          f"{count(len(steps), 'notebook')} to run -> {out}")
+    notice = secrets.placeholder_notice()
+    if notice:
+        echo(notice)
     if unread:
         echo("  keys of the profile that no stage reads under its modes:\n"
              + "\n".join(f"    {line}" for line in unread))
@@ -390,6 +412,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
             entry.update(status="ok", seconds=round(time.perf_counter() - start, 2))
             result.notebooks.append(entry)
             echo(f"[{i}/{len(to_run)}] {name} done in {entry['seconds']:.1f}s")
+            say_scrubbed()
             record()
         shutil.rmtree(staging, ignore_errors=True)
         if not to_run:

@@ -17,7 +17,9 @@ and the sampling seed when the body carries one) picks the words, so the same re
 synchronously or in a batch gets the same text, and replies sampled with different seeds differ.
 A HealthBench grader prompt (its text mentions ``criteria_met``) gets a fenced grader JSON
 verdict (hash-chosen, unless the prompt scripts it with a ``[sim-verdicts model=met ...]``
-marker: :func:`scripted_verdict`); a request with a JSON schema gets an object generated from
+marker: :func:`scripted_verdict`); a synchronous call whose prompt holds :data:`ECHO_KEY` gets
+a plain-text reply that quotes the API key the call carried (a careless proxy or model, for the
+tests of key scrubbing); a request with a JSON schema gets an object generated from
 the schema (enums: a hash-chosen value; strings, numbers, booleans: hash-derived; arrays:
 ``minItems`` items, or N items when the prompt says "N items/records/conversations/entries";
 ``$ref``/``anyOf``: first branch). Usage is ~4 characters per token.
@@ -271,6 +273,18 @@ def _from_schema(schema: Any, h: str, n_hint: int | None, defs: dict[str, Any],
 
 
 _SCRIPTED = re.compile(r"\[sim-verdicts ([^\]]*)\]")
+
+ECHO_KEY = "[sim-echo-key]"
+"""A prompt holding this marker gets a reply that ends by quoting the API key of its call
+(synchronous plain-text calls): the key as the SDK sent it (OpenAI ``Authorization: Bearer``,
+Anthropic ``x-api-key``, Gemini ``x-goog-api-key`` or ``?key=``)."""
+
+
+def call_key(request: web.Request) -> str:
+    """The API key a call carried, as the provider's SDK sends it ("" when none)."""
+    bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    return (bearer or request.headers.get("x-api-key") or request.headers.get("x-goog-api-key")
+            or request.query.get("key") or "")
 
 
 def scripted_verdict(model: str, text: str) -> bool | None:
@@ -848,15 +862,16 @@ class Simulator:
 
     # endpoints -------------------------------------------------------------------
     async def _openai_chat(self, request: web.Request) -> _Reply:
-        return await self._model_call("openai", _tenant(request), _loads(await request.read()))
+        return await self._model_call("openai", _tenant(request), _loads(await request.read()),
+                                      key=call_key(request))
 
     async def _anthropic_message(self, request: web.Request) -> _Reply:
         return await self._model_call("anthropic", _tenant(request),
-                                      _loads(await request.read()))
+                                      _loads(await request.read()), key=call_key(request))
 
     async def _google_generate(self, request: web.Request) -> _Reply:
         return await self._model_call("google", _tenant(request), _loads(await request.read()),
-                                      model=request.match_info["model"])
+                                      model=request.match_info["model"], key=call_key(request))
 
     async def _openai_file_content(self, request: web.Request) -> _Reply:
         data = self.state.files.get(request.match_info["id"])
@@ -884,7 +899,7 @@ class Simulator:
 
     # sync model calls ------------------------------------------------------------
     async def _model_call(self, api: str, tenant: str, body: dict[str, Any],
-                          model: str | None = None) -> _Reply:
+                          model: str | None = None, key: str = "") -> _Reply:
         st = self.state
         model = model or str(body.get("model", ""))
         msgs, schema, cap = _NORM[api](body)
@@ -931,6 +946,8 @@ class Simulator:
             reply = _Reply(200, b'{"id": "x", "choices": [<<not json>>', {})
         else:
             text = answer_text(model, msgs, schema, h)
+            if schema is None and key and any(ECHO_KEY in t for _, t in msgs):
+                text = f"{text} The key you sent: {key}"
             text = _fault_text(kind, text)
             body_obj = _BUILD[api](model, msgs, h, text, kind, cap, body, use)
             st.caches.commit(use)  # answered: the prefix is in the cache from now on
