@@ -217,7 +217,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
 
-    executed_dir = out / "notebooks"
+    executed_dir = out / state.EXECUTED_DIR
     staging = out / stage.STAGING_DIR
     result = RunResult(profile=profile.name, outputs=out)
     applied = config.applied_overrides(profile, overrides)
@@ -309,7 +309,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     with watch.running_notebooks():
         for i, name in enumerate(to_run, start=1):
             nb = state.notebook_path(name)
-            target = executed_dir / nb.name
+            target = state.executed_path(out, name)
             start = time.perf_counter()
             entry: dict[str, Any] = {"notebook": name, "executed": str(target)}
             if watch.requested:  # Ctrl-C between notebooks: this one never started
@@ -357,7 +357,8 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
             finally:  # a cell may have shown what a server sent back
                 scrub_file(target)
             (staging / name).mkdir(parents=True, exist_ok=True)
-            state.write_build(staging / name, name, by=state.RUNNER, inputs=expected[name])
+            state.write_build(staging / name, name, by=state.RUNNER, inputs=expected[name],
+                              executed=target)
             stage.publish_staged(staging, out)
             entry.update(status="ok", seconds=round(time.perf_counter() - start, 2))
             result.notebooks.append(entry)
