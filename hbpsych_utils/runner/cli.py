@@ -195,6 +195,7 @@ def publish_main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = publish_parser().parse_args(argv)
     from hbpsych_utils.core import sources
+    from hbpsych_utils.llm.store import StoreError
     from hbpsych_utils.reporting import book, publish
 
     run_dir = profile_dir(args.profile, args.outputs)
@@ -214,9 +215,10 @@ def publish_main(argv: list[str] | None = None) -> int:
     except runlock.RunLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LOCKED
-    except (ValueError, OSError, sources.ArtifactError, book.BookError) as exc:
+    except (ValueError, OSError, sources.ArtifactError, book.BookError, StoreError) as exc:
         # the package's readers name the file, record and field (PublishError, ScoringError,
-        # NotJSON, ... are ValueErrors)
+        # NotJSON, ... are ValueErrors); a damaged or empty LLM store names the mv that sets
+        # it aside
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return 0

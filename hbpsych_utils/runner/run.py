@@ -56,10 +56,12 @@ class RunResult:
     up_to_date: list[str] = field(default_factory=list)
     """Stages found current and not run."""
     failed: str | None = None
+    book_error: str | None = None
+    """Why the book could not be built (the notebooks' outputs are kept)."""
 
     @property
     def ok(self) -> bool:
-        return self.failed is None
+        return self.failed is None and self.book_error is None
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -285,11 +287,16 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
 
     def build_book(where: str) -> None:
         """The book, after the last notebook or a failure. Ctrl-C stops it, even one that a
-        library swallowed."""
+        library swallowed. A run folder the book refuses (a stage's files that differ from its
+        build record, left as they are by ``--only``) is one line, and the run is not ok."""
         try:
             from hbpsych_utils.reporting import book  # the run's offline reading copy
 
-            echo(f"book: {book.build_book(out)}")
+            try:
+                echo(f"book: {book.build_book(out)}")
+            except book.BookError as exc:
+                result.book_error = str(exc)
+                echo(f"FAILED: the book: {exc}")
         except KeyboardInterrupt:
             watch.requested = True
         if watch.requested:
