@@ -223,16 +223,14 @@ def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
 
 
 def emptied(path: Path) -> bool:
-    """Whether ``path`` is an empty file (0 bytes) with no write-ahead log holding its pages.
+    """Whether ``path`` is an empty file (0 bytes).
 
     SQLite takes such a file for a new database and would start over in it, paying again for
     every answer the store held. A store this code opened is at least one page long: setting
-    its journal mode, the first thing :class:`Store` does, writes the header."""
+    its journal mode, the first thing :class:`Store` does, writes the header (its write-ahead
+    log, if one is left beside an emptied file, cannot be read without it)."""
     try:
-        if Path(path).stat().st_size != 0:
-            return False
-        wal = Path(f"{path}-wal")
-        return not wal.exists() or wal.stat().st_size == 0
+        return Path(path).stat().st_size == 0
     except FileNotFoundError:
         return False
 
