@@ -778,10 +778,11 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "") -> None:
     ``banner`` (Markdown), when given, is put under the chapter's title as a warning."""
     import nbformat
 
-    records.read_json(src, error=BookError)  # text that is not JSON: named with its line
+    text = records.read_text(src, error=BookError)
     try:
-        nb = nbformat.read(str(src), as_version=4)
+        nb = nbformat.reads(text, as_version=4)
     except Exception as exc:  # nbformat raises schema, key, type and attribute errors alike
+        records.read_json(src, error=BookError)  # text that is not JSON: named with its line
         raise BookError(f"{src}: not a Jupyter notebook ({type(exc).__name__}: "
                         f"{(str(exc).strip().splitlines() or [''])[0][:200]})") from None
     nb.metadata.pop("widgets", None)
