@@ -2,9 +2,10 @@
 and ``publish`` (:func:`publish_main`), which reads a run folder the same way.
 
 Exit codes: 0 every planned notebook ran, 1 a notebook failed or the run could not go on (a
-damaged LLM store, a file-system error: one line naming the path and the problem), 2 bad
-profile or arguments (including a ``--set`` that no stage reads), 3 another run holds the
-outputs folder, 130 interrupted (Ctrl-C, at any point, once or more: one line).
+damaged or empty LLM store, a file-system error: one line naming the path and the problem; a
+book the run folder cannot be rendered into), 2 bad profile or arguments (including a ``--set``
+that no stage reads), 3 another run holds the outputs folder, 130 interrupted (Ctrl-C, at any
+point, once or more: one line).
 
 A relative ``--outputs`` or profile file is the caller's: relative to the directory the
 command was started from (``run_all.sh`` says which, :func:`core.paths.from_caller`).
@@ -54,9 +55,9 @@ def parser() -> argparse.ArgumentParser:
         description="Run a profile's notebooks: those whose inputs changed since their last "
         "successful run, and everything downstream of them.",
         epilog="exit codes: 0 every planned notebook ran, 1 a notebook failed or the run "
-        "could not go on (a damaged LLM store, a file-system error), 2 bad profile or "
-        "arguments (a --set no stage reads included), 3 another run holds the outputs "
-        "folder, 130 interrupted (Ctrl-C)")
+        "could not go on (a damaged or empty LLM store, a file-system error, a book it cannot "
+        "build), 2 bad profile or arguments (a --set no stage reads included), 3 another run "
+        "holds the outputs folder, 130 interrupted (Ctrl-C)")
     ap.add_argument("profile", nargs="?", default="default")
     ap.add_argument("--only", nargs="*", help="stages to run (with whichever of their "
                     "dependents are then not current)")

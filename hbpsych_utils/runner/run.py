@@ -2,21 +2,26 @@
 
 Before anything runs, the profile is loaded and checked (:mod:`.checks`): a bad value, a bad
 reference or a ``--set`` that no stage reads stops the run with exit 2. The plan then compares
-every stage's build record with the inputs the profile implies now
-(:mod:`hbpsych_utils.pipeline.state`): a stage runs when it never ran, failed, was written
-outside the runner, or any of its inputs changed (its parameters, notebook, the package code,
-an artifact or an upstream stage); the others are reported up to date. ``force`` runs every
+every stage's build record with the inputs the profile implies now and with the files it
+wrote (:mod:`hbpsych_utils.pipeline.state`): a stage runs when it never ran, failed, was written
+outside the runner, a file it wrote (its executed notebook included) is no longer what it
+wrote, its record cannot say (an older version's), or any of its inputs changed (its
+parameters, notebook, the package code, an artifact or an upstream stage); the others are
+reported up to date. ``force`` runs every
 stage; ``only`` runs the named stages and whichever of their dependents are then not current,
 and refuses when an upstream of a named stage is not current (it would read stale inputs); both
 run the named stages and all their dependents, current or not (never the rest of the profile).
 
 Each notebook runs in this process with papermill (:mod:`.execute`), writing into a staging
-folder that is swapped into place with its ``build.json`` when the notebook succeeds
+folder that is swapped into place with its ``build.json`` (the sha256 of what it wrote and of
+the executed notebook) when the notebook succeeds
 (:func:`hbpsych_utils.pipeline.stage.publish_staged`); a failed or interrupted notebook leaves
 its stage folder holding only ``failed.json``. The run stops at the first failure. The manifest,
 rewritten after each notebook, lists every stage of the graph with its state; the book is built
-after the last notebook, and after a failure too, so it marks what is not current. A damaged
-LLM store in the run folder stops the run before any notebook (the manifest says why). Ctrl-C
+after the last notebook, and after a failure too, so it marks what is not current; a folder it
+refuses (a stage's file that differs from its record, left by ``only``) is one line, and the
+run is not ok. A damaged or empty LLM store in the run folder stops the run before any
+notebook (the manifest says why). Ctrl-C
 at any point, from loading the profile to the book, ends it with :class:`RunInterrupted`
 (:class:`~hbpsych_utils.runner.execute.RunWatch`).
 """
