@@ -377,6 +377,27 @@ def test_a_store_that_is_not_a_database_is_named_with_what_to_do(tmp_path: Path)
     assert path.read_bytes() == b"this is not SQLite " * 300  # left as it was
 
 
+def test_an_empty_store_file_is_refused_like_a_damaged_one(tmp_path: Path) -> None:
+    """SQLite would take a 0-byte file for a new database: every answer bought again."""
+    from hbpsych_utils.llm import store as store_module
+
+    path = tmp_path / "llm_store.sqlite"
+    path.write_bytes(b"")
+    for attempt in (lambda: store_module.check(path), lambda: Store(path)):
+        with pytest.raises(store_module.StoreError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert message.startswith(f"{path}: damaged (an empty file, 0 bytes"), message
+        assert f"mv {path} {path}.damaged" in message and "\n" not in message
+    assert path.read_bytes() == b""  # left as it was, and no journal files beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["llm_store.sqlite"]
+    # a store that does not exist yet is created, and is not empty once opened
+    fresh = tmp_path / "new" / "llm_store.sqlite"
+    with Store(fresh):
+        pass
+    assert fresh.stat().st_size > 0 and store_module.check(fresh) is None
+
+
 def test_a_store_with_damaged_pages_is_named_and_may_be_recovered_by_hand(
         tmp_path: Path) -> None:
     from hbpsych_utils.llm import store as store_module

@@ -236,11 +236,12 @@ def test_publish_refuses_a_subset_it_does_not_publish(capsys: pytest.CaptureFixt
 
 
 def copy_run(run: Path, dest: Path) -> Path:
-    """A run folder copied (without its book and executed notebooks), so publishing into it
-    leaves the session's run as the other tests read it."""
+    """A run folder copied (without its book), so publishing into it leaves the session's run
+    as the other tests read it. Its executed notebooks come too: their hashes are in the build
+    records, and publish refuses a folder whose files differ from them."""
     target = dest / run.name
     shutil.copytree(run, target, ignore=shutil.ignore_patterns(
-        "book", ".book-build", ".figure-cache", "notebooks", ".run.lock"))
+        "book", ".book-build", ".figure-cache", ".run.lock"))
     return target
 
 

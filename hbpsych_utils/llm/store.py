@@ -238,10 +238,26 @@ def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     return StoreError(f"{path}: cannot be read ({exc})")
 
 
+def emptied(path: Path) -> bool:
+    """Whether ``path`` is an empty file (0 bytes).
+
+    SQLite takes such a file for a new database and would start over in it, paying again for
+    every answer the store held. A store this code opened is at least one page long: setting
+    its journal mode, the first thing :class:`Store` does, writes the header (its write-ahead
+    log, if one is left beside an emptied file, cannot be read without it)."""
+    try:
+        return Path(path).stat().st_size == 0
+    except FileNotFoundError:
+        return False
+
+
 def check(path: Path) -> None:
-    """Raise :class:`StoreError` if the store at ``path`` (an existing file) is damaged, before
-    anything reads it. ``PRAGMA quick_check`` reads every page once, read-only (about a second
-    for a few hundred MB); it writes nothing, not even a checkpoint."""
+    """Raise :class:`StoreError` if the store at ``path`` (an existing file) is damaged or
+    empty (:func:`emptied`), before anything reads it. ``PRAGMA quick_check`` reads every page
+    once, read-only (about a second for a few hundred MB); it writes nothing, not even a
+    checkpoint."""
+    if emptied(path):
+        raise damaged(path, "an empty file, 0 bytes: not a store", readable=False)
     # without a write-ahead log to read, immutable: SQLite creates no -wal or -shm file either
     quiet = "" if Path(f"{path}-wal").exists() else "&immutable=1"
     try:
@@ -300,6 +316,8 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        if emptied(self.path):  # a new store is created, an emptied one refused
+            raise damaged(self.path, "an empty file, 0 bytes: not a store", readable=False)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,

@@ -806,7 +806,13 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "") -> None:
     ``banner`` (Markdown), when given, is put under the chapter's title as a warning."""
     import nbformat
 
-    nb = nbformat.read(str(src), as_version=4)
+    text = records.read_text(src, error=BookError)
+    try:
+        nb = nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises schema, key, type and attribute errors alike
+        records.read_json(src, error=BookError)  # text that is not JSON: named with its line
+        raise BookError(f"{src}: not a Jupyter notebook ({type(exc).__name__}: "
+                        f"{(str(exc).strip().splitlines() or [''])[0][:200]})") from None
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -898,6 +904,21 @@ def chapters_of(profile_dir: Path, states: Mapping[str, StageState] | None = Non
     states = states or {}
     return [nb for nb in found if nb.stem in graph.SPECS
             and (nb.stem not in states or states[nb.stem].state != "not_in_profile")]
+
+
+def check_records(profile_dir: Path) -> None:
+    """Refuse a run folder whose files are not those its build records say the runner wrote
+    (:func:`hbpsych_utils.pipeline.state.check_outputs`, of the stages its profile runs),
+    naming the first, with the command that rebuilds them: the book would show them as
+    current."""
+    manifest = _read_manifest(profile_dir)
+    run = run_profile(profile_dir, manifest)
+    profile = str((manifest or {}).get("profile") or profile_dir.name)
+    try:
+        state.check_outputs(profile_dir, update_command(profile, manifest, profile_dir.parent),
+                            graph.profile_stages(run) if run is not None else None)
+    except state.OutputsChanged as exc:
+        raise BookError(str(exc)) from None
 
 
 def _read_manifest(profile_dir: Path) -> dict[str, Any] | None:
@@ -1058,6 +1079,7 @@ def render(profile_dir: Path, *, parallel: int = 0, fresh: bool = False) -> Buil
     profile_dir = Path(profile_dir).resolve()
     if not profile_dir.is_dir():
         raise BookError(f"{profile_dir}: no such run folder (run the profile first)")
+    check_records(profile_dir)
     start = time.perf_counter()
     dest = profile_dir / BOOK_DIR
     work = profile_dir / BUILD_DIR

@@ -742,7 +742,12 @@ def publish(run_dir: Path, *, subset: str = "v1", output: Path | None = None,
         raise PublishError(f"--subset {subset!r}: one of {', '.join(MAIN_SUBSETS)} (Psych-Hard "
                            "is published beside it)")
     run = open_run(run_dir, rerun)
-    stages = require_current(run, rerun or f"bash run_all.sh {run.profile.name}")
+    rerun = rerun or f"bash run_all.sh {run.profile.name}"
+    try:  # a file that is no longer what its stage wrote is never read
+        state.check_outputs(run.root, rerun, graph.profile_stages(run.profile))
+    except state.OutputsChanged as exc:
+        raise PublishError(str(exc)) from None
+    stages = require_current(run, rerun)
     schema = load_schema()
     lines: dict[str, list[ItemLine]] = {}
     if run.mode == graph.PAPER:

@@ -3,11 +3,11 @@ and ``publish`` (:func:`publish_main`) and ``book`` (:func:`book_main`), which r
 folder the same way.
 
 Exit codes: 0 every planned notebook ran, 1 a notebook failed or the run could not go on (a
-damaged LLM store, a file-system error: one line naming the path and the problem), 2 bad
-profile or arguments (including a ``--set`` that no stage reads, a profile name that is not a
-plain name, an outputs root in the project's source tree: one line for an argument), 3 another
-command holds the outputs folder, 130 interrupted (Ctrl-C, at any point, once or more: one
-line).
+damaged or empty LLM store, a file-system error: one line naming the path and the problem; a
+book the run folder cannot be rendered into), 2 bad profile or arguments (including a ``--set``
+that no stage reads, a profile name that is not a plain name, an outputs root in the project's
+source tree: one line for an argument), 3 another command holds the outputs folder, 130
+interrupted (Ctrl-C, at any point, once or more: one line).
 
 A relative ``--outputs`` or profile file is the caller's: relative to the directory the
 command was started from (``run_all.sh`` says which, :func:`core.paths.from_caller`).
@@ -59,9 +59,9 @@ def parser() -> argparse.ArgumentParser:
         description="Run a profile's notebooks: those whose inputs changed since their last "
         "successful run, and everything downstream of them.",
         epilog="exit codes: 0 every planned notebook ran, 1 a notebook failed or the run "
-        "could not go on (a damaged LLM store, a file-system error), 2 bad profile or "
-        "arguments (a --set no stage reads included), 3 another run holds the outputs "
-        "folder, 130 interrupted (Ctrl-C)")
+        "could not go on (a damaged or empty LLM store, a file-system error, a book it cannot "
+        "build), 2 bad profile or arguments (a --set no stage reads included), 3 another run "
+        "holds the outputs folder, 130 interrupted (Ctrl-C)")
     _run_folder_arguments(ap)
     ap.add_argument("--only", nargs="*", help="stages to run (with whichever of their "
                     "dependents are then not current)")
@@ -233,6 +233,7 @@ def publish_main(argv: list[str] | None = None) -> int:
         return args
     from hbpsych_utils.core import sources
     from hbpsych_utils.core.writes import describe_os_error
+    from hbpsych_utils.llm.store import StoreError
     from hbpsych_utils.reporting import book, publish
 
     try:
@@ -259,9 +260,10 @@ def publish_main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a full disk, a read-only folder, a book/ that is a link
         print(f"error: {describe_os_error(exc, args.output or run_dir)}", file=sys.stderr)
         return EXIT_FAILED
-    except (ValueError, sources.ArtifactError, book.BookError) as exc:
+    except (ValueError, sources.ArtifactError, book.BookError, StoreError) as exc:
         # the package's readers name the file, record and field (PublishError, ScoringError,
-        # NotJSON, ... are ValueErrors)
+        # NotJSON, ... are ValueErrors); a damaged or empty LLM store names the mv that sets
+        # it aside
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return 0

@@ -73,22 +73,40 @@ def installed_packages(distribution: str = "hbpsych_utils") -> dict[str, str | N
     return packages
 
 
-def collect_artifacts(profile_dir: Path) -> dict[str, Any]:
-    """Merge the ``stage.json`` records of every stage folder."""
+def collect_artifacts(profile_dir: Path, unreadable: list[str] | None = None
+                      ) -> dict[str, Any]:
+    """Merge the ``stage.json`` records of every stage folder; one that cannot be read (a
+    damaged file, which the runner rebuilds: it differs from its build record) is skipped and
+    its error appended to ``unreadable``."""
     merged: dict[str, Any] = {}
     for rec in sorted(profile_dir.glob("*/stage.json")):
-        data = records.read_json(rec)
-        for name, info in data.get("artifacts", {}).items():
+        try:
+            data = records.read_json(rec)
+        except ValueError as exc:
+            if unreadable is not None:
+                unreadable.append(str(exc))
+            continue
+        if not isinstance(data, dict):
+            if unreadable is not None:
+                unreadable.append(f"{rec}: not a JSON object")
+            continue
+        for name, info in (data.get("artifacts") or {}).items():
             entry = merged.setdefault(name, {**info, "used_by": []})
             entry["used_by"].append(data.get("stage", rec.parent.name))
     return merged
 
 
-def _metrics(profile_dir: Path, stage: str) -> Any:
-    """A stage's typed metrics, or ``None`` when it has none (or a failure record instead)."""
+def _metrics(profile_dir: Path, stage: str, unreadable: list[str]) -> Any:
+    """A stage's typed metrics, or ``None`` when it has none (or a failure record instead), or
+    one that cannot be read (its error appended to ``unreadable``: a damaged file, which the
+    runner rebuilds, as it differs from the stage's build record)."""
     if not (profile_dir / stage / graph.METRICS).is_file():
         return None
-    return metrics.read(profile_dir, stage)
+    try:
+        return metrics.read(profile_dir, stage)
+    except metrics.MetricsError as exc:
+        unreadable.append(str(exc))
+        return None
 
 
 STORE_REPLIES = "model replies"
@@ -163,20 +181,23 @@ def describe_entry(entry: dict[str, Any]) -> str:
             f"{names}")
 
 
-def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
+def collect_run_facts(profile_dir: Path, unreadable: list[str] | None = None
+                      ) -> dict[str, Any]:
     """What a manifest must say about a run's model calls and subsets, from the stages' files:
     subset hashes, models and decoding parameters sent, grader-template hash, error counts and
     the spend recorded in the run's LLM store (none of which can hold a key), or why the store
-    cannot be read."""
+    cannot be read; ``unreadable`` (given, or made) lists the stage files that could not be
+    read, after those already in it."""
     facts: dict[str, Any] = {}
-    subset = _metrics(profile_dir, graph.SUBSET)
+    unreadable = [] if unreadable is None else unreadable
+    subset = _metrics(profile_dir, graph.SUBSET, unreadable)
     if subset is not None:
         facts["subset_sha256"] = subset.hashes()
-    gen = _metrics(profile_dir, graph.GENERATION)
+    gen = _metrics(profile_dir, graph.GENERATION, unreadable)
     if isinstance(gen, metrics.GenerationLiveMetrics):
         facts["generation"] = gen.model_dump(mode="json", include={
             "candidates", "n_conversations", "decoding_sent", "n_refused", "n_failed"})
-    grade = _metrics(profile_dir, graph.GRADING)
+    grade = _metrics(profile_dir, graph.GRADING, unreadable)
     if isinstance(grade, metrics.GradingLiveMetrics):
         facts["grading"] = grade.model_dump(mode="json", include={
             "judges", "temperature", "grader_template_sha256", "n_recovered", "n_reasked",
@@ -193,6 +214,8 @@ def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
                 facts["scrubbed"] = _store_entries(db)
         except StoreError as exc:  # damaged: a run says so and stops before any notebook
             facts["store_error"] = str(exc)
+    if unreadable:
+        facts["unreadable"] = unreadable
     return facts
 
 
@@ -213,7 +236,10 @@ def write_manifest(
     this invocation's notebooks, ``stages`` every stage of the graph with its state
     (:func:`hbpsych_utils.pipeline.state.stage_states`), ``command`` how the run was started,
     ``scrubbed`` the records this invocation wrote with keys replaced (:func:`record_entry`;
-    the store's entries and the manifest's own are added here)."""
+    the store's entries and the manifest's own are added here). A stage file it cannot read (a
+    damaged one, which the runner rebuilds: it differs from its build record) is named under
+    ``unreadable`` instead of stopping the run."""
+    unreadable: list[str] = []
     manifest = {
         "profile": profile,
         "command": command,
@@ -227,9 +253,9 @@ def write_manifest(
         "mirror": bool(os.environ.get("HBPSYCH_MIRROR")),
         "notebooks": notebooks,
         "stages": list(stages or []),
-        "artifacts": collect_artifacts(profile_dir),
+        "artifacts": collect_artifacts(profile_dir, unreadable),
         "key_placeholders": secrets.placeholders(),
-        **collect_run_facts(profile_dir),
+        **collect_run_facts(profile_dir, unreadable),
         **(extra or {}),
     }
     manifest["scrubbed"] = [*manifest.get("scrubbed", []), *(scrubbed or [])]

@@ -2,21 +2,26 @@
 
 Before anything runs, the profile is loaded and checked (:mod:`.checks`): a bad value, a bad
 reference or a ``--set`` that no stage reads stops the run with exit 2. The plan then compares
-every stage's build record with the inputs the profile implies now
-(:mod:`hbpsych_utils.pipeline.state`): a stage runs when it never ran, failed, was written
-outside the runner, or any of its inputs changed (its parameters, notebook, the package code,
-an artifact or an upstream stage); the others are reported up to date. ``force`` runs every
+every stage's build record with the inputs the profile implies now and with the files it
+wrote (:mod:`hbpsych_utils.pipeline.state`): a stage runs when it never ran, failed, was written
+outside the runner, a file it wrote (its executed notebook included) is no longer what it
+wrote, its record cannot say (an older version's), or any of its inputs changed (its
+parameters, notebook, the package code, an artifact or an upstream stage); the others are
+reported up to date. ``force`` runs every
 stage; ``only`` runs the named stages and whichever of their dependents are then not current,
 and refuses when an upstream of a named stage is not current (it would read stale inputs); both
 run the named stages and all their dependents, current or not (never the rest of the profile).
 
 Each notebook runs in this process with papermill (:mod:`.execute`), writing into a staging
-folder that is swapped into place with its ``build.json`` when the notebook succeeds
+folder that is swapped into place with its ``build.json`` (the sha256 of what it wrote and of
+the executed notebook) when the notebook succeeds
 (:func:`hbpsych_utils.pipeline.stage.publish_staged`); a failed or interrupted notebook leaves
 its stage folder holding only ``failed.json``. The run stops at the first failure. The manifest,
 rewritten after each notebook, lists every stage of the graph with its state; the book is built
-after the last notebook, and after a failure too, so it marks what is not current. A damaged
-LLM store in the run folder stops the run before any notebook (the manifest says why). Ctrl-C
+after the last notebook, and after a failure too, so it marks what is not current; a folder it
+refuses (a stage's file that differs from its record, left by ``only``) is one line, and the
+run is not ok. A damaged or empty LLM store in the run folder stops the run before any
+notebook (the manifest says why). Ctrl-C
 at any point, from loading the profile to the book, ends it with :class:`RunInterrupted`
 (:class:`~hbpsych_utils.runner.execute.RunWatch`).
 """
@@ -59,10 +64,12 @@ class RunResult:
     up_to_date: list[str] = field(default_factory=list)
     """Stages found current and not run."""
     failed: str | None = None
+    book_error: str | None = None
+    """Why the book could not be built (the notebooks' outputs are kept)."""
 
     @property
     def ok(self) -> bool:
-        return self.failed is None
+        return self.failed is None and self.book_error is None
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -245,7 +252,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
 
-    executed_dir = out / "notebooks"
+    executed_dir = out / state.EXECUTED_DIR
     staging = out / stage.STAGING_DIR
     result = RunResult(profile=profile.name, outputs=out)
     applied = config.applied_overrides(profile, overrides)
@@ -330,11 +337,16 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
 
     def build_book(where: str) -> None:
         """The book, after the last notebook or a failure. Ctrl-C stops it, even one that a
-        library swallowed."""
+        library swallowed. A run folder the book refuses (a stage's files that differ from its
+        build record, left as they are by ``--only``) is one line, and the run is not ok."""
         try:
             from hbpsych_utils.reporting import book  # the run's offline reading copy
 
-            echo(f"book: {book_call(out, book.build_book)}")
+            try:
+                echo(f"book: {book_call(out, book.build_book)}")
+            except book.BookError as exc:
+                result.book_error = str(exc)
+                echo(f"FAILED: the book: {exc}")
         except KeyboardInterrupt:
             watch.requested = True
         if watch.requested:
@@ -357,7 +369,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     with watch.running_notebooks():
         for i, name in enumerate(to_run, start=1):
             nb = state.notebook_path(name)
-            target = executed_dir / nb.name
+            target = state.executed_path(out, name)
             start = time.perf_counter()
             entry: dict[str, Any] = {"notebook": name, "executed": str(target)}
             if watch.requested:  # Ctrl-C between notebooks: this one never started
@@ -407,7 +419,8 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
             finally:  # a cell may have shown what a server sent back
                 scrub_file(target)
             (staging / name).mkdir(parents=True, exist_ok=True)
-            state.write_build(staging / name, name, by=state.RUNNER, inputs=expected[name])
+            state.write_build(staging / name, name, by=state.RUNNER, inputs=expected[name],
+                              executed=target)
             stage.publish_staged(staging, out)
             entry.update(status="ok", seconds=round(time.perf_counter() - start, 2))
             result.notebooks.append(entry)
