@@ -63,7 +63,7 @@ def test_book_and_publish_refuse_a_changed_file_in_one_line(tmp_path: Path, caps
     run = crafted_run(tmp_path)
     table = run / graph.SCORES / "table1_v1.csv"
     table.write_bytes(b"a,b\n")  # cut
-    assert book.main(["default", "--outputs", str(tmp_path)]) == 1
+    assert cli.book_main(["default", "--outputs", str(tmp_path)]) == 1
     line = one_line(capsys.readouterr().err)
     assert line.startswith(f"error: {table}: changed since the runner wrote it for 08_scores")
     assert line.endswith(f"bash run_all.sh default --outputs {tmp_path}")
@@ -81,7 +81,7 @@ def test_book_refuses_a_deleted_or_nul_executed_notebook(tmp_path: Path, capsys)
     with pytest.raises(book.BookError, match=rf"^{executed}: changed since the runner wrote"):
         book.check_records(run)
     executed.unlink()
-    assert book.main(["default", "--outputs", str(tmp_path)]) == 1
+    assert cli.book_main(["default", "--outputs", str(tmp_path)]) == 1
     assert one_line(capsys.readouterr().err).startswith(
         f"error: {executed}: missing; the runner wrote it for 05_subset")
     with pytest.raises(publish.PublishError, match=rf"^{executed}: missing; "):
@@ -138,7 +138,7 @@ def test_the_runner_reruns_a_damaged_stage_and_a_book_it_cannot_build_is_one_lin
     for name in ("01_corpus", "02_screening"):
         notebook(project / "notebooks" / f"{name}.ipynb", "y = 1")
     monkeypatch.setattr(execute, "execute", fake_execute({"t.csv": b"n\n1\n2\n3\n"}))
-    out = project / "out"
+    out = project / "outputs"
     lines: list[str] = []
     assert runner.run_profile("p", outputs_root=out, echo=lines.append).ok
     run = out / "p"
@@ -165,7 +165,7 @@ def test_an_empty_store_stops_the_run_before_any_notebook(project: Path, capsys)
     again. It is refused like a damaged one, naming the mv that sets it aside."""
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
-    out = project / "out"
+    out = project / "outputs"
     (out / "p").mkdir(parents=True)
     store = out / "p" / "llm_store.sqlite"
     store.write_bytes(b"")
@@ -234,7 +234,7 @@ def test_a_nul_executed_notebook_is_one_line_in_book_and_run_again(smoke_copy: P
                                                                    capsys) -> None:
     executed = smoke_copy / "notebooks" / "08_scores.ipynb"
     executed.write_bytes(b"\0" * executed.stat().st_size)
-    assert book.main(["smoke", "--outputs", str(smoke_copy.parent)]) == 1
+    assert cli.book_main(["smoke", "--outputs", str(smoke_copy.parent)]) == 1
     assert one_line(capsys.readouterr().err).startswith(f"error: {executed}: changed since")
     result, lines = run_again(smoke_copy)
     assert result.ok and [n["notebook"] for n in result.notebooks] == [graph.SCORES]
@@ -247,7 +247,7 @@ def test_a_nul_executed_notebook_is_one_line_in_book_and_run_again(smoke_copy: P
 def test_a_damaged_metrics_file_is_one_line_in_run_and_book(smoke_copy: Path, capsys) -> None:
     metrics = smoke_copy / graph.GRADING / "metrics.json"
     whole = cut_in_half(metrics)
-    assert book.main(["smoke", "--outputs", str(smoke_copy.parent)]) == 1
+    assert cli.book_main(["smoke", "--outputs", str(smoke_copy.parent)]) == 1
     assert one_line(capsys.readouterr().err).startswith(f"error: {metrics}: changed since")
     # a run that leaves 07 as it is (--only): the manifest names the file, the book refuses
     assert runner.main(["smoke", "--outputs", str(smoke_copy.parent), "--only",
