@@ -443,3 +443,23 @@ def test_the_update_command_names_the_run_folder_and_its_overrides(
     assert book.update_command("default", manifest, tmp_path / "elsewhere") == (
         f"bash run_all.sh default --outputs {tmp_path / 'elsewhere'}" + sets)
     assert book.update_command("default", None) == "bash run_all.sh default"
+
+
+def test_a_model_name_linking_to_its_chapter_is_escaped_once(tmp_path: Path) -> None:
+    """A name with ``&`` and ``<`` in a headline number or a ledger row that links to its
+    chapter reads as itself: the link's text is escaped once, like any other text (a
+    ``{doc}`` role's title could not carry ``<``; replaced by ``&lt;`` it showed as such)."""
+    name = "m&<b>x `y`"
+    panel = {name: 0.7, **PANEL}
+    scores = {**SCORES, "panel_mean": panel, "ranking": [name, *CANDIDATES],
+              "by_subset": {"v1": {**SCORES["by_subset"]["v1"], "panel_mean": panel,
+                                   "ranking": [name, *CANDIDATES]}}}
+    run = make_run(tmp_path, {**METRICS, "08_scores": scores}, ["08_scores"])
+    report = book.render(run)
+    assert report.warnings == []
+    html = pages(report.index)
+    for page in ("index.html", "ledger.html"):
+        assert "&amp;amp;" not in html[page] and "&amp;lt;" not in html[page], page
+        assert re.search(r'href="08_scores.html"[^>]*>\s*(<span[^>]*>)?[^<]*'
+                         + re.escape("m&amp;&lt;b&gt;x"), html[page]), page
+    assert f"1. {name} (0.700)" in shown(html["index.html"])

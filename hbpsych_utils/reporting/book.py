@@ -332,13 +332,12 @@ def _yaml_block(data: object) -> str:
 
 
 def _chapter_link(text: str, chapter: str, chapters: Sequence[str]) -> str:
-    """``text`` linking to a chapter. A role's text is never HTML, but a backtick would end
-    the role and a ``<`` start its target, so neither is kept as such."""
+    """``text`` linking to a chapter: a Markdown link to the chapter's notebook, its text
+    escaped once like any other (``_cell``). A ``{doc}`` role cannot carry every text: its
+    title has no escape for a ``<``, which would start the role's target."""
     if chapter not in chapters:
         return _cell(text)
-    shown = (str(text).replace("`", "").replace("\\", "\\\\").replace("|", "\\|")
-             .replace("\n", " ").replace("<", "&lt;"))
-    return f"{{doc}}`{shown} <{chapter}>`"
+    return f"[{_cell(text)}]({chapter}.ipynb)"
 
 
 def _profile_values(profile: str | None) -> dict[str, Any] | None:
