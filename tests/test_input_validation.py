@@ -567,6 +567,21 @@ def test_ratings_and_rubric_files_are_validated_when_the_profile_loads(tmp_path:
     assert f"recall.rubric_file: {rubric}:3: not UTF-8 text" in msg
 
 
+def test_ratings_files_whose_reviewers_read_the_same_are_refused_at_load(tmp_path: Path) -> None:
+    """Two ratings files of one round whose reviewers differ only by case, width or a trailing
+    space (``R1`` and ``Ｒ1 ``) are refused when the profile loads, naming both."""
+    first = ratings_file(tmp_path)
+    doc = json.loads(first.read_text(encoding="utf-8"))
+    second = tmp_path / "R1-again.json"
+    second.write_text(json.dumps({**doc, "reviewer": "\uff321 "}), encoding="utf-8")
+    path = write_profile(tmp_path, f"review_round1:\n  ratings_files: [{first}, {second}]\n")
+    with pytest.raises(config.ProfileError) as exc:
+        checks.load_for_run(path)
+    msg = str(exc.value)
+    assert f"review_round1.ratings_files: {second}: file header: field 'reviewer'" in msg
+    assert "'\uff321 '" in msg and "'R1'" in msg and str(first) in msg
+
+
 def test_a_profile_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     path = tmp_path / "latin.yaml"
     path.write_bytes(b"description: caf" + b"\xe9" + b"\n")
