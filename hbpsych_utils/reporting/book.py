@@ -715,8 +715,11 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
                      f"{rec.mode} mode\n")
         names = sorted(n for n in rec.files if n.endswith(".json")
                        and n != publish.EXPORT_MANIFEST)
-        parts.append(f"{wording.count(len(names), 'artifact')} written to {_code(item.folder)} at "
-                     f"{_cell(rec.written_at)}.\n")
+        folder, inside = rec.place()
+        parts.append(f"{wording.count(len(names), 'artifact')} written to "
+                     f"{_code(folder, cell=False)} "
+                     f"{'in the run folder' if inside else '(a folder outside the run folder)'}"
+                     f" at {_cell(rec.written_at)}.\n")
         if item.stale:
             parts.append(f"**Not current**: {', '.join(item.stale)} changed since they were "
                          f"written. Publish again with `{again}`.\n")
