@@ -263,8 +263,9 @@ class FiguresTablesParams(Section):
 
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     publish: bool = True
-    """Also copy the figures and tables to the top-level ``figures/`` folder (the default
-    profile's job; test profiles keep theirs under ``outputs/<profile>/``)."""
+    """Also copy the figures and tables to the top-level ``figures/`` folder, which then holds
+    this run's files and no earlier run's (the default profile's job; test profiles keep theirs
+    under ``outputs/<profile>/``)."""
 
 
 class AnalysesParams(Section):
