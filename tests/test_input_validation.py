@@ -608,3 +608,30 @@ def test_a_profile_naming_an_unknown_model_fails_before_any_notebook_runs(tmp_pa
     assert all(m in proc.stderr for m in study.JUDGE_PANEL)  # the allowed values are listed
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert not list(out.glob("*/notebooks/*.ipynb")) and not out.exists()
+
+
+@pytest.mark.parametrize(("stage", "parameter", "text", "option"), [
+    ("08_scores", "subsets", "[v1, hard]", "-y 'subsets: [v1, hard]'"),
+    ("08_scores", "subsets", "hard", "-y 'subsets: [hard]'"),
+    ("07_grading", "judges", "gpt-4.1-2025-04-14", "-y 'judges: [gpt-4.1-2025-04-14]'"),
+    ("07_grading", "llm", "{mode: sync}", "-y 'llm: {mode: sync}'"),
+])
+def test_a_list_or_mapping_given_as_text_points_to_papermills_yaml_option(
+        tmp_path: Path, stage: str, parameter: str, text: str, option: str) -> None:
+    """``papermill -p subsets "[v1, hard]"`` passes text where the chapter takes a list: the
+    error names the parameter and shows the ``-y`` option that passes it as YAML, which works."""
+    import importlib
+
+    import yaml
+
+    from hbpsych_utils.stages.base import ParameterError
+
+    module = importlib.import_module(f"hbpsych_utils.stages.s{stage}")
+    with pytest.raises(ParameterError) as info:
+        module.start({parameter: text, "outputs_root": tmp_path})
+    message = str(info.value)
+    assert f"{parameter} = {text!r}" in message and option in message
+    assert f"notebook {stage}:" in message and "-p passes text" in message
+    value = yaml.safe_load(option.removeprefix("-y ").strip("'"))[parameter]
+    run = module.start({parameter: value, "outputs_root": tmp_path})  # what -y passes
+    assert run.parameters[parameter] == value
