@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
-from hbpsych_utils.core import paths
+from hbpsych_utils.core import paths, yaml_loader
 from hbpsych_utils.core.config import LLMSettings, Profile, Section
 from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.pipeline import graph, state
@@ -116,8 +115,8 @@ def _yaml_hint(parameter: str, given: object, error_type: str) -> str:
     if kind is None or not isinstance(given, str):
         return ""
     try:
-        parsed = yaml.safe_load(given)
-    except yaml.YAMLError:
+        parsed = yaml_loader.load_text(given)
+    except yaml_loader.YAMLFileError:
         parsed = None
     if isinstance(parsed, list | dict):
         example = given
