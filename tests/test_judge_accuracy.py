@@ -48,6 +48,31 @@ def joined() -> pd.DataFrame:
     return ja.with_truth(fixture_verdicts(), ja.labels_table(kept_rows(), THEMES, CATS))
 
 
+NUMBER_WORDS = {"eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14}
+
+
+def test_the_profile_and_the_docs_count_the_fixtures_rows_as_the_code_makes_them() -> None:
+    """``params/smoke.yaml``, the profile model and the docs say how many rows the fixture
+    has (and how many are on the subset); each says what ``fixture_rows`` makes: thirteen,
+    twelve of them on the subset."""
+    import re
+
+    from hbpsych_utils.core import paths
+
+    rows = ja.fixture_rows()
+    on_subset = sum(r.prompt_id in ja.FIXTURE_CONVERSATIONS for r in rows)
+    assert (len(rows), on_subset) == (13, 12)
+    root = paths.project_root()
+    texts = {name: re.sub(r"\s+", " ", (root / name).read_text(encoding="utf-8"))
+             for name in ("params/smoke.yaml", "hbpsych_utils/core/config.py",
+                          "docs/judge_accuracy.md", "docs/methods.md")}
+    for name, text in texts.items():
+        said = [NUMBER_WORDS[w] for w in re.findall(r"\b(\w+)-row format fixture", text)]
+        assert said and set(said) == {len(rows)}, (name, said)
+    assert "(twelve in the subset)" in texts["params/smoke.yaml"]
+    assert "first twelve rows" in texts["docs/judge_accuracy.md"]
+
+
 def test_the_committed_fixture_is_the_generated_one() -> None:
     assert (DATA / "meta_eval_fixture.jsonl").read_text("utf-8") == ja.fixture_jsonl()
     rows = ja.read_meta_eval(DATA / "meta_eval_fixture.jsonl")

@@ -246,6 +246,26 @@ def test_spend_by_tag_divides_the_ledger_by_the_tag_of_what_it_paid_for(tmp_path
     assert first["grade:cand"][0] <= first["grade:cand"][1]
 
 
+def test_what_earlier_runs_paid_for_the_answers_a_stage_used(tmp_path: Path) -> None:
+    """A stage interrupted and run again: its first attempt (run r1) bought two answers, the
+    second (runs r2, r3) reused them and bought the third. The ledger, by the keys the stage
+    used, tells each attempt's share; an answer the stage did not use is not counted."""
+    hexes = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(4)]
+    s = Store(tmp_path / "s.db")
+    s.put_many([_res(hexes[0], "ok", cost=0.5), _res(hexes[1], "ok", cost=0.25)], run_id="r1")
+    s.put(_res(hexes[3], "ok", cost=8.0), run_id="r1")  # another stage's answer
+    s.record_spend(run_id="r2", provider="p", model="m", key=hexes[2], mode="sync",
+                   input_tokens=1, output_tokens=0, cost=0.0625)  # an empty reply, retried
+    s.put(_res(hexes[2], "ok", cost=0.125), run_id="r3")
+    used = hexes[:3]
+    assert s.paid_by_run(used) == {"r1": 0.75, "r2": 0.0625, "r3": 0.125}
+    assert s.paid_by_run([]) == {}
+    e = Engine(s, REG, progress=False, env={})
+    assert e.paid_earlier(used, ["r2", "r3"]) == 0.75
+    assert e.paid_earlier(used, ["r1", "r2", "r3"]) == 0.0  # one attempt bought them all
+    assert e.paid_earlier(hexes, ["r2", "r3"]) == 8.75
+
+
 def test_a_failed_write_leaves_nothing_and_no_stale_ids(tmp_path: Path) -> None:
     s = Store(tmp_path / "s.db")
     good = Result(key="k1", model="fresh-model", provider="fresh-provider", status="ok",

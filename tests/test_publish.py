@@ -269,6 +269,17 @@ def test_publish_default_v1_from_a_run(default_run: Path, mirror: Path, tmp_path
         assert manifest["files"][f.name] == "sha256:" + sources.sha256_file(f)
     record = json.loads((run / publish.RECORD).read_text())
     assert record["v1"]["output"] == str(out.resolve()) and record["v1"]["mode"] == "paper"
+    # the run's book names the folder outside the run by its name, no path
+    from hbpsych_utils.core import paths
+    from hbpsych_utils.reporting import book
+
+    index = book.build_book(run)
+    book_pages = {p.name: p.read_text(encoding="utf-8") for p in index.parent.glob("*.html")}
+    assert "`OUT` (a folder outside the run folder)" in (
+        run / ".book-build" / "src" / "provenance.md").read_text(encoding="utf-8")
+    for name, text in book_pages.items():
+        for path in (str(out), str(out.resolve()), str(paths.project_root()), str(Path.home())):
+            assert path not in text, (name, path)
     # inside the run folder, the record names the folder relative to it: a copy still finds it
     assert cli.publish_main(["default", "--outputs", str(run.parent), "--no-book"]) == 0
     moved = shutil.copytree(run, tmp_path / "moved" / "default")

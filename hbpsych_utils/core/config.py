@@ -290,8 +290,9 @@ class FiguresTablesParams(Section):
 
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     publish: bool = True
-    """Also copy the figures and tables to the top-level ``figures/`` folder (the default
-    profile's job; test profiles keep theirs under ``outputs/<profile>/``)."""
+    """Also copy the figures and tables to the top-level ``figures/`` folder, which then holds
+    this run's files and no earlier run's (the default profile's job; test profiles keep theirs
+    under ``outputs/<profile>/``)."""
 
 
 class AnalysesParams(Section):
@@ -311,8 +312,9 @@ class JudgeAccuracyParams(Section):
 
     meta_eval: Literal["registry", "fixture"] = "registry"
     """Live mode: the rows graded. ``registry`` is HealthBench's meta-evaluation file (online
-    only: downloaded, verified by content); ``fixture`` is the compendium's twelve-row format
-    fixture, whose completions script the simulator's verdicts (smoke and tests)."""
+    only: downloaded, verified by content); ``fixture`` is the compendium's thirteen-row format
+    fixture (twelve rows on the Psych subset, one outside it), whose completions script the
+    simulator's verdicts (smoke and tests)."""
     max_rows: int | None = Field(default=None, ge=1)
     """Live mode: only the first N rows of the file (``None``: all of them)."""
     n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)

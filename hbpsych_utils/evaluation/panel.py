@@ -71,6 +71,9 @@ class PanelRun:
     ``cache_write_tokens``."""
     run_ids: list[str] = field(default_factory=list)
     """The engine runs of this grading (their ledger lines carry these ids)."""
+    keys: list[str] = field(default_factory=list)
+    """The request key of every answer this grading used, re-asks included, whether it paid
+    for it or found it in the store (``Engine.paid_earlier``)."""
 
     def spend_totals(self) -> dict[str, Any]:
         """The sums over judges of :attr:`spend` (spend rounded to the micro-dollar)."""
@@ -225,6 +228,7 @@ def _run(engine: Any, items: list[_Item], not_graded: pd.DataFrame, sampled: boo
     calls: Counter = Counter()
     spend: dict[str, dict[str, Any]] = {}
     run_ids: list[str] = []
+    keys: list[str] = []
     pending = list(range(len(items)))
     for attempt in range(max_reasks + 1):
         if not pending:
@@ -232,6 +236,7 @@ def _run(engine: Any, items: list[_Item], not_graded: pd.DataFrame, sampled: boo
         results = engine.run([_request(items[i], attempt, response_schema, prompt_caching, tag)
                               for i in pending], mode=mode if attempt == 0 else "sync")
         calls[attempt + 1] += len(pending)
+        keys += [res.key for res in results]
         report = getattr(engine, "last_report", None)
         _add_spend(spend, report)
         if report is not None:
@@ -269,7 +274,7 @@ def _run(engine: Any, items: list[_Item], not_graded: pd.DataFrame, sampled: boo
     if sampled:
         columns.insert(3, "sample")
     table = pd.DataFrame(rows, columns=columns)
-    return PanelRun(table, not_graded, calls, spend, run_ids)
+    return PanelRun(table, not_graded, calls, spend, run_ids, keys)
 
 
 class VerdictRow(TextRecord):

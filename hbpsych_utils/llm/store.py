@@ -661,6 +661,24 @@ class Store:
             "by_model": by_model,
         }
 
+    def paid_by_run(self, keys: Iterable[str]) -> dict[str, float]:
+        """USD the ledger holds for the answers to ``keys``, by the engine run that paid (its
+        run id; "" for a line without one): every call bought for them, whichever run of this
+        store made it, so a stage run again after an interruption can tell what its earlier
+        attempts paid for the answers it reused. A line without a stored result of its own (an
+        empty reply, retried) counts under its key."""
+        wanted = {db_key(k) for k in keys}
+        out: dict[str, float] = {}
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT l.run, COALESCE(l.key, r.key), l.cost FROM ledger_lines l "
+                "LEFT JOIN result_rows r ON r.id = l.result").fetchall()
+            for run, key, cost in rows:
+                if key in wanted:
+                    name = self._name(run) or ""
+                    out[name] = out.get(name, 0.0) + cost
+        return out
+
     def spend_by_tag(self) -> list[dict[str, Any]]:
         """The ledger by the tag and model of the result each line paid for, so a caller that
         tags its requests (grading tags each reply's candidate) can say what one part of a run

@@ -206,6 +206,11 @@ class GenerationLiveMetrics(Metrics):
     n_refused: int
     n_failed: int
     spend_usd: float
+    """What this attempt of the stage paid (answers found in the store cost it nothing)."""
+    spend_earlier_attempts_usd: float | None = None
+    """What earlier attempts of this stage in the run folder paid for answers this one reused
+    from the store (the store's ledger; 0.0 when this attempt bought every answer it used):
+    ``spend_usd`` is this attempt's, the two together what the answers cost."""
     plan_est_cost_usd: float
     decoding_sent: dict[str, dict[str, Any]]
     """Candidate -> the decoding settings actually sent (provider-specific keys)."""
@@ -270,6 +275,11 @@ class GradingLiveMetrics(Metrics):
     ledger_cost_usd: float
     prompt_caching: bool
     spend_usd: float
+    """What this attempt of the grading paid (answers found in the store cost it nothing)."""
+    spend_earlier_attempts_usd: float | None = None
+    """What earlier attempts of this stage in the run folder paid for answers this one reused
+    from the store (the store's ledger; 0.0 when this attempt bought every answer it used):
+    ``spend_usd`` is this attempt's, the two together what the answers cost."""
     input_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
@@ -600,6 +610,11 @@ class JudgeAccuracyMetrics(Metrics):
     n_excluded: int | None = None
     """Verdicts still missing after the re-asks (left out, never counted as not met)."""
     spend_usd: float | None = None
+    """What this attempt of the grading paid (answers found in the store cost it nothing)."""
+    spend_earlier_attempts_usd: float | None = None
+    """What earlier attempts of this stage in the run folder paid for answers this one reused
+    from the store (the store's ledger; 0.0 when this attempt bought every answer it used):
+    ``spend_usd`` is this attempt's, the two together what the answers cost."""
     against_majority: dict[str, dict[str, JudgeAccuracy]] | None = None
     """Judge (and ``panel``) -> category (``all`` first) -> its accuracy against the physician
     majority."""

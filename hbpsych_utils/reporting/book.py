@@ -329,13 +329,12 @@ def _yaml_block(data: object) -> str:
 
 
 def _chapter_link(text: str, chapter: str, chapters: Sequence[str]) -> str:
-    """``text`` linking to a chapter. A role's text is never HTML, but a backtick would end
-    the role and a ``<`` start its target, so neither is kept as such."""
+    """``text`` linking to a chapter: a Markdown link to the chapter's notebook, its text
+    escaped once like any other (``_cell``). A ``{doc}`` role cannot carry every text: its
+    title has no escape for a ``<``, which would start the role's target."""
     if chapter not in chapters:
         return _cell(text)
-    shown = (str(text).replace("`", "").replace("\\", "\\\\").replace("|", "\\|")
-             .replace("\n", " ").replace("<", "&lt;"))
-    return f"{{doc}}`{shown} <{chapter}>`"
+    return f"[{_cell(text)}]({chapter}.ipynb)"
 
 
 def _profile_values(profile: str | None) -> dict[str, Any] | None:
@@ -744,8 +743,11 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
                      f"{rec.mode} mode\n")
         names = sorted(n for n in rec.files if n.endswith(".json")
                        and n != publish.EXPORT_MANIFEST)
-        parts.append(f"{wording.count(len(names), 'artifact')} written to {_code(item.folder)} at "
-                     f"{_cell(rec.written_at)}.\n")
+        folder, inside = rec.place()
+        parts.append(f"{wording.count(len(names), 'artifact')} written to "
+                     f"{_code(folder, cell=False)} "
+                     f"{'in the run folder' if inside else '(a folder outside the run folder)'}"
+                     f" at {_cell(rec.written_at)}.\n")
         if item.stale:
             parts.append(f"**Not current**: {', '.join(item.stale)} changed since they were "
                          f"written. Publish again with `{again}`.\n")

@@ -212,6 +212,14 @@ class Published(BaseModel):
     stages: dict[str, str | None]
     """The fingerprints of the stages it reports, when it was written."""
 
+    def place(self) -> tuple[str, bool]:
+        """Where the files went, as a page shows it: ``(folder relative to the run folder,
+        True)``, or ``(the folder's name, False)`` when it is outside the run folder (a book is
+        shared: a path of the machine that wrote it tells readers nothing but that machine's
+        layout)."""
+        where = Path(self.output)
+        return (where.name, False) if where.is_absolute() else (where.as_posix(), True)
+
 
 # --------------------------------------------------------------------------------------------
 # The run folder

@@ -18,7 +18,6 @@ is said in one sentence and left out.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +41,7 @@ from hbpsych_utils.evaluation.scoring import ScoringError
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as stage_metrics
 from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
-from hbpsych_utils.reporting import catalogue, figures, tables
+from hbpsych_utils.reporting import catalogue, figures, figures_folder, tables
 from hbpsych_utils.reporting.display import Findings, Shown
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -310,16 +309,14 @@ def write(run: StageRun[FiguresTablesParams], m: FiguresTablesMetrics,
           judged: JudgeFigure) -> Written:
     """Every figure (PNG and SVG), Table 1 file and the catalogue, then ``metrics.json``; with
     ``publish`` the same files also go to the top-level ``figures/`` folder (the same bytes:
-    figures are saved deterministically)."""
+    figures are saved deterministically), which then holds this run's files and no earlier
+    run's (``figures_folder``)."""
     figs, texts = _outputs(category, t1, panels, judged)
     written = base.write(run, m, figures=figs, texts=texts)
     if m.published_to_figures:
         # the stage's own files, where they now are (a hand run's were swapped into place)
         folder = run.stage.dir if run.stage.dir.is_dir() else run.stage.final_dir
-        target = paths.figures_dir()
-        target.mkdir(exist_ok=True)
-        for name in m.files:
-            shutil.copyfile(folder / name, target / name)
+        figures_folder.publish(folder, m.files, paths.figures_dir())
     return written
 
 

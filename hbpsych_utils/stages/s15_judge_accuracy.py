@@ -249,6 +249,8 @@ class Graded(Shown):
     verdicts: pd.DataFrame
     """judge, row, criteria_met (None: excluded), recovered, excluded, attempts, reason."""
     spend_usd: float
+    paid_earlier: float = 0.0
+    """USD earlier attempts of this grading paid for answers this one reused from the store."""
 
     @property
     def joined(self) -> pd.DataFrame:
@@ -276,8 +278,10 @@ class Graded(Shown):
             "re-asked": g["attempts"].apply(lambda s: int((s > 1).sum())),
             "excluded": g["excluded"].sum().astype(int)})
         note = (f"This grading paid ${self.spend_usd:,.4f} (answers already in the store cost "
-                "nothing). An excluded verdict is left out of every statistic, never read as "
-                "not met.")
+                "nothing)" + (f"; earlier attempts in this run folder paid "
+                              f"${self.paid_earlier:,.4f} for the answers it reused"
+                              if self.paid_earlier else "")
+                + ". An excluded verdict is left out of every statistic, never read as not met.")
         return Tables([Table(frame, caption="Verdicts per judge")], note=note)._repr_html_()
 
 
@@ -298,9 +302,10 @@ def grade(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note,
         done = panel.grade_requests(engine, requests, source.judges, candidate=GRADE_TAG,
                                     max_reasks=int(run.value("max_reasks")),
                                     mode=run.llm.mode, tag=GRADE_TAG)
+        earlier = engine.paid_earlier(done.keys, done.run_ids)
     verdicts = done.verdicts.rename(columns={"prompt_id": "row"}).drop(
         columns=["candidate", "criterion_index"])
-    return Graded(source, verdicts, float(done.spend_totals()["spend_usd"]))
+    return Graded(source, verdicts, float(done.spend_totals()["spend_usd"]), earlier)
 
 
 # --- against the physician majority ----------------------------------------------------------
@@ -648,7 +653,8 @@ def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accu
         "n_rows_no_psych_category": int(labels[ja.PSYCH_CATEGORY].isna().sum()),
         "n_conversations": int(src.labels["prompt_id"].nunique()),
         "n_physicians": int(src.physicians["physician"].nunique()), "judges": src.judges,
-        "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6)}
+        "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6),
+        "spend_earlier_attempts_usd": graded.paid_earlier}
     if isinstance(acc, Accuracy):
         out["against_majority"] = _accuracy_metrics(acc.table)
         out["against_majority_by_theme"] = _accuracy_metrics(acc.by_theme)
