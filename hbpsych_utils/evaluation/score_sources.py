@@ -226,7 +226,7 @@ class EvaluationSource:
 
 def graded_judges(stage: Stage) -> list[str]:
     """The judge panel of this run's 07_grading (its metrics), in the panel's order."""
-    grading = metrics.parse(graph.GRADING, stage.upstream_metrics(graph.GRADING))
+    grading = stage.upstream_metrics(metrics.GRADING)
     if not isinstance(grading, metrics.GradingLiveMetrics):
         raise ScoringError(f"{graph.GRADING} ran in paper mode: it graded nothing in this run")
     return list(grading.judges)
