@@ -325,6 +325,7 @@ def load_ratings(
         if any(fld == "review_id" for fld, _ in errors):
             bad(None, f"ratings[{i}].review_id", dict(errors)["review_id"])
             continue
+        assert isinstance(rid, str)  # RatingRow's check of review_id passed
         ok = not errors
         if rid in seen:
             bad(rid, "review_id", "rated more than once (duplicate review id)")

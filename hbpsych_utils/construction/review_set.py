@@ -115,7 +115,8 @@ def design_round(
             f"n_controls={n_controls} but the control pool holds {len(pool)} conversation(s)"
         )
     rng = np.random.default_rng(seed)
-    drawn = rng.choice(len(pool), size=n_controls, replace=False) if n_controls else []
+    drawn = (rng.choice(len(pool), size=n_controls, replace=False) if n_controls
+             else np.array([], dtype=int))
     controls = sorted(pool[i] for i in drawn)
     items = [(pid, kinds[0]) for pid in tested] + [(pid, kinds[1]) for pid in controls]
     order = rng.permutation(len(items))

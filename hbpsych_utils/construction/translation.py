@@ -181,7 +181,7 @@ def translate(
     refusal is kept and not re-asked, as for every other refusal in the study. A reply saying
     the conversation is already English is accepted as such (no translation, not a failure).
     """
-    from hbpsych_utils.llm import Request
+    from hbpsych_utils.llm import ChatMessage, Request
 
     by_id = {c.prompt_id: c for c in conversations}
     outcome: dict[str, Parsed] = {}
@@ -192,7 +192,9 @@ def translate(
         if not pending:
             break
         requests = [
-            Request(model=model, messages=translation_messages(instructions, by_id[pid]),
+            Request(model=model, messages=tuple(
+                        ChatMessage(m["role"], m["content"])
+                        for m in translation_messages(instructions, by_id[pid])),
                     temperature=None, max_tokens=max_tokens,
                     response_schema=translation_schema(by_id[pid]), tag="translate",
                     sample=attempt, metadata={"prompt_id": pid, "attempt": attempt})

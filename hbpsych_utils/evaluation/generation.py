@@ -96,7 +96,7 @@ def generation_requests(
     ``tag`` names the part of the run they belong to in the store's ledger; with ``samples``
     > 1, that list again for each further sample s (``sample`` = s, seed ``seed + s``; module
     doc)."""
-    from hbpsych_utils.llm import Request
+    from hbpsych_utils.llm import ChatMessage, Request
 
     convs = list(conversations)
     if samples < 1:
@@ -104,7 +104,7 @@ def generation_requests(
     return [
         Request(
             model=model,
-            messages=conv.prompt,
+            messages=tuple(ChatMessage(m.role, m.content) for m in conv.prompt),
             temperature=temperature,
             max_tokens=max_tokens,
             tag=tag,
