@@ -118,7 +118,7 @@ def _ordered(values: list[Hashable]) -> tuple[Hashable, ...]:
     except TypeError as exc:
         raise ValueError(f"ratings must be hashable labels: {exc}") from None
     try:
-        return tuple(sorted(distinct))  # type: ignore[type-var]
+        return tuple(sorted(distinct))  # type: ignore[type-var]  # labels may not compare
     except TypeError:
         return tuple(distinct)
 
