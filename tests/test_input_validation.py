@@ -274,13 +274,14 @@ def test_a_ratings_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) 
 
 
 def test_an_upstream_metrics_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) -> None:
+    from hbpsych_utils.pipeline import metrics
     from hbpsych_utils.pipeline.stage import Stage
 
     path = tmp_path / "p" / "08_scores" / "metrics.json"
     path.parent.mkdir(parents=True)
     path.write_text('{"mode": "paper",\n oops}', encoding="utf-8")
     with pytest.raises(records.NotJSON, match=rf"{path}:2: not valid JSON"):
-        Stage("p", "12_figures_tables", tmp_path).upstream_metrics("08_scores")
+        Stage("p", "12_figures_tables", tmp_path).upstream_metrics(metrics.SCORES)
 
 
 def test_a_validators_own_message_is_reported_without_pydantics_prefix(tmp_path: Path) -> None:

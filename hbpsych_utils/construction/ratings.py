@@ -85,31 +85,33 @@ class RatingRow(FileRecord):
     (when there is one); an empty category or confidence is allowed (the released files have a
     few)."""
 
-    review_id: Any = Field(default=None, validate_default=True)
-    prompt_id: Any = Field(default=None, validate_default=True)
-    """A string here; checked against the review set by ``load_ratings``."""
-    is_mental_health: Any = Field(default=None, validate_default=True)
-    category: Any = ""
-    confidence: Any = ""
+    # the validators below word the errors (a missing id is ``None`` to them)
+    review_id: str = Field(default=None, validate_default=True)
+    prompt_id: str = Field(default=None, validate_default=True)
+    """Checked against the review set by ``load_ratings``."""
+    is_mental_health: str = Field(default=None, validate_default=True)
+    """``Y`` or ``N`` (``VOTES``)."""
+    category: str = ""
+    confidence: str = ""
     notes: str = ""
 
     @field_validator("review_id", "prompt_id", mode="before")
     @classmethod
-    def _id(cls, value: Any) -> Any:
+    def _id(cls, value: object) -> object:
         if not isinstance(value, str) or not value:
             raise invalid(f"missing or not a string: {value!r}")
         return value
 
     @field_validator("is_mental_health", mode="before")
     @classmethod
-    def _vote(cls, value: Any) -> Any:
+    def _vote(cls, value: object) -> object:
         if value not in VOTES:
             raise invalid(f"{value!r} is not one of {'|'.join(VOTES)}")
         return value
 
     @field_validator("category", "confidence", mode="before")
     @classmethod
-    def _empty_or_allowed(cls, value: Any, info: ValidationInfo) -> Any:
+    def _empty_or_allowed(cls, value: object, info: ValidationInfo) -> object:
         """A string that is empty (real exports have a few) or one of the allowed values: the
         category vocabulary (given as validation context), or ``H|M|L``."""
         if not isinstance(value, str):
@@ -126,23 +128,25 @@ class RatingRow(FileRecord):
 class RatingsFile(FileRecord):
     """A reviewer's ratings file: the header, and its rows (each validated as a ``RatingRow``)."""
 
-    reviewer: Any = Field(default=None, validate_default=True)
+    reviewer: str = Field(default=None, validate_default=True)
     exported_at: str | None = None
     packet: Any = None
     n_total: Any = None
     n_rated: Any = None
-    ratings: Any = Field(default=None, validate_default=True)
+    """The header's own values, as the file has them: ``load_ratings`` checks them against the
+    review set."""
+    ratings: list[object] = Field(default=None, validate_default=True)
 
     @field_validator("reviewer", mode="before")
     @classmethod
-    def _reviewer(cls, value: Any) -> Any:
+    def _reviewer(cls, value: object) -> object:
         if not isinstance(value, str) or not value.strip():
             raise invalid(f"expected a non-empty string, got {value!r}")
         return value
 
     @field_validator("ratings", mode="before")
     @classmethod
-    def _rows(cls, value: Any) -> Any:
+    def _rows(cls, value: object) -> object:
         if not isinstance(value, list):
             raise invalid("missing or not a list")
         return value
@@ -355,6 +359,7 @@ def load_ratings(
         if any(fld == "review_id" for fld, _ in errors):
             bad(None, f"ratings[{i}].review_id", dict(errors)["review_id"])
             continue
+        assert isinstance(rid, str)  # RatingRow's check of review_id passed
         ok = not errors
         if rid in seen:
             bad(rid, "review_id", "rated more than once (duplicate review id)")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -400,11 +400,11 @@ def existing_profile_path(name_or_path: str | Path) -> Path:
                        f"profiles: {', '.join(available_profiles()) or 'none'})")
 
 
-def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+def parse_overrides(items: Iterable[str]) -> dict[str, object]:
     """``["corpus.max_conversations=20", "seed=1"]`` -> ``{"corpus.max_conversations": 20,
     "seed": 1}``. Each value is read as YAML, so ``true``, ``[v1, hard]`` and ``null`` mean what
     they mean in a profile file; a later ``--set`` of the same key wins."""
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, object] = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.strip()
@@ -420,7 +420,8 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
     return overrides
 
 
-def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def apply_overrides(raw: Mapping[str, object], overrides: Mapping[str, object]
+                    ) -> dict[str, object]:
     """A copy of a profile's raw mapping with each dotted key set (sections created as needed).
 
     Nothing is checked here beyond the path: the profile model validates the result."""
@@ -429,37 +430,38 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dic
         *parents, leaf = dotted.split(".")
         node = result
         for depth, part in enumerate(parents, start=1):
-            if node.get(part) is None:
-                node[part] = {}
-            if not isinstance(node[part], dict):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
                 raise ProfileError(
-                    f"--set {dotted}: {'.'.join(parents[:depth])} is {node[part]!r}, not a "
+                    f"--set {dotted}: {'.'.join(parents[:depth])} is {child!r}, not a "
                     "section with keys"
                 )
-            node = node[part]
+            node = child
         node[leaf] = value
     return result
 
 
-def applied_overrides(profile: Profile, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def applied_overrides(profile: Profile, overrides: Mapping[str, object]) -> dict[str, object]:
     """Each overridden key with the value the validated profile holds (what the run used)."""
     values = profile.model_dump(mode="json")
-    applied: dict[str, Any] = {}
+    applied: dict[str, object] = {}
     for dotted in overrides:
-        node: Any = values
+        node: Any = values  # the profile as JSON data
         for part in dotted.split("."):
             node = node[part]
         applied[dotted] = node
     return applied
 
 
-def describe_overrides(overrides: Mapping[str, Any]) -> str:
+def describe_overrides(overrides: Mapping[str, object]) -> str:
     """``seed=123, corpus.allow_partial=true`` (values as JSON), for messages and progress."""
     return ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in overrides.items())
 
 
 def load_profile(
-    name_or_path: str | Path, overrides: Mapping[str, Any] | None = None
+    name_or_path: str | Path, overrides: Mapping[str, object] | None = None
 ) -> Profile:
     """Load and validate a profile by name (``smoke``) or by path to a YAML file, with
     ``overrides`` (dotted key -> value, see :func:`parse_overrides`) applied before validation."""
@@ -515,7 +517,7 @@ def _describe(path: Path, exc: ValidationError, where: str) -> str:
     return "\n".join(lines)
 
 
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
     model: type[BaseModel] = Profile
     for part in loc:
         field = model.model_fields.get(str(part))
@@ -526,7 +528,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _expected_type(loc: tuple[Any, ...]) -> str | None:
+def _expected_type(loc: Sequence[int | str]) -> str | None:
     model = _model_at(loc[:-1])
     if model is None or str(loc[-1]) not in model.model_fields:
         return None

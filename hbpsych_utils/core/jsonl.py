@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from hbpsych_utils.core.records import NotUTF8, loads, utf8_lines
 
 
 def records(
     path: Path | str, *, error: type[Exception] = ValueError
-) -> Iterator[tuple[int, dict[str, Any]]]:
+) -> Iterator[tuple[int, dict[str, object]]]:
     """``(line number, object)`` for every non-blank line; anything that is not a JSON object
     raises ``error`` with ``file:line`` and what is wrong."""
     for lineno, line in utf8_lines(path):

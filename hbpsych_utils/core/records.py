@@ -25,10 +25,16 @@ import json
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")
+B = TypeVar("B", bound=BaseModel)
 
 _EXPECTED = {
     "string_type": "str", "list_type": "list", "dict_type": "object", "model_type": "an object",
@@ -53,7 +59,7 @@ class FileRecord(BaseModel):
     when :func:`validate` reports every bad field (e.g. "not an Inspect eval log")."""
 
     @classmethod
-    def parse(cls, data: Any, where: str) -> Self:
+    def parse(cls, data: object, where: str) -> Self:
         """The validated record; ``where`` (``file:line``) heads any error."""
         return validate(cls, data, where, cls.error)
 
@@ -78,7 +84,7 @@ def field_path(loc: Sequence[int | str]) -> str:
     return out or "<record>"
 
 
-def problem_text(error: Any, *, prose: bool = False) -> str:
+def problem_text(error: ErrorDetails, *, prose: bool = False) -> str:
     """One pydantic error as the short problem the loaders report. A validator's own
     ``ValueError`` reads as raised (no pydantic prefix); a wrong type as ``expected str, got
     int``. With ``prose``: ``expected an object`` / ``expected a list``, and any other failed
@@ -124,9 +130,17 @@ def _problem_sentences(exc: ValidationError, prefix: Sequence[int | str] = (),
     return out
 
 
-def validate(schema: type[BaseModel] | TypeAdapter[Any], data: Any, where: str,
-             error: type[Exception] = ValueError, *, context: dict[str, Any] | None = None,
-             every: bool = False, prefix: Sequence[int | str] = ()) -> Any:
+@overload
+def validate(schema: type[B], data: object, where: str, error: type[Exception] = ValueError, *,
+             context: Mapping[str, object] | None = None, every: bool = False,
+             prefix: Sequence[int | str] = ()) -> B: ...
+@overload
+def validate(schema: TypeAdapter[T], data: object, where: str,
+             error: type[Exception] = ValueError, *, context: Mapping[str, object] | None = None,
+             every: bool = False, prefix: Sequence[int | str] = ()) -> T: ...
+def validate(schema: type[B] | TypeAdapter[T], data: object, where: str,
+             error: type[Exception] = ValueError, *, context: Mapping[str, object] | None = None,
+             every: bool = False, prefix: Sequence[int | str] = ()) -> B | T:
     """``data`` validated by a model class or a TypeAdapter, else ``error`` with the message
     ``<where>: field '<path>': <problem>`` for the first bad field; with ``every``,
     ``<where>: `` and every problem (:func:`_problem_sentences`, with the model's
@@ -247,7 +261,8 @@ def utf8_lines(path: Path | str) -> Iterator[tuple[int, str | NotUTF8]]:
                 yield lineno, _not_utf8(path, raw, exc, first_line=lineno)
 
 
-def read_csv(path: Path | str, *, error: type[Exception] = ValueError, **options: Any) -> Any:
+def read_csv(path: Path | str, *, error: type[Exception] = ValueError, **options: object
+             ) -> pd.DataFrame:
     """A CSV file as ``pandas.read_csv(path, **options)`` reads it, decoded as UTF-8 first
     (:func:`read_text`: errors name file and line); an empty file raises ``error`` naming it
     instead of pandas' unnamed ``EmptyDataError``."""

@@ -65,7 +65,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 import pandas as pd
@@ -76,6 +76,9 @@ from hbpsych_utils.construction import agreement
 from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import FileRecord
 from hbpsych_utils.evaluation import grading, scoring
+
+if TYPE_CHECKING:
+    from hbpsych_utils.llm.models import Registry
 
 ARTIFACT = "healthbench_meta_eval"
 """The registry name of HealthBench's meta-evaluation file (online only)."""
@@ -372,7 +375,7 @@ def _why(reasons: Mapping[str, str | None]) -> dict[str, str] | None:
     return out or None
 
 
-def reasons_of(cell: Any) -> dict[str, str]:
+def reasons_of(cell: object) -> dict[str, str]:
     """A table's ``undefined`` cell as a mapping (empty where every value is defined)."""
     return dict(cell) if isinstance(cell, Mapping) else {}
 
@@ -550,8 +553,13 @@ def sens_spec_table(joined: pd.DataFrame, by: str = "category", *, overall: bool
     return pd.DataFrame(out)
 
 
+@overload
+def rogan_gladen(p: float, se: float, sp: float) -> float: ...
+@overload
+def rogan_gladen(p: np.ndarray, se: float | np.ndarray, sp: float | np.ndarray
+                 ) -> np.ndarray: ...
 def rogan_gladen(p: float | np.ndarray, se: float | np.ndarray, sp: float | np.ndarray
-                 ) -> Any:
+                 ) -> float | np.ndarray:
     """The true rate behind an observed rate ``p`` (see the module docstring), clipped to
     [0, 1]; NaN where ``se + sp <= 1`` (the judge is no better than chance)."""
     p, se, sp = np.asarray(p, float), np.asarray(se, float), np.asarray(sp, float)
@@ -639,7 +647,7 @@ def grader_prompt(template: str, row: MetaEvalRow) -> str:
                                                                       row.rubric)
 
 
-def cost_rows(n_rows: int, mean_input_tokens: float, judges: Sequence[str], registry: Any,
+def cost_rows(n_rows: int, mean_input_tokens: float, judges: Sequence[str], registry: Registry,
               *, batch: bool, output_tokens: int) -> pd.DataFrame:
     """Planned USD per judge for grading ``n_rows`` rows once, at ``mean_input_tokens`` per call
     and ``output_tokens`` per verdict, at the registry's prices (the batch discount where

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -138,21 +138,33 @@ def self_preference(
     return out
 
 
+class JudgeFields(TypedDict):
+    """09's point values (``JudgesMetrics`` fields)."""
+
+    kendall_tau: dict[str, float | None]
+    grand_mean: float | None
+    severity: dict[str, float]
+    self_preference_raw: dict[str, float | None]
+    self_preference_corrected: dict[str, float | None]
+    n_candidates: int
+
+
 def judge_metrics(
     per_judge: pd.DataFrame,
     judges: Sequence[str] = study.JUDGE_PANEL,
     *,
     own: Mapping[str, str] = study.JUDGE_OWN_CANDIDATE,
-) -> dict[str, Any]:
+) -> JudgeFields:
     """``metrics.json`` fields of 09_judges (point values)."""
-    return {
-        "kendall_tau": kendall_taus(per_judge, judges),
-        "grand_mean": grand_mean(per_judge, judges),
-        "severity": severity(per_judge, judges),
-        "self_preference_raw": self_preference(per_judge, judges, own=own),
-        "self_preference_corrected": self_preference(per_judge, judges, own=own, corrected=True),
-        "n_candidates": len(complete_rows(per_judge, judges)),
-    }
+    return JudgeFields(
+        kendall_tau=kendall_taus(per_judge, judges),
+        grand_mean=grand_mean(per_judge, judges),
+        severity=severity(per_judge, judges),
+        self_preference_raw=dict(self_preference(per_judge, judges, own=own)),
+        self_preference_corrected=dict(self_preference(per_judge, judges, own=own,
+                                                       corrected=True)),
+        n_candidates=len(complete_rows(per_judge, judges)),
+    )
 
 
 def paper_judge_metrics(
@@ -162,7 +174,7 @@ def paper_judge_metrics(
     candidates: Sequence[str] = study.CANDIDATES,
     own: Mapping[str, str] = study.JUDGE_OWN_CANDIDATE,
     source: str = "matrix",
-) -> dict[str, Any]:
+) -> JudgeFields:
     """Judge statistics from a released matrix, over the study's candidates only."""
     pj = scoring.paper_per_judge(
         matrix, judges=judges, study_candidates=candidates, include_later=False, source=source

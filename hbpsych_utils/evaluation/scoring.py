@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -257,7 +257,7 @@ def table1(
     for cand in cands:
         panel = panel_conversation_scores(scores, cand, judges)
         ci = bootstrap_ci(panel.to_numpy(), n_resamples=n_resamples, seed=seed, level=level)
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             "candidate": cand,
             "panel_mean": ci.estimate,
             "ci_low": ci.low,

@@ -8,25 +8,32 @@ as ``null`` (:func:`dump` writes the fields that were set); a number that could 
 computed is ``null`` (``float | None``). Nested records (a Table 1 per subset, a bootstrap
 interval, a sensitivity row) have their own models.
 
-Read a stage's metrics with :func:`read` (the run folder and the stage's name or model), which
-names the file and the field when one does not fit.
+Read a stage's metrics with :func:`read` (the run folder and the stage's constant here,
+``read(run_dir, SCORES)``: typed as that stage's model) or, from a stage, with
+``Stage.upstream_metrics(SCORES)``; either names the file and the field when one does not fit.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, Union, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from hbpsych_utils.core import records
 from hbpsych_utils.pipeline import graph
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeForm
+
 
 class Metrics(BaseModel):
     """A stage's metrics (or a record inside them): exactly the keys the file holds."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+M = TypeVar("M", bound=Metrics, covariant=True)
 
 
 Counts = dict[str, int]
@@ -224,8 +231,7 @@ class GenerationLiveMetrics(Metrics):
     n_sample_failed: int | None = None
 
 
-GenerationMetrics = Annotated[GenerationPaperMetrics | GenerationLiveMetrics,
-                              Field(discriminator="mode")]
+GenerationMetrics = GenerationPaperMetrics | GenerationLiveMetrics
 
 
 # --- 07 ---------------------------------------------------------------------------------------
@@ -291,8 +297,7 @@ class GradingLiveMetrics(Metrics):
     n_sample_unscored: int | None = None
 
 
-GradingMetrics = Annotated[GradingPaperMetrics | GradingLiveMetrics,
-                           Field(discriminator="mode")]
+GradingMetrics = GradingPaperMetrics | GradingLiveMetrics
 
 
 # --- 08 ---------------------------------------------------------------------------------------
@@ -635,33 +640,65 @@ class JudgeAccuracyMetrics(Metrics):
     """Judge (and ``panel``) -> its criterion-met rate on this run's 07 verdicts, corrected."""
 
 
-MODELS: dict[str, Any] = {
-    graph.CORPUS: CorpusMetrics,
-    graph.SCREENING: ScreeningMetrics,
-    graph.REVIEW_ROUND1: ReviewRound1Metrics,
-    graph.RECALL: RecallMetrics,
-    graph.SUBSET: SubsetMetrics,
-    graph.GENERATION: GenerationMetrics,
-    graph.GRADING: GradingMetrics,
-    graph.SCORES: ScoresMetrics,
-    graph.JUDGES: JudgesMetrics,
-    graph.REFUSALS: RefusalsMetrics,
-    graph.HARNESS: HarnessMetrics,
-    graph.FIGURES: FiguresTablesMetrics,
-    graph.ANALYSES: AnalysesMetrics,
-    graph.JUDGE_ACCURACY: JudgeAccuracyMetrics,
-}
-"""Stage -> the type of its ``metrics.json`` (13_explorer writes none)."""
+class StageMetrics(Generic[M]):
+    """A stage and the type of its ``metrics.json``: what :func:`read`, :func:`parse` and
+    ``Stage.upstream_metrics`` take, so each returns that type (``read(run, SCORES).ranking``
+    is a ``list[str]`` to the type checker too). One per stage below, named like the stage's
+    constant in :mod:`~hbpsych_utils.pipeline.graph`."""
+
+    def __init__(self, stage: str, *models: type[M]) -> None:
+        self.stage = stage
+        self.models = models
+        """The stage's model, or one per mode (told apart by their ``mode``)."""
+        shape: TypeForm[M] = models[0] if len(models) == 1 else cast(
+            "TypeForm[M]", Annotated[Union[models], Field(discriminator="mode")])  # noqa: UP007
+        self._adapter = TypeAdapter(shape)
+
+    def validate(self, data: object) -> M:
+        """``data`` as this stage's model (pydantic's error when it does not fit)."""
+        return self._adapter.validate_python(data)
+
+    def __repr__(self) -> str:
+        return f"StageMetrics({self.stage!r})"
+
+
+CORPUS = StageMetrics(graph.CORPUS, CorpusMetrics)
+SCREENING = StageMetrics(graph.SCREENING, ScreeningMetrics)
+REVIEW_ROUND1 = StageMetrics(graph.REVIEW_ROUND1, ReviewRound1Metrics)
+RECALL = StageMetrics(graph.RECALL, RecallMetrics)
+SUBSET = StageMetrics(graph.SUBSET, SubsetMetrics)
+GENERATION: StageMetrics[GenerationMetrics] = StageMetrics(
+    graph.GENERATION, GenerationPaperMetrics, GenerationLiveMetrics)
+GRADING: StageMetrics[GradingMetrics] = StageMetrics(
+    graph.GRADING, GradingPaperMetrics, GradingLiveMetrics)
+SCORES = StageMetrics(graph.SCORES, ScoresMetrics)
+JUDGES = StageMetrics(graph.JUDGES, JudgesMetrics)
+REFUSALS = StageMetrics(graph.REFUSALS, RefusalsMetrics)
+HARNESS = StageMetrics(graph.HARNESS, HarnessMetrics)
+FIGURES = StageMetrics(graph.FIGURES, FiguresTablesMetrics)
+ANALYSES = StageMetrics(graph.ANALYSES, AnalysesMetrics)
+JUDGE_ACCURACY = StageMetrics(graph.JUDGE_ACCURACY, JudgeAccuracyMetrics)
+
+MODELS: dict[str, StageMetrics[Metrics]] = {m.stage: m for m in (
+    CORPUS, SCREENING, REVIEW_ROUND1, RECALL, SUBSET, GENERATION, GRADING, SCORES, JUDGES,
+    REFUSALS, HARNESS, FIGURES, ANALYSES, JUDGE_ACCURACY)}
+"""Stage name -> the type of its ``metrics.json`` (13_explorer writes none), in run order: for
+code that holds a stage's name, not its constant above (the book, the manifest)."""
 
 
 class MetricsError(ValueError):
     """A ``metrics.json`` that does not fit its stage's model; names the file and field."""
 
 
-def parse(stage: str, data: Any, where: str = "metrics") -> Any:
+@overload
+def parse(stage: StageMetrics[M], data: object, where: str = "metrics") -> M: ...
+@overload
+def parse(stage: str, data: object, where: str = "metrics") -> Metrics: ...
+def parse(stage: StageMetrics[M] | str, data: object, where: str = "metrics") -> M | Metrics:
     """Validate a stage's metrics (a mapping, e.g. what its code computed) into its model."""
+    typed = stage if isinstance(stage, StageMetrics) else MODELS[stage]
     try:
-        return TypeAdapter(MODELS[stage]).validate_python(data)
+        return typed.validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"]) or "(top level)"
@@ -669,13 +706,16 @@ def parse(stage: str, data: Any, where: str = "metrics") -> Any:
                            ) from None
 
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def read(run_dir: Path | str, stage: str) -> Any:
-    """Stage ``stage``'s ``metrics.json`` in a run folder, as its model."""
-    path = Path(run_dir) / stage / graph.METRICS
-    return parse(stage, records.read_json(path, error=MetricsError), str(path))
+@overload
+def read(run_dir: Path | str, stage: StageMetrics[M]) -> M: ...
+@overload
+def read(run_dir: Path | str, stage: str) -> Metrics: ...
+def read(run_dir: Path | str, stage: StageMetrics[M] | str) -> M | Metrics:
+    """A stage's ``metrics.json`` in a run folder, as its model: the stage's type with its
+    constant above (``read(run, SCORES)``), :class:`Metrics` with a name held in a variable."""
+    typed = stage if isinstance(stage, StageMetrics) else MODELS[stage]
+    path = Path(run_dir) / typed.stage / graph.METRICS
+    return parse(typed, records.read_json(path, error=MetricsError), str(path))
 
 
 def dump(metrics: BaseModel) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from typing import Any
 from hbpsych_utils.core import paths, records, sources
 from hbpsych_utils.core.writes import write_json, write_json_record, write_text
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import M, StageMetrics, parse
 from hbpsych_utils.pipeline.state import FAILURE_RECORD
 
 STAGING_ENV = "HBPSYCH_STAGING"
@@ -112,10 +113,12 @@ class Stage:
             )
         return p
 
-    def upstream_metrics(self, stage: str) -> dict[str, Any]:
-        """The ``metrics.json`` an earlier stage of the same run wrote (``upstream``'s error
-        when it has not run)."""
-        return records.read_json(self.upstream(stage, "metrics.json"))
+    def upstream_metrics(self, stage: StageMetrics[M]) -> M:
+        """The ``metrics.json`` an earlier stage of the same run wrote, as its model
+        (``stage`` is its constant in :mod:`~hbpsych_utils.pipeline.metrics`; ``upstream``'s
+        error when it has not run)."""
+        path = self.upstream(stage.stage, graph.METRICS)
+        return parse(stage, records.read_json(path), str(path))
 
     def write_metrics(self, metrics: dict[str, Any]) -> Path:
         return write_json(self.path("metrics.json"), metrics)

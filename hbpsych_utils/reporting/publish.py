@@ -245,8 +245,9 @@ class RunFolder:
                                f"profile {self.profile.name!r} again")
         return path
 
-    def upstream_metrics(self, stage: str) -> dict[str, Any]:
-        return records.read_json(self.upstream(stage, graph.METRICS), error=PublishError)
+    def upstream_metrics(self, stage: metrics.StageMetrics[metrics.M]) -> metrics.M:
+        path = self.upstream(stage.stage, graph.METRICS)
+        return metrics.parse(stage, records.read_json(path, error=PublishError), str(path))
 
     def fetch(self, artifact: str) -> Path:
         return sources.fetch(artifact)
@@ -555,8 +556,8 @@ def items(source: EvaluationSource, responses: pd.DataFrame, candidate: str,
 
 def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, list[ItemLine]]]:
     """This run's grading of subset ``key`` (and Psych-Hard), one artifact per candidate."""
-    gen = metrics.parse(graph.GENERATION, run.upstream_metrics(graph.GENERATION))
-    grading = metrics.parse(graph.GRADING, run.upstream_metrics(graph.GRADING))
+    gen = run.upstream_metrics(metrics.GENERATION)
+    grading = run.upstream_metrics(metrics.GRADING)
     if not isinstance(gen, metrics.GenerationLiveMetrics) or not isinstance(
             grading, metrics.GradingLiveMetrics):
         raise PublishError(f"{run.root}: 06 and 07 did not run live; nothing was graded")

@@ -283,10 +283,10 @@ class Lengths(Shown):
     """The released run's reply lengths and its length-adjusted score
     (``harness.length_summary``)."""
 
-    summary: dict[str, Any]
+    summary: ReleasedLength
 
     def _repr_html_(self) -> str:
-        s, c = self.summary, self.summary["chars"]
+        s, c = self.summary.model_dump(), self.summary.chars.model_dump()
         frame = pd.Series({
             "replies scored": f"{s['n']:,}",
             "reply length, mean (characters)": f"{c['mean']:,.0f}",
@@ -328,7 +328,7 @@ def metrics(s: Summary, comparison: Comparison | Note, breakdown: Breakdown | No
                     for row in breakdown.summary.to_dict(orient="records")})
     return HarnessMetrics(mode=s.mode, **s.result.metrics(),
                           published_source=s.published_source, settings=s.settings,
-                          released_length=ReleasedLength(**lengths.summary), **extra)
+                          released_length=lengths.summary, **extra)
 
 
 def write(run: StageRun[HarnessValidationParams], m: HarnessMetrics, rerun: LiveRerun | Note,

@@ -141,7 +141,7 @@ class Table1(Shown):
 def scores_metrics(run: StageRun[FiguresTablesParams]) -> ScoresMetrics:
     """08_scores' metrics, checked to be of the same mode as this stage: its Table 1 files are
     the ones this stage publishes."""
-    scores = stage_metrics.parse(graph.SCORES, run.stage.upstream_metrics(graph.SCORES))
+    scores = run.stage.upstream_metrics(stage_metrics.SCORES)
     if scores.mode != run.mode:
         raise ScoringError(
             f"{STAGE} is in {run.mode!r} mode but {graph.SCORES} ran in {scores.mode!r} mode in "
@@ -234,7 +234,7 @@ class JudgeFigure(Shown):
 def judge_figure(run: StageRun[FiguresTablesParams]) -> JudgeFigure:
     """Figure I2 from 09_judges' metrics (intervals when 09 ran live), named after the subset
     09 measured (``judges.subset``), which may differ from this chapter's subsets."""
-    judged = stage_metrics.parse(graph.JUDGES, run.stage.upstream_metrics(graph.JUDGES))
+    judged = run.stage.upstream_metrics(stage_metrics.JUDGES)
     title = study.SUBSET_TITLES[judged.subset]
     if not judged.severity:
         return JudgeFigure(judged, figures.Gallery({}, notes=(
