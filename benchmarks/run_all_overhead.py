@@ -5,8 +5,14 @@ the floor of executing the same number of *empty* notebooks the same way, and ag
 empty notebooks executed one ``papermill`` CLI process each. Prints the ratios.
 
     python benchmarks/run_all_overhead.py [PROFILE] [--repeat N]
+    python benchmarks/run_all_overhead.py [PROFILE] --warm [--repeat N]
 
 A ratio near 1 means the run is dominated by start-up; the work share is 1 - floor/run.
+
+``--warm`` times what the runner itself costs when nothing needs to run: one run from nothing,
+then ``repeat`` runs of the same folder (every stage up to date), each split into the plan
+(what each stage is computed from, and whether its recorded outputs are still those it wrote),
+the stage states the manifest records, and the whole run with its book.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from nbformat.v4 import new_code_cell, new_notebook
 from hbpsych_utils import runner
 from hbpsych_utils.core import config
 from hbpsych_utils.core.wording import count
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.runner import run as run_module
 
 
 def empty_notebook(path: Path) -> None:
@@ -56,11 +63,60 @@ def time_cli(notebooks: list[Path], out: Path) -> float:
     return time.perf_counter() - start
 
 
+def warm(profile_name: str, repeat: int) -> None:
+    """The runner's own cost on a folder where every stage is up to date (see the module doc).
+
+    Each repeat is timed in a fresh interpreter state as far as the runner's caches go (the
+    package-code hash is recomputed; nothing else is cached between runs of one process)."""
+    profile = config.load_profile(profile_name)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        result = runner.run_profile(profile_name, outputs_root=root, echo=lambda _: None)
+        if not result.ok:
+            sys.exit(f"profile {profile_name} failed in {result.failed}")
+        out = root / profile.name
+        plans, states, runs = [], [], []
+        for _ in range(repeat):
+            state.code_hash.cache_clear()
+            state.clear_hash_cache()
+            start = time.perf_counter()
+            steps = run_module.plan(profile, out, state.expected_inputs(profile))
+            plans.append(time.perf_counter() - start)
+            if any(s.run for s in steps):
+                sys.exit(f"a warm run of {profile_name} would run "
+                         f"{[s.stage for s in steps if s.run]}")
+            start = time.perf_counter()
+            state.stage_states(out, profile)
+            states.append(time.perf_counter() - start)
+            state.code_hash.cache_clear()
+            state.clear_hash_cache()
+            start = time.perf_counter()
+            again = runner.run_profile(profile_name, outputs_root=root, echo=lambda _: None)
+            runs.append(time.perf_counter() - start)
+            if again.notebooks:
+                sys.exit(f"a warm run of {profile_name} ran {len(again.notebooks)} notebooks")
+        size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()
+                   and f.relative_to(out).parts[0] in (*graph.STAGES, "notebooks"))
+    print(f"profile {profile_name!r}, warm (every stage up to date), median (fastest) of "
+          f"{repeat}; {size / 1e6:.1f} MB of stage outputs and executed notebooks")
+    print(f"  plan (inputs, build records, outputs)     {statistics.median(plans):8.3f} s "
+          f"({min(plans):.3f})")
+    print(f"  stage states (again, as the manifest)     {statistics.median(states):8.3f} s "
+          f"({min(states):.3f})")
+    print(f"  whole warm run (plan, manifest, book)     {statistics.median(runs):8.2f} s "
+          f"({min(runs):.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("profile", nargs="?", default="default")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warm", action="store_true",
+                    help="time the runner on a folder where every stage is up to date")
     args = ap.parse_args()
+    if args.warm:
+        warm(args.profile, args.repeat)
+        return
     n = len(graph.profile_stages(config.load_profile(args.profile)))
     runs, floors, clis = [], [], []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,8 +1,19 @@
 """HealthBench-Psych compendium helpers: every computation the notebooks show lives here."""
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("hbpsych_utils")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+
+def __getattr__(name: str) -> str:
+    """``__version__``, read from the installed metadata when first asked for: importing the
+    package does nothing else, so ``python -m hbpsych_utils`` reaches its own Ctrl-C handling
+    at once (``importlib.metadata`` takes a while to import)."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        value = version("hbpsych_utils")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        value = "0.0.0+unknown"
+    globals()["__version__"] = value
+    return value

@@ -12,15 +12,55 @@ per-conversation HealthBench results you already have (simple-evals, Inspect log
 compendium's score export), with no new generation or grading (``filter-results --help``);
 ``publish [PROFILE] [--subset v1|v2] [--output DIR] [--outputs DIR]`` writes an existing run's
 scores as mindbench-results v1 artifacts, one per candidate (``publish --help``).
+
+Every command answers a bad argument in one line with exit code 2 (a profile name that is not a
+plain name, an outputs root in the project's source tree, a seed or count out of range, an
+output that cannot be written), and Ctrl-C at any point, its imports included, with one line and
+exit code 130.
 """
 
 from __future__ import annotations
 
+import signal  # built into the interpreter, as sys: nothing to interrupt before main() runs
 import sys
+
+EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command of ``argv`` (the process's arguments when ``None``: the process then ends
+    next, and once a command has answered, Ctrl-C is ignored while it exits; called with
+    ``argv``, as tests do, the caller's Ctrl-C handler is left as it was)."""
+    ending = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        return _dispatch(argv, ending)
+    except KeyboardInterrupt:  # before a command's own handling: its imports, its arguments
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing stops the one line now
+        except ValueError:  # not the main thread
+            pass
+        exec("None")  # clears CPython's note of an interrupted exec (runner.cli._quiet)
+        import shlex
+
+        command = shlex.join(["python", "-m", "hbpsych_utils", *argv])
+        print(f"interrupted: {command} stopped by Ctrl-C before it finished; run it again",
+              file=sys.stderr)
+        if not ending and previous is not None:
+            try:
+                signal.signal(signal.SIGINT, previous)
+            except ValueError:
+                pass
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:  # argparse's answer (one line, or help), as a return code
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+
+
+def _dispatch(argv: list[str], ending: bool) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
@@ -28,43 +68,82 @@ def main(argv: list[str] | None = None) -> int:
     if command == "run":
         from hbpsych_utils.runner import cli
 
-        return cli.main(rest, restore_sigint=False)  # the process ends next
+        return cli.main(rest, restore_sigint=not ending)
     if command == "publish":
         from hbpsych_utils.runner import cli
 
         return cli.publish_main(rest)
     if command == "book":
-        from hbpsych_utils.reporting import book
+        from hbpsych_utils.runner import cli
 
-        return book.main(rest)
+        return cli.book_main(rest, restore_sigint=not ending)
     if command in ("ids", "export"):
         from hbpsych_utils.reporting import export
 
         return export.main(command, rest)
     if command == "fetch":
-        from hbpsych_utils.core import sources
-
-        # online-only artifacts (the meta-evaluation file) are fetched when named
-        names = rest or sorted(n for n, a in sources.registry().items() if not a.online_only)
-        try:
-            for name in names:
-                print(f"{name}: {sources.fetch(name)}")
-        except sources.ArtifactError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        return 0
+        return _fetch(rest)
     if command == "filter-results":
         from hbpsych_utils.reporting import interop
 
         return interop.main(rest)
     if command == "profiles":
-        from hbpsych_utils.core import config
+        return _profiles(rest)
+    print(f"error: unknown command {command!r} (expected one of: run, book, publish, fetch, "
+          "profiles, ids, export, filter-results; python -m hbpsych_utils --help)",
+          file=sys.stderr)
+    return EXIT_USAGE
 
-        for name in config.available_profiles():
-            print(f"{name}: {config.load_profile(name).description}")
-        return 0
-    print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
-    return 2
+
+def _fetch(names: list[str]) -> int:
+    from hbpsych_utils.core import paths, sources
+
+    try:
+        registry = sources.registry()
+    except sources.ArtifactError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        print(f"error: fetch: unknown artifact {unknown[0]!r} (expected names of "
+              f"{paths.registry_file()}: {', '.join(sorted(registry))})",
+              file=sys.stderr)
+        return EXIT_USAGE
+    # online-only artifacts (the meta-evaluation file) are fetched when named
+    names = names or sorted(n for n, a in registry.items() if not a.online_only)
+    try:
+        for name in names:
+            print(f"{name}: {sources.fetch(name)}")
+    except sources.ArtifactError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        from hbpsych_utils.core.writes import describe_os_error
+
+        print(f"error: {describe_os_error(exc, paths.external_dir())}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _profiles(rest: list[str]) -> int:
+    """Each profile with its description; a profile that does not load says why in one line,
+    and a file of ``params/`` whose name is not a plain name is named as no profile."""
+    from hbpsych_utils.core import config, paths
+
+    if rest:
+        print(f"error: profiles takes no arguments (got {' '.join(rest)})", file=sys.stderr)
+        return EXIT_USAGE
+    for name in config.available_profiles():
+        try:
+            description = config.load_profile(name).description
+        except config.ProfileError as exc:
+            description = f"(does not load: {' '.join(str(exc).split())})"
+        print(f"{name}: {description}")
+    for path in sorted(paths.params_dir().glob("*.yaml")):
+        if not paths.is_plain_name(path.stem):
+            print(f"warning: {path}: not a profile (its name {path.stem!r} is not "
+                  f"{paths.NAME_RULE})", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":

@@ -69,6 +69,20 @@ DISPLAY_NAMES: dict[str, str] = {
 model is shown by its id. Files for machines (CSV, metrics) keep the ids."""
 
 
+PAPER_NAMES: dict[str, str] = {
+    "gpt-4.1-2025-04-14": "gpt-4.1",
+    "claude-haiku-4-5-20251001": "claude-haiku-4.5",
+    "mistral-small-latest": "mistral-small",
+}
+"""How the study's paper prints a model whose name there is not its API id (every other model
+it names by its id): what the reproduction ledger compares a run's model with."""
+
+
+def paper_name(model_id: str) -> str:
+    """A model as the paper prints it ('claude-haiku-4.5'), or the id itself."""
+    return PAPER_NAMES.get(model_id, model_id)
+
+
 def display_name(model_id: str) -> str:
     """A model's name for readers (e.g. 'GPT-4.1'), or the id itself if it has none."""
     return DISPLAY_NAMES.get(model_id, model_id)
@@ -184,6 +198,17 @@ ROUND2_CONTROLS = 25
 
 N_RESAMPLES = 1000
 """Conversation-level bootstrap resamples."""
+
+MAX_RESAMPLES = 100_000
+"""The most bootstrap resamples a profile or ``filter-results --resamples`` accepts (a
+hundred times the study's). The draws are one row of weights per resample over the
+conversations, about 16 bytes per (resample, conversation): at this ceiling about 1 GB for the
+610 conversations of v1; a larger value would exhaust the memory instead of sharpening an
+interval."""
+
+MAX_SEED = 2**32 - 1
+"""The largest seed a profile or ``filter-results --seed`` accepts (seeds are ≥ 0): numpy's
+seed range (``RandomState``; ``default_rng`` takes it too), and within every provider's."""
 
 CI_LEVEL = 0.95
 """Level of every percentile bootstrap interval."""

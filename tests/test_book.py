@@ -443,3 +443,56 @@ def test_the_update_command_names_the_run_folder_and_its_overrides(
     assert book.update_command("default", manifest, tmp_path / "elsewhere") == (
         f"bash run_all.sh default --outputs {tmp_path / 'elsewhere'}" + sets)
     assert book.update_command("default", None) == "bash run_all.sh default"
+
+
+def test_a_model_name_linking_to_its_chapter_is_escaped_once(tmp_path: Path) -> None:
+    """A name with ``&`` and ``<`` in a headline number or a ledger row that links to its
+    chapter reads as itself: the link's text is escaped once, like any other text (a
+    ``{doc}`` role's title could not carry ``<``; replaced by ``&lt;`` it showed as such)."""
+    name = "m&<b>x `y`"
+    panel = {name: 0.7, **PANEL}
+    scores = {**SCORES, "panel_mean": panel, "ranking": [name, *CANDIDATES],
+              "by_subset": {"v1": {**SCORES["by_subset"]["v1"], "panel_mean": panel,
+                                   "ranking": [name, *CANDIDATES]}}}
+    run = make_run(tmp_path, {**METRICS, "08_scores": scores}, ["08_scores"])
+    report = book.render(run)
+    assert report.warnings == []
+    html = pages(report.index)
+    for page in ("index.html", "ledger.html"):
+        assert "&amp;amp;" not in html[page] and "&amp;lt;" not in html[page], page
+        assert re.search(r'href="08_scores.html"[^>]*>\s*(<span[^>]*>)?[^<]*'
+                         + re.escape("m&amp;&lt;b&gt;x"), html[page]), page
+    assert f"1. {name} (0.700)" in shown(html["index.html"])
+
+
+@pytest.mark.parametrize("outside", [True, False])
+def test_a_publication_is_named_without_a_path_of_the_machine(tmp_path: Path,
+                                                               outside: bool) -> None:
+    """The provenance page names a publication's folder relative to the run folder, or by its
+    name only when it is outside the run folder: never an absolute path (a book is shared)."""
+    import hashlib
+
+    from hbpsych_utils.reporting import publish
+
+    run = make_run(tmp_path / "runs", METRICS, ["05_subset"], manifest={"profile": "default"})
+    folder = (tmp_path / "elsewhere" / "OUT") if outside else (run / "published" / "v1")
+    folder.mkdir(parents=True)
+    data = b'{"x": 1}\n'
+    (folder / "healthbench-psych--m.json").write_bytes(data)
+    record = publish.Published(
+        subset="v1", mode="paper", output=str(folder if outside else "published/v1"),
+        written_at="2026-01-01T00:00:00+00:00",
+        files={"healthbench-psych--m.json": hashlib.sha256(data).hexdigest()}, stages={})
+    (run / publish.RECORD).write_text(json.dumps({"v1": record.model_dump()}))
+    page = book.published_markdown(run, tmp_path / "src", "default")
+    assert str(tmp_path) not in page
+    where = ("`OUT` (a folder outside the run folder)" if outside
+             else "`published/v1` in the run folder")
+    assert f"1 artifact written to {where} at" in page
+    provenance = pages(book.build_book(run))["provenance.html"]
+    for path in (str(tmp_path), str(Path.home())):
+        assert path not in provenance
+    assert re.search(r"1 artifact written to <code[^>]*><span[^>]*>"
+                     + ("OUT</span></code> \\(a folder outside the run folder\\)" if outside
+                        else "published/v1</span></code> in the run folder"), provenance)
+    assert 'href="_downloads/' in provenance  # the files are still linked, copied into the book

@@ -135,6 +135,9 @@ HOSTILE_DESCRIPTION = "Pilot <img src=x onerror=alert(1)> <script>alert(2)</scri
 HOSTILE_CORPUS = "c<img src=x onerror=alert(3)>.jsonl"
 HOSTILE_PROFILE = "h<img src=x onerror=alert(4)>"
 HOSTILE_VALUES = ("alert(", "onerror", "<img", "<script>alert")
+BIDI_TAIL = "\u202eleft to right"
+"""Ends the description: a right-to-left override, which shown raw reverses the text after it
+(to the end of the landing page's paragraph)."""
 
 PAGE_MARKUP = """() => ({
   handlers: [...document.querySelectorAll('*')].flatMap(e => [...e.attributes]
@@ -142,6 +145,26 @@ PAGE_MARKUP = """() => ({
   scripts: [...document.scripts].map(s => s.src || 'inline: ' + s.textContent),
   text: document.body.innerText,
 })"""
+
+CHARACTER_LEFTS = """(needle) => {
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const at = node.data.indexOf(needle);
+    if (at < 0) continue;
+    const lefts = [];
+    for (let i = at; i < at + needle.length; i++) {
+      if (node.data[i] === ' ') continue;
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      lefts.push(range.getBoundingClientRect().left);
+    }
+    return lefts;
+  }
+  return null;
+}"""
+"""The left edge of each (non-space) character of the first text holding ``needle``, in
+reading order: increasing where it is laid out left to right."""
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +180,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     corpus = folder / HOSTILE_CORPUS
     corpus.write_bytes(sources.fetch("healthbench_oss").read_bytes())
     values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
-    values["description"] = HOSTILE_DESCRIPTION
+    values["description"] = HOSTILE_DESCRIPTION + BIDI_TAIL
     values["corpus"]["corpus_file"] = str(corpus)
     profile = folder / f"{HOSTILE_PROFILE}.yaml"
     profile.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
@@ -196,8 +219,15 @@ def test_markup_a_profile_or_a_file_name_carries_runs_nowhere_in_the_book(
     finally:
         page.close()
     assert dialogs == []
-    # shown, as text
-    assert HOSTILE_DESCRIPTION in texts["index.html"]
+    # shown, as text; a bidirectional control as its code point, the text after it in order
+    assert HOSTILE_DESCRIPTION + "<U+202E>left to right" in texts["index.html"]
+    page = browser.new_page()
+    try:
+        page.goto((folder / "index.html").as_uri(), wait_until="load")
+        lefts = page.evaluate(CHARACTER_LEFTS, "left to right")
+    finally:
+        page.close()
+    assert lefts and lefts == sorted(lefts) and len(set(lefts)) == len(lefts), lefts
     assert HOSTILE_PROFILE in texts["index.html"]
     assert HOSTILE_CORPUS in texts[f"{graph.CORPUS}.html"]
 

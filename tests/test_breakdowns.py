@@ -3,6 +3,8 @@ hand-built case, the panel, the categories and the findings' helpers."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -81,6 +83,38 @@ def test_aggregated_tags_are_clipped_means_with_n():
         [ci.low, ci.high])
     assert judge.loc["axis:accuracy", "bootstrap_std"] == pytest.approx(
         scoring.reference_bootstrap_std(values, n_resamples=50, seed=1))
+
+
+def test_a_tag_on_one_conversation_has_no_interval():
+    """completeness is scored on conversation A only: its clipped mean is A's, its interval is
+    undefined (NaN in the table, null in the metrics with the reason), not [x, x]; its
+    bootstrap_std is the reference's, 0. A tag on two conversations keeps its numbers."""
+    v = _verdicts(_graded("j", "m", A, MET_A) + _graded("j", "m", B, MET_B))
+    long = breakdowns.with_panel(breakdowns.tag_scores(v, {"a": A, "b": B}), ["j"])
+    s = breakdowns.summarise(long, n_resamples=50, seed=1).set_index(["scorer", "tag"])
+    one = s.loc[("j", "axis:completeness")]
+    assert one["n"] == 1 and one["clipped_mean"] == 1.0
+    assert math.isnan(one["ci_low"]) and math.isnan(one["ci_high"])
+    score = breakdowns.tag_score(one.to_dict())
+    assert (score.ci_low, score.ci_high, score.bootstrap_std) == (None, None, 0.0)
+    assert score.undefined == {"ci_low": scoring.ONE_CONVERSATION,
+                               "ci_high": scoring.ONE_CONVERSATION}
+    assert score.model_dump(mode="json", exclude_unset=True)["ci_low"] is None
+    two = breakdowns.tag_score(s.loc[("j", "axis:accuracy")].to_dict())
+    assert two.undefined is None and two.ci_low is not None and two.ci_low <= two.ci_high
+    assert "undefined" not in two.model_dump(exclude_unset=True)
+
+
+def test_summarise_takes_the_level():
+    v = _verdicts(_graded("j", "m", A, MET_A) + _graded("j", "m", B, MET_B))
+    long = breakdowns.with_panel(breakdowns.tag_scores(v, {"a": A, "b": B}), ["j"])
+    wide = breakdowns.summarise(long, n_resamples=200, seed=1, level=0.95)
+    narrow = breakdowns.summarise(long, n_resamples=200, seed=1, level=0.5)
+    a = wide.set_index(["scorer", "tag"]).loc[("j", "theme:hedging")]
+    b = narrow.set_index(["scorer", "tag"]).loc[("j", "theme:hedging")]
+    # resample means 0.1, 0.3, 0.5 (conversations a and b, 0.5 and 0.1)
+    assert a["ci_low"] <= b["ci_low"] <= b["ci_high"] <= a["ci_high"]
+    assert a["ci_high"] - a["ci_low"] > b["ci_high"] - b["ci_low"]
 
 
 def test_panel_averages_judges_on_conversations_every_judge_scored():

@@ -120,6 +120,35 @@ def test_html_text_is_safe_in_an_attribute() -> None:
     assert found.text == [HOSTILE]
 
 
+RLO, PDF = "\u202e", "\u202c"
+BIDI = f"Pilot {RLO}dlrow olleh{PDF} run"
+"""A value with a right-to-left override: shown raw, it reverses the text after it."""
+
+
+@pytest.mark.parametrize("control", ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e",
+                                     "\u2066", "\u2067", "\u2068", "\u2069"])
+def test_bidi_controls_are_shown_as_their_code_points(control: str) -> None:
+    """An embedding, override or isolate control never reaches a page: each is shown as its
+    code point, in HTML, in Markdown prose and cells, and in code spans."""
+    value = f"a{control}b"
+    code = f"<U+{ord(control):04X}>"
+    for out in (html_text(value), md_text(value), md_code(value), md_code(value, cell=True)):
+        assert control not in out
+    assert Markup(f"<p>{html_text(value)}</p>").text == [f"a{code}b"]
+    assert "".join(assert_inert(rendered(f"x {md_text(value)} y")).text).strip() == (
+        f"x a{code}b y")
+    assert "".join(Markup(rendered(md_code(value))).text).strip() == f"a{code}b"
+
+
+def test_bidi_text_reads_in_its_order_and_other_text_is_untouched() -> None:
+    found = Markup(rendered(f"Profile **p**: {md_text(BIDI)}. After."))
+    assert "".join(found.text).strip() == "Profile p: Pilot <U+202E>dlrow olleh<U+202C> run. After."
+    # right-to-left script and the directional marks are text, kept as they are
+    for value in ("\u05e9\u05dc\u05d5\u05dd", "a\u200fb\u200ec\u061c", "plain"):
+        assert html_text(value) == value and md_text(value) == value
+        assert md_code(value) == f"`{value}`"
+
+
 # ---------------------------------------------------------------------------------------------
 # tables and figures
 

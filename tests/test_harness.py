@@ -138,10 +138,10 @@ def test_released_replies_lengths_and_breakdown_by_hand(tmp_path):
     replies = harness.read_harness_replies(p)
     assert [(r.prompt_id, r.chars) for r in replies] == [("a", 1500), ("b", 4500), ("c", None)]
     s = harness.length_summary(replies, "hard")
-    assert (s["n"], s["penalty"]) == (2, 0.0392)
-    assert s["clipped_mean"] == pytest.approx(0.35)
-    assert s["adjusted_mean"] == pytest.approx((0.5 + 0.0392 + 0.2 - 5 * 0.0392) / 2)
-    assert s["chars"]["median"] == 3000
+    assert (s.n, s.penalty, s.variant) == (2, 0.0392, "hard")
+    assert s.clipped_mean == pytest.approx(0.35)
+    assert s.adjusted_mean == pytest.approx((0.5 + 0.0392 + 0.2 - 5 * 0.0392) / 2)
+    assert s.chars.median == 3000
     # grades pair with the rubric only where the corpus holds it and the counts agree
     conv = Conversation("a", (Message("user", "q"),), (RubricItem("x", 4, ("axis:accuracy",)),
                                                        RubricItem("y", -2)))

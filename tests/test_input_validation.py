@@ -274,13 +274,14 @@ def test_a_ratings_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) 
 
 
 def test_an_upstream_metrics_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) -> None:
+    from hbpsych_utils.pipeline import metrics
     from hbpsych_utils.pipeline.stage import Stage
 
     path = tmp_path / "p" / "08_scores" / "metrics.json"
     path.parent.mkdir(parents=True)
     path.write_text('{"mode": "paper",\n oops}', encoding="utf-8")
     with pytest.raises(records.NotJSON, match=rf"{path}:2: not valid JSON"):
-        Stage("p", "12_figures_tables", tmp_path).upstream_metrics("08_scores")
+        Stage("p", "12_figures_tables", tmp_path).upstream_metrics(metrics.SCORES)
 
 
 def test_a_validators_own_message_is_reported_without_pydantics_prefix(tmp_path: Path) -> None:
@@ -567,6 +568,21 @@ def test_ratings_and_rubric_files_are_validated_when_the_profile_loads(tmp_path:
     assert f"recall.rubric_file: {rubric}:3: not UTF-8 text" in msg
 
 
+def test_ratings_files_whose_reviewers_read_the_same_are_refused_at_load(tmp_path: Path) -> None:
+    """Two ratings files of one round whose reviewers differ only by case, width or a trailing
+    space (``R1`` and ``Ｒ1 ``) are refused when the profile loads, naming both."""
+    first = ratings_file(tmp_path)
+    doc = json.loads(first.read_text(encoding="utf-8"))
+    second = tmp_path / "R1-again.json"
+    second.write_text(json.dumps({**doc, "reviewer": "\uff321 "}), encoding="utf-8")
+    path = write_profile(tmp_path, f"review_round1:\n  ratings_files: [{first}, {second}]\n")
+    with pytest.raises(config.ProfileError) as exc:
+        checks.load_for_run(path)
+    msg = str(exc.value)
+    assert f"review_round1.ratings_files: {second}: file header: field 'reviewer'" in msg
+    assert "'\uff321 '" in msg and "'R1'" in msg and str(first) in msg
+
+
 def test_a_profile_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     path = tmp_path / "latin.yaml"
     path.write_bytes(b"description: caf" + b"\xe9" + b"\n")
@@ -593,3 +609,30 @@ def test_a_profile_naming_an_unknown_model_fails_before_any_notebook_runs(tmp_pa
     assert all(m in proc.stderr for m in study.JUDGE_PANEL)  # the allowed values are listed
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert not list(out.glob("*/notebooks/*.ipynb")) and not out.exists()
+
+
+@pytest.mark.parametrize(("stage", "parameter", "text", "option"), [
+    ("08_scores", "subsets", "[v1, hard]", "-y 'subsets: [v1, hard]'"),
+    ("08_scores", "subsets", "hard", "-y 'subsets: [hard]'"),
+    ("07_grading", "judges", "gpt-4.1-2025-04-14", "-y 'judges: [gpt-4.1-2025-04-14]'"),
+    ("07_grading", "llm", "{mode: sync}", "-y 'llm: {mode: sync}'"),
+])
+def test_a_list_or_mapping_given_as_text_points_to_papermills_yaml_option(
+        tmp_path: Path, stage: str, parameter: str, text: str, option: str) -> None:
+    """``papermill -p subsets "[v1, hard]"`` passes text where the chapter takes a list: the
+    error names the parameter and shows the ``-y`` option that passes it as YAML, which works."""
+    import importlib
+
+    import yaml
+
+    from hbpsych_utils.stages.base import ParameterError
+
+    module = importlib.import_module(f"hbpsych_utils.stages.s{stage}")
+    with pytest.raises(ParameterError) as info:
+        module.start({parameter: text, "outputs_root": tmp_path})
+    message = str(info.value)
+    assert f"{parameter} = {text!r}" in message and option in message
+    assert f"notebook {stage}:" in message and "-p passes text" in message
+    value = yaml.safe_load(option.removeprefix("-y ").strip("'"))[parameter]
+    run = module.start({parameter: value, "outputs_root": tmp_path})  # what -y passes
+    assert run.parameters[parameter] == value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,7 +17,9 @@ import pytest
 from hbpsych_utils import study
 from hbpsych_utils.core.config import JudgeAccuracyParams
 from hbpsych_utils.evaluation import judge_accuracy as ja
+from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.llm.testing import simulator
+from hbpsych_utils.reporting import figures, vocabulary
 from hbpsych_utils.stages import s15_judge_accuracy as s15
 
 J1, J2, J3 = study.JUDGE_PANEL
@@ -43,6 +46,31 @@ def fixture_verdicts() -> pd.DataFrame:
 @pytest.fixture()
 def joined() -> pd.DataFrame:
     return ja.with_truth(fixture_verdicts(), ja.labels_table(kept_rows(), THEMES, CATS))
+
+
+NUMBER_WORDS = {"eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14}
+
+
+def test_the_profile_and_the_docs_count_the_fixtures_rows_as_the_code_makes_them() -> None:
+    """``params/smoke.yaml``, the profile model and the docs say how many rows the fixture
+    has (and how many are on the subset); each says what ``fixture_rows`` makes: thirteen,
+    twelve of them on the subset."""
+    import re
+
+    from hbpsych_utils.core import paths
+
+    rows = ja.fixture_rows()
+    on_subset = sum(r.prompt_id in ja.FIXTURE_CONVERSATIONS for r in rows)
+    assert (len(rows), on_subset) == (13, 12)
+    root = paths.project_root()
+    texts = {name: re.sub(r"\s+", " ", (root / name).read_text(encoding="utf-8"))
+             for name in ("params/smoke.yaml", "hbpsych_utils/core/config.py",
+                          "docs/judge_accuracy.md", "docs/methods.md")}
+    for name, text in texts.items():
+        said = [NUMBER_WORDS[w] for w in re.findall(r"\b(\w+)-row format fixture", text)]
+        assert said and set(said) == {len(rows)}, (name, said)
+    assert "(twelve in the subset)" in texts["params/smoke.yaml"]
+    assert "first twelve rows" in texts["docs/judge_accuracy.md"]
 
 
 def test_the_committed_fixture_is_the_generated_one() -> None:
@@ -95,9 +123,16 @@ def test_each_judge_against_the_majority_by_hand(joined: pd.DataFrame) -> None:
     r = t.loc[(J1, "hedging")]
     assert (r.tp, r.fn, r.fp, r.tn) == (1, 1, 1, 3)
     assert r.macro_f1 == pytest.approx((2 / 4 + 6 / 8) / 2)
-    # J2 on emergency referrals never says not met where the majority does (rows 9, 10): its
-    # not-met F1 is 0 (0 / (0 + 0 + 2)), not undefined
-    assert t.loc[(J2, "emergency_referrals")].f1_not_met == 0.0
+    # J2 on emergency referrals (rows 1-4, 9, 10) never says not met, though the majority
+    # does on rows 9 and 10: the not-met class has no precision, so no F1, and the macro-F1 is
+    # undefined too (sklearn would count that F1 as 0 and report (8/10 + 0) / 2 = 0.4)
+    r = t.loc[(J2, "emergency_referrals")]
+    assert (r.tp, r.fp, r.fn, r.tn) == (4, 2, 0, 0)
+    assert r.f1_met == pytest.approx(8 / 10)
+    assert math.isnan(r.f1_not_met) and math.isnan(r.macro_f1)
+    assert r.undefined == {"f1_not_met": "no “not met” from the judge",
+                           "macro_f1": "no “not met” from the judge"}
+    assert t.loc[(J1, "hedging")].undefined is None  # every value defined: no reasons
 
 
 def _with_panel(joined: pd.DataFrame) -> pd.DataFrame:
@@ -143,7 +178,8 @@ def test_per_theme_and_psych_category_by_hand(joined: pd.DataFrame) -> None:
     """Psych categories: anxiety rows 1-3 (all met, J1 meets all: tp 3; no not-met row, so the
     not-met F1 and the mean are undefined), perinatal_mh rows 4-9 (majority T T T F F F, J1
     T T F F F F: tp 2, fn 1, tn 3: F1(met) 4/5, F1(not met) 6/7); themes: global_health rows
-    4-6 (J1 tp 2, fn 1: F1(met) 4/5, F1(not met) 0/1 = 0). Conversation 4 (rows 10-12) has
+    4-6 (J1 tp 2, fn 1: F1(met) 4/5; the majority never says not met there, so the not-met
+    class has no recall: its F1 and the mean are undefined). Conversation 4 (rows 10-12) has
     neither and is left out. The panel on perinatal_mh against every physician label: rows 4-9
     give tp 3+2, fp 1, fn 2+1+1, tn 1+3+2+2: F1(met) 10/15, F1(not met) 16/21."""
     rated = _with_panel(joined)
@@ -157,7 +193,11 @@ def test_per_theme_and_psych_category_by_hand(joined: pd.DataFrame) -> None:
     assert r.macro_f1 == pytest.approx((4 / 5 + 6 / 7) / 2)
     assert int(by_cat.xs(J1, level=0)["n"].sum()) == 9  # rows 10-12 left out
     th = ja.against_majority(rated, ja.THEME, overall=False).set_index(["judge", "category"])
-    assert th.loc[(J1, "global_health")].macro_f1 == pytest.approx((4 / 5 + 0) / 2)
+    gh = th.loc[(J1, "global_health")]
+    assert gh.f1_met == pytest.approx(4 / 5) and math.isnan(gh.f1_not_met)
+    assert math.isnan(gh.macro_f1)
+    assert gh.undefined["macro_f1"] == "no “not met” from the physician majority"
+    assert gh.undefined["specificity"] == "no “not met” from the physician majority"
     assert set(th.index.get_level_values(1)) == {"emergency_referrals", "global_health",
                                                  "hedging"}
     phys = ja.physician_labels(kept_rows(), THEMES, CATS)
@@ -176,6 +216,19 @@ def test_an_empty_class_has_no_f1() -> None:
     pos, neg = ja.class_f1(c)
     assert pos == 1.0 and math.isnan(neg) and math.isnan(ja.macro_f1(c))
     assert math.isnan(ja.sens_spec(c)[1])
+    # a class used by one side only has no F1 either: never predicted (no precision) ...
+    never_met = ja.confusion([True, False, False], [False, False, False])
+    assert math.isnan(ja.class_f1(never_met)[0]) and ja.class_f1(never_met)[1] == 0.8
+    assert ja.f1_undefined(never_met, ja.AGAINST_MAJORITY) == {
+        "f1_met": "no “met” from the judge", "macro_f1": "no “met” from the judge"}
+    # ... or never in the truth (no recall); both sides at once: both reasons, each once
+    assert math.isnan(ja.class_f1(ja.confusion([False, False], [True, False]))[0])
+    pooled = ja.f1_undefined(c, ja.PAIRWISE_ROLES["physicians"])
+    assert pooled == {"f1_not_met": "no “not met” from the physicians",
+                      "macro_f1": "no “not met” from the physicians"}
+    # where both classes are used, the F1 is sklearn's 2tp / (2tp + fp + fn), 0 included
+    zero = ja.confusion([True, False, True], [False, True, False])
+    assert ja.class_f1(zero) == (0.0, 0.0) and ja.f1_undefined(zero, ja.AGAINST_MAJORITY) == {}
 
 
 def test_pairwise_balanced_f1_and_the_physicians_by_hand(joined: pd.DataFrame) -> None:
@@ -222,6 +275,36 @@ def test_sens_spec_intervals_are_seeded_and_clustered(joined: pd.DataFrame) -> N
     for _, r in a.iterrows():
         for s in ("sensitivity", "specificity"):
             assert r[f"{s}_low"] <= r[s] + 1e-12 and r[s] <= r[f"{s}_high"] + 1e-12
+
+
+def test_sens_spec_intervals_use_the_shared_percentile_interval(joined: pd.DataFrame) -> None:
+    """The chapter's intervals are scoring.percentile_interval's at the level given: at 0.90
+    the 5th and 95th percentiles of the clustered draws, by hand, not the 2.5th and 97.5th."""
+    t = ja.sens_spec_table(joined, n_resamples=400, seed=3, level=0.90)
+    t = t.set_index(["judge", "category"])
+    part = joined[joined["judge"] == J3]
+    rng = np.random.default_rng([3, sorted(joined["judge"].unique()).index(J3), 0])
+    w = ja.cluster_draws(part["prompt_id"].tolist(), 400, rng)
+    se, _ = ja.sens_spec_draws(part, w)
+    se = se[np.isfinite(se)]
+    r = t.loc[(J3, "all")]
+    assert (r.sensitivity_low, r.sensitivity_high) == pytest.approx(
+        tuple(np.percentile(se, [5, 95])))
+    wide = ja.sens_spec_table(joined, n_resamples=400, seed=3).set_index(["judge", "category"])
+    assert (wide.loc[(J3, "all")].sensitivity_low, wide.loc[(J3, "all")].sensitivity_high) == \
+        pytest.approx(tuple(np.percentile(se, [2.5, 97.5])))
+
+
+def test_a_slice_of_one_conversation_has_no_interval(joined: pd.DataFrame) -> None:
+    """Each HealthBench theme of the fixture is one conversation: sensitivity and specificity
+    are still computed, their intervals are undefined, with the reason."""
+    s = ja.sens_spec_table(joined, ja.THEME, overall=False, n_resamples=50, seed=1)
+    assert (s["n_conversations"] == 1).all()
+    assert s[["sensitivity_low", "sensitivity_high", "specificity_low",
+              "specificity_high"]].isna().all(axis=None)
+    r = s.set_index(["judge", "category"]).loc[(J1, "global_health")]
+    assert r.sensitivity == pytest.approx(2 / 3)
+    assert r.undefined["sensitivity_low"] == scoring.ONE_CONVERSATION
 
 
 def test_rogan_gladen_by_hand() -> None:
@@ -350,9 +433,18 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     assert f"its pairwise balanced F1 (0.639) is within the physicians' range {span}" in text
     assert f"its pairwise balanced F1 (0.775) is above the physicians' range {span}" in text
     assert "AC1 0.222" in text
-    # a category named as prose, not as the file's identifier
-    assert "furthest below the physicians pooled on Emergency referrals (" in text
-    assert "emergency_referrals" not in text
+    # no judge falls below the physicians pooled on a slice where both F1 are defined: the
+    # gaps the chapter once reported (Claude on emergency referrals, Gemini on hedging) were
+    # on slices where that judge never gives one verdict
+    assert "furthest below" not in text
+    # a category named as prose, not as the file's identifier, where the gap is defined
+    pooled = m.pairwise["physicians"]["emergency_referrals"].balanced_f1
+    worse = m.model_copy(update={"pairwise": {**m.pairwise, J1: {
+        **m.pairwise[J1], "emergency_referrals": s15.PairwiseF1(
+            kind="judge", pairs=18, balanced_f1=pooled - 0.2)}}})
+    assert "furthest below the physicians pooled on Emergency referrals (-0.200)" in str(
+        s15.findings(worse))
+    assert "emergency_referrals" not in str(s15.findings(worse))
     # gated: with 19 pairs required no physician counts, so there is no range
     gated = str(s15.findings(m, min_pairs=19))
     assert "is within" not in gated and "above the physicians' range" not in gated
@@ -373,3 +465,177 @@ def test_paper_mode_is_one_sentence() -> None:
     m = s15.metrics(run, note, note, note, note)
     assert m.model_dump(exclude_unset=True) == {"mode": "paper"}
     assert list(s15.findings(m)) == [s15.PAPER_NOTE]
+
+
+# --- simple-evals' semantics, re-implemented from its definition ---------------------------------
+
+def simple_evals_balanced_f1(pairs: list[tuple[bool, bool]]) -> float | None:
+    """simple-evals' ``healthbench_meta_eval`` balanced F1 of (rater label, truth label) pairs,
+    written from its definition: a precision of class c is recorded for every pair whose rater
+    says c (agreement share), a recall of class c for every pair whose truth says c; a class's
+    F1 exists only when both exist (0 when both are 0, else 2PR / (P + R)); the balanced F1
+    exists only when both classes' F1 do, and is their mean. ``None`` where it reports none."""
+    precision: dict[bool, list[bool]] = {True: [], False: []}
+    recall: dict[bool, list[bool]] = {True: [], False: []}
+    for mine, truth in pairs:
+        precision[mine].append(mine == truth)
+        recall[truth].append(mine == truth)
+    f1 = {}
+    for c in (True, False):
+        if not precision[c] or not recall[c]:
+            continue
+        p, r = sum(precision[c]) / len(precision[c]), sum(recall[c]) / len(recall[c])
+        f1[c] = 0.0 if p == 0 and r == 0 else 2 * p * r / (p + r)
+    return (f1[True] + f1[False]) / 2 if len(f1) == 2 else None
+
+
+def _fixture_pairs(slicing: str) -> dict[tuple[str, str], list[tuple[bool, bool]]]:
+    """(rater, slice) -> (rater label, truth label) pairs, straight from the fixture's rows and
+    scripted verdicts (not through the chapter's tables): each judge and the panel (the
+    judges' majority) against every physician label of a row; each physician against every
+    other physician's label on its rows; the physicians pooled."""
+    rows = kept_rows()
+    out: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
+    for i, r in enumerate(rows):
+        verdicts = dict(zip((J1, J2, J3), ja.FIXTURE_VERDICTS[i], strict=True))
+        verdicts[ja.PANEL] = sum(ja.FIXTURE_VERDICTS[i]) >= 2
+        where = {"category": r.category, ja.THEME: THEMES.get(r.prompt_id),
+                 ja.PSYCH_CATEGORY: (study.category_label(CATS[r.prompt_id])
+                                     if r.prompt_id in CATS else None)}[slicing]
+        slices = [s for s in (["all"] if slicing == "category" else []) + [where] if s]
+        for s in slices:
+            for rater, v in verdicts.items():
+                out.setdefault((rater, s), []).extend((v, lab) for lab in r.binary_labels)
+            labelled = list(zip(r.anonymized_physician_ids, r.binary_labels, strict=True))
+            for k, (phys, mine) in enumerate(labelled):
+                others = [(mine, lab) for j, (_, lab) in enumerate(labelled) if j != k]
+                out.setdefault((phys, s), []).extend(others)
+                out.setdefault(("physicians", s), []).extend(others)
+    return out
+
+
+def _chapter_metrics() -> tuple[s15.JudgeAccuracyMetrics, s15.Placement, s15.Accuracy]:
+    source = s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
+                          13, ja.coverage(ja.fixture_rows(), SUBSETS), THEMES, CATS)
+    v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
+    graded = s15.Graded(source, v, 0.0)
+    run = _live_run()
+    acc, place = s15.accuracy(run, graded), s15.placement(run, graded)
+    assert isinstance(acc, s15.Accuracy) and isinstance(place, s15.Placement)
+    return s15.metrics(run, graded, acc, place, s15.unavailable("none")), place, acc
+
+
+def test_pairwise_f1_follows_simple_evals_on_every_slice() -> None:
+    """Every (rater, slice) of chapter 15 on the fixture, in all three slicings: a defined
+    pairwise balanced F1 equals simple-evals' (re-implemented above) to 1e-12; where
+    simple-evals reports none the chapter's is undefined (NaN in the table, null in the
+    metrics, with the reason), never a number. On the fixture (the smoke run's rows) that is
+    29 of the 72 values."""
+    m, place, _ = _chapter_metrics()
+    tables = {"category": (m.pairwise, place.table),
+              ja.THEME: (m.pairwise_by_theme, place.by_theme),
+              ja.PSYCH_CATEGORY: (m.pairwise_by_psych_category, place.by_psych_category)}
+    seen = undefined = 0
+    for slicing, (metrics, table) in tables.items():
+        expected = _fixture_pairs(slicing)
+        indexed = table.set_index(["rater", "category"])
+        assert {(r, c) for r, cats in metrics.items() for c in cats} == set(expected)
+        for (rater, where), pairs in expected.items():
+            want = simple_evals_balanced_f1(pairs)
+            got = metrics[rater][where]
+            assert got.pairs == len(pairs)
+            seen += 1
+            if want is None:
+                undefined += 1
+                assert got.balanced_f1 is None, (slicing, rater, where)
+                assert math.isnan(indexed.loc[(rater, where), "balanced_f1"])
+                assert got.undefined and got.undefined["balanced_f1"].startswith("no “")
+            else:
+                assert got.balanced_f1 is not None and abs(got.balanced_f1 - want) <= 1e-12, (
+                    slicing, rater, where)
+                assert got.undefined is None
+    assert (seen, undefined) == (72, 29)
+    # the reasons name which side never uses which verdict: Claude Haiku 4.5 (J2) never says
+    # not met on the file's emergency referrals, Gemini 2.5 Flash (J3) never says met on hedging
+    assert m.pairwise[J2]["emergency_referrals"].undefined == {
+        "balanced_f1": "no “not met” from the judge"}
+    assert m.pairwise[J3]["hedging"].undefined == {"balanced_f1": "no “met” from the judge"}
+
+
+def test_no_finding_rests_on_an_undefined_value() -> None:
+    """The findings name no slice whose pairwise F1 (the judge's or the physicians' pooled) is
+    undefined, and read no undefined F1 as a number; a judge whose F1 on all rows is undefined
+    is said to be so, not placed."""
+    m, _, _ = _chapter_metrics()
+    text = str(s15.findings(m))
+    undefined_slices = {c for cats in (m.pairwise or {}).values() for c, v in cats.items()
+                        if c != "all" and v.balanced_f1 is None}
+    assert undefined_slices >= {"emergency_referrals", "hedging"}
+    assert "furthest below" not in text
+    # the only slices are undefined for one judge: a large defined gap elsewhere is still named
+    # but an undefined one never is, however large the other side's value
+    gapless = m.model_copy(update={"pairwise": {**m.pairwise, J3: {
+        **m.pairwise[J3], "emergency_referrals": s15.PairwiseF1(
+            kind="judge", pairs=18, balanced_f1=None,
+            undefined={"balanced_f1": "no “met” from the judge"})}}})
+    assert "furthest below" not in str(s15.findings(gapless))
+    none_all = m.model_copy(update={"pairwise": {**m.pairwise, J1: {
+        "all": s15.PairwiseF1(kind="judge", pairs=36, balanced_f1=None,
+                              undefined={"balanced_f1": "no “met” from the judge"})}}})
+    said = str(s15.findings(none_all))
+    assert ("its pairwise balanced F1 is undefined (no “met” from the judge), so it is not "
+            "placed") in said
+    no_macro = m.model_copy(update={"against_majority": {**m.against_majority, J1: {
+        "all": m.against_majority[J1]["all"].model_copy(update={
+            "macro_f1": None, "undefined": {"macro_f1": "no “met” from the judge"}})}}})
+    said = str(s15.findings(no_macro))
+    assert "GPT-4.1 has no macro-F1 (undefined: no “met” from the judge)" in said
+    assert "reaches macro-F1 undefined" not in said
+
+
+def test_the_chapter_shows_undefined_as_a_dash_with_the_reason() -> None:
+    """The pairwise and accuracy tables show an undefined value as "—" (never a number, never
+    "nan"), and say under the table why, naming the rater and the slice."""
+    _, place, acc = _chapter_metrics()
+    summary = place.summary()
+    assert math.isnan(summary.loc[J2, "emergency_referrals"])
+    assert math.isnan(summary.loc[J3, "hedging"])
+    assert summary.loc[J1, "all"] == pytest.approx((24 / 35 + 26 / 37) / 2)
+    # laid out by the vocabulary: the undefined cells read "—", under the theme's prose name
+    shown = vocabulary.lay_out(summary, value_kind="score")
+    rows = {r[0]: dict(zip(shown.labels, r, strict=True)) for r in shown.texts}
+    assert rows["Claude Haiku 4.5"]["Emergency referrals"] == s15.UNDEFINED == "—"
+    hedging = study.THEME_LABELS["hedging"]  # "Responding under uncertainty"
+    assert rows["Gemini 2.5 Flash"][hedging] == s15.UNDEFINED
+    assert rows["GPT-4.1"]["All"] == f"{(24 / 35 + 26 / 37) / 2:.3f}"
+    html = place._repr_html_() + acc._repr_html_()
+    text = re.sub(r"data:[^\"']+", "", html)  # the figure's embedded image
+    assert not re.search(r"\bnan\b", text, flags=re.IGNORECASE)
+    assert s15.UNDEFINED in html
+    assert "no “not met” from the judge: Claude Haiku 4.5 on Emergency referrals" in html
+    assert f"Gemini 2.5 Flash on {hedging}" in html
+
+
+def test_the_placement_figure_draws_no_undefined_point() -> None:
+    """Figure J1 on the fixture: a marker for every defined F1 and none for an undefined one
+    (Claude Haiku 4.5 on emergency referrals, Gemini 2.5 Flash on hedging); each judge keeps
+    its colour and legend entry."""
+    from matplotlib.collections import PathCollection
+
+    _, place, _ = _chapter_metrics()
+    table = place.table
+    fig = figures.f1_placement(table, title="t")
+    ax = fig.axes[0]
+    points = [c for c in ax.collections if isinstance(c, PathCollection)]
+    offsets = np.concatenate([c.get_offsets() for c in points])
+    assert np.isfinite(offsets).all()
+    defined = table[table["kind"].isin(["judge", "panel", "physician"])]
+    assert len(offsets) == int(defined["balanced_f1"].notna().sum())
+    by_label = {c.get_label(): c for c in points}
+    for judge in (J2, J3):
+        mine = table[(table["rater"] == judge)]
+        assert len(by_label[study.display_name(judge)].get_offsets()) == int(
+            mine["balanced_f1"].notna().sum()) == 2
+    lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 2]
+    assert len(lines) == int(table.loc[table["kind"] == "physicians",
+                                       "balanced_f1"].notna().sum())

@@ -171,6 +171,31 @@ def test_undefined_tau_is_none_not_nan():
     taus = judges.kendall_taus(flat, J)
     assert taus["J1|J2"] is None and taus["J2|J3"] is None
     assert taus["J1|J3"] == pytest.approx(4 / 6)
+    why = judges.kendall_tau_undefined(flat, J)
+    assert set(why) == {"J1|J2", "J2|J3"}
+    assert "gave every candidate the same score" in why["J1|J2"]
+    # a correlation on one point: one candidate scored by every judge
+    single = TABLE.iloc[:1]
+    assert set(judges.kendall_taus(single, J).values()) == {None}
+    assert all("1 candidate" in r for r in judges.kendall_tau_undefined(single, J).values())
+    assert judges.kendall_tau_undefined(TABLE, J) == {}
+
+
+def test_bootstrap_over_one_conversation_has_no_interval():
+    out = judges.bootstrap_judge_stats(_per_conversation(TABLE, 1), judges=J, own=OWN,
+                                       n_resamples=50, seed=0)
+    assert not out["estimate"].isna().any()
+    assert out["low"].isna().all() and out["high"].isna().all()
+
+
+def test_bootstrap_intervals_take_the_level():
+    data = _per_conversation(TABLE, 30, noise=0.2)
+    wide = judges.bootstrap_judge_stats(data, judges=J, own=OWN, n_resamples=200, seed=0,
+                                        level=0.95)
+    narrow = judges.bootstrap_judge_stats(data, judges=J, own=OWN, n_resamples=200, seed=0,
+                                          level=0.5)
+    assert ((wide["high"] - wide["low"]) >= (narrow["high"] - narrow["low"])).all()
+    assert ((wide["high"] - wide["low"]) > (narrow["high"] - narrow["low"])).any()
 
 
 def test_judge_stats_from_typed_metrics():
@@ -188,3 +213,14 @@ def test_judge_stats_from_typed_metrics():
     table = judges.judge_stats(live)
     assert isinstance(table, pd.DataFrame)
     assert table.to_dict(orient="records") == [row.model_dump()]
+
+
+def test_rank_agreement_shows_an_undefined_tau_as_a_dash_with_the_reason():
+    from hbpsych_utils.stages import s09_judges
+
+    flat = TABLE.assign(J2=0.5)
+    shown = s09_judges.RankAgreement("v1", judges.kendall_taus(flat, J), 3, 4,
+                                     judges.kendall_tau_undefined(flat, J))
+    html = shown._repr_html_()
+    assert html.count("—") >= 2 and "gave every candidate the same score" in html
+    assert "nan" not in html.lower()

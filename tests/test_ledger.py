@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 import shutil
-import typing
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
+from hbpsych_utils.core import config
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
+from hbpsych_utils.pipeline.state import StageState
 from hbpsych_utils.reporting import book, ledger
-from hbpsych_utils.reporting.ledger import DIFFERS, EQUAL, NOT_COMPUTABLE, Missing, PaperNumber
+from hbpsych_utils.reporting.ledger import (
+    DIFFERS,
+    EQUAL,
+    NOT_COMPUTABLE,
+    NOT_CURRENT,
+    OWN_REPLIES,
+    TWEAKED,
+    Missing,
+    PaperNumber,
+    RunConditions,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPER = next((p for p in (ROOT.parent / "shared" / "docs" / "paper.md",
+                          ROOT.parents[1] / "shared" / "docs" / "paper.md") if p.is_file()), None)
+"""The study paper's reference copy, beside the repository (or beside the folder of its
+worktrees); absent from a clone elsewhere, where the tests that read it are skipped."""
+EVALUATION = (graph.SCORES, graph.JUDGES, graph.REFUSALS, graph.HARNESS)
+"""The stages whose numbers are the evaluation's (a live run grades its own replies)."""
 
 
 def _number(paper: str, **kw: object) -> PaperNumber:
@@ -41,6 +63,11 @@ def _number(paper: str, **kw: object) -> PaperNumber:
     ("378", 377, DIFFERS, "377"),
     ("kimi-k2.6", "kimi-k2.6", EQUAL, "kimi-k2.6"),
     ("kimi-k2.6", "gpt-5.5", DIFFERS, "gpt-5.5"),
+    ("4,359", 4359, EQUAL, "4,359"),
+    ("4,359", 4358, DIFFERS, "4,358"),
+    ("1,000", 1000, EQUAL, "1,000"),
+    ("claude-haiku-4.5", "claude-haiku-4-5-20251001", EQUAL, "claude-haiku-4.5"),
+    ("claude-haiku-4.5", "gemini-2.5-flash", DIFFERS, "gemini-2.5-flash"),
 ])
 def test_a_run_value_is_compared_at_the_printed_precision(paper, value, status, run):
     row = ledger.compare(_number(paper), value)
@@ -51,6 +78,7 @@ def test_a_difference_is_said_in_the_papers_unit():
     assert ledger.compare(_number("6.0%"), 8 / 150).note == "by -0.67 percentage points"
     assert ledger.compare(_number("1000"), 996).note == "by -4"
     assert ledger.compare(_number("0.158"), 0.157).note == "by -0.0010"
+    assert ledger.compare(_number("4,359"), 2359).note == "by -2,000"
 
 
 def test_a_missing_value_is_not_computable_with_its_reason():
@@ -71,8 +99,8 @@ def test_every_printed_number_names_a_real_field_or_measure():
         for path in (n.value, n.per):
             if path is None:
                 continue
-            model = metrics_models.MODELS[path[0]]
-            fields = set().union(*(m.model_fields for m in typing.get_args(model) or (model,)))
+            models = metrics_models.MODELS[path[0]].models
+            fields = set().union(*(m.model_fields for m in models))
             assert path[1] in fields, (n.id, path)
         # with nothing computed, every number is not computable, and says why
         row = ledger.compare(n, ledger.run_value(n, {}))
@@ -91,6 +119,10 @@ def test_a_malformed_entry_is_refused_naming_it(tmp_path: Path):
                     "- {id: a, section: '1', quantity: q, paper: '1', value: [01_corpus, n]}\n")
     with pytest.raises(ledger.LedgerError, match="stage of the graph"):
         ledger.load_numbers(path)
+    path.write_text("- {id: a, section: '1', quantity: q, paper: '1', value: [09_judges, n],\n"
+                    "   unaffected_by: [judges.subsets]}\n")
+    with pytest.raises(ledger.LedgerError, match=r"\(a\).*no stage reads 'judges.subsets'"):
+        ledger.load_numbers(path)
 
 
 def test_summary_counts_each_status():
@@ -98,18 +130,204 @@ def test_summary_counts_each_status():
             ledger.compare(_number("1"), Missing("why"))]
     s = ledger.summary(rows)
     assert (s.total, s.equal, s.differs, s.not_computable) == (3, 1, 1, 1)
+    assert (s.tweaked, s.not_current, s.own_replies) == (0, 0, 0)
     assert s.sentence().startswith("1 of 3 numbers")
+    tweaked = rows[1].model_copy(update={"status": TWEAKED, "note": "judges.subset = hard",
+                                         "settings": ("judges.subset = hard",)})
+    stale = rows[0].model_copy(update={"status": NOT_CURRENT, "note": "run by hand"})
+    own = rows[2].model_copy(update={"status": OWN_REPLIES, "note": "live"})
+    s = ledger.summary([tweaked, tweaked, stale, own])
+    assert (s.total, s.equal, s.differs, s.not_computable) == (4, 0, 0, 0)
+    assert (s.tweaked, s.not_current, s.own_replies) == (2, 1, 1)
+    assert s.settings == ["judges.subset = hard"]
+    words = s.sentence()
+    for said in ("0 of 4 numbers", "2 come from settings tweaked", "(judges.subset = hard)",
+                 "1 are not current", "1 come from replies this run generated"):
+        assert said in words, said
 
 
-# --- on the default run -------------------------------------------------------------------------
+# --- the paper as printed -------------------------------------------------------------------------
+
+
+def _token(text: str) -> re.Pattern[str]:
+    """``text`` as a whole printed token: not part of a longer number, name or word."""
+    return re.compile(r"(?<![\w\-.,])" + re.escape(text) + r"(?![\w\-]|[.,]\d)")
+
+
+@pytest.mark.skipif(PAPER is None, reason="the paper's reference copy is not beside the repository")
+def test_the_paper_column_is_the_paper_as_printed():
+    """Every printed value is a token of the paper's text; numbers of four digits carry its
+    thousands separator, and models are named as the paper names them, not by API id."""
+    assert PAPER is not None
+    paper = PAPER.read_text(encoding="utf-8")
+    numbers = {n.id: n for n in ledger.load_numbers()}
+    for n in numbers.values():
+        assert _token(n.paper).search(paper), (n.id, n.paper)
+    printed = {"screen_not_relevant": ("4,359", "4359"), "r2_pool": ("4,209", "4209"),
+               "harness_n": ("1,000", "1000"),
+               "rank18": ("claude-haiku-4.5", "claude-haiku-4-5-20251001")}
+    for key, (shown, machine) in printed.items():
+        assert numbers[key].paper == shown and shown in paper, key
+        assert not _token(machine).search(paper), machine
+    # "mistral-small-latest" is an API id; the paper, and the ledger's words, say mistral-small
+    assert "mistral-small-latest" not in paper
+    assert all("mistral-small-latest" not in n.quantity + n.paper for n in numbers.values())
+    assert _token("mistral-small").search(paper)
+
+
+def test_the_section_and_paper_cells_never_wrap():
+    """The ledger page keeps "App. I" and a printed value on one line (no break mid-token)."""
+    number = PaperNumber(id="x", section="3.4 / App. I", quantity="q", paper="4,359",
+                         value=["02_screening", "n_not_relevant"])
+    page = book.ledger_markdown([ledger.compare(number, 4359)], {}, [])
+    row = next(line for line in page.splitlines() if "App. I" in line)
+    nowrap = '<span style="white-space: nowrap">'
+    assert f"{nowrap}3.4 / App. I</span>" in row and f"{nowrap}4,359</span>" in row
+
+
+# --- conditions -----------------------------------------------------------------------------------
+
+NUMBERS = ledger.load_numbers()
+
+
+def _of(stage: str) -> list[PaperNumber]:
+    return [n for n in NUMBERS if ledger.stage_of(n) == stage]
+
+
+def _rows(profile: config.Profile | None, states: dict[str, StageState] | None = None
+          ) -> dict[str, ledger.Row]:
+    """The ledger of a run with no metrics (every value missing) under ``profile``."""
+    run = RunConditions(profile, states or {})
+    return {r.number.id: r for r in ledger.ledger({}, NUMBERS, run)}
+
+
+def test_conditions_are_derived_from_the_graph_per_number():
+    """A key is a condition of a number only if a stage its value comes from (or one those
+    read from) reads it: judges.subset is one of 09's numbers, not of 03's; which candidates are
+    scored is one of the ranking, not of one candidate's mean."""
+    for n in NUMBERS:
+        c = ledger.conditions(n)
+        assert ledger.stage_of(n) in c.stages
+        read = {k for s in (*c.stages, *c.upstream)
+                for k in graph.keys_read(ledger.PAPER_RUN, s)}
+        assert set(c.keys) <= read, n.id
+        assert not set(c.keys) & ledger.NOT_CONDITIONS
+    assert all(graph.readers(key) for key in ledger.NOT_CONDITIONS)  # no misspelt key
+    for n in _of(graph.JUDGES):
+        assert ledger.conditions(n).keys == {"judges.subset": "v1"}, n.id
+        assert ledger.conditions(n).modes == {graph.JUDGES: graph.PAPER}
+    for n in _of(graph.REVIEW_ROUND1) + _of(graph.SUBSET) + _of(graph.SCORES):
+        assert "judges.subset" not in ledger.conditions(n).keys, n.id
+    subset = ledger.conditions(next(n for n in NUMBERS if n.id == "subset_v1"))
+    assert {graph.REVIEW_ROUND1, graph.RECALL} <= set(subset.upstream)
+    assert subset.keys["review_round1.threshold"] == 0.05  # the stopping rule decides round 2
+    by_id = {n.id: ledger.conditions(n) for n in NUMBERS}
+    assert "scores.include_later" in by_id["top1"].keys
+    assert "scores.include_later" not in by_id["panel_kimi_k2_6"].keys
+
+
+def test_the_default_profile_sets_every_condition_as_the_paper_did():
+    """The paper's conditions are the profile model's defaults; the default profile, which
+    reproduces the paper, must not change any of them."""
+    default = config.load_profile("default")
+    rows = _rows(default)
+    assert all(r.status == NOT_COMPUTABLE for r in rows.values())  # no metrics, no departure
+    for n in NUMBERS:
+        for key, value in ledger.conditions(n).keys.items():
+            assert graph.value_at(default, key) == value, (n.id, key)
+
+
+def test_a_tweak_marks_exactly_the_numbers_it_can_change():
+    rows = _rows(config.load_profile("default", {"judges.subset": "hard"}))
+    for n in NUMBERS:
+        r = rows[n.id]
+        if ledger.stage_of(n) == graph.JUDGES:
+            assert r.label() == "tweaked: judges.subset = hard", n.id
+            assert r.compared == NOT_COMPUTABLE  # what the value alone says is kept
+        else:
+            assert r.status == NOT_COMPUTABLE, n.id
+    rows = _rows(config.load_profile("default", {"scores.include_later": True}))
+    assert rows["top1"].label() == "tweaked: scores.include_later = true"
+    assert rows["panel_kimi_k2_6"].status == NOT_COMPUTABLE
+    # 08's numbers are its first subset's: adding a subset after it changes none of them
+    rows = _rows(config.load_profile("default", {"scores.subsets": ["v1"]}))
+    assert not any(r.status == TWEAKED for r in rows.values())
+    rows = _rows(config.load_profile("default", {"scores.subsets": ["hard", "v1"]}))
+    assert rows["panel_kimi_k2_6"].label() == "tweaked: scores.subsets = [hard, v1]"
+    # an upstream stopping rule reaches the subset and what counts over it, not the screen
+    rows = _rows(config.load_profile("default", {"review_round1.threshold": 0.1}))
+    for key in ("r1_controls_included", "r2_pool", "subset_v1", "refusals_opus_share"):
+        assert rows[key].label() == "tweaked: review_round1.threshold = 0.1", key
+    assert rows["screen_relevant"].status == rows["panel_kimi_k2_6"].status == NOT_COMPUTABLE
+    # a construction stage run live is a tweak of its mode, named by the key that set it
+    rows = _rows(config.load_profile("default", {"screening.mode": "live",
+                                                 "screening.model": "claude-opus-4-8"}))
+    assert rows["screen_relevant"].settings == ("screening.mode = live",
+                                                "screening.model = claude-opus-4-8")
+
+
+def test_a_live_evaluation_reads_own_replies():
+    rows = _rows(config.load_profile("smoke"))
+    for n in NUMBERS:
+        r = rows[n.id]
+        if set(ledger.stages_of(n)) & set(EVALUATION):
+            assert r.status == OWN_REPLIES and "ran live" in r.note, n.id
+        else:
+            # the smoke profile's corpus cap and seed change no number of 01-05 (replayed)
+            assert r.status == NOT_COMPUTABLE, (n.id, r.label())
+    harness = _rows(config.load_profile("default", {"harness_validation.mode": "live"}))
+    assert harness["harness_score"].status == OWN_REPLIES
+    assert harness["panel_kimi_k2_6"].status == NOT_COMPUTABLE
+
+
+def _state(stage: str, state: str, reason: str) -> StageState:
+    return StageState(stage=stage, state=state, reason=reason)
+
+
+def test_a_chapter_not_current_marks_its_numbers_first():
+    hand = "its outputs were written outside the runner (papermill or JupyterLab)"
+    states = {graph.SCORES: _state(graph.SCORES, "not_current", hand),
+              graph.SUBSET: _state(graph.SUBSET, "failed", "its last run was failed"),
+              graph.JUDGES: _state(graph.JUDGES, "current", "")}
+    tweaked = config.load_profile("default", {"judges.subset": "hard",
+                                              "scores.include_later": True})
+    rows = _rows(tweaked, states)
+    for n in NUMBERS:
+        r = rows[n.id]
+        stages = set(ledger.stages_of(n))
+        if stages & {graph.SCORES, graph.SUBSET}:
+            assert r.status == NOT_CURRENT, n.id
+            assert r.note.startswith("chapter 08") or r.note.startswith("chapter 05"), n.id
+        elif graph.JUDGES in stages:
+            assert r.status == TWEAKED, n.id
+    assert rows["top1"].note == f"chapter 08 (Scores and the leaderboard): {hand}"
+    # a run whose profile is unknown is still judged on its chapters' states
+    assert _rows(None, states)["top1"].status == NOT_CURRENT
+    assert _rows(None, states)["tau_haiku_gemini"].status == NOT_COMPUTABLE
+    # not current comes before own replies
+    smoke = _rows(config.load_profile("smoke"), states)
+    assert (smoke["top1"].status, smoke["tau_haiku_gemini"].status) == (NOT_CURRENT,
+                                                                        OWN_REPLIES)
+
+
+# --- on the runs ---------------------------------------------------------------------------------
 
 INTERVALS = ("separations_", "_low", "_high", "refusals_excluded_")
 
 
+def run_rows(run: Path) -> list[ledger.Row]:
+    """A run folder's ledger as its book shows it: against its manifest's profile and its
+    stages' states."""
+    manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+    profile = book.run_profile(run, manifest)
+    states = book.stage_states(run, profile, manifest)
+    return ledger.ledger(book.read_metrics(run), run=RunConditions(profile, states))
+
+
 def test_the_default_run_reproduces_every_number_the_release_determines(default_run: Path):
-    rows = ledger.ledger(book.read_metrics(default_run))
-    by_status = {s: [r.number.id for r in rows if r.status == s]
-                 for s in (EQUAL, DIFFERS, NOT_COMPUTABLE)}
+    rows = run_rows(default_run)
+    by_status = {s: [r.number.id for r in rows if r.status == s] for s in ledger.STATUSES}
+    assert (len(by_status[EQUAL]), len(by_status[NOT_COMPUTABLE])) == (96, 16)
     assert by_status[DIFFERS] == []
     # what the released matrices cannot give: intervals, paired tests, refusal sensitivity
     assert by_status[NOT_COMPUTABLE]
@@ -170,3 +388,67 @@ def test_one_perturbed_vote_shows_as_differing_numbers(default_run: Path, tmp_pa
     # the scores come from the released matrices: nothing of 08-10 moves
     assert not {k for k in moved if k.startswith(("panel_", "tau_", "severity_", "top",
                                                   "selfpref_", "refusals_"))}
+
+
+def test_a_tweaked_run_names_its_tweak_and_differs_nowhere(default_run: Path, tmp_path: Path):
+    """``default --set judges.subset=hard``, run by the runner on a copy of the default run
+    (it re-runs 09 and 12): every number of 09 reads "tweaked: judges.subset = hard", no
+    number differs, and every other number reads as it did."""
+    from hbpsych_utils import runner
+
+    shutil.copytree(default_run, tmp_path / "default",
+                    ignore=shutil.ignore_patterns("book", ".book-build"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        result = runner.run_profile("default", outputs_root=tmp_path,
+                                    overrides={"judges.subset": "hard"}, echo=print)
+    assert result.ok and [n["notebook"] for n in result.notebooks] == [graph.JUDGES,
+                                                                     graph.FIGURES]
+    before = {r.number.id: r for r in run_rows(default_run)}
+    rows = run_rows(tmp_path / "default")
+    assert not [r.number.id for r in rows if r.status == DIFFERS]
+    affected = [r for r in rows if ledger.stage_of(r.number) == graph.JUDGES]
+    assert len(affected) == 19
+    for r in rows:
+        if r in affected:
+            assert r.label() == "tweaked: judges.subset = hard", r.number.id
+        else:
+            assert (r.status, r.run) == (before[r.number.id].status, before[r.number.id].run)
+    # the tweak moved values the paper's conditions would call different: they are kept
+    assert any(r.compared == DIFFERS for r in affected)
+    summary = ledger.summary(rows)
+    assert (summary.equal, summary.tweaked, summary.differs) == (83, 19, 0)
+    assert "(judges.subset = hard)" in (tmp_path / "default" / "book" / "index.html").read_text()
+
+
+def test_a_hand_run_of_08_makes_its_numbers_not_current(default_run: Path, tmp_path: Path):
+    """Chapter 08 run outside the runner (as papermill or JupyterLab would, with its build
+    record saying so): each of its numbers reads "not current", whatever its value."""
+    from hbpsych_utils.stages.base import run_chapter
+
+    run = tmp_path / "default"
+    shutil.copytree(default_run, run, ignore=shutil.ignore_patterns("book", ".book-build"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        run_chapter(graph.SCORES, {"profile": "default", "outputs_root": str(tmp_path)})
+    before = {r.number.id: r for r in run_rows(default_run)}
+    rows = run_rows(run)
+    of_08 = [r for r in rows if graph.SCORES in ledger.stages_of(r.number)]
+    assert len(of_08) == 41
+    for r in rows:
+        if r in of_08:
+            assert r.status == NOT_CURRENT, r.number.id
+            assert "written outside the runner" in r.note
+            assert r.compared == before[r.number.id].status  # the same value, not this run's
+        else:
+            assert r.status == before[r.number.id].status, r.number.id
+
+
+def test_the_smoke_ledger_says_it_graded_its_own_replies(smoke_run: Path):
+    rows = run_rows(smoke_run)
+    evaluation = [r for r in rows if set(ledger.stages_of(r.number)) & set(EVALUATION)]
+    assert evaluation and all(r.status == OWN_REPLIES for r in evaluation)
+    assert not [r for r in rows if r.status == DIFFERS]
+    # the simulator's τ is still there for a reader, as what the value alone says
+    tau = next(r for r in rows if r.number.id == "tau_haiku_gpt41")
+    assert tau.compared == DIFFERS and tau.run
+    # the construction stages replay the release: the smoke run reproduces them
+    assert all(r.status == EQUAL for r in rows if r not in evaluation)

@@ -39,7 +39,7 @@ def test_chars_and_distribution():
     assert length.chars("naïve 😀") == 7  # Python's len: code points, as the reference
     assert length.chars(None) is None
     d = length.distribution([100, 200, 300, 400, 500])
-    assert d == {"n": 5, "mean": 300.0, "min": 100.0, "p25": 200.0, "median": 300.0,
+    assert d.model_dump() == {"n": 5, "mean": 300.0, "min": 100.0, "p25": 200.0, "median": 300.0,
                  "p75": 400.0, "max": 500.0}
     with pytest.raises(length.LengthError, match="no reply"):
         length.distribution([])

@@ -18,6 +18,7 @@ from hbpsych_utils.llm import (
     call_cost,
     load_registry,
 )
+from hbpsych_utils.llm.faults import STOP_FAULT_KINDS
 from hbpsych_utils.llm.providers import CallError, Reply, make_adapter
 from hbpsych_utils.llm.testing import Fault, Simulator
 
@@ -153,6 +154,92 @@ def test_quota_error_fails_fast_and_keeps_finished_work(tmp_path, sim, api) -> N
 QUOTA_STATUS = {"openai": 429, "anthropic": 400, "google": 429}
 QUOTA_NAMED = {"openai": "insufficient_quota", "anthropic": "credit balance is too low",
                "google": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}
+
+# Each stop fault's status and the cause the run's error names, per provider (the simulator
+# sends each provider's real shape: see llm/faults.py)
+STOPS = {
+    "quota": {api: (QUOTA_STATUS[api], QUOTA_NAMED[api]) for api in QUOTA_STATUS},
+    "invalid_key": {"openai": (401, "the API key is not valid"),
+                    "anthropic": (401, "the API key was refused"),
+                    "google": (400, "the API key is not valid")},
+    "account_disabled": {"openai": (401, "the account has been deactivated"),
+                         "anthropic": (400, "the organisation has been disabled"),
+                         "google": (403, "the API key's project has been suspended")},
+    "location_unsupported": {
+        "openai": (403, "does not serve the country, region or territory"),
+        "anthropic": (403, "access is refused (the key's permissions, the organisation or the "
+                           "location)"),
+        "google": (400, "does not serve this account where the run is made from")},
+    "model_not_found": dict.fromkeys(("openai", "anthropic", "google"),
+                                     (404, "the model does not exist here")),
+}
+
+
+@pytest.mark.parametrize("api", sorted(MODELS))
+@pytest.mark.parametrize("kind", STOP_FAULT_KINDS)
+def test_an_account_level_error_stops_the_run_after_one_call(tmp_path, sim, api, kind) -> None:
+    # billing, a bad key, a disabled organisation, an unserved location (Gemini's
+    # FAILED_PRECONDITION), a model that does not exist (OpenAI's 404 model_not_found): the
+    # first call's error stops the run, naming the cause; nothing else is sent
+    provider = REG.model(MODELS[api]).provider
+    e = make_engine(tmp_path, sim, limits={**FREE, provider: {"concurrency": 1}})
+    [ok] = e.run([req(api, f"before {kind}")])
+    sim.add_fault(Fault(kind, api=api))
+    texts = [f"{kind} {api} {i}" for i in range(5)]
+    with pytest.raises(ProviderFatalError, match="stopping the run") as info:
+        e.run([req(api, t) for t in texts])
+    sent = [x for x in sim.log if x["user"].startswith(f"{kind} {api}")]
+    status, cause = STOPS[kind][api]
+    assert len(sent) == 1 and sent[0]["status"] == status and sent[0]["fault"] == kind
+    assert cause in str(info.value), str(info.value)
+    stored = [e.store.get(e.resolve(req(api, t)).key) for t in texts]
+    assert [x.status for x in stored if x is not None] == ["failed"]  # the one call, no other
+    assert e.store.get(ok.key).status == "ok"  # type: ignore[union-attr]
+
+
+QUOTED = "my credit balance is too low and I feel hopeless"
+
+
+@pytest.mark.parametrize("api", sorted(MODELS))
+def test_a_400_quoting_the_conversation_fails_that_request_only(tmp_path, sim, api) -> None:
+    # the provider's 400 quotes the user's words ("credit balance is too low"): that request
+    # fails, once and for good; the run goes on and answers the others
+    provider = REG.model(MODELS[api]).provider
+    e = make_engine(tmp_path, sim, limits={**FREE, provider: {"concurrency": 1}})
+    sim.add_fault(Fault("quoted_request", match=QUOTED))
+    texts = [f"before the quote {api}", QUOTED, f"after the quote {api}"]
+    rs = e.run([req(api, t) for t in texts])
+    assert [r.status for r in rs] == ["ok", "failed", "ok"]
+    assert rs[1].attempts == 1 and QUOTED in (rs[1].error or "")
+    [quoted] = calls(sim, QUOTED)
+    assert (quoted["status"], quoted["fault"]) == (400, "quoted_request")
+    assert [c["status"] for t in texts[::2] for c in calls(sim, t)] == [200, 200]
+
+
+@pytest.mark.parametrize("api", sorted(MODELS))
+def test_an_account_level_batch_item_error_stops_the_run(tmp_path, sim, api) -> None:
+    # the batch path reads an item's error with the same fields: a model that does not exist
+    # stops the run with the batch collected; nothing goes through the synchronous path
+    texts = [f"missing model batch {api} {i}" for i in range(3)]
+    sim.add_fault(Fault("model_not_found", match=texts[1], times=1))
+    e = make_engine(tmp_path, sim)
+    with pytest.raises(ProviderFatalError, match="the model does not exist here") as info:
+        e.run([req(api, t) for t in texts], mode="batch")
+    assert "batch " in str(info.value)
+    assert [x["user"] for x in sim.log if x["kind"] == "sync"] == []
+    got = [e.store.get(e.resolve(req(api, t)).key) for t in texts]
+    assert [x.status if x else None for x in got] == ["ok", None, "ok"]
+
+
+@pytest.mark.parametrize("api", sorted(MODELS))
+def test_a_batch_item_quoting_the_conversation_fails_that_item_only(tmp_path, sim, api) -> None:
+    texts = [f"quote batch {api} 0", QUOTED + f" ({api})", f"quote batch {api} 2"]
+    sim.add_fault(Fault("quoted_request", match=QUOTED))
+    e = make_engine(tmp_path, sim)
+    rs = e.run([req(api, t) for t in texts], mode="batch")
+    assert [r.status for r in rs] == ["ok", "failed", "ok"]
+    # errored in the batch, then once through the synchronous path (a 400: not retried)
+    assert [x["kind"] for x in sim.log if x["user"] == texts[1]] == ["batch", "sync"]
 
 
 def test_gemini_per_minute_429_waits_the_delay_from_its_details(tmp_path, sim) -> None:

@@ -246,6 +246,26 @@ def test_spend_by_tag_divides_the_ledger_by_the_tag_of_what_it_paid_for(tmp_path
     assert first["grade:cand"][0] <= first["grade:cand"][1]
 
 
+def test_what_earlier_runs_paid_for_the_answers_a_stage_used(tmp_path: Path) -> None:
+    """A stage interrupted and run again: its first attempt (run r1) bought two answers, the
+    second (runs r2, r3) reused them and bought the third. The ledger, by the keys the stage
+    used, tells each attempt's share; an answer the stage did not use is not counted."""
+    hexes = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(4)]
+    s = Store(tmp_path / "s.db")
+    s.put_many([_res(hexes[0], "ok", cost=0.5), _res(hexes[1], "ok", cost=0.25)], run_id="r1")
+    s.put(_res(hexes[3], "ok", cost=8.0), run_id="r1")  # another stage's answer
+    s.record_spend(run_id="r2", provider="p", model="m", key=hexes[2], mode="sync",
+                   input_tokens=1, output_tokens=0, cost=0.0625)  # an empty reply, retried
+    s.put(_res(hexes[2], "ok", cost=0.125), run_id="r3")
+    used = hexes[:3]
+    assert s.paid_by_run(used) == {"r1": 0.75, "r2": 0.0625, "r3": 0.125}
+    assert s.paid_by_run([]) == {}
+    e = Engine(s, REG, progress=False, env={})
+    assert e.paid_earlier(used, ["r2", "r3"]) == 0.75
+    assert e.paid_earlier(used, ["r1", "r2", "r3"]) == 0.0  # one attempt bought them all
+    assert e.paid_earlier(hexes, ["r2", "r3"]) == 8.75
+
+
 def test_a_failed_write_leaves_nothing_and_no_stale_ids(tmp_path: Path) -> None:
     s = Store(tmp_path / "s.db")
     good = Result(key="k1", model="fresh-model", provider="fresh-provider", status="ok",
@@ -375,6 +395,27 @@ def test_a_store_that_is_not_a_database_is_named_with_what_to_do(tmp_path: Path)
         assert f"mv {path} {path}.damaged" in message
         assert "answers paid for in it are lost" in message and ".recover" not in message
     assert path.read_bytes() == b"this is not SQLite " * 300  # left as it was
+
+
+def test_an_empty_store_file_is_refused_like_a_damaged_one(tmp_path: Path) -> None:
+    """SQLite would take a 0-byte file for a new database: every answer bought again."""
+    from hbpsych_utils.llm import store as store_module
+
+    path = tmp_path / "llm_store.sqlite"
+    path.write_bytes(b"")
+    for attempt in (lambda: store_module.check(path), lambda: Store(path)):
+        with pytest.raises(store_module.StoreError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert message.startswith(f"{path}: damaged (an empty file, 0 bytes"), message
+        assert f"mv {path} {path}.damaged" in message and "\n" not in message
+    assert path.read_bytes() == b""  # left as it was, and no journal files beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["llm_store.sqlite"]
+    # a store that does not exist yet is created, and is not empty once opened
+    fresh = tmp_path / "new" / "llm_store.sqlite"
+    with Store(fresh):
+        pass
+    assert fresh.stat().st_size > 0 and store_module.check(fresh) is None
 
 
 def test_a_store_with_damaged_pages_is_named_and_may_be_recovered_by_hand(

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils.pipeline import metrics
 from hbpsych_utils.runner import manifest
 
 
@@ -71,7 +70,18 @@ def test_run_facts_come_from_the_stages_typed_metrics(tmp_path: Path) -> None:
     (tmp_path / "07_grading" / "metrics.json").unlink()
     (tmp_path / "07_grading" / "failed.json").write_text("{}")
     assert "grader_template_sha256" not in manifest.collect_run_facts(tmp_path)
-    # metrics that do not fit their stage's model are an error naming the file and field
+    # metrics that do not fit their stage's model, or a damaged file (the runner rebuilds its
+    # stage: it differs from its build record), are named, and claim nothing
     stage_metrics(tmp_path, "05_subset", {**SUBSET, "n_v1": "many"})
-    with pytest.raises(metrics.MetricsError, match=r"05_subset/metrics.json: field n_v1"):
-        manifest.collect_run_facts(tmp_path)
+    facts = manifest.collect_run_facts(tmp_path)
+    assert "subset_sha256" not in facts
+    [problem] = facts["unreadable"]
+    assert re.search(r"05_subset/metrics.json: field n_v1", problem)
+    (tmp_path / "05_subset" / "metrics.json").write_bytes(b"\0" * 100)
+    (tmp_path / "05_subset" / "stage.json").write_text('{"stage": "05_subset", "artif')
+    unreadable: list[str] = []
+    assert manifest.collect_artifacts(tmp_path, unreadable) == {}
+    assert manifest.collect_run_facts(tmp_path, unreadable) == {"unreadable": unreadable}
+    assert [Path(u.split(":")[0]).relative_to(tmp_path).as_posix() for u in unreadable] == [
+        "05_subset/stage.json", "05_subset/metrics.json"]
+    assert all("not valid JSON" in u for u in unreadable)

@@ -220,7 +220,9 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
 def test_analyses_by_axis_theme_and_category_with_intervals(run: Path) -> None:
     """14 on the smoke run: per candidate, the panel's (and each judge's) score on every axis,
     theme and modal category with n and an interval; one sample, so no worst-at-k; the panel's
-    overall score is 08's."""
+    overall score is 08's. A tag scored on one conversation has no interval."""
+    from hbpsych_utils.evaluation import scoring
+
     m = metrics(run, "14_analyses")
     scores = metrics(run, "08_scores")["by_subset"]["v1"]["panel_mean"]
     assert m["mode"] == "live" and m["samples"] == 1 and "worst_at_k" not in m
@@ -230,7 +232,13 @@ def test_analyses_by_axis_theme_and_category_with_intervals(run: Path) -> None:
         prefixes = {t.split(":", 1)[0] for t in by}
         assert prefixes == {"axis", "theme", "category"}, cand
         for tag, s in by.items():
-            assert s["n"] >= 1 and s["ci_low"] <= s["clipped_mean"] <= s["ci_high"], tag
+            if s["n"] == 1:  # one conversation: no interval, null with the reason
+                assert (s["ci_low"], s["ci_high"]) == (None, None), tag
+                assert s["undefined"] == {"ci_low": scoring.ONE_CONVERSATION,
+                                          "ci_high": scoring.ONE_CONVERSATION}, tag
+            else:
+                assert s["n"] > 1 and s["ci_low"] <= s["clipped_mean"] <= s["ci_high"], tag
+                assert "undefined" not in s, tag
     assert set(m["length"]["panel"]) == set(scores)
     for name in ("by_tag.csv", "lengths.csv", "fig_axes_v1.png", "fig_categories_v1.png",
                  "fig_length_v1.png"):
@@ -315,6 +323,35 @@ def test_judge_accuracy_on_the_format_fixture_by_hand(run: Path) -> None:
     for name in ("verdicts.csv", "coverage.csv", "accuracy.csv", "pairwise_f1.csv",
                  "corrected_rates.csv", "fig_f1_placement.png", "fig_f1_placement.svg"):
         assert (run / "15_judge_accuracy" / name).stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_judge_accuracy_undefined_where_simple_evals_reports_none(run: Path) -> None:
+    """The smoke run's chapter 15 against simple-evals' semantics (re-implemented in
+    tests/test_judge_accuracy.py): every pairwise balanced F1 in metrics.json equals it to
+    1e-12 or, where simple-evals reports none, is null with its reason (29 of 72); no finding
+    names a slice, as the values behind any "furthest below" are now undefined."""
+    from test_judge_accuracy import _fixture_pairs, simple_evals_balanced_f1
+
+    m = metrics(run, "15_judge_accuracy")
+    seen = undefined = 0
+    for key, slicing in (("pairwise", "category"), ("pairwise_by_theme", "theme"),
+                         ("pairwise_by_psych_category", "psych_category")):
+        expected = _fixture_pairs(slicing)
+        assert {(r, c) for r, cats in m[key].items() for c in cats} == set(expected)
+        for (rater, where), pairs in expected.items():
+            got, want = m[key][rater][where], simple_evals_balanced_f1(pairs)
+            seen += 1
+            if want is None:
+                undefined += 1
+                assert got["balanced_f1"] is None and got["undefined"]["balanced_f1"]
+            else:
+                assert abs(got["balanced_f1"] - want) <= 1e-12 and "undefined" not in got
+    assert (seen, undefined) == (72, 29)
+    nb = json.loads((run / "notebooks" / "15_judge_accuracy.ipynb").read_text())
+    text = "".join("".join(o.get("data", {}).get("text/markdown", ""))
+                   for c in nb["cells"] for o in c.get("outputs", []))
+    assert "reaches macro-F1" in text and "furthest below" not in text
 
 
 @pytest.mark.slow

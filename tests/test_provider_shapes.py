@@ -39,20 +39,25 @@ from openai.types.shared import ErrorObject
 from pydantic import BaseModel, ConfigDict
 
 from hbpsych_utils.llm import load_registry
-from hbpsych_utils.llm.faults import SYNC_FAULT_KINDS
+from hbpsych_utils.llm.faults import STOP_FAULT_KINDS, SYNC_FAULT_KINDS
 from hbpsych_utils.llm.providers import CallError, Reply, google_genai, make_adapter
+from hbpsych_utils.llm.providers.anthropic_messages import anthropic_fields
 from hbpsych_utils.llm.providers.base import (
+    ErrorFields,
+    classify_error,
     classify_status,
     is_daily_quota,
     parse_duration,
     retry_hint,
 )
+from hbpsych_utils.llm.providers.openai_chat import openai_fields
 from hbpsych_utils.llm.testing import Fault, Simulator
 from hbpsych_utils.llm.testing.simulator import REFUSAL_TEXT
 
 FIXTURES = Path(__file__).parent / "data" / "provider_errors"
 REG = load_registry()
 PROVIDER = {api: REG.providers[REG.model(m).provider] for api, m in MODEL.items()}
+PROVIDER["openai_compatible"] = REG.providers["local"]  # vLLM, llama.cpp: the OpenAI adapter
 
 
 def fixture(name: str) -> dict[str, Any]:
@@ -73,7 +78,8 @@ def _wire_body(api: str) -> dict[str, Any]:
     if api == "google":
         return {"model": MODEL[api], "contents": [{"role": "user", "parts": [{"text": "hello"}]}],
                 "config": {"max_output_tokens": 64}}
-    body: dict[str, Any] = {"model": MODEL[api], "messages": msgs, "max_tokens": 64}
+    model = MODEL.get(api, "local-model")
+    body: dict[str, Any] = {"model": model, "messages": msgs, "max_tokens": 64}
     return body
 
 
@@ -86,7 +92,7 @@ def through_sdk(fx: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Reply | 
 
     async def go() -> Reply | CallError:
         adapter = make_adapter(PROVIDER[api], "fixture-key", "https://provider.invalid", 10.0)
-        if api == "openai":
+        if api in ("openai", "openai_compatible"):
             adapter.client = openai.AsyncOpenAI(  # type: ignore[attr-defined]
                 api_key="fixture-key", base_url="https://provider.invalid/v1", max_retries=0,
                 http_client=httpx2.AsyncClient(transport=transport))
@@ -125,6 +131,22 @@ def through_sdk(fx: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Reply | 
     # Gemini without RetryInfo: the wait is the message's "Please retry in", past character 500
     ("gemini_429_retry_in_message.json", "transient", 27.160771047,
      "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"),
+    # the account cannot go on: a disabled organisation, an unserved location, no such model
+    ("anthropic_400_organization_disabled.json", "fatal", None, "organization has been disabled"),
+    ("anthropic_403_request_not_allowed.json", "fatal", None, "Request not allowed"),
+    ("anthropic_404_model_not_found.json", "fatal", None, "model: claude-3-5-sonnet-20241022"),
+    ("openai_401_account_deactivated.json", "fatal", None, "account_deactivated"),
+    ("openai_403_unsupported_country.json", "fatal", None,
+     "unsupported_country_region_territory"),
+    ("openai_404_model_not_found.json", "fatal", None, "model_not_found"),
+    ("gemini_400_location_unsupported.json", "fatal", None, "FAILED_PRECONDITION"),
+    ("gemini_403_consumer_suspended.json", "fatal", None, "CONSUMER_SUSPENDED"),
+    ("gemini_404_model_not_found.json", "fatal", None, "NOT_FOUND"),
+    # OpenAI-compatible local servers: vLLM's and llama.cpp's own envelopes
+    ("vllm_404_model_does_not_exist.json", "fatal", None, "does not exist"),
+    ("llamacpp_401_invalid_api_key.json", "fatal", None, "authentication_error"),
+    ("llamacpp_400_exceed_context_size.json", "permanent", None, "exceed_context_size_error"),
+    ("llamacpp_503_loading_model.json", "transient", None, "unavailable_error"),
 ])
 def test_adapters_classify_real_error_bodies(monkeypatch, name, kind, retry_after, named) -> None:
     fx = fixture(name)
@@ -148,6 +170,85 @@ def test_a_stop_error_says_its_cause_and_what_to_do(monkeypatch, name, cause) ->
     text = str(err)  # the cause in words first, then the provider's own message
     assert cause in text and text.index(cause) < text.index("HTTP"), text
     assert text.endswith("fix it in the provider's console (credit, limit or key), then re-run")
+
+
+@pytest.mark.parametrize(("name", "cause", "action"), [
+    ("anthropic_400_organization_disabled.json", "the organisation has been disabled",
+     "restored with the provider"),
+    ("openai_401_account_deactivated.json", "the account has been deactivated",
+     "restored with the provider"),
+    ("gemini_403_consumer_suspended.json", "project has been suspended",
+     "restored with the provider"),
+    ("openai_403_unsupported_country.json", "does not serve the country",
+     "run from a country or region the provider serves"),
+    ("gemini_400_location_unsupported.json", "does not serve this account where the run is made",
+     "run from a country or region the provider serves"),
+    ("openai_404_model_not_found.json", "the model does not exist here",
+     "check the model's snapshot id in the registry"),
+    ("anthropic_404_model_not_found.json", "the model does not exist here",
+     "check the model's snapshot id in the registry"),
+    ("gemini_404_model_not_found.json", "the model does not exist here",
+     "check the model's snapshot id in the registry"),
+    ("vllm_404_model_does_not_exist.json", "the model does not exist here",
+     "check the model's snapshot id in the registry"),
+])
+def test_an_account_level_error_names_its_cause_and_what_to_do(monkeypatch, name, cause,
+                                                               action) -> None:
+    err = through_sdk(fixture(name), monkeypatch)
+    assert isinstance(err, CallError) and err.kind == "fatal", err
+    text = str(err)
+    assert cause in text and text.index(cause) < text.index("HTTP"), text
+    assert action in text.rsplit(";", 1)[1], text
+
+
+QUOTED = ("my credit balance is too low and I feel hopeless", "Your credit balance is too low",
+          "This organization has been disabled.", "You have reached your specified API usage "
+          "limits", "insufficient_quota", "billing_hard_limit_reached", "API_KEY_INVALID",
+          "billing account", "payment required", "FAILED_PRECONDITION", "model_not_found")
+
+
+def _quoting_400(api: str, quoted: str) -> dict[str, Any]:
+    """A 400 invalid-request error whose message quotes the request, in the API's envelope."""
+    text = json.dumps(quoted)
+    if api == "openai":
+        return {"provider": api, "status": 400, "headers": {"content-type": "application/json"},
+                "body": {"error": {"message": f"Invalid value at 'messages[0].content': {text}",
+                                   "type": "invalid_request_error", "param": "messages[0].content",
+                                   "code": "invalid_value"}}}
+    if api == "anthropic":
+        return {"provider": api, "status": 400, "headers": {"content-type": "application/json"},
+                "body": {"type": "error", "request_id": "req_X", "error": {
+                    "type": "invalid_request_error",
+                    "message": f"messages.0.content: invalid text {text}"}}}
+    message = f"Invalid value at 'contents[0].parts[0].text' (TYPE_STRING), {text}"
+    return {"provider": api, "status": 400, "headers": {"content-type": "application/json"},
+            "body": {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}}
+
+
+@pytest.mark.parametrize("api", sorted(MODEL))
+@pytest.mark.parametrize("quoted", QUOTED)
+def test_text_quoted_from_the_request_never_stops_the_run(monkeypatch, api, quoted) -> None:
+    # every phrase and code that stops a run, quoted from the conversation in a 400 that fails
+    # this request alone: the request fails (permanent), the run goes on
+    err = through_sdk(_quoting_400(api, quoted), monkeypatch)
+    assert isinstance(err, CallError) and (err.kind, err.status) == ("permanent", 400), str(err)
+    assert quoted in str(err) or json.dumps(quoted) in str(err)
+
+
+def test_the_openings_that_stop_a_run_are_the_providers_own_first_words() -> None:
+    # Anthropic's credit balance, usage limit and disabled organisation have no code of their
+    # own (a 400 invalid_request_error): their opening words decide, whatever the spacing
+    for message in ("Your credit balance is too low to access the Anthropic API.",
+                    "  This organization has been\n disabled.",
+                    "You have reached your specified API usage limits. You will regain access"):
+        err = classify_error(anthropic_fields(400, {"type": "error", "error": {
+            "type": "invalid_request_error", "message": message}}), "shown")
+        assert err.kind == "fatal", message
+    # anywhere else in the message they are text, as is a code named in the message
+    for message in ("messages.0: Your credit balance is too low",
+                    "The request names insufficient_quota", "Invalid: FAILED_PRECONDITION"):
+        err = classify_error(ErrorFields(400, ("invalid_request_error",), message), "shown")
+        assert err.kind == "permanent", message
 
 
 def test_the_gemini_retry_hint_in_the_message_is_read_before_the_message_is_cut() -> None:
@@ -235,21 +336,68 @@ def test_openai_batch_results_are_split_on_newline_only() -> None:
     assert {k: r.text for k, r in got.items() if isinstance(r, Reply)} == texts
 
 
-@pytest.mark.parametrize(("status", "message", "kind"), [
+@pytest.mark.parametrize(("fields", "kind"), [
     # OpenAI: a request larger than the whole per-minute allowance never succeeds
-    (429, "Request too large for gpt-4o in organization org-X on tokens per min (TPM): Limit "
-          "30000, Requested 30601.", "permanent"),
+    (openai_fields(429, {"message": "Request too large for gpt-4o in organization org-X on "
+                                    "tokens per min (TPM): Limit 30000, Requested 30601.",
+                         "type": "tokens", "code": "rate_limit_exceeded"}), "permanent"),
     # Anthropic: the monthly spend cap is a 429 with the rate-limit type, but no wait cures it
-    (429, '{"type": "rate_limit_error", "details": {"error_code": '
-          '"enforced_spend_limit_reached"}}', "fatal"),
-    (402, '{"type": "billing_error", "message": "payment method declined"}', "fatal"),
+    (anthropic_fields(429, {"type": "error", "error": {
+        "type": "rate_limit_error", "message": "Your organization has reached its limit.",
+        "details": {"error_code": "enforced_spend_limit_reached"}}}), "fatal"),
+    # ... while a ramp limit (how fast usage may grow) is waited out
+    (anthropic_fields(429, {"type": "error", "error": {
+        "type": "rate_limit_error", "message": "Slow down.",
+        "details": {"error_code": "ramp_limit_exceeded"}}}), "transient"),
+    (anthropic_fields(402, {"type": "error", "error": {
+        "type": "billing_error", "message": "payment method declined"}}), "fatal"),
+    # a batch item's error has a type and no status: the type's status
+    (anthropic_fields(None, {"type": "error", "error": {
+        "type": "not_found_error", "message": "model: claude-x"}}), "fatal"),
+    (anthropic_fields(None, {"type": "error", "error": {
+        "type": "api_error", "message": "Internal server error"}}), "transient"),
     # OpenAI: an account whose billing is not active (a 429 that no wait cures)
-    (429, '{"message": "Your account is not active, please check your billing details on our '
-          'website.", "type": "billing_not_active", "code": "billing_not_active"}', "fatal"),
-    (429, "Rate limit reached for gpt-4.1 on requests per min (RPM)", "transient"),
+    (openai_fields(429, {"message": "Your account is not active, please check your billing "
+                                    "details on our website.", "type": "billing_not_active",
+                         "code": "billing_not_active"}), "fatal"),
+    (openai_fields(429, {"message": "Rate limit reached for gpt-4.1 on requests per min (RPM)",
+                         "type": "requests", "code": "rate_limit_exceeded"}), "transient"),
+    # a server that writes the status as the code: the code is not a name
+    (openai_fields(400, {"message": "bad", "type": "BadRequestError", "code": 400}),
+     "permanent"),
+    # a body that is not JSON: the status alone
+    (openai_fields(401, "<html>401 Authorization Required</html>"), "fatal"),
+    (openai_fields(400, "<html>400 Bad Request</html>"), "permanent"),
 ])
-def test_status_and_message_decide_the_kind(status, message, kind) -> None:
-    assert classify_status(status, message, None).kind == kind
+def test_the_fields_decide_the_kind(fields, kind) -> None:
+    assert classify_error(fields, "shown").kind == kind
+
+
+def test_a_404_stops_a_model_call_but_not_a_batch_endpoint() -> None:
+    # on a model call a 404 says the model (or the endpoint) does not exist: every request to it
+    # fails; on a batch's status or results it says the batch is gone (re-sent, see batch.py)
+    gone = openai_fields(404, {"message": "No batch found with id 'batch_x'.",
+                               "type": "invalid_request_error", "code": None})
+    assert classify_error(gone, "shown").kind == "fatal"
+    assert classify_error(gone, "shown", model_call=False).kind == "permanent"
+    google_gone = google_genai.classify_error(404, {"error": {
+        "code": 404, "message": "batches/x not found", "status": "NOT_FOUND"}}, model_call=False)
+    assert (google_gone.kind, google_gone.status) == ("permanent", 404)
+
+
+def test_an_error_known_by_its_status_alone() -> None:
+    assert classify_status(401, "Unauthorized").kind == "fatal"
+    assert classify_status(503, "Service Unavailable, try again in 2s").retry_after == 2.0
+    assert classify_status(None, "connection reset").kind == "transient"
+
+
+@pytest.mark.parametrize(("code", "kind"), [
+    (9, "fatal"), (7, "fatal"), (16, "fatal"), (5, "fatal"), (3, "permanent"),
+    (13, "transient"), (14, "transient"), (8, "transient"), (None, "transient")])
+def test_a_gemini_batch_item_error_is_read_by_its_numeric_code(code, kind) -> None:
+    # a batch item's google.rpc.Status has the number, not the name (FAILED_PRECONDITION is 9,
+    # PERMISSION_DENIED 7, UNAUTHENTICATED 16, NOT_FOUND 5, RESOURCE_EXHAUSTED 8)
+    assert google_genai.item_error(code, "User location is not supported").kind == kind
 
 
 @pytest.mark.parametrize(("text", "seconds"), [
@@ -277,6 +425,12 @@ def test_the_fixtures_are_the_sdk_shapes() -> None:
         body, api = fx["body"], fx["provider"]
         if api == "openai" and fx["status"] == 200:
             assert unknown_fields(ChatCompletion.model_validate(body)) == [], path.name
+        elif api == "openai_compatible":  # a local server's envelope: no SDK type to meet
+            error = body.get("error", body)
+            assert {"message", "type", "code"} <= set(error), path.name
+            assert error["code"] == fx["status"] and fx["server"] in ("vLLM", "llama.cpp")
+        elif api == "anthropic" and "type" not in body:  # the edge's refusal, not the API's
+            assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}
         elif api == "openai":
             assert set(body) == {"error"}, path.name
             assert unknown_fields(ErrorObject.model_validate(body["error"])) == [], path.name
@@ -348,10 +502,23 @@ class _LocalizedMessage(_Strict):  # google.rpc.LocalizedMessage
     message: str
 
 
+class _FieldViolation(_Strict):  # google.rpc.BadRequest.FieldViolation
+    field: str
+    description: str
+    reason: str | None = None
+
+
+class _BadRequest(_Strict):  # google.rpc.BadRequest
+    type: str = ""
+    fieldViolations: list[_FieldViolation]
+
+
 _RPC_TYPES: dict[str, type[_Strict]] = {"RetryInfo": _RetryInfo, "QuotaFailure": _QuotaFailure,
                                         "Help": _Help, "ErrorInfo": _ErrorInfo,
-                                        "LocalizedMessage": _LocalizedMessage}
+                                        "LocalizedMessage": _LocalizedMessage,
+                                        "BadRequest": _BadRequest}
 _RPC_CODES = {400: {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"},
+              401: {"UNAUTHENTICATED"}, 403: {"PERMISSION_DENIED"},
               404: {"NOT_FOUND"}, 429: {"RESOURCE_EXHAUSTED"}, 500: {"INTERNAL"},
               503: {"UNAVAILABLE"}}
 
@@ -404,7 +571,8 @@ def _wire(api: str, text: str, cap: int, *, schema: bool = False, thinking: bool
 
 _OK_KINDS = (None, "refusal", "content_filter", "empty", "garbled", "no_verdict",
              "reasoning_at_cap")
-_ERROR_KINDS = ("http_500", "http_503", "rate_limit", "quota", "overloaded")
+_ERROR_KINDS = ("http_500", "http_503", "rate_limit", "overloaded", "quoted_request",
+                *STOP_FAULT_KINDS)
 
 
 def test_every_sync_fault_kind_is_covered_below() -> None:
@@ -429,6 +597,9 @@ def _validate_error(api: str, status: int, body: dict[str, Any]) -> None:
     if api == "openai":
         assert set(body) == {"error"}
         assert unknown_fields(ErrorObject.model_validate(body["error"])) == []
+    elif api == "anthropic" and status == 403 and "type" not in body:
+        # a location Anthropic does not serve: its edge answers, not the API (no "type": "error")
+        assert body == {"error": {"type": "forbidden", "message": "Request not allowed"}}
     elif api == "anthropic":
         err = ErrorResponse.model_validate(body)
         assert unknown_fields(err) == [] and err.request_id
@@ -642,6 +813,84 @@ def test_simulator_batch_items_validate_against_the_sdk_types(sim, api) -> None:
         assert sent[texts[key]] == answer_of(api, obj), key
 
 
+def _through_adapter(sim: Simulator, api: str, go: Any) -> Any:
+    """``go(adapter)`` with the provider's adapter (its real SDK) pointed at the simulator."""
+    provider = PROVIDER[api]
+
+    async def run() -> Any:
+        adapter = make_adapter(provider, "sim-key", sim.base_urls_for(REG)[provider.name], 10.0)
+        try:
+            return await go(adapter)
+        finally:
+            await adapter.aclose()
+
+    return asyncio.run(run())
+
+
+def _adapter_body(api: str, text: str) -> dict[str, Any]:
+    body = _wire_body(api)
+    if api == "google":
+        body["contents"][0]["parts"][0]["text"] = text
+    else:
+        body["messages"][0]["content"] = text
+    return body
+
+
+_ITEM_KINDS = ("quoted_request", "invalid_key", "account_disabled", "location_unsupported",
+               "model_not_found", "batch_item_error")
+
+
+@pytest.mark.parametrize("api", sorted(MODEL))
+def test_a_batch_item_error_is_classified_as_the_same_error_of_a_call(sim, api) -> None:
+    # each fault on a call and on a batch item, through the adapter's own SDK: the item's error
+    # (OpenAI's status and body, Anthropic's typed error, Gemini's numeric google.rpc code) is
+    # read by the same fields and gets the same kind
+    sync_kind, item_kind = {}, {}
+    for kind in _ITEM_KINDS:
+        text = f"call {api} {kind}"
+        sim.add_fault(Fault(kind, match=text, times=1))
+
+        async def call(adapter: Any, text: str = text) -> CallError:
+            try:
+                await adapter.call(_adapter_body(api, text))
+            except Exception as exc:
+                return adapter.classify(exc)
+            raise AssertionError("the fault was not injected")
+
+        sync_kind[kind] = _through_adapter(sim, api, call).kind
+        sim.add_fault(Fault(kind, match=f"item {api} {kind}", times=1))
+
+    async def batch(adapter: Any) -> dict[str, Any]:
+        items = [(f"k{i}", _adapter_body(api, f"item {api} {kind}"))
+                 for i, kind in enumerate(_ITEM_KINDS)]
+        bid, info = await adapter.batch_submit(MODEL[api], items)
+        done = False
+        while not done:
+            done, info = await adapter.batch_poll(bid, info)
+        return await adapter.batch_collect(bid, info)
+
+    replies = _through_adapter(sim, api, batch)
+    for i, kind in enumerate(_ITEM_KINDS):
+        assert isinstance(replies[f"k{i}"], CallError), kind
+        item_kind[kind] = replies[f"k{i}"].kind
+    expected = {"quoted_request": "permanent", "batch_item_error": "transient",
+                **dict.fromkeys(STOP_FAULT_KINDS, "fatal")}
+    assert sync_kind == {k: expected[k] for k in _ITEM_KINDS}
+    if api == "google":  # a google.rpc.Status in a batch carries no ErrorInfo (google-genai
+        # types its details as strings): a bad key is a plain INVALID_ARGUMENT there
+        assert item_kind.pop("invalid_key") == "permanent"
+        sync_kind.pop("invalid_key")
+    assert item_kind == sync_kind
+
+
+STOP_STATUS = {"invalid_key": {"openai": 401, "anthropic": 401, "google": 400},
+               "account_disabled": {"openai": 401, "anthropic": 400, "google": 403},
+               "location_unsupported": {"openai": 403, "anthropic": 403, "google": 400},
+               "model_not_found": {"openai": 404, "anthropic": 404, "google": 404},
+               "quoted_request": {"openai": 400, "anthropic": 400, "google": 400}}
+"""Each provider's status for the simulator's account-level faults (see llm/faults.py)."""
+
+
 # The simulator rejects no OpenAI request (it validates thinking budgets, which OpenAI lacks).
 _ERROR_CASES = [(api, kind) for api in sorted(MODEL)
                 for kind in (*_ERROR_KINDS, "rpm", "invalid_request")
@@ -666,10 +915,11 @@ def test_simulator_errors_validate_against_the_sdk_types(api, kind) -> None:
         r = httpx.post(s.url + path, json=body, timeout=30)
     expected = {"http_500": 500, "http_503": 503, "rate_limit": 429, "rpm": 429,
                 "quota": {"openai": 429, "anthropic": 400, "google": 429}[api],
-                "overloaded": 529 if api == "anthropic" else 503, "invalid_request": 400}[kind]
+                "overloaded": 529 if api == "anthropic" else 503, "invalid_request": 400,
+                **{k: v[api] for k, v in STOP_STATUS.items()}}[kind]
     assert r.status_code == expected, r.text
     _validate_error(api, r.status_code, r.json())
-    if api == "anthropic":  # the error body names the request id the header gives
+    if api == "anthropic" and "request_id" in r.json():  # the body names the header's id
         assert r.json()["request_id"] == r.headers["request-id"]
     if api == "openai":
         assert re.fullmatch(_REQUEST_ID[api][1], r.headers["x-request-id"])

@@ -224,9 +224,9 @@ def test_publish_refuses_a_missing_run_and_a_folder_without_manifest(
 
 def test_publish_refuses_a_subset_it_does_not_publish(capsys: pytest.CaptureFixture[str]
                                                       ) -> None:
-    with pytest.raises(SystemExit):
-        cli.publish_main(["default", "--subset", "hard"])
-    assert "invalid choice: 'hard'" in capsys.readouterr().err
+    assert cli.publish_main(["default", "--subset", "hard"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'hard'" in err and len(err.splitlines()) == 1
     with pytest.raises(publish.PublishError, match="one of v1, v2"):
         publish.publish(Path("nowhere"), subset="hard")
 
@@ -236,11 +236,12 @@ def test_publish_refuses_a_subset_it_does_not_publish(capsys: pytest.CaptureFixt
 
 
 def copy_run(run: Path, dest: Path) -> Path:
-    """A run folder copied (without its book and executed notebooks), so publishing into it
-    leaves the session's run as the other tests read it."""
+    """A run folder copied (without its book), so publishing into it leaves the session's run
+    as the other tests read it. Its executed notebooks come too: their hashes are in the build
+    records, and publish refuses a folder whose files differ from them."""
     target = dest / run.name
     shutil.copytree(run, target, ignore=shutil.ignore_patterns(
-        "book", ".book-build", ".figure-cache", "notebooks", ".run.lock"))
+        "book", ".book-build", ".figure-cache", ".run.lock"))
     return target
 
 
@@ -268,6 +269,17 @@ def test_publish_default_v1_from_a_run(default_run: Path, mirror: Path, tmp_path
         assert manifest["files"][f.name] == "sha256:" + sources.sha256_file(f)
     record = json.loads((run / publish.RECORD).read_text())
     assert record["v1"]["output"] == str(out.resolve()) and record["v1"]["mode"] == "paper"
+    # the run's book names the folder outside the run by its name, no path
+    from hbpsych_utils.core import paths
+    from hbpsych_utils.reporting import book
+
+    index = book.build_book(run)
+    book_pages = {p.name: p.read_text(encoding="utf-8") for p in index.parent.glob("*.html")}
+    assert "`OUT` (a folder outside the run folder)" in (
+        run / ".book-build" / "src" / "provenance.md").read_text(encoding="utf-8")
+    for name, text in book_pages.items():
+        for path in (str(out), str(out.resolve()), str(paths.project_root()), str(Path.home())):
+            assert path not in text, (name, path)
     # inside the run folder, the record names the folder relative to it: a copy still finds it
     assert cli.publish_main(["default", "--outputs", str(run.parent), "--no-book"]) == 0
     moved = shutil.copytree(run, tmp_path / "moved" / "default")

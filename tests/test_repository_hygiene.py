@@ -27,7 +27,7 @@ def test_generated_folders_are_ignored() -> None:
     if not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     for path in ("outputs/default/manifest.json", "data/external/x.jsonl", "figures/fig1.png",
-                 ".venv/bin/python"):
+                 ".venv/bin/python", ".mypy_cache/3.11/x.json"):
         assert git("check-ignore", path).strip() == path, path
 
 

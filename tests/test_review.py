@@ -283,6 +283,33 @@ def test_load_round_rejects_a_reviewer_twice(tmp_path: Path) -> None:
         ratings.load_round([a, b], small_set(), vocabulary=VOCAB)
 
 
+@pytest.mark.parametrize("other", ["r1", "\uff321", "R1 ", " r1\u3000"])
+def test_reviewer_names_that_read_the_same_are_refused(tmp_path: Path, other: str) -> None:
+    """``R1``, ``r1``, a full-width ``Ｒ1`` and ``R1 `` are different strings but read the same in
+    the votes table and the book: after NFKC normalisation, case folding and stripping they are
+    one name, and the second file is refused naming both names and both files."""
+    assert ratings.reviewer_key(other) == ratings.reviewer_key("R1") == "r1"
+    first = file_for(tmp_path, "R1", "YYYN")
+    second = write(tmp_path / "second.json",
+                   ratings_doc(other, json.loads(first.read_text())["ratings"]))
+    with pytest.raises(ratings.RatingsError) as info:
+        ratings.load_round([first, second, file_for(tmp_path, "R3", "YNNN")], small_set(),
+                           vocabulary=VOCAB)
+    [problem] = info.value.problems
+    assert (problem.file, problem.field) == (str(second), "reviewer")
+    assert repr(other) in problem.message and "'R1'" in problem.message
+    assert str(first) in problem.message
+    rated = ratings.load_round([first, file_for(tmp_path, "R2", "YYNN")], small_set(),
+                               vocabulary=VOCAB)
+    rated[1].reviewer = other  # Ratings records made without load_round
+    with pytest.raises(review_set.ReviewSetError, match=r"second|R2\.json.*reads the same"):
+        ratings.votes_table(small_set(), rated)
+
+
+def test_reviewer_names_that_differ_stay_apart() -> None:
+    assert len({ratings.reviewer_key(n) for n in ("R1", "R2", "R 1", "R1a", "Rı")}) == 5
+
+
 # ---------------------------------------------------------------------------------------------
 # votes and tally
 

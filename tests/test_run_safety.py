@@ -86,7 +86,7 @@ def test_stage_outputs_are_swapped_in_on_success_and_retired_on_failure(project:
              max_conversations=None)
     notebook(project / "notebooks" / "02_screening.ipynb", "y = 1")
     notebook(project / "notebooks" / "03_review_round1.ipynb", DOWNSTREAM_CELL)
-    root, out = project / "out", project / "out" / "p"
+    root, out = project / "outputs", project / "outputs" / "p"
     store = make_store(out)
 
     def run(n: int, lines: list[str] | None = None) -> runner.RunResult:
@@ -251,7 +251,7 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
 @pytest.mark.notebook
 def test_second_run_into_the_same_folder_is_refused_at_once(project: Path) -> None:
     fast_and_slow(project)
-    out = project / "out"
+    out = project / "outputs"
     env = {**os.environ, "HBPSYCH_ROOT": str(project)}
     first = subprocess.Popen(cli("--outputs", str(out)), env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -274,7 +274,8 @@ def test_second_run_into_the_same_folder_is_refused_at_once(project: Path) -> No
         assert "Traceback" not in message and second.stdout == ""
         profile.write_text(valid)
         # Another outputs folder is another run (seed 0: its 11 does not sleep).
-        other = subprocess.run(cli("--outputs", str(project / "other"), "--set", "seed=0"),
+        other = subprocess.run(cli("--outputs", str(project / "outputs" / "other"),
+                                   "--set", "seed=0"),
                                env=env, text=True, capture_output=True, timeout=300,
                                check=False)
         assert other.returncode == 0, other.stdout + other.stderr
@@ -288,7 +289,7 @@ def test_second_run_into_the_same_folder_is_refused_at_once(project: Path) -> No
 def test_held_lock_refuses_in_process_too(project: Path, capsys) -> None:
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
-    out = project / "out"
+    out = project / "outputs"
     with runlock.run_lock(out / "p", "p", "the first run"):
         assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_LOCKED
         err = capsys.readouterr().err
@@ -326,11 +327,11 @@ def test_kernel_that_does_not_start_is_started_once_more(
     calls = flaky_execute(monkeypatch,
                           RuntimeError("Kernel died before replying to kernel_info"), 1)
     lines: list[str] = []
-    result = runner.run_profile("p", outputs_root=project / "out", echo=lines.append)
+    result = runner.run_profile("p", outputs_root=project / "outputs", echo=lines.append)
     assert result.ok and len(calls) == 2
     assert any("01_corpus: the kernel did not start (RuntimeError: Kernel died before replying "
                "to kernel_info); starting it once more" in line for line in lines), lines
-    assert manifest_of(project / "out" / "p")["notebooks"][0]["status"] == "ok"
+    assert manifest_of(project / "outputs" / "p")["notebooks"][0]["status"] == "ok"
 
 
 @pytest.mark.slow
@@ -340,7 +341,7 @@ def test_kernel_that_fails_twice_is_a_clean_error(
     write_profile(project, "01_corpus", text="corpus: {max_conversations: 1}\n")
     notebook(project / "notebooks" / "01_corpus.ipynb", STAGE_CELL, WRITE_CELL,
              max_conversations=None)
-    out = project / "out"
+    out = project / "outputs"
     assert runner.main(["p", "--outputs", str(out)]) == 0  # a first run leaves outputs
     assert (out / "p" / "01_corpus" / "corpus_source.json").is_file()
     calls = flaky_execute(monkeypatch, zmq.error.ZMQError(errno.EADDRINUSE), 2)
@@ -373,7 +374,7 @@ def test_kernel_that_never_starts_for_real_is_one_clean_error(project: Path) -> 
     (broken / "ipykernel_launcher.py").write_text("import sys\nsys.exit(3)\n")
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
-    out = project / "out"
+    out = project / "outputs"
     env = {**os.environ, "HBPSYCH_ROOT": str(project), "PYTHONPATH": str(broken)}
     proc = subprocess.run(cli("--outputs", str(out)), env=env, text=True, capture_output=True,
                           timeout=300, check=False)
@@ -396,9 +397,9 @@ def test_kernel_dying_during_a_cell_is_not_retried(
     notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
     calls = flaky_execute(monkeypatch, DeadKernelError("Kernel died"), 1, after_cell=1)
     lines: list[str] = []
-    result = runner.run_profile("p", outputs_root=project / "out", echo=lines.append)
+    result = runner.run_profile("p", outputs_root=project / "outputs", echo=lines.append)
     assert result.failed == "01_corpus" and len(calls) == 1
-    entry = manifest_of(project / "out" / "p")["notebooks"][0]
+    entry = manifest_of(project / "outputs" / "p")["notebooks"][0]
     assert entry["error"] == {"cell": 2, "ename": "DeadKernelError", "evalue": "Kernel died",
                               "kernel": "died"}
     assert any(line.startswith("FAILED: 01_corpus at cell 2: its kernel died") for line in lines)
@@ -414,7 +415,7 @@ def test_ctrl_c_stops_cleanly_with_one_line_and_exit_130(project: Path) -> None:
               'stage.write_json("partial.json", {"seed": seed})\n' + SLOW_CELLS[0])
     fast_and_slow(project, staged, *SLOW_CELLS[1:],
                   'stage.write_json("harness.json", {"seed": seed})')
-    out = project / "out"
+    out = project / "outputs"
     env = {**os.environ, "HBPSYCH_ROOT": str(project), runner.LAUNCHER_ENV: "bash run_all.sh"}
     args = ["--outputs", str(out), "--set", "seed=0"]
     done = subprocess.run(cli(*args), env=env, text=True, capture_output=True,
@@ -488,11 +489,11 @@ def test_ctrl_c_forwarded_to_the_kernel_stops_the_cell(project: Path) -> None:
     interrupt = "import os, signal, time\nos.kill(os.getppid(), signal.SIGINT)\ntime.sleep(60)"
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", interrupt, MARKER)
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
     handler = signal.getsignal(signal.SIGINT)
     start = time.monotonic()
     with pytest.raises(runner.RunInterrupted) as caught:
-        runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
+        runner.run_profile("p", outputs_root=project / "outputs", echo=lambda _: None)
     assert time.monotonic() - start < 55  # the sleep was cut short, not waited out
     assert caught.value.notebook == "01_corpus"
     assert caught.value.where == "01_corpus (at cell 2)"
@@ -510,9 +511,9 @@ def test_ctrl_c_swallowed_by_a_cell_still_stops_before_the_next(project: Path) -
     notebook(project / "notebooks" / "01_corpus.ipynb", SWALLOWED_SIGINT, MARKER)
     notebook(project / "notebooks" / "02_screening.ipynb", MARKER)
     with pytest.raises(runner.RunInterrupted) as caught:
-        runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
+        runner.run_profile("p", outputs_root=project / "outputs", echo=lambda _: None)
     assert caught.value.notebook == "01_corpus"
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
     assert not (out / "after.txt").exists()  # neither the next cell nor 02 ran
     assert [(n["notebook"], n["status"]) for n in manifest_of(out)["notebooks"]] == [
         ("01_corpus", "interrupted")]
@@ -527,9 +528,9 @@ def test_ctrl_c_after_a_notebook_finished_stops_before_the_next(project: Path) -
              "from hbpsych_utils.pipeline.stage import Stage", swallow)
     notebook(project / "notebooks" / "02_screening.ipynb", MARKER)
     with pytest.raises(runner.RunInterrupted) as caught:
-        runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
+        runner.run_profile("p", outputs_root=project / "outputs", echo=lambda _: None)
     assert caught.value.where == "02_screening (before it started)"
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
     assert not (out / "after.txt").exists()
     # kept, with the runner's build record
     assert json.loads((out / "01_corpus" / "corpus_source.json").read_text()) == {"done": True}
@@ -576,7 +577,7 @@ def test_06_prices_the_judges_of_a_set_override_and_of_a_profile_given_by_path(
 def test_a_damaged_store_stops_the_run_before_any_notebook(project: Path, capsys) -> None:
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
-    out = project / "out"
+    out = project / "outputs"
     (out / "p").mkdir(parents=True)
     store = out / "p" / "llm_store.sqlite"
     store.write_bytes(b"garbage " * 1000)
@@ -614,7 +615,7 @@ def test_ctrl_c_swallowed_during_the_book_build_still_stops_the_run(
         return out / "book" / "index.html"
 
     monkeypatch.setattr(book, "build_book", swallowing)
-    out = project / "out"
+    out = project / "outputs"
     handler = signal.getsignal(signal.SIGINT)
     assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_INTERRUPTED
     err = capsys.readouterr().err
@@ -646,7 +647,7 @@ def test_a_second_ctrl_c_stops_at_once_with_one_line(project: Path, when: str) -
     first: one line, exit 130, the kernel gone."""
     cell = SIGINT_IGNORING_CELL if when == "the-cell-ignores-the-first" else SLOW_CELLS[1]
     fast_and_slow(project, SLOW_CELLS[0], cell)
-    out = project / "out"
+    out = project / "outputs"
     env = {**os.environ, "HBPSYCH_ROOT": str(project), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(cli("--outputs", str(out)), env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -708,7 +709,8 @@ def test_file_system_errors_are_one_line_naming_the_path(
         project: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
-    root = project / "a-file"
+    root = project / "outputs" / "a-file"
+    root.parent.mkdir()
     root.write_text("not a folder")
     assert runner.main(["p", "--outputs", str(root)]) == runner.EXIT_FAILED
     captured = capsys.readouterr()
@@ -717,11 +719,12 @@ def test_file_system_errors_are_one_line_naming_the_path(
     assert "Traceback" not in captured.out
 
     def read_only(*args: object, **kwargs: object) -> None:
-        raise PermissionError(errno.EACCES, "Permission denied", str(project / "out" / "p"))
+        raise PermissionError(errno.EACCES, "Permission denied", str(out / "p"))
 
+    out = project / "outputs"
     monkeypatch.setattr(runner.run, "_run_locked", read_only)
-    assert runner.main(["p", "--outputs", str(project / "out")]) == runner.EXIT_FAILED
-    assert capsys.readouterr().err == (f"error: {project / 'out' / 'p'}: permission denied: "
+    assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_FAILED
+    assert capsys.readouterr().err == (f"error: {out / 'p'}: permission denied: "
                                        "make it writable, or write somewhere else\n")
 
 
@@ -773,11 +776,11 @@ def test_paths_on_the_command_line_are_the_callers(
 
 @pytest.mark.slow
 @pytest.mark.notebook
-def test_run_all_writes_a_relative_outputs_folder_where_it_was_started(project: Path) -> None:
+def test_run_all_writes_a_relative_outputs_folder_where_it_was_started(
+        project: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
-    caller = project / "elsewhere"
-    caller.mkdir()
+    caller = tmp_path_factory.mktemp("elsewhere")  # outside the project: not its sources
     (caller / "mine.yaml").write_text("description: a profile file beside the caller\n"
                                       "notebooks: [01_corpus]\n")
     env = {**os.environ, "HBPSYCH_ROOT": str(project), "HBPSYCH_PYTHON": sys.executable}
@@ -792,13 +795,13 @@ def test_run_all_writes_a_relative_outputs_folder_where_it_was_started(project: 
 @pytest.mark.slow
 def test_run_all_refuses_a_second_run_before_its_environment_check(project: Path) -> None:
     write_profile(project, "01_corpus")
-    out = project / "out"
+    out = project / "outputs"
     # A Python that does not exist: the environment check would fail; the lock comes first.
     env = {**os.environ, "HBPSYCH_ROOT": str(project), "HBPSYCH_PYTHON": "/nonexistent/python",
            "HBPSYCH_BASE_PYTHON": sys.executable}
     with runlock.run_lock(out / "p", "p", "the first run"):
         start = time.monotonic()
-        proc = subprocess.run(["bash", str(RUN_ALL), "p", "--outputs", "out"], cwd=project,
+        proc = subprocess.run(["bash", str(RUN_ALL), "p", "--outputs", "outputs"], cwd=project,
                               env=env, text=True, capture_output=True, timeout=60, check=False)
         seconds = time.monotonic() - start
     assert proc.returncode == runner.EXIT_LOCKED, proc.stdout + proc.stderr

@@ -36,9 +36,9 @@ def test_runs_in_order_and_stops_at_first_failure(project: Path) -> None:
     notebook(project / "notebooks" / "08_scores.ipynb", f"NAME, VALUE = 'never', seed\n{SEEN}",
              seed=0)
     lines: list[str] = []
-    result = runner.run_profile("p", outputs_root=project / "out", echo=lines.append)
+    result = runner.run_profile("p", outputs_root=project / "outputs", echo=lines.append)
     assert not result.ok and result.failed == "02_screening"
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
     assert (out / "seen.txt").read_text() == "first 42\n"  # 08 never ran
     failure = next(line for line in lines if line.startswith("FAILED"))
     assert "02_screening" in failure and "cell 3 (raise ValueError" in failure
@@ -58,13 +58,13 @@ def test_cli_exit_codes(project: Path, capsys) -> None:
     write_profile(project, "01_corpus", name="good")
     notebook(project / "notebooks" / "01_corpus.ipynb", "y = 2")
     notebook(project / "notebooks" / "02_screening.ipynb", "raise ValueError('no')")
-    assert runner.main(["good", "--outputs", str(project / "out")]) == 0
-    assert runner.main(["missing", "--outputs", str(project / "out")]) == runner.EXIT_USAGE
+    assert runner.main(["good", "--outputs", str(project / "outputs")]) == 0
+    assert runner.main(["missing", "--outputs", str(project / "outputs")]) == runner.EXIT_USAGE
     assert "does not exist" in capsys.readouterr().err
     write_profile(project, "01_corpus", text="corpus: {max_conversations: -1}\n", name="bad")
     assert runner.main(["bad"]) == runner.EXIT_USAGE
     write_profile(project, "02_screening", name="broken")
-    assert runner.main(["broken", "--outputs", str(project / "out")]) == runner.EXIT_FAILED
+    assert runner.main(["broken", "--outputs", str(project / "outputs")]) == runner.EXIT_FAILED
 
 
 @pytest.mark.slow
@@ -77,13 +77,13 @@ def test_overrides_reach_the_notebooks_and_the_manifest(project: Path) -> None:
     notebook(project / "notebooks" / "11_harness_validation.ipynb",
              "open(f'{outputs_root}/{profile}/seen_11.txt', 'w').write(f'{mode} {seed}')",
              mode=None, seed=0)
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
 
     def seen() -> tuple[str, str]:
         return (out / "seen_01.txt").read_text(), (out / "seen_11.txt").read_text()
 
     overrides = {"seed": 123, "corpus.max_conversations": 3}
-    result = runner.run_profile("p", outputs_root=project / "out", overrides=overrides,
+    result = runner.run_profile("p", outputs_root=project / "outputs", overrides=overrides,
                                 echo=lambda _: None)
     assert result.ok
     assert seen() == ("3", "replay 123")
@@ -94,7 +94,7 @@ def test_overrides_reach_the_notebooks_and_the_manifest(project: Path) -> None:
     assert manifest["profile_values"]["description"] == "test"
     # Without overrides the manifest says so and records the file's values; both stages read
     # a value that changed, so both run again with the file's values.
-    result = runner.run_profile("p", outputs_root=project / "out", echo=lambda _: None)
+    result = runner.run_profile("p", outputs_root=project / "outputs", echo=lambda _: None)
     assert [n["notebook"] for n in result.notebooks] == ["01_corpus", "11_harness_validation"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["overrides"] == {} and manifest["profile_values"]["seed"] == 42
@@ -110,7 +110,7 @@ def test_a_second_run_does_only_what_changed(project: Path) -> None:
                         ("03_review_round1", "n_controls")):
         notebook(project / "notebooks" / f"{name}.ipynb",
                  f"NAME, VALUE = {name!r}, {param}\n{SEEN}", **{param: None})
-    root, out = project / "out", project / "out" / "p"
+    root, out = project / "outputs", project / "outputs" / "p"
     assert runner.run_profile("p", outputs_root=root, echo=lambda _: None).ok
     first = (out / "seen.txt").read_text()
     assert first.splitlines() == ["01_corpus None", "02_screening None", "03_review_round1 150"]
@@ -164,7 +164,7 @@ def planned(profile: config.Profile, out: Path, **kw) -> dict[str, tuple[bool, s
 
 
 def test_only_runs_the_named_stages_and_the_dependents_then_not_current(project: Path) -> None:
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
     profile = built(project, out, "01_corpus", "02_screening", "03_review_round1", "04_recall")
     assert planned(profile, out) == {s: (False, "up to date") for s in (
         "01_corpus", "02_screening", "03_review_round1", "04_recall")}
@@ -186,7 +186,7 @@ def test_only_runs_the_named_stages_and_the_dependents_then_not_current(project:
 
 def test_force_with_only_runs_the_selection_whatever_its_state_and_nothing_else(
         project: Path) -> None:
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
     profile = built(project, out, "01_corpus", "02_screening", "03_review_round1", "04_recall")
     assert {s: r for s, (r, _) in planned(profile, out, force=True).items()} == {
         "01_corpus": True, "02_screening": True, "03_review_round1": True, "04_recall": True}
@@ -199,7 +199,7 @@ def test_force_with_only_runs_the_selection_whatever_its_state_and_nothing_else(
 
 
 def test_only_refuses_a_stage_whose_upstream_is_not_current(project: Path) -> None:
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
     profile = built(project, out, "01_corpus", "02_screening")
     with pytest.raises(config.ProfileError) as exc:
         planned(profile, out, only=["04_recall"])
@@ -225,7 +225,7 @@ def test_an_upstream_the_profile_does_not_run_leaves_its_dependents_alone(
     for name in ("01_corpus", "03_review_round1"):
         notebook(project / "notebooks" / f"{name}.ipynb", "y = 1")
     profile = config.load_profile("p")
-    out = project / "out" / "p"
+    out = project / "outputs" / "p"
     expected = state.expected_inputs(profile)
     assert expected["03_review_round1"].upstream == {
         "01_corpus": expected["01_corpus"].fingerprint(), "02_screening": None}
@@ -244,7 +244,7 @@ def test_an_upstream_the_profile_does_not_run_leaves_its_dependents_alone(
 def test_cli_set_errors_before_any_notebook_runs(project: Path, capsys) -> None:
     write_profile(project, "01_corpus", name="default")
     notebook(project / "notebooks" / "01_corpus.ipynb", "raise SystemExit('must not run')")
-    out = project / "out"
+    out = project / "outputs"
     for argv in (["default", "--set", "nosuch.key=1"], ["--set", "nosuch.key=1"],
                  ["--set", "seed=1", "--set", "nosuch.key=1", "default"]):
         assert runner.main([*argv, "--outputs", str(out)]) == runner.EXIT_USAGE
@@ -275,7 +275,7 @@ def test_run_output_is_progress_lines_only(project: Path) -> None:
     notebook(project / "notebooks" / "02_screening.ipynb", "y = 2")
     proc = subprocess.run(
         [sys.executable, "-m", "hbpsych_utils", "run", "p", "--set",
-         "corpus.max_conversations=5", "--outputs", str(project / "out")],
+         "corpus.max_conversations=5", "--outputs", str(project / "outputs")],
         env={**os.environ, "HBPSYCH_ROOT": str(project)},
         capture_output=True, text=True, timeout=300, check=False,
     )

@@ -39,6 +39,49 @@ def test_resample_counts_shape_and_seed():
     assert (w1 == w2).all()
 
 
+def test_percentile_interval_takes_its_level_by_hand():
+    """21 resamples 0, 0.05, ..., 1 (shuffled): numpy's linear interpolation puts the p-th
+    percentile at position p/100 * 20 of the sorted values, so a 0.90 interval is the 5th and
+    95th percentiles (positions 1 and 19: 0.05 and 0.95) and a 0.95 interval the 2.5th and
+    97.5th (positions 0.5 and 19.5: 0.025 and 0.975). A 90% interval is not a 95% one."""
+    x = np.random.default_rng(4).permutation(np.arange(21) / 20)
+    ninety = scoring.percentile_interval(x, 0.90, n=21)
+    assert (ninety.low, ninety.high) == (pytest.approx(0.05), pytest.approx(0.95))
+    assert ninety.undefined is None
+    ninety_five = scoring.percentile_interval(x, 0.95, n=21)
+    assert (ninety_five.low, ninety_five.high) == (pytest.approx(0.025), pytest.approx(0.975))
+    assert ninety_five != ninety
+    assert scoring.percentile_interval(x, study.CI_LEVEL, n=21) == ninety_five
+    # non-finite resamples (a statistic undefined in that resample) are left out
+    assert scoring.percentile_interval([*x, np.nan, np.inf], 0.90, n=21) == ninety
+
+
+def test_percentile_interval_level_is_required_and_checked():
+    with pytest.raises(TypeError):
+        scoring.percentile_interval([0.1, 0.2], n=2)  # type: ignore[call-arg]
+    for bad in (0.0, 1.0, 95):
+        with pytest.raises(scoring.ScoringError, match="level"):
+            scoring.percentile_interval([0.1, 0.2], bad, n=2)
+
+
+def test_an_interval_needs_two_conversations():
+    """Over one conversation every resample is the same draw: no interval (NaN ends, with the
+    reason), not a zero-width one; the same where no resample is finite."""
+    one = scoring.percentile_interval([0.4] * 50, 0.95, n=1)
+    assert math.isnan(one.low) and math.isnan(one.high)
+    assert one.undefined == scoring.ONE_CONVERSATION
+    none = scoring.percentile_interval([np.nan] * 5, 0.95, n=5)
+    assert math.isnan(none.low) and none.undefined == scoring.NO_RESAMPLE
+    ci = scoring.bootstrap_ci([0.7], seed=1)
+    assert (ci.estimate, ci.n, ci.undefined) == (0.7, 1, scoring.ONE_CONVERSATION)
+    assert math.isnan(ci.low) and math.isnan(ci.high)
+    iv, std = scoring.interval_and_std([0.7], seed=1)
+    # the reference's bootstrap_std over one conversation stays what it computes: 0
+    assert math.isnan(iv.low) and std == pytest.approx(0.0, abs=1e-12)
+    d = scoring.paired_difference(pd.Series({"p": 0.9}), pd.Series({"p": 0.4}), seed=1)
+    assert d.difference == pytest.approx(0.5) and math.isnan(d.low) and math.isnan(d.high)
+
+
 def test_bootstrap_constant_scores_degenerate_interval():
     ci = scoring.bootstrap_ci([0.4] * 10, seed=1)
     assert (ci.estimate, ci.low, ci.high, ci.n) == (pytest.approx(0.4), pytest.approx(0.4),

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from conftest import record_released_corpus, released_jsonl
+from pydantic import ValidationError
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
@@ -66,6 +67,25 @@ def test_06_live_findings_state_refusals_and_failures_only_when_there_are_any() 
     assert "spend cap (llm.max_cost) stopped the run" in capped
 
 
+def test_06_and_07_say_when_earlier_attempts_paid_for_answers_they_reused() -> None:
+    """After an interrupted run is run again, a chapter's ``spend_usd`` is what this attempt
+    paid; what earlier attempts in the run folder paid for the answers it reused is said beside
+    it, with the total. A fresh run (nothing earlier) reads as before."""
+    assert "This attempt" not in text(s06_generation.findings(
+        LIVE06.model_copy(update={"spend_earlier_attempts_usd": 0.0})))
+    resumed = text(s06_generation.findings(
+        LIVE06.model_copy(update={"spend_earlier_attempts_usd": 0.0077})))
+    assert ("This attempt spent $0.0123 (plan: $0.0400); earlier attempts in this run folder "
+            "paid $0.0077 for the replies it reused from the store, so the replies cost "
+            "$0.0200 in all.") in resumed
+    assert "Grading paid $1.2119;" in text(s07_grading.findings(
+        _live07(spend_earlier_attempts_usd=0.0)))
+    graded = text(s07_grading.findings(_live07(spend_earlier_attempts_usd=0.7881)))
+    assert ("This attempt of the grading paid $1.2119; earlier attempts in this run folder paid "
+            "$0.7881 for the answers it reused from the store, so its answers cost $2.0000 in "
+            "all;") in graded
+
+
 def test_06_paper_findings_name_the_anomalies_logged() -> None:
     spend = pd.Series({"x": 3.0, "y": 1.0}, name="usd")
     m = GenerationPaperMetrics(mode="paper", n_candidates_charged=2, spend_generate_usd=4.0,
@@ -94,8 +114,10 @@ def test_06_metrics_from_a_responses_table() -> None:
     convs = [Conversation("p1", (), ()), Conversation("p2", (), ())]
     source = s06_generation.Conversations("v1", ["a", "b"], convs, 2, convs)
     generated = s06_generation.Responses(table, pd.DataFrame(), plan_est_cost=1.0000004,
-                                         spend=0.1234567, stopped_by_budget=False)
+                                         spend=0.1234567, stopped_by_budget=False,
+                                         paid_earlier=0.5)
     m = s06_generation.metrics(source, generated)
+    assert m.spend_earlier_attempts_usd == 0.5
     assert isinstance(m, GenerationLiveMetrics)
     assert (m.n_responses, m.n_ok, m.n_refused, m.n_failed) == (4, 2, 1, 1)
     assert m.n_conversations == 2 and m.candidates == ["a", "b"]
@@ -203,7 +225,8 @@ def test_07_judges_default_to_the_study_panel() -> None:
     assert GradingParams().judges is None
     assert GradingParams().judge_panel() == list(study.JUDGE_PANEL)
     assert GradingParams(judges=["x"]).judge_panel() == ["x"]
-    assert GradingParams(judges=[]).judge_panel() == []
+    with pytest.raises(ValidationError, match="an empty panel"):
+        GradingParams(judges=[])
 
 
 def test_07_metrics_from_a_panel_run(tmp_path: Path) -> None:
@@ -221,9 +244,10 @@ def test_07_metrics_from_a_panel_run(tmp_path: Path) -> None:
     run = s07_grading.start({"profile": "t", "outputs_root": tmp_path, "mode": "live",
                              "judges": ["j", "k"]})
     template = s07_grading.GraderTemplate("<<conversation>> <<rubric_item>>", "abc")
-    found = s07_grading.PanelVerdicts(["j", "k"], graded, {}, 1.5)
+    found = s07_grading.PanelVerdicts(["j", "k"], graded, {}, 1.5, paid_earlier=0.25)
     scores = s07_grading.Scores(pd.DataFrame({"score": [float("nan"), 0.0, 1.0]}))
     m = s07_grading.metrics(run, template, found, scores)
+    assert (m.spend_usd, m.spend_earlier_attempts_usd) == (0.1, 0.25)
     assert isinstance(m, GradingLiveMetrics)
     assert m.judges == ["j", "k"] and m.grader_template_sha256 == "abc"
     assert (m.n_criteria_graded, m.n_recovered, m.n_reasked, m.n_excluded) == (4, 1, 2, 1)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +136,166 @@ def test_code_hash_leaves_out_what_never_changes_a_stages_outputs(
     assert state.code_hash.__wrapped__() == before
     (tmp_path / "evaluation/scoring.py").write_text("x = 2\n")
     assert state.code_hash.__wrapped__() != before
+
+
+# --- a build record holds the hashes of what the stage wrote; a file that changed is not trusted
+
+
+def wrote(run: Path, name: str, inputs: state.Inputs, files: dict[str, bytes],
+          executed: bytes | None = b'{"cells": []}') -> Path:
+    """A runner build of stage ``name`` that wrote ``files`` (path in its folder -> bytes) and,
+    unless ``None``, the executed notebook ``executed``; returns the stage folder."""
+    folder = run / name
+    folder.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    nb = None
+    if executed is not None:
+        nb = state.executed_path(run, name)
+        nb.parent.mkdir(parents=True, exist_ok=True)
+        nb.write_bytes(executed)
+    state.write_build(folder, name, by=state.RUNNER, inputs=inputs, executed=nb)
+    return folder
+
+
+SCORES = b"candidate,judge,prompt_id,score\n" + b"gpt-4.1,o3,p1,0.5\n" * 40
+GRADING_FILES = {"scores.csv": SCORES, "metrics.json": b'{"mode": "paper"}',
+                 "items/a.json": b"[1, 2]"}
+
+
+def test_a_runner_build_records_the_sha256_of_every_file_it_wrote(tmp_path: Path) -> None:
+    expected = built(tmp_path)
+    wrote(tmp_path, graph.GRADING, expected[graph.GRADING], GRADING_FILES, b"{}")
+    record = json.loads((tmp_path / graph.GRADING / "build.json").read_text())
+    assert record["outputs"] == {
+        **{f"07_grading/{rel}": hashlib.sha256(data).hexdigest()
+           for rel, data in GRADING_FILES.items()},
+        "notebooks/07_grading.ipynb": hashlib.sha256(b"{}").hexdigest()}
+    assert states(tmp_path)[graph.GRADING].current
+    # a hand run's record holds none: nothing vouches for its files (and it is not current)
+    state.write_build(tmp_path / graph.JUDGES, graph.JUDGES, by=state.HAND)
+    assert state.read_build(tmp_path, graph.JUDGES).outputs is None
+
+
+def test_scores_cut_in_half_is_not_current_and_the_plan_runs_it_saying_why(
+        tmp_path: Path) -> None:
+    from hbpsych_utils.runner import run as run_module
+
+    expected = built(tmp_path)
+    folder = wrote(tmp_path, graph.GRADING, expected[graph.GRADING], GRADING_FILES)
+    scores = folder / "scores.csv"
+    scores.write_bytes(SCORES[:len(SCORES) // 2])
+    got = states(tmp_path)
+    assert got[graph.GRADING].state == "not_current"
+    assert got[graph.GRADING].reason == "its output scores.csv changed since it was written"
+    steps = {s.stage: s for s in run_module.plan(DEFAULT, tmp_path, expected)}
+    assert (steps[graph.GRADING].run, steps[graph.GRADING].reason) == (
+        True, "its output scores.csv changed since it was written")
+    assert [s for s, step in steps.items() if step.run] == [graph.GRADING]
+    # a second file gone as well: the first is named, the others counted
+    (folder / "items" / "a.json").unlink()
+    assert states(tmp_path)[graph.GRADING].reason == (
+        "its output items/a.json is missing (and 1 more file)")
+    with pytest.raises(state.OutputsChanged) as caught:
+        state.check_outputs(tmp_path, "bash run_all.sh default")
+    message = str(caught.value)
+    assert message.startswith(f"{folder / 'items' / 'a.json'}: missing; the runner wrote it "
+                              "for 07_grading (its sha256 is in 07_grading/build.json) (and 1 "
+                              "more file).")
+    assert message.endswith(": bash run_all.sh default") and "\n" not in message
+    # written back as it was: trusted again
+    scores.write_bytes(SCORES)
+    (folder / "items" / "a.json").write_bytes(b"[1, 2]")
+    assert states(tmp_path)[graph.GRADING].current
+    assert state.check_outputs(tmp_path, "x") is None
+
+
+def test_a_deleted_or_nul_executed_notebook_is_not_current(tmp_path: Path) -> None:
+    from hbpsych_utils.runner import run as run_module
+
+    expected = built(tmp_path)
+    wrote(tmp_path, graph.SCORES, expected[graph.SCORES], {"metrics.json": b"{}"},
+          b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    executed = state.executed_path(tmp_path, graph.SCORES)
+    assert executed == tmp_path / "notebooks" / "08_scores.ipynb"
+    executed.write_bytes(b"\0" * executed.stat().st_size)
+    reason = "its executed notebook notebooks/08_scores.ipynb changed since it was written"
+    assert states(tmp_path)[graph.SCORES].reason == reason
+    executed.unlink()
+    reason = "its executed notebook notebooks/08_scores.ipynb is missing"
+    got = states(tmp_path)
+    assert (got[graph.SCORES].state, got[graph.SCORES].reason) == ("not_current", reason)
+    assert got[graph.FIGURES].reason == "its upstream 08_scores is not current"
+    steps = {s.stage: s for s in run_module.plan(DEFAULT, tmp_path, expected)}
+    assert (steps[graph.SCORES].run, steps[graph.SCORES].reason) == (True, reason)
+    [problem] = state.damaged_outputs(tmp_path)
+    assert (problem.stage, problem.file, problem.problem) == (
+        graph.SCORES, "notebooks/08_scores.ipynb", "missing")
+    # a stage its profile does not run is not checked when the caller names the stages
+    assert state.damaged_outputs(tmp_path, [graph.GRADING]) == []
+
+
+def test_a_record_without_hashes_is_not_verified_and_is_run_again(tmp_path: Path) -> None:
+    """An older version's record: nothing vouches for its files, so the stage is not current
+    and the runner runs it again (not refused: nothing is known to be wrong)."""
+    from hbpsych_utils.runner import run as run_module
+
+    expected = built(tmp_path)
+    path = state.build_path(tmp_path, graph.JUDGES)
+    record = json.loads(path.read_text())
+    del record["outputs"]
+    path.write_text(json.dumps(record))
+    got = states(tmp_path)
+    assert (got[graph.JUDGES].state, got[graph.JUDGES].reason) == (
+        "not_current", state.UNVERIFIED)
+    steps = {s.stage: s for s in run_module.plan(DEFAULT, tmp_path, expected)}
+    assert [s for s, step in steps.items() if step.run] == [graph.JUDGES]
+    assert steps[graph.JUDGES].reason == state.UNVERIFIED
+    assert state.damaged_outputs(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "/etc/passwd", ""])
+def test_a_record_naming_a_file_outside_the_run_folder_is_no_record(
+        tmp_path: Path, name: str) -> None:
+    built(tmp_path)
+    path = state.build_path(tmp_path, graph.JUDGES)
+    record = json.loads(path.read_text())
+    record["outputs"] = {name: "0" * 64}
+    path.write_text(json.dumps(record))
+    assert state.read_build(tmp_path, graph.JUDGES) is None
+    assert "no build record" in states(tmp_path)[graph.JUDGES].reason
+
+
+def test_a_file_rewritten_in_the_tick_it_was_hashed_in_is_read_again(tmp_path: Path) -> None:
+    """Same size, times put back: a hash remembered by the file's times alone would be stale."""
+    f = tmp_path / "scores.csv"
+    f.write_bytes(b"a" * 100)
+    before = os.stat(f)
+    assert state.file_sha256(f) == hashlib.sha256(b"a" * 100).hexdigest()
+    f.write_bytes(b"b" * 100)
+    os.utime(f, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert state.file_sha256(f) == hashlib.sha256(b"b" * 100).hexdigest()
+
+
+def test_a_settled_file_is_hashed_once_per_process(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from hbpsych_utils.core import sources
+
+    f = tmp_path / "scores.csv"
+    f.write_bytes(b"a" * 100)
+    reads: list[Path] = []
+    real = sources.sha256_file
+
+    def counted(path: Path) -> str:
+        reads.append(Path(path))
+        return real(path)
+
+    monkeypatch.setattr(sources, "sha256_file", counted)
+    later = time.time_ns() + 60_000_000_000  # a minute on: the file has settled
+    monkeypatch.setattr(state.time, "time_ns", lambda: later)
+    state.clear_hash_cache()
+    first = state.file_sha256(f)
+    assert state.file_sha256(f) == first and reads == [f]
+    f.write_bytes(b"a" * 101)  # written since: read again
+    assert state.file_sha256(f) == hashlib.sha256(b"a" * 101).hexdigest() and len(reads) == 2

@@ -187,3 +187,30 @@ def test_a_mixed_run_keeps_the_released_harness_check(smoke_run: Path, tmp_path:
     harness = json.loads((run / graph.HARNESS / "metrics.json").read_text())
     assert harness["mode"] == "replay" and harness["n_scored"] == 1000
     assert json.loads((run / graph.SCORES / "metrics.json").read_text())["mode"] == "live"
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+def test_the_figures_folder_holds_exactly_the_last_runs_figures(
+        copy_of_default: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tweak's figure (``fig_judges_hard``) leaves ``figures/`` when the tweak is undone: the
+    folder holds the files of the last run that published there, and its README and a file
+    the project did not write stay."""
+    figures = copy_of_default / "figures"
+    figures.mkdir()
+    (figures / "README.md").write_text("the last run's figures\n", encoding="utf-8")
+    (figures / "mine.png").write_bytes(b"not the project's")
+    monkeypatch.setenv("HBPSYCH_FIGURES", str(figures))
+    run = copy_of_default / "default"
+    for overrides, kept, gone in (({"judges.subset": "hard"}, "hard", "v1"),
+                                  ({}, "v1", "hard")):
+        result = runner.run_profile("default", outputs_root=copy_of_default,
+                                    overrides=overrides, echo=lambda _: None)
+        assert result.ok and graph.FIGURES in [n["notebook"] for n in result.notebooks]
+        files = json.loads((run / graph.FIGURES / "metrics.json").read_text())["files"]
+        assert f"fig_judges_{kept}.png" in files
+        shown = {p.name for p in figures.iterdir() if not p.name.startswith(".")}
+        assert shown == {*files, "README.md", "mine.png"}, overrides
+        assert not (figures / f"fig_judges_{gone}.svg").exists()
+        for name in files:
+            assert (figures / name).read_bytes() == (run / graph.FIGURES / name).read_bytes()

@@ -45,12 +45,23 @@ import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeAlias, TypedDict
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Chance agreement this close to 1 makes kappa 0/0.
 _PE_ONE_TOL = 1e-12
+
+Ratings = Sequence[Hashable]
+"""One rater's ratings, item by item (missing ones included: :func:`is_missing`)."""
+RatingsTable: TypeAlias = (
+    "Mapping[str, Ratings] | Sequence[Sequence[Hashable]] | np.ndarray | pd.DataFrame")
+"""Raters' aligned ratings: a mapping rater -> ratings, or an items x raters table (a
+DataFrame's columns name the raters)."""
 
 
 @dataclass(frozen=True)
@@ -85,22 +96,32 @@ class AgreementSummary:
     fleiss_kappa: float
     cohen_kappa_pairs: dict[str, float]
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> AgreementFields:
         """The flat keys ``metrics.json`` uses (NaN is left as is; ``stage.write_json`` -> null)."""
-        return {
-            "ac1_pairs": dict(self.ac1_pairs),
-            "ac1_pairwise_mean": self.ac1_pairwise_mean,
-            "ac1_multirater": self.ac1_multirater,
-            "fleiss_kappa": self.fleiss_kappa,
-            "cohen_kappa_pairs": dict(self.cohen_kappa_pairs),
-        }
+        return AgreementFields(
+            ac1_pairs=dict(self.ac1_pairs),
+            ac1_pairwise_mean=self.ac1_pairwise_mean,
+            ac1_multirater=self.ac1_multirater,
+            fleiss_kappa=self.fleiss_kappa,
+            cohen_kappa_pairs=dict(self.cohen_kappa_pairs),
+        )
+
+
+class AgreementFields(TypedDict):
+    """A round's agreement as ``metrics.RoundMetrics`` fields."""
+
+    ac1_pairs: dict[str, float | None]
+    ac1_pairwise_mean: float
+    ac1_multirater: float
+    fleiss_kappa: float
+    cohen_kappa_pairs: dict[str, float | None]
 
 
 # ---------------------------------------------------------------------------------------------
 # Input handling
 
 
-def is_missing(value: Any) -> bool:
+def is_missing(value: object) -> bool:
     """True for the values treated as "not rated": None, NaN, pandas.NA, blank strings."""
     if value is None:
         return True
@@ -118,13 +139,13 @@ def _ordered(values: list[Hashable]) -> tuple[Hashable, ...]:
     except TypeError as exc:
         raise ValueError(f"ratings must be hashable labels: {exc}") from None
     try:
-        return tuple(sorted(distinct))  # type: ignore[type-var]
+        return tuple(sorted(distinct))  # type: ignore[type-var]  # labels may not compare
     except TypeError:
         return tuple(distinct)
 
 
 def _scale(
-    columns: Sequence[Sequence[Any]], categories: Sequence[Hashable] | None
+    columns: Sequence[Ratings], categories: Sequence[Hashable] | None
 ) -> tuple[Hashable, ...]:
     """The rating scale: the given categories (validated) or the distinct observed ratings."""
     if categories is None:
@@ -138,7 +159,8 @@ def _scale(
 
 
 def _index(
-    value: Any, lookup: dict[Hashable, int], rater: str, item: int, cats: tuple[Hashable, ...]
+    value: Hashable, lookup: dict[Hashable, int], rater: str, item: int,
+    cats: tuple[Hashable, ...]
 ) -> int:
     try:
         return lookup[value]
@@ -149,7 +171,7 @@ def _index(
         ) from None
 
 
-def _table_columns(table: Any) -> tuple[list[str], list[list[Any]]]:
+def _table_columns(table: RatingsTable) -> tuple[list[str], list[list[Hashable]]]:
     """Rater names and their rating columns from a mapping or an items x raters table."""
     if isinstance(table, Mapping):
         names = [str(k) for k in table]
@@ -175,7 +197,8 @@ def _table_columns(table: Any) -> tuple[list[str], list[list[Any]]]:
     return names, columns
 
 
-def category_counts(table: Any, categories: Sequence[Hashable] | None = None) -> RatingCounts:
+def category_counts(table: RatingsTable, categories: Sequence[Hashable] | None = None
+                    ) -> RatingCounts:
     """Raw ratings (items x raters, or a mapping rater -> ratings) -> items x categories counts."""
     names, columns = _table_columns(table)
     cats = _scale(columns, categories)
@@ -189,8 +212,8 @@ def category_counts(table: Any, categories: Sequence[Hashable] | None = None) ->
 
 
 def _complete_pairs(
-    a: Sequence[Any], b: Sequence[Any], names: tuple[str, str]
-) -> tuple[list[Any], list[Any]]:
+    a: Ratings, b: Ratings, names: tuple[str, str]
+) -> tuple[list[Hashable], list[Hashable]]:
     """The two raters' ratings on the items both rated (complete cases)."""
     a, b = list(a), list(b)
     if len(a) != len(b):
@@ -208,7 +231,7 @@ def _complete_pairs(
 # Coefficients from an items x categories count table
 
 
-def _agreement_parts(counts: Any) -> tuple[float, np.ndarray, int, int]:
+def _agreement_parts(counts: npt.ArrayLike) -> tuple[float, np.ndarray, int, int]:
     """Observed agreement, category prevalences, items with >= 2 and >= 1 ratings."""
     c = np.asarray(counts, dtype=float)
     if c.ndim != 2:
@@ -232,7 +255,7 @@ def _corrected(pa: float, pe: float) -> float:
     return (pa - pe) / (1.0 - pe)
 
 
-def ac1_from_counts(counts: Any) -> Coefficient:
+def ac1_from_counts(counts: npt.ArrayLike) -> Coefficient:
     """Gwet's AC1 from an items x categories count table (columns = the whole scale)."""
     pa, pi, n_items, n_rated = _agreement_parts(counts)
     q = pi.shape[0]
@@ -245,7 +268,7 @@ def ac1_from_counts(counts: Any) -> Coefficient:
     return Coefficient(_corrected(pa, pe), pa, pe, n_items, n_rated)
 
 
-def fleiss_from_counts(counts: Any) -> Coefficient:
+def fleiss_from_counts(counts: npt.ArrayLike) -> Coefficient:
     """Fleiss' kappa from an items x categories count table; NaN when chance agreement is 1."""
     pa, pi, n_items, n_rated = _agreement_parts(counts)
     pe = float(np.sum(pi**2))
@@ -257,8 +280,8 @@ def fleiss_from_counts(counts: Any) -> Coefficient:
 
 
 def gwet_ac1(
-    a: Sequence[Any],
-    b: Sequence[Any],
+    a: Ratings,
+    b: Ratings,
     categories: Sequence[Hashable] | None = None,
     *,
     names: tuple[str, str] = ("a", "b"),
@@ -274,7 +297,7 @@ def gwet_ac1(
     return ac1_from_counts(counts).value
 
 
-def cohen_kappa(a: Sequence[Any], b: Sequence[Any], categories: Sequence[Hashable] | None = None,
+def cohen_kappa(a: Ratings, b: Ratings, categories: Sequence[Hashable] | None = None,
                 *, names: tuple[str, str] = ("a", "b")) -> float:
     """Cohen's (1960) kappa for two raters on the items both rated; NaN when p_e == 1.
 
@@ -294,7 +317,8 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any], categories: Sequence[Hashabl
     return _corrected(pa, pe)
 
 
-def gwet_ac1_multirater(table: Any, categories: Sequence[Hashable] | None = None) -> float:
+def gwet_ac1_multirater(table: RatingsTable, categories: Sequence[Hashable] | None = None
+                        ) -> float:
     """Gwet's (2008) multi-rater AC1 from items x raters ratings (or a mapping rater -> ratings).
 
     Missing ratings are allowed: items with fewer than two ratings are left out of the observed
@@ -303,7 +327,7 @@ def gwet_ac1_multirater(table: Any, categories: Sequence[Hashable] | None = None
     return ac1_from_counts(category_counts(table, categories).counts).value
 
 
-def fleiss_kappa(table: Any, categories: Sequence[Hashable] | None = None) -> float:
+def fleiss_kappa(table: RatingsTable, categories: Sequence[Hashable] | None = None) -> float:
     """Fleiss' (1971) kappa from items x raters ratings (or a mapping rater -> ratings).
 
     Fleiss assumed the same number of ratings per item. With unequal numbers (missing ratings)
@@ -315,10 +339,15 @@ def fleiss_kappa(table: Any, categories: Sequence[Hashable] | None = None) -> fl
     return fleiss_from_counts(category_counts(table, categories).counts).value
 
 
+class _PairCoefficient(Protocol):
+    def __call__(self, a: Ratings, b: Ratings, categories: Sequence[Hashable] | None = None, *,
+                 names: tuple[str, str] = ("a", "b")) -> float: ...
+
+
 def _pairwise(
-    ratings: Mapping[str, Sequence[Any]],
+    ratings: Mapping[str, Ratings],
     categories: Sequence[Hashable] | None,
-    fn: Any,
+    fn: _PairCoefficient,
 ) -> dict[str, float]:
     columns = {str(k): list(v) for k, v in ratings.items()}
     names = list(columns)
@@ -333,14 +362,14 @@ def _pairwise(
 
 
 def gwet_ac1_pairs(
-    ratings: Mapping[str, Sequence[Any]], categories: Sequence[Hashable] | None = None
+    ratings: Mapping[str, Ratings], categories: Sequence[Hashable] | None = None
 ) -> dict[str, float]:
     """AC1 for every pair of raters, keyed ``"R1-R2"`` in the order the raters are given."""
     return _pairwise(ratings, categories, gwet_ac1)
 
 
 def cohen_kappa_pairs(
-    ratings: Mapping[str, Sequence[Any]], categories: Sequence[Hashable] | None = None
+    ratings: Mapping[str, Ratings], categories: Sequence[Hashable] | None = None
 ) -> dict[str, float]:
     """Cohen's kappa for every pair of raters, keyed like ``gwet_ac1_pairs``."""
     return _pairwise(ratings, categories, cohen_kappa)
@@ -354,7 +383,7 @@ def pairwise_mean(pairs: Mapping[str, float]) -> float:
 
 
 def summarize(
-    ratings: Mapping[str, Sequence[Any]], categories: Sequence[Hashable] | None = None
+    ratings: Mapping[str, Ratings], categories: Sequence[Hashable] | None = None
 ) -> AgreementSummary:
     """All of the review stage's agreement statistics for one round of aligned ratings."""
     names, columns = _table_columns(ratings)

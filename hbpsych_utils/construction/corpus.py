@@ -12,11 +12,11 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -106,11 +106,11 @@ class _MessageRecord(FileRecord):
 class _RubricRecord(FileRecord):
     criterion: str
     points: int | float
-    tags: list[Any] = Field(default_factory=list)
+    tags: list[object] = Field(default_factory=list)
 
     @field_validator("points", mode="before")
     @classmethod
-    def _number(cls, value: Any) -> Any:
+    def _number(cls, value: object) -> object:
         """Points are finite numbers as written: an int stays an int, a bool is not a number,
         and NaN or Infinity (which JSON readers accept) would make every score NaN."""
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -126,12 +126,13 @@ class CorpusRecord(FileRecord):
     prompt_id: str
     prompt: list[_MessageRecord]
     rubrics: list[_RubricRecord]
-    example_tags: list[Any] = Field(default_factory=list)
+    example_tags: list[object] = Field(default_factory=list)
     ideal_completions_data: dict[str, Any] | None = None
-    canary: Any = None
+    """HealthBench's own data, kept as JSON."""
+    canary: str | None = None
 
 
-def parse_record(rec: Any, file: Path | str = "<memory>", line: int = 0) -> Conversation:
+def parse_record(rec: object, file: Path | str = "<memory>", line: int = 0) -> Conversation:
     """Validate one decoded JSON object and build its ``Conversation``.
 
     ``CorpusRecord`` checks the layout and types; the rules of a usable conversation (a known
@@ -345,7 +346,7 @@ def load_for_profile(
     invalid_records: Literal["error", "skip"] = "error",
     max_conversations: int | None = None,
     corpus_file: str | Path | None = None,
-    fetch: Any = None,
+    fetch: Callable[[str], Path] | None = None,
 ) -> ProfileCorpus:
     """Load the profile's corpus and verify it by content.
 
@@ -370,28 +371,46 @@ def load_for_profile(
     return ProfileCorpus(report, coverage, "registry")
 
 
+class CorpusDescription(TypedDict):
+    """``describe_corpus``: ``CorpusMetrics`` fields (the language ones with languages)."""
+
+    n_conversations: int
+    turns_mean: float | None
+    turns_median: float | None
+    turns_max: int | None
+    n_multi_turn: int
+    n_rubric_items: int
+    rubric_items_mean: float | None
+    n_negative_items: int
+    positive_points_total: int | float
+    negative_points_total: int | float
+    points_all_integer: bool
+    n_non_english: NotRequired[int]
+    non_english_share: NotRequired[float | None]
+
+
 def describe_corpus(
     conversations: list[Conversation], languages: dict[str, Language] | None = None
-) -> dict[str, Any]:
+) -> CorpusDescription:
     """The numbers a reader wants first: size, turns, rubric items and points, languages."""
     import numpy as np
 
     turns = np.array([c.n_turns for c in conversations]) if conversations else np.zeros(0)
     n_items = np.array([len(c.rubrics) for c in conversations]) if conversations else np.zeros(0)
     points = [r.points for c in conversations for r in c.rubrics]
-    out: dict[str, Any] = {
-        "n_conversations": len(conversations),
-        "turns_mean": float(turns.mean()) if turns.size else None,
-        "turns_median": float(np.median(turns)) if turns.size else None,
-        "turns_max": int(turns.max()) if turns.size else None,
-        "n_multi_turn": int((turns > 1).sum()),
-        "n_rubric_items": int(n_items.sum()),
-        "rubric_items_mean": float(n_items.mean()) if n_items.size else None,
-        "n_negative_items": sum(1 for p in points if p < 0),
-        "positive_points_total": sum(p for p in points if p > 0),
-        "negative_points_total": sum(p for p in points if p < 0),
-        "points_all_integer": all(isinstance(p, int) for p in points),
-    }
+    out = CorpusDescription(
+        n_conversations=len(conversations),
+        turns_mean=float(turns.mean()) if turns.size else None,
+        turns_median=float(np.median(turns)) if turns.size else None,
+        turns_max=int(turns.max()) if turns.size else None,
+        n_multi_turn=int((turns > 1).sum()),
+        n_rubric_items=int(n_items.sum()),
+        rubric_items_mean=float(n_items.mean()) if n_items.size else None,
+        n_negative_items=sum(1 for p in points if p < 0),
+        positive_points_total=sum(p for p in points if p > 0),
+        negative_points_total=sum(p for p in points if p < 0),
+        points_all_integer=all(isinstance(p, int) for p in points),
+    )
     if languages is not None:
         flagged = [pid for pid, lang in languages.items() if lang.non_english]
         out["n_non_english"] = len(flagged)
@@ -438,7 +457,7 @@ class SourceRecord(BaseModel):
     ids_sha256: str
 
 
-def source_record(loaded: ProfileCorpus, options: dict[str, Any]) -> dict[str, Any]:
+def source_record(loaded: ProfileCorpus, options: Mapping[str, object]) -> dict[str, Any]:
     """What later stages need to reload exactly this corpus: file, its hash, load options."""
     from hbpsych_utils.core import sources
 
@@ -446,7 +465,7 @@ def source_record(loaded: ProfileCorpus, options: dict[str, Any]) -> dict[str, A
         path=str(loaded.report.path),
         sha256=sources.sha256_file(loaded.report.path),
         source=loaded.source,
-        options=LoadOptions(**options),
+        options=LoadOptions.model_validate(dict(options)),
         n_conversations=len(loaded.conversations),
         ids_sha256=ids_hash(loaded.report.ids),
     ).model_dump()

@@ -19,16 +19,21 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hbpsych_utils.construction.corpus import Conversation, Message
 from hbpsych_utils.construction.review_set import (
     PACKET_ITEM_KEYS,
+    PacketItem,
     build_packet,
     pairs_fingerprint,
     write_packet,
 )
 from hbpsych_utils.core.escape import html_text
 from hbpsych_utils.core.writes import write_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TEMPLATE = "instrument_template.html"
 PACKET_FILE = "packet.json"
@@ -48,20 +53,21 @@ def _template() -> str:
     return package.joinpath(TEMPLATE).read_text(encoding="utf-8")
 
 
-def embed_json(data: Any) -> str:
+def embed_json(data: object) -> str:
     """JSON safe to place inside a ``<script>`` element: no character can end the element."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return re.sub("[<>&\u2028\u2029]", lambda m: _JSON_ESCAPES[m.group(0)], text)
 
 
-def items_fingerprint(items: Sequence[Mapping[str, Any]]) -> str:
+def items_fingerprint(items: Sequence[PacketItem]) -> str:
     """The set's fingerprint; saved progress is keyed on it, so a new set starts afresh."""
     return pairs_fingerprint((it["review_id"], it["prompt_id"]) for it in items)
 
 
-def _check_items(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _check_items(items: Sequence[Mapping[str, Any]]) -> list[PacketItem]:
+    """Packet items as built elsewhere (any mapping: checked here) in review-id order."""
     seen: set[str] = set()
-    out = []
+    out: list[PacketItem] = []
     for i, it in enumerate(items):
         rid = it.get("review_id")
         extra = set(it) - set(PACKET_ITEM_KEYS)
@@ -157,14 +163,14 @@ def write_instrument(path: Path | str, review_set_items: Sequence[Mapping[str, A
 
 def write_round(
     folder: Path,
-    review: Any,
-    conversations: Iterable[Any],
-    translations: Mapping[str, Any],
+    review: pd.DataFrame,
+    conversations: Iterable[Conversation],
+    translations: Mapping[str, Sequence[Message | Mapping[str, str]]],
     *,
     round_name: str,
     vocabulary: Iterable[str],
     packet: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[PacketItem]:
     """A round's reviewer materials in ``folder``: ``packet.json`` and ``instrument.html``.
 
     Conversations missing from a partial corpus become placeholders; machine translations sit

@@ -13,7 +13,7 @@ tally and the subset are computed from; ``read_votes`` reads it back from a stag
 
 from __future__ import annotations
 
-from collections import Counter
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,31 +85,33 @@ class RatingRow(FileRecord):
     (when there is one); an empty category or confidence is allowed (the released files have a
     few)."""
 
-    review_id: Any = Field(default=None, validate_default=True)
-    prompt_id: Any = Field(default=None, validate_default=True)
-    """A string here; checked against the review set by ``load_ratings``."""
-    is_mental_health: Any = Field(default=None, validate_default=True)
-    category: Any = ""
-    confidence: Any = ""
+    # the validators below word the errors (a missing id is ``None`` to them)
+    review_id: str = Field(default=None, validate_default=True)
+    prompt_id: str = Field(default=None, validate_default=True)
+    """Checked against the review set by ``load_ratings``."""
+    is_mental_health: str = Field(default=None, validate_default=True)
+    """``Y`` or ``N`` (``VOTES``)."""
+    category: str = ""
+    confidence: str = ""
     notes: str = ""
 
     @field_validator("review_id", "prompt_id", mode="before")
     @classmethod
-    def _id(cls, value: Any) -> Any:
+    def _id(cls, value: object) -> object:
         if not isinstance(value, str) or not value:
             raise invalid(f"missing or not a string: {value!r}")
         return value
 
     @field_validator("is_mental_health", mode="before")
     @classmethod
-    def _vote(cls, value: Any) -> Any:
+    def _vote(cls, value: object) -> object:
         if value not in VOTES:
             raise invalid(f"{value!r} is not one of {'|'.join(VOTES)}")
         return value
 
     @field_validator("category", "confidence", mode="before")
     @classmethod
-    def _empty_or_allowed(cls, value: Any, info: ValidationInfo) -> Any:
+    def _empty_or_allowed(cls, value: object, info: ValidationInfo) -> object:
         """A string that is empty (real exports have a few) or one of the allowed values: the
         category vocabulary (given as validation context), or ``H|M|L``."""
         if not isinstance(value, str):
@@ -126,23 +128,25 @@ class RatingRow(FileRecord):
 class RatingsFile(FileRecord):
     """A reviewer's ratings file: the header, and its rows (each validated as a ``RatingRow``)."""
 
-    reviewer: Any = Field(default=None, validate_default=True)
+    reviewer: str = Field(default=None, validate_default=True)
     exported_at: str | None = None
     packet: Any = None
     n_total: Any = None
     n_rated: Any = None
-    ratings: Any = Field(default=None, validate_default=True)
+    """The header's own values, as the file has them: ``load_ratings`` checks them against the
+    review set."""
+    ratings: list[object] = Field(default=None, validate_default=True)
 
     @field_validator("reviewer", mode="before")
     @classmethod
-    def _reviewer(cls, value: Any) -> Any:
+    def _reviewer(cls, value: object) -> object:
         if not isinstance(value, str) or not value.strip():
             raise invalid(f"expected a non-empty string, got {value!r}")
         return value
 
     @field_validator("ratings", mode="before")
     @classmethod
-    def _rows(cls, value: Any) -> Any:
+    def _rows(cls, value: object) -> object:
         if not isinstance(value, list):
             raise invalid("missing or not a list")
         return value
@@ -173,6 +177,36 @@ def reviewer_name_problem(name: str, set_columns: Iterable[str] = SET_COLUMNS) -
     return (f"reviewer {name!r} would overwrite a column of the votes table: a reviewer may "
             f"not be named {', '.join(reserved)}, nor end in {CATEGORY_SUFFIX!r} (every "
             "reviewer's category column); give the reviewer another name in this file")
+
+
+def reviewer_key(name: str) -> str:
+    """What a reader tells reviewers apart by: ``name`` after Unicode compatibility
+    normalisation (NFKC: a full-width ``Ｒ1`` is ``R1``), case folding and stripping of
+    surrounding space. ``R1``, ``r1``, ``Ｒ1`` and ``R1 `` read the same in a table, so they
+    are one name."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    return folded.strip()
+
+
+def reviewer_collisions(named: Iterable[tuple[Path | str, str]]) -> list[Problem]:
+    """One problem for each ratings file whose reviewer (``(file, name)`` pairs, in order)
+    reads the same as an earlier file's (``reviewer_key``): the votes table and the book
+    would show two reviewers under one name, or merge them. Names both names and files."""
+    first: dict[str, tuple[str, str]] = {}
+    found = []
+    for path, name in named:
+        key = reviewer_key(name)
+        if key not in first:
+            first[key] = (str(path), name)
+            continue
+        other_file, other = first[key]
+        why = (f"reviewer {name!r} appears in more than one file (also in {other_file})"
+               if name == other else
+               f"reviewer {name!r} reads the same as reviewer {other!r} of {other_file} "
+               "(names are compared after Unicode normalisation, case folding and "
+               "stripping spaces); give one of them another name")
+        found.append(Problem(str(path), None, "reviewer", why))
+    return found
 
 
 def _read_file(path: Path, set_columns: Iterable[str] = SET_COLUMNS
@@ -325,6 +359,7 @@ def load_ratings(
         if any(fld == "review_id" for fld, _ in errors):
             bad(None, f"ratings[{i}].review_id", dict(errors)["review_id"])
             continue
+        assert isinstance(rid, str)  # RatingRow's check of review_id passed
         ok = not errors
         if rid in seen:
             bad(rid, "review_id", "rated more than once (duplicate review id)")
@@ -367,19 +402,21 @@ def load_ratings(
     )
 
 
-def check_format(path: Path | str) -> None:
+def check_format(path: Path | str) -> str:
     """A ratings file checked on its own, before any review set exists (how a profile's
     ``ratings_files`` are checked when it loads): UTF-8 JSON, the header's and every row's
     fields and types. The category vocabulary and the review set are checked by
-    ``load_ratings``. Every problem is raised at once as one ``RatingsError``."""
+    ``load_ratings``. Every problem is raised at once as one ``RatingsError``; a good file
+    gives its reviewer's name (for ``reviewer_collisions`` across a round's files)."""
     path = Path(path)
-    doc, _, found = _read_file(path)
+    doc, header, found = _read_file(path)
     for i, r, _, errors in _validated_rows(path, _rows_of(doc) or [], found):
         rid = r.get("review_id") if isinstance(r.get("review_id"), str) else None
         found += [Problem(str(path), rid, fld if rid else f"ratings[{i}].{fld}", msg)
                   for fld, msg in errors]
     if found:
         raise RatingsError(found)
+    return header.reviewer
 
 
 def load_round(
@@ -389,7 +426,8 @@ def load_round(
     vocabulary: Iterable[str],
     expected_packet: str | None = None,
 ) -> list[Ratings]:
-    """Every reviewer's file of a round, validated together; all problems raised at once."""
+    """Every reviewer's file of a round, validated together (no two reviewers whose names read
+    the same: ``reviewer_collisions``); all problems raised at once."""
     vocabulary = tuple(vocabulary)
     out, problems = [], []
     for p in paths:
@@ -398,11 +436,7 @@ def load_round(
                                     expected_packet=expected_packet))
         except RatingsError as err:
             problems.extend(err.problems)
-    names = Counter(r.reviewer for r in out)
-    for r in out:
-        if names[r.reviewer] > 1:
-            problems.append(Problem(str(r.path), None, "reviewer",
-                                    f"reviewer {r.reviewer!r} appears in more than one file"))
+    problems += reviewer_collisions((r.path, r.reviewer) for r in out)
     if problems:
         raise RatingsError(problems)
     return out
@@ -429,14 +463,15 @@ def votes_table(
     Columns: the set's columns, then per reviewer ``<name>`` (Y/N) and ``<name>_category``, then
     ``n_yes``, ``included`` (``n_yes >= min_yes``) and ``tier`` (``"<n_yes>/<n reviewers>"``).
     Every reviewer must have rated every item, under a name no other column has
-    (``reviewer_name_problem``).
+    (``reviewer_name_problem``) and that reads unlike every other reviewer's
+    (``reviewer_collisions``).
     """
     check_set(review_set)
     if not ratings:
         raise ReviewSetError("no ratings files to tally")
     names = [r.reviewer for r in ratings]
-    if len(set(names)) != len(names):
-        raise ReviewSetError(f"reviewer names repeat: {names}")
+    if same := reviewer_collisions((r.path, r.reviewer) for r in ratings):
+        raise ReviewSetError(str(same[0]))
     for r in ratings:
         if why := reviewer_name_problem(r.reviewer, review_set.columns):
             raise ReviewSetError(f"{r.path}: field 'reviewer': {why}")

@@ -31,8 +31,8 @@ from hbpsych_utils.construction import (
     translation,
 )
 from hbpsych_utils.construction.review_set import SET_FILE
-from hbpsych_utils.pipeline import graph
-from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics, parse
+from hbpsych_utils.pipeline import graph, metrics
+from hbpsych_utils.pipeline.metrics import ReviewRound1Metrics
 from hbpsych_utils.pipeline.stage import Stage
 
 # --- what a round reads -----------------------------------------------------------------------
@@ -132,6 +132,4 @@ def round2_state(mode: str | None, round1: ReviewRound1Metrics, has_ratings: boo
 
 def read_round2_state(stage: Stage) -> str:
     """04's ``round2`` state as its metrics recorded it (05 reads it)."""
-    recall: RecallMetrics = parse(graph.RECALL, stage.upstream_metrics(graph.RECALL),
-                                  f"{graph.RECALL}/{graph.METRICS}")
-    return recall.round2
+    return stage.upstream_metrics(metrics.RECALL).round2

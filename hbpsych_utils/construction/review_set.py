@@ -18,7 +18,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -39,6 +39,23 @@ SET_FILE = "review_set.csv"
 SET_COLUMNS = ("review_id", "prompt_id", "kind")
 PACKET_ITEM_KEYS = ("review_id", "prompt_id", "turns", "translation", "available")
 """The only keys a packet item carries: nothing that reveals the screen's verdict."""
+
+
+class Turn(TypedDict):
+    role: str
+    content: str
+
+
+class PacketItem(TypedDict):
+    """One item of a reviewers' packet (``PACKET_ITEM_KEYS``)."""
+
+    review_id: str
+    prompt_id: str
+    turns: list[Turn]
+    translation: list[Turn] | None
+    """The turn-by-turn English translation, beside the original."""
+    available: bool
+    """False for a conversation a partial corpus lacks (no turns)."""
 
 
 class ReviewSetError(ValueError):
@@ -115,7 +132,8 @@ def design_round(
             f"n_controls={n_controls} but the control pool holds {len(pool)} conversation(s)"
         )
     rng = np.random.default_rng(seed)
-    drawn = rng.choice(len(pool), size=n_controls, replace=False) if n_controls else []
+    drawn = (rng.choice(len(pool), size=n_controls, replace=False) if n_controls
+             else np.array([], dtype=int))
     controls = sorted(pool[i] for i in drawn)
     items = [(pid, kinds[0]) for pid in tested] + [(pid, kinds[1]) for pid in controls]
     order = rng.permutation(len(items))
@@ -219,8 +237,8 @@ def set_fingerprint(review_set: pd.DataFrame) -> str:
 # Reviewer packet
 
 
-def _turns(messages: Sequence[Message | Mapping[str, str]]) -> list[dict[str, str]]:
-    out = []
+def _turns(messages: Sequence[Message | Mapping[str, str]]) -> list[Turn]:
+    out: list[Turn] = []
     for m in messages:
         role, content = (m.role, m.content) if isinstance(m, Message) else (m["role"], m["content"])
         out.append({"role": str(role), "content": str(content)})
@@ -233,7 +251,7 @@ def build_packet(
     translations: Mapping[str, Sequence[Message | Mapping[str, str]]] | None = None,
     *,
     on_missing: Literal["error", "placeholder"] = "error",
-) -> list[dict[str, Any]]:
+) -> list[PacketItem]:
     """The reviewers' items in review-id order: id, prompt id, turns, translation if any.
 
     Nothing about the screen (kind, label, tier) goes in. ``translations`` maps a prompt id to
@@ -244,7 +262,8 @@ def build_packet(
     check_set(review_set)
     by_id = {c.prompt_id: c for c in conversations}
     translations = translations or {}
-    items, absent = [], []
+    items: list[PacketItem] = []
+    absent = []
     for rid, pid in sorted(zip(review_set["review_id"], review_set["prompt_id"], strict=True)):
         conv = by_id.get(pid)
         if conv is None:
@@ -275,7 +294,7 @@ def build_packet(
 
 
 def write_packet(
-    path: Path | str, items: Sequence[Mapping[str, Any]], *, round_name: str,
+    path: Path | str, items: Sequence[Mapping[str, object]], *, round_name: str,
     packet: str | None = None,
 ) -> Path:
     """The packet as JSON: ``{round, packet, n_total, items}``."""

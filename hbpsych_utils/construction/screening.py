@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pandas as pd
 from pydantic import TypeAdapter, ValidationInfo, field_validator
@@ -28,6 +28,10 @@ from pydantic import TypeAdapter, ValidationInfo, field_validator
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import FileRecord, invalid, read_csv, read_json, read_text, validate
+
+if TYPE_CHECKING:
+    from hbpsych_utils.llm import Result
+    from hbpsych_utils.llm.engine import Engine, Mode
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +197,8 @@ class ReleasedScreenRecord(FileRecord):
 
     @field_validator("label", "category", "confidence", mode="before")
     @classmethod
-    def _allowed(cls, value: Any, info: ValidationInfo) -> Any:
+    def _allowed(cls, value: object, info: ValidationInfo) -> object:
+        assert info.field_name is not None  # a field validator's
         allowed = {"label": LABELS, "confidence": CONFIDENCES,
                    "category": tuple((info.context or {}).get("vocabulary", ()))}[info.field_name]
         if value not in allowed:
@@ -247,26 +252,40 @@ def screen_tables(screen: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return by_cat[order], by_conf.loc[conf_order, order]
 
 
-def screen_metrics(screen: pd.DataFrame) -> dict[str, Any]:
+class ScreenCounts(TypedDict):
+    """A screen's counts (``ScreeningMetrics`` fields)."""
+
+    n_screened: int
+    n_relevant: int
+    n_borderline: int
+    n_not_relevant: int
+    n_model_refused: int
+    n_screen_failed: int
+    confidence_counts: dict[str, int]
+    relevant_by_category: dict[str, int]
+    borderline_by_category: dict[str, int]
+
+
+def screen_metrics(screen: pd.DataFrame) -> ScreenCounts:
     labels = screen["label"].value_counts()
 
     def by_category(label: str) -> dict[str, int]:
         counts = screen.loc[screen["label"] == label, "category"].value_counts()
         return {str(k): int(v) for k, v in counts.items()}
 
-    return {
-        "n_screened": len(screen),
-        "n_relevant": int(labels.get("RELEVANT", 0)),
-        "n_borderline": int(labels.get("BORDERLINE", 0)),
-        "n_not_relevant": int(labels.get("NOT_RELEVANT", 0)),
-        "n_model_refused": int((screen["provenance"] == "model_refused").sum()),
-        "n_screen_failed": int((screen["provenance"] == "screen_failed").sum()),
-        "confidence_counts": {
+    return ScreenCounts(
+        n_screened=len(screen),
+        n_relevant=int(labels.get("RELEVANT", 0)),
+        n_borderline=int(labels.get("BORDERLINE", 0)),
+        n_not_relevant=int(labels.get("NOT_RELEVANT", 0)),
+        n_model_refused=int((screen["provenance"] == "model_refused").sum()),
+        n_screen_failed=int((screen["provenance"] == "screen_failed").sum()),
+        confidence_counts={
             str(k): int(v) for k, v in screen["confidence"].value_counts().items()
         },
-        "relevant_by_category": by_category("RELEVANT"),
-        "borderline_by_category": by_category("BORDERLINE"),
-    }
+        relevant_by_category=by_category("RELEVANT"),
+        borderline_by_category=by_category("BORDERLINE"),
+    )
 
 
 # --- live -----------------------------------------------------------------------------------
@@ -301,7 +320,8 @@ def user_turns(conv: Conversation) -> list[str]:
     return [m.content for m in conv.prompt if m.role == "user"]
 
 
-def batch_messages(spec: ScreenSpec, conversations: Sequence[Conversation]) -> tuple[dict, ...]:
+def batch_messages(spec: ScreenSpec, conversations: Sequence[Conversation]
+                   ) -> tuple[dict[str, str], ...]:
     """The verbatim rubric, then the batch as JSON; no examples, no shared context."""
     items = [{"prompt_id": c.prompt_id, "user_turns": user_turns(c)} for c in conversations]
     fields = ", ".join([*spec.choices, spec.reason_field])
@@ -353,7 +373,7 @@ def _strip_fences(text: str) -> str:
     return re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip())
 
 
-def _record_problem(spec: ScreenSpec, rec: Any) -> str | None:
+def _record_problem(spec: ScreenSpec, rec: object) -> str | None:
     if not isinstance(rec, dict):
         return "not an object"
     for key, allowed in spec.choices.items():
@@ -371,10 +391,19 @@ LOG_COLUMNS = ("batch", "attempt", "prompt_id", "problem")
 """The columns of a live screen's problem log (``LiveScreen.log``), as 02 and 04 write it."""
 
 
+class ScreenProblem(TypedDict):
+    """A problem a live screen met (``LOG_COLUMNS``)."""
+
+    batch: int
+    attempt: int
+    prompt_id: str | None
+    problem: str
+
+
 @dataclass
 class LiveScreen:
     table: pd.DataFrame
-    log: list[dict[str, Any]] = field(default_factory=list)
+    log: list[ScreenProblem] = field(default_factory=list)
     """Every problem met: batch, attempt, prompt_id (when known) and what was wrong
     (``LOG_COLUMNS``)."""
 
@@ -398,7 +427,7 @@ def run_screen(
     batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
     records: dict[str, dict[str, str]] = {}
     provenance: dict[str, str] = {}
-    problems: list[dict[str, Any]] = []
+    problems: list[ScreenProblem] = []
     pending = {b: list(batch) for b, batch in enumerate(batches)}
     for attempt in range(max_reasks + 1):
         if not pending:
@@ -418,6 +447,7 @@ def run_screen(
                 problems.append({"batch": prompt.batch, "attempt": attempt, "prompt_id": None,
                                  "problem": "model refused the batch"})
                 continue
+            valid: dict[str, dict[str, str]]
             if reply.error is not None:
                 valid, issues = {}, [f"no answer: {reply.error}"]
             else:
@@ -448,10 +478,10 @@ SCREEN_MAX_TOKENS = 8192
 
 
 def engine_ask(
-    engine: Any,
+    engine: Engine,
     model: str,
     *,
-    mode: str = "batch",
+    mode: Mode = "batch",
     tag: str = "screen",
     max_tokens: int = SCREEN_MAX_TOKENS,
 ) -> Ask:
@@ -464,13 +494,15 @@ def engine_ask(
     becomes a reply with an ``error``, which ``run_screen`` re-asks and finally routes to
     human review.
     """
-    from hbpsych_utils.llm import Request
+    from hbpsych_utils.llm import ChatMessage, Request
 
     def ask(prompts: list[ScreenPrompt]) -> list[ScreenReply]:
         if not prompts:
             return []
         requests = [
-            Request(model=model, messages=p.messages, temperature=None, max_tokens=max_tokens,
+            Request(model=model,
+                    messages=tuple(ChatMessage(m["role"], m["content"]) for m in p.messages),
+                    temperature=None, max_tokens=max_tokens,
                     response_schema=p.schema, tag=tag, sample=p.attempt,
                     metadata={"batch": p.batch, "attempt": p.attempt,
                               "n_conversations": len(p.prompt_ids)})
@@ -483,7 +515,7 @@ def engine_ask(
     return ask
 
 
-def reply_from_result(result: Any) -> ScreenReply:
+def reply_from_result(result: Result) -> ScreenReply:
     """Map an engine ``Result`` onto a ``ScreenReply`` (see ``engine_ask``)."""
     if result.status == "refused" or result.refusal:
         return ScreenReply("", refused=True)
@@ -492,7 +524,17 @@ def reply_from_result(result: Any) -> ScreenReply:
     return ScreenReply("", error=f"call {result.status}: {result.error or 'no text'}")
 
 
-def agreement_with_release(live: pd.DataFrame, released: pd.DataFrame) -> dict[str, Any]:
+class ReleaseAgreement(TypedDict):
+    """A live screen against the released one, on the conversations both screened."""
+
+    n_common: int
+    confusion: pd.DataFrame
+    """Released labels (rows) by live labels (columns)."""
+    cohen_kappa: float
+    percent_agreement: float
+
+
+def agreement_with_release(live: pd.DataFrame, released: pd.DataFrame) -> ReleaseAgreement:
     """Confusion matrix (released rows x live columns) and Cohen's kappa on common items."""
     from hbpsych_utils.construction.agreement import cohen_kappa
 
@@ -504,9 +546,10 @@ def agreement_with_release(live: pd.DataFrame, released: pd.DataFrame) -> dict[s
     )
     kappa = cohen_kappa(merged["label_released"].tolist(), merged["label_live"].tolist(),
                         categories=LABELS) if len(merged) else float("nan")
-    return {"n_common": len(merged), "confusion": confusion, "cohen_kappa": kappa,
-            "percent_agreement": float((merged["label_released"] == merged["label_live"]).mean())
-            if len(merged) else float("nan")}
+    return ReleaseAgreement(
+        n_common=len(merged), confusion=confusion, cohen_kappa=kappa,
+        percent_agreement=float((merged["label_released"] == merged["label_live"]).mean())
+        if len(merged) else float("nan"))
 
 
 def rubric_text(rubric_artifact: str, rubric_file: str | None, fetch: Callable[[str], Path]) -> str:

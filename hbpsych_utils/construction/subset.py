@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 from pydantic import TypeAdapter, ValidationError
@@ -27,6 +27,9 @@ from hbpsych_utils.construction.review_set import CANDIDATE, CONTROL, SCREENED_I
 from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY, included_ids, modal_categories
 from hbpsych_utils.core.records import FileRecord, problems, read_csv, read_json, validate
 from hbpsych_utils.core.writes import write_text
+
+if TYPE_CHECKING:
+    from hbpsych_utils.pipeline.stage import Stage
 
 
 @dataclass(frozen=True)
@@ -96,14 +99,14 @@ def category_counts(categories: pd.Series) -> dict[str, int]:
     return {str(c): int(counts[c]) for c in order}
 
 
-def subset_record(name: str, ids: Iterable[str], **fields: Any) -> dict[str, Any]:
+def subset_record(name: str, ids: Iterable[str], **fields: object) -> dict[str, object]:
     """A subset file's content in the released layout: provenance fields, n, hash, sorted ids."""
     ids = sorted(set(ids))
     return {"name": name, **fields, "n": len(ids), "prompt_id_sha256": ids_hash(ids),
             "prompt_ids": ids}
 
 
-def write_subset(path: Path, record: Mapping[str, Any]) -> Path:
+def write_subset(path: Path, record: Mapping[str, object]) -> Path:
     """Write a subset file as the release does (one-space indent, newline-free end)."""
     return write_text(path, json.dumps(record, indent=1, ensure_ascii=False))
 
@@ -177,7 +180,14 @@ INDEX = "subsets.json"
 """05_subset's index: subset key (v1, v2, hard) -> the file it wrote."""
 
 
-def write_all(stage: Any, records: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+class UpstreamFiles(Protocol):
+    """What reads an earlier stage's files of a run: a stage's folder (``Stage``) or a finished
+    run (``reporting.publish.RunFolder``)."""
+
+    def upstream(self, stage: str, filename: str) -> Path: ...
+
+
+def write_all(stage: Stage, records: Mapping[str, Mapping[str, object]]) -> dict[str, str]:
     """Write each subset as ``<name>.json`` in the stage folder, plus the index later stages
     read (so they need not know the subset's name)."""
     index = {}
@@ -197,7 +207,7 @@ def read_index(path: Path | str) -> dict[str, str]:
     return validate(_INDEX, read_json(path), str(path))
 
 
-def stage_ids(stage: Any, key: str) -> list[str]:
+def stage_ids(stage: UpstreamFiles, key: str) -> list[str]:
     """The ids of subset ``key`` as this run's 05_subset wrote it (hash-checked)."""
     index = read_index(stage.upstream("05_subset", INDEX))
     if key not in index:

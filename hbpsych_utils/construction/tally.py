@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
@@ -128,9 +127,10 @@ class RoundTally:
         """The stopping rule is met: no further round is needed."""
         return not self.recall_triggered
 
-    def counts(self) -> dict[str, Any]:
-        """Every number of the tally under its generic name."""
-        out: dict[str, Any] = {
+    def counts(self) -> dict[str, float | bool]:
+        """Every number of the tally under its generic name (counts, the control inclusion
+        rate and the threshold, the two decisions)."""
+        out: dict[str, float | bool] = {
             k: getattr(self, k) for k in (
                 "n_reviewed", "n_tested", "n_controls", "n_included", "n_tested_included",
                 "n_controls_included", "control_inclusion_rate", "threshold",
@@ -142,7 +142,7 @@ class RoundTally:
             out[f"{value}_included"] = group["included"]
         return out
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> dict[str, float | bool]:
         """The round's metrics keys (the agreement keys come from ``agreement``)."""
         counts = self.counts()
         return {key: counts[name] for name, key in self.names.items()}

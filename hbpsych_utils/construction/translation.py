@@ -20,13 +20,17 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import pandas as pd
 from pydantic import TypeAdapter, ValidationError
 
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.records import FileRecord, problems, read_text
+
+if TYPE_CHECKING:
+    from hbpsych_utils.llm.engine import Engine, Mode
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +60,7 @@ def prompt_instructions(prompt_doc: str) -> str:
     return prompt_doc.strip()
 
 
-def translation_input(conv: Conversation) -> dict[str, Any]:
+def translation_input(conv: Conversation) -> dict[str, str | list[list[str]]]:
     """The object the prompt describes: prompt id and ``[role, content]`` turns."""
     return {"prompt_id": conv.prompt_id, "turns": [[m.role, m.content] for m in conv.prompt]}
 
@@ -150,28 +154,51 @@ def parse_translation(text: str | None, conv: Conversation) -> Parsed:
     return Parsed("translated", turns=out, source_language=lang)
 
 
+class TranslationProblem(TypedDict):
+    """A problem a translation met: which conversation, at which attempt, what came back."""
+
+    prompt_id: str
+    attempt: int
+    status: Literal["refused", "invalid"]
+    problem: str
+
+
+class TranslationCounts(TypedDict):
+    """What came of the conversations asked (``ScreeningMetrics`` fields; ``STATUSES``)."""
+
+    n_translation_requested: int
+    n_translation_translated: int
+    n_translation_is_english: int
+    n_translation_refused: int
+    n_translation_failed: int
+
+
 @dataclass
 class TranslationRun:
     translations: dict[str, list[dict[str, str]]]
     """prompt_id -> turn-by-turn English ``{role, content}`` (``review_set.build_packet``)."""
     table: pd.DataFrame
     """One row per conversation asked: prompt_id, status, source_language, attempts."""
-    log: list[dict[str, Any]] = field(default_factory=list)
-    """Every problem met: prompt_id, attempt, status, problem."""
+    log: list[TranslationProblem] = field(default_factory=list)
+    """Every problem met."""
 
-    def metrics(self) -> dict[str, int]:
+    def metrics(self) -> TranslationCounts:
         counts = self.table["status"].value_counts() if len(self.table) else {}
-        return {"n_translation_requested": len(self.table),
-                **{f"n_translation_{s}": int(counts.get(s, 0)) for s in STATUSES}}
+        return TranslationCounts(
+            n_translation_requested=len(self.table),
+            n_translation_translated=int(counts.get("translated", 0)),
+            n_translation_is_english=int(counts.get("is_english", 0)),
+            n_translation_refused=int(counts.get("refused", 0)),
+            n_translation_failed=int(counts.get("failed", 0)))
 
 
 def translate(
-    engine: Any,
+    engine: Engine,
     model: str,
     conversations: Sequence[Conversation],
     instructions: str,
     *,
-    mode: str = "batch",
+    mode: Mode = "batch",
     max_reasks: int = 2,
     max_tokens: int = TRANSLATION_MAX_TOKENS,
 ) -> TranslationRun:
@@ -181,18 +208,20 @@ def translate(
     refusal is kept and not re-asked, as for every other refusal in the study. A reply saying
     the conversation is already English is accepted as such (no translation, not a failure).
     """
-    from hbpsych_utils.llm import Request
+    from hbpsych_utils.llm import ChatMessage, Request
 
     by_id = {c.prompt_id: c for c in conversations}
     outcome: dict[str, Parsed] = {}
     attempts: dict[str, int] = {}
-    problems: list[dict[str, Any]] = []
+    problems: list[TranslationProblem] = []
     pending = list(by_id)
     for attempt in range(max_reasks + 1):
         if not pending:
             break
         requests = [
-            Request(model=model, messages=translation_messages(instructions, by_id[pid]),
+            Request(model=model, messages=tuple(
+                        ChatMessage(m["role"], m["content"])
+                        for m in translation_messages(instructions, by_id[pid])),
                     temperature=None, max_tokens=max_tokens,
                     response_schema=translation_schema(by_id[pid]), tag="translate",
                     sample=attempt, metadata={"prompt_id": pid, "attempt": attempt})
@@ -212,6 +241,7 @@ def translate(
             else:
                 parsed = parse_translation(res.text, by_id[pid])
             if parsed.status == "invalid":
+                assert parsed.problem is not None  # an invalid reply says why
                 problems.append({"prompt_id": pid, "attempt": attempt, "status": "invalid",
                                  "problem": parsed.problem})
                 again.append(pid)
@@ -229,7 +259,7 @@ def translate(
     return TranslationRun(translations, table, problems)
 
 
-def non_english_ids(flags: Mapping[str, Any]) -> list[str]:
+def non_english_ids(flags: Mapping[str, object]) -> list[str]:
     """Prompt ids flagged non-English (values: ``corpus.Language`` or plain booleans)."""
     return sorted(pid for pid, f in flags.items() if bool(getattr(f, "non_english", f)))
 
@@ -246,14 +276,13 @@ _TRANSLATIONS = TypeAdapter(dict[str, list[TranslatedTurn]])
 TRANSLATIONS_FILE = "translations.json"
 
 
-def read_translations(path: Any, *, missing_ok: bool = False) -> dict[str, list[dict[str, str]]]:
+def read_translations(path: Path | str | None, *, missing_ok: bool = False
+                      ) -> dict[str, list[dict[str, str]]]:
     """``translations.json`` as 02 writes it: prompt_id -> ``[{role, content}, ...]``.
 
     ``None`` (or, with ``missing_ok``, no file) means no translations: 02 ran without a
     translation model.
     """
-    from pathlib import Path
-
     if path is None or (missing_ok and not Path(path).is_file()):
         return {}
     try:

@@ -26,11 +26,11 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from hbpsych_utils import study
 from hbpsych_utils.core import paths, yaml_loader
@@ -42,6 +42,19 @@ class ProfileError(ValueError):
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def distinct_names(names: list[str], what: str) -> list[str]:
+    """``names`` when none is blank and none is given twice, else a ``ValueError`` naming
+    the first problem (a model listed twice would be called, and counted, twice)."""
+    for i, name in enumerate(names):
+        if not name.strip():
+            raise ValueError(f"{what}[{i}] is an empty name (expected a model name)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{', '.join(map(repr, twice))} listed more than once (each {what} "
+                         "must be a different model)")
+    return names
 
 
 class FaultSpec(Section):
@@ -170,7 +183,7 @@ class GenerationParams(Section):
     """06_generation: candidate responses (paper mode summarises the released run's logs)."""
 
     candidates: list[str] = []
-    """Live mode: models to generate with (names in params/models.yaml)."""
+    """Live mode: models to generate with (names in params/models.yaml), each once."""
     subset: Literal["v1", "v2", "hard"] = "v1"
     """Live mode: which subset 05_subset wrote to generate on (restricted to the corpus)."""
     n_conversations: int | None = Field(default=None, ge=1)
@@ -184,13 +197,19 @@ class GenerationParams(Section):
     Worst-at-k and the spread across runs (notebook 14) need at least 2. At temperature 0 the
     samples come out nearly identical."""
 
+    @field_validator("candidates")
+    @classmethod
+    def _distinct_candidates(cls, value: list[str]) -> list[str]:
+        return distinct_names(value, "candidate")
+
 
 class GradingParams(Section):
     """07_grading: the judge panel's verdicts (paper mode summarises the released logs)."""
 
     judges: list[str] | None = None
-    """Live mode: the judge models (names in params/models.yaml); ``None`` is the study's
-    panel (``study.JUDGE_PANEL``). The stage resolves it and reports the judges it used."""
+    """Live mode: the judge models (names in params/models.yaml), at least one, each once;
+    ``None`` is the study's panel (``study.JUDGE_PANEL``). The stage resolves it and reports
+    the judges it used."""
     temperature: float = 0.0
     """0 in the study; the HealthBench reference uses 0.5."""
     max_tokens: int = Field(default=study.GRADER_MAX_TOKENS, ge=1)
@@ -198,6 +217,14 @@ class GradingParams(Section):
     response_schema: bool = False
     """Constrain judge output to the verdict JSON schema where the server supports it. A
     deviation from the reference (which sends none), for small local models; off in the study."""
+
+    @field_validator("judges")
+    @classmethod
+    def _a_panel(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("an empty panel (expected at least one judge, or null for the "
+                             "study's panel)")
+        return value if value is None else distinct_names(value, "judge")
 
     def judge_panel(self) -> list[str]:
         """The judges a run uses: ``judges``, or the study's panel when it names none."""
@@ -210,7 +237,7 @@ class ScoresParams(Section):
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     include_later: bool = False
     """Also show the three candidates added after the study (flagged ``in_study: false``)."""
-    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
     top_k: int = Field(default=5, ge=2)
     """Live mode: paired differences among the top-k candidates, Holm-adjusted."""
 
@@ -219,7 +246,7 @@ class JudgesParams(Section):
     """09_judges: rank agreement, severity and self-preference of the judge panel."""
 
     subset: Literal["v1", "v2", "hard"] = "v1"
-    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
 
 
 class RefusalsParams(Section):
@@ -263,8 +290,9 @@ class FiguresTablesParams(Section):
 
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     publish: bool = True
-    """Also copy the figures and tables to the top-level ``figures/`` folder (the default
-    profile's job; test profiles keep theirs under ``outputs/<profile>/``)."""
+    """Also copy the figures and tables to the top-level ``figures/`` folder, which then holds
+    this run's files and no earlier run's (the default profile's job; test profiles keep theirs
+    under ``outputs/<profile>/``)."""
 
 
 class AnalysesParams(Section):
@@ -272,7 +300,7 @@ class AnalysesParams(Section):
 
     subset: Literal["v1", "v2", "hard"] = "v1"
     """Which subset 05_subset wrote to analyse (this run's graded conversations of it)."""
-    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
     length_penalty: Literal["healthbench", "hard", "consensus", "professional"] = "healthbench"
     """The HealthBench variant whose penalty the length-adjusted score uses (reported beside the
     raw score; ``evaluation.length.PENALTIES``). HealthBench-Psych is drawn from the full
@@ -284,11 +312,12 @@ class JudgeAccuracyParams(Section):
 
     meta_eval: Literal["registry", "fixture"] = "registry"
     """Live mode: the rows graded. ``registry`` is HealthBench's meta-evaluation file (online
-    only: downloaded, verified by content); ``fixture`` is the compendium's twelve-row format
-    fixture, whose completions script the simulator's verdicts (smoke and tests)."""
+    only: downloaded, verified by content); ``fixture`` is the compendium's thirteen-row format
+    fixture (twelve rows on the Psych subset, one outside it), whose completions script the
+    simulator's verdicts (smoke and tests)."""
     max_rows: int | None = Field(default=None, ge=1)
     """Live mode: only the first N rows of the file (``None``: all of them)."""
-    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10)
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
 
 
 class Profile(BaseModel):
@@ -297,8 +326,11 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
+    """The profile file's name: a plain name (``paths.plain_name``), the run's folder."""
     description: str = ""
-    seed: int = study.SEED
+    seed: int = Field(default=study.SEED, ge=0, le=study.MAX_SEED)
+    """Every seeded draw of the run (review designs, bootstraps; a further sample's seed is
+    this plus its index): 0 to ``study.MAX_SEED``, numpy's seed range."""
     ci_level: float = Field(default=study.CI_LEVEL, gt=0, lt=1)
     """The level of every interval a run computes and shows (percentile bootstrap intervals):
     0.95 in the study. Every caption, label and finding states it from here."""
@@ -327,13 +359,21 @@ class Profile(BaseModel):
     judge_accuracy: JudgeAccuracyParams = JudgeAccuracyParams()
     """The evaluation stages' sections (06-12, 14, 15), in ``evaluation_mode``."""
 
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        return paths.plain_name(value, "profile name")
+
 
 NOT_PROFILES = frozenset({"models"})
 """YAML files in ``params/`` that are not run profiles (``models.yaml`` is the model registry)."""
 
 
 def available_profiles() -> list[str]:
-    return sorted(p.stem for p in paths.params_dir().glob("*.yaml") if p.stem not in NOT_PROFILES)
+    """The profiles of ``params/`` by name (a file whose name is not a plain name is none:
+    :func:`profile_name` would refuse it)."""
+    return sorted(p.stem for p in paths.params_dir().glob("*.yaml")
+                  if p.stem not in NOT_PROFILES and paths.is_plain_name(p.stem))
 
 
 def profile_path(name_or_path: str | Path) -> Path:
@@ -343,8 +383,19 @@ def profile_path(name_or_path: str | Path) -> Path:
     return paths.params_dir() / f"{name_or_path}.yaml"
 
 
+def profile_name(name_or_path: str | Path) -> str:
+    """``paths.profile_name`` (the profile's name, a plain name), its refusal a
+    :class:`ProfileError`."""
+    try:
+        return paths.profile_name(name_or_path)
+    except paths.UnsafePath as exc:
+        raise ProfileError(str(exc)) from None
+
+
 def existing_profile_path(name_or_path: str | Path) -> Path:
-    """:func:`profile_path`, or an error listing the profiles when no such file exists."""
+    """:func:`profile_path`, or an error listing the profiles when no such file exists (or
+    the profile's name is not a plain name, :func:`profile_name`)."""
+    profile_name(name_or_path)
     path = profile_path(name_or_path)
     if path.is_file():
         return path
@@ -352,11 +403,11 @@ def existing_profile_path(name_or_path: str | Path) -> Path:
                        f"profiles: {', '.join(available_profiles()) or 'none'})")
 
 
-def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
+def parse_overrides(items: Iterable[str]) -> dict[str, object]:
     """``["corpus.max_conversations=20", "seed=1"]`` -> ``{"corpus.max_conversations": 20,
     "seed": 1}``. Each value is read as YAML, so ``true``, ``[v1, hard]`` and ``null`` mean what
     they mean in a profile file; a later ``--set`` of the same key wins."""
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, object] = {}
     for item in items:
         key, sep, text = item.partition("=")
         key = key.strip()
@@ -372,7 +423,8 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
     return overrides
 
 
-def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+def apply_overrides(raw: Mapping[str, object], overrides: Mapping[str, object]
+                    ) -> dict[str, object]:
     """A copy of a profile's raw mapping with each dotted key set (sections created as needed).
 
     Nothing is checked here beyond the path: the profile model validates the result."""
@@ -381,37 +433,38 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Mapping[str, Any]) -> dic
         *parents, leaf = dotted.split(".")
         node = result
         for depth, part in enumerate(parents, start=1):
-            if node.get(part) is None:
-                node[part] = {}
-            if not isinstance(node[part], dict):
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
                 raise ProfileError(
-                    f"--set {dotted}: {'.'.join(parents[:depth])} is {node[part]!r}, not a "
+                    f"--set {dotted}: {'.'.join(parents[:depth])} is {child!r}, not a "
                     "section with keys"
                 )
-            node = node[part]
+            node = child
         node[leaf] = value
     return result
 
 
-def applied_overrides(profile: Profile, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def applied_overrides(profile: Profile, overrides: Mapping[str, object]) -> dict[str, object]:
     """Each overridden key with the value the validated profile holds (what the run used)."""
     values = profile.model_dump(mode="json")
-    applied: dict[str, Any] = {}
+    applied: dict[str, object] = {}
     for dotted in overrides:
-        node: Any = values
+        node: Any = values  # the profile as JSON data
         for part in dotted.split("."):
             node = node[part]
         applied[dotted] = node
     return applied
 
 
-def describe_overrides(overrides: Mapping[str, Any]) -> str:
+def describe_overrides(overrides: Mapping[str, object]) -> str:
     """``seed=123, corpus.allow_partial=true`` (values as JSON), for messages and progress."""
     return ", ".join(f"{k}={json.dumps(v, default=str)}" for k, v in overrides.items())
 
 
 def load_profile(
-    name_or_path: str | Path, overrides: Mapping[str, Any] | None = None
+    name_or_path: str | Path, overrides: Mapping[str, object] | None = None
 ) -> Profile:
     """Load and validate a profile by name (``smoke``) or by path to a YAML file, with
     ``overrides`` (dotted key -> value, see :func:`parse_overrides`) applied before validation."""
@@ -459,14 +512,15 @@ def _describe(path: Path, exc: ValidationError, where: str) -> str:
             lines.append(f"  - {key}: unknown key (expected one of: {allowed})")
         else:
             expected = _expected_type(err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")  # a validator's own message
             lines.append(
-                f"  - {key}: {err['msg']} (got {err.get('input')!r}"
+                f"  - {key}: {msg} (got {err.get('input')!r}"
                 + (f"; expected {expected})" if expected else ")")
             )
     return "\n".join(lines)
 
 
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+def _model_at(loc: Sequence[int | str]) -> type[BaseModel] | None:
     model: type[BaseModel] = Profile
     for part in loc:
         field = model.model_fields.get(str(part))
@@ -477,7 +531,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _expected_type(loc: tuple[Any, ...]) -> str | None:
+def _expected_type(loc: Sequence[int | str]) -> str | None:
     model = _model_at(loc[:-1])
     if model is None or str(loc[-1]) not in model.model_fields:
         return None

@@ -12,6 +12,13 @@ functions where it is put into a page.
 
 Markdown links cannot run code (markdown-it refuses ``javascript:`` and ``data:`` targets),
 so raw HTML is the one way in, and escaping ``<`` and ``&`` closes it.
+
+A value can also rearrange what a reader sees without any markup: Unicode's bidirectional
+embedding, override and isolate controls (``BIDI_CONTROLS``, e.g. U+202E RIGHT-TO-LEFT OVERRIDE)
+are invisible and reorder the text after them, to the end of the paragraph. All three functions
+show each such control as its code point, ``<U+202E>``, so a value reads in the order it was
+written and the page around it is untouched. Right-to-left script itself, and the
+left-to-right and right-to-left marks, are kept as they are.
 """
 
 from __future__ import annotations
@@ -22,24 +29,37 @@ import re
 MD_MARKERS = "\\`*_[]|"
 """Characters Markdown reads as inline markup (``\\`` first: it escapes the others)."""
 
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+"""The embeddings (LRE, RLE), overrides (LRO, RLO), their end (PDF) and the isolates (LRI,
+RLI, FSI, PDI): the controls that reorder the text that follows them."""
+
+_BIDI = re.compile(f"[{BIDI_CONTROLS}]")
+
 _LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 """An ``_`` that is not between two letters or digits (one that may open or close emphasis)."""
 
 
+def bidi_shown(text: str) -> str:
+    """``text`` with each of ``BIDI_CONTROLS`` shown as its code point (``<U+202E>``)."""
+    return _BIDI.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
 def html_text(value: object) -> str:
-    """``value`` as text inside HTML: ``& < > " '`` escaped (safe in a quoted attribute)."""
-    return html.escape(str(value), quote=True)
+    """``value`` as text inside HTML: ``& < > " '`` escaped (safe in a quoted attribute),
+    bidirectional controls shown (``bidi_shown``)."""
+    return html.escape(bidi_shown(str(value)), quote=True)
 
 
 def md_text(value: object, *, markers: str = MD_MARKERS) -> str:
     """``value`` as text inside Markdown: HTML escaped, each of ``markers`` backslash-escaped,
-    line breaks folded into spaces (a value never starts a block or leaves a table cell).
+    line breaks folded into spaces (a value never starts a block or leaves a table cell),
+    bidirectional controls shown (``bidi_shown``).
 
     An ``_`` between two letters or digits stays as it is (Markdown never reads it as
     emphasis), so identifiers such as ``perinatal_mh`` read the same in the Markdown source.
     ``markers="\\\\|"`` keeps a Markdown file's source readable where only a table cell's
     ``|`` must be escaped (Table 1's ``.md``)."""
-    out = html.escape(str(value), quote=False)
+    out = html.escape(bidi_shown(str(value)), quote=False)
     for ch in markers:
         out = (_LOOSE_UNDERSCORE.sub(r"\\_", out) if ch == "_"
                else out.replace(ch, "\\" + ch))
@@ -51,8 +71,9 @@ def md_code(value: object, *, cell: bool = False) -> str:
     longer than the longest run inside, and a space pads a value that starts or ends with a
     backtick (code spans pass no HTML, so nothing else needs escaping). In a table ``cell``,
     ``|`` is escaped too: a table splits its cells at every unescaped ``|``, even in code,
-    which would leave the rest of the value outside the span."""
-    text = re.sub(r"\r\n?|\n", " ", str(value))
+    which would leave the rest of the value outside the span. Bidirectional controls are shown
+    (``bidi_shown``): a code span does not contain their reordering."""
+    text = re.sub(r"\r\n?|\n", " ", bidi_shown(str(value)))
     if cell:
         text = text.replace("|", "\\|")
     runs = [len(r) for r in re.findall(r"`+", text)]

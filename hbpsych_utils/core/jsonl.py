@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from hbpsych_utils.core.records import NotUTF8, utf8_lines
+from hbpsych_utils.core.records import NotUTF8, loads, utf8_lines
 
 
 def records(
     path: Path | str, *, error: type[Exception] = ValueError
-) -> Iterator[tuple[int, dict[str, Any]]]:
+) -> Iterator[tuple[int, dict[str, object]]]:
     """``(line number, object)`` for every non-blank line; anything that is not a JSON object
     raises ``error`` with ``file:line`` and what is wrong."""
     for lineno, line in utf8_lines(path):
@@ -29,7 +28,7 @@ def records(
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads(line)
         except json.JSONDecodeError as exc:
             raise error(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
         if not isinstance(rec, dict):

@@ -22,12 +22,19 @@ does not parse.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+T = TypeVar("T")
+B = TypeVar("B", bound=BaseModel)
 
 _EXPECTED = {
     "string_type": "str", "list_type": "list", "dict_type": "object", "model_type": "an object",
@@ -52,7 +59,7 @@ class FileRecord(BaseModel):
     when :func:`validate` reports every bad field (e.g. "not an Inspect eval log")."""
 
     @classmethod
-    def parse(cls, data: Any, where: str) -> Self:
+    def parse(cls, data: object, where: str) -> Self:
         """The validated record; ``where`` (``file:line``) heads any error."""
         return validate(cls, data, where, cls.error)
 
@@ -77,7 +84,7 @@ def field_path(loc: Sequence[int | str]) -> str:
     return out or "<record>"
 
 
-def problem_text(error: Any, *, prose: bool = False) -> str:
+def problem_text(error: ErrorDetails, *, prose: bool = False) -> str:
     """One pydantic error as the short problem the loaders report. A validator's own
     ``ValueError`` reads as raised (no pydantic prefix); a wrong type as ``expected str, got
     int``. With ``prose``: ``expected an object`` / ``expected a list``, and any other failed
@@ -123,9 +130,17 @@ def _problem_sentences(exc: ValidationError, prefix: Sequence[int | str] = (),
     return out
 
 
-def validate(schema: type[BaseModel] | TypeAdapter[Any], data: Any, where: str,
-             error: type[Exception] = ValueError, *, context: dict[str, Any] | None = None,
-             every: bool = False, prefix: Sequence[int | str] = ()) -> Any:
+@overload
+def validate(schema: type[B], data: object, where: str, error: type[Exception] = ValueError, *,
+             context: Mapping[str, object] | None = None, every: bool = False,
+             prefix: Sequence[int | str] = ()) -> B: ...
+@overload
+def validate(schema: TypeAdapter[T], data: object, where: str,
+             error: type[Exception] = ValueError, *, context: Mapping[str, object] | None = None,
+             every: bool = False, prefix: Sequence[int | str] = ()) -> T: ...
+def validate(schema: type[B] | TypeAdapter[T], data: object, where: str,
+             error: type[Exception] = ValueError, *, context: Mapping[str, object] | None = None,
+             every: bool = False, prefix: Sequence[int | str] = ()) -> B | T:
     """``data`` validated by a model class or a TypeAdapter, else ``error`` with the message
     ``<where>: field '<path>': <problem>`` for the first bad field; with ``every``,
     ``<where>: `` and every problem (:func:`_problem_sentences`, with the model's
@@ -185,13 +200,50 @@ class NotJSON(ValueError):
         super().__init__(f"{file}:{line}: {self.problem}")
 
 
-def read_json(path: Path | str, *, error: type[Exception] | None = None) -> Any:
-    """A whole JSON file, decoded. Bytes that are not UTF-8 raise :class:`NotUTF8` and text
-    that does not parse :class:`NotJSON` (or ``error`` with their message:
-    ``<file>:<line>: ...``), so every reader of a JSON file names the file and the line."""
-    text = read_text(path, error=error)
+def loads(text: str) -> Any:
+    """``json.loads``, with text nested too deeply for the parser (Python's recursion limit:
+    ``[[[[...`` a hundred thousand deep) raised as the ``json.JSONDecodeError`` it is, at the
+    first bracket past the limit, instead of a ``RecursionError``."""
     try:
         return json.loads(text)
+    except RecursionError:
+        limit = sys.getrecursionlimit()
+        raise json.JSONDecodeError(
+            f"arrays and objects nested more than {limit} deep (too deep to read)", text,
+            _first_bracket_deeper_than(text, limit)) from None
+
+
+def _first_bracket_deeper_than(text: str, limit: int) -> int:
+    """Position of the first ``[`` or ``{`` (outside strings) at nesting depth ``limit + 1``
+    (0 if there is none)."""
+    depth, in_string, escaped = 0, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return i
+        elif ch in "]}":
+            depth -= 1
+    return 0
+
+
+def read_json(path: Path | str, *, error: type[Exception] | None = None) -> Any:
+    """A whole JSON file, decoded. Bytes that are not UTF-8 raise :class:`NotUTF8` and text
+    that does not parse (or is nested too deeply to, :func:`loads`) :class:`NotJSON` (or
+    ``error`` with their message: ``<file>:<line>: ...``), so every reader of a JSON file
+    names the file and the line."""
+    text = read_text(path, error=error)
+    try:
+        return loads(text)
     except json.JSONDecodeError as exc:
         bad = NotJSON(path, exc.lineno, exc.msg)
         raise (bad if error is None else error(str(bad))) from None
@@ -209,7 +261,8 @@ def utf8_lines(path: Path | str) -> Iterator[tuple[int, str | NotUTF8]]:
                 yield lineno, _not_utf8(path, raw, exc, first_line=lineno)
 
 
-def read_csv(path: Path | str, *, error: type[Exception] = ValueError, **options: Any) -> Any:
+def read_csv(path: Path | str, *, error: type[Exception] = ValueError, **options: object
+             ) -> pd.DataFrame:
     """A CSV file as ``pandas.read_csv(path, **options)`` reads it, decoded as UTF-8 first
     (:func:`read_text`: errors name file and line); an empty file raises ``error`` naming it
     instead of pandas' unnamed ``EmptyDataError``."""

@@ -93,13 +93,13 @@ def refuse_if_running(profile_dir: Path, profile: str) -> None:
 def run_lock(profile_dir: Path, profile: str, command: str) -> Iterator[None]:
     """Hold the run lock of ``profile_dir`` (created if needed) or raise :class:`RunLocked`
     at once, naming the profile, the folder and the process holding it."""
-    from hbpsych_utils.core.writes import write_json
+    from hbpsych_utils.core.writes import write_json_record
 
     profile_dir.mkdir(parents=True, exist_ok=True)
     lock = _acquire(profile_dir, profile)
     holder = profile_dir / HOLDER_FILE
     try:
-        write_json(holder, {
+        write_json_record(holder, {
             "pid": os.getpid(), "host": socket.gethostname(),
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"), "command": command,
         })

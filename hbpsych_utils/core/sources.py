@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -88,7 +89,7 @@ def _registry(path: Path) -> dict[str, Artifact]:
         out[name] = Artifact(
             name=name,
             url=e["url"],
-            page=e.get("page", e["url"]),
+            page=e["page"] if "page" in e else e["url"],
             mirror_path=e["mirror_path"],
             licence=e["licence"],
             sha256=e.get("sha256"),
@@ -264,7 +265,7 @@ def derive_harness_scores(results_jsonl: bytes) -> bytes:
     return "".join(out).encode("utf-8")
 
 
-_DERIVERS = {
+_DERIVERS: dict[str, Callable[[bytes], bytes]] = {
     "python_string_constant": derive_python_string_constant,
     "harness_scores": derive_harness_scores,
 }

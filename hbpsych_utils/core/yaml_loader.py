@@ -29,7 +29,7 @@ class YAMLFileError(ValueError):
 class DuplicateKeyError(YAMLFileError):
     """The same key twice in one mapping; names the file, the key and both lines."""
 
-    def __init__(self, source: str, key: Any, first_line: int, line: int) -> None:
+    def __init__(self, source: str, key: object, first_line: int, line: int) -> None:
         self.source, self.key, self.first_line, self.line = source, key, first_line, line
         super().__init__(
             f"{source}:{line}: key {key!r} appears twice in the same mapping (lines "
@@ -44,7 +44,7 @@ class StrictLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, MappingNode):
-            seen: dict[Any, int] = {}
+            seen: dict[object, int] = {}
             for key_node, _ in node.value:
                 if key_node.tag == MERGE_TAG:
                     continue

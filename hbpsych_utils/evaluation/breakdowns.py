@@ -1,8 +1,7 @@
 """Scores by tag and by slice: where a model fails, with HealthBench's own semantics.
 
 Besides the overall score, simple-evals' ``healthbench_eval.py`` (``grade_sample``, then
-``_aggregate_get_clipped_mean``) reports one score per tag, and inspect_evals
-(``include_subset_scores``) and MedARC's environment report the same breakdowns:
+``_aggregate_get_clipped_mean``) reports one score per tag:
 
 - an **example-level tag** (``example_tags``: ``theme:...``, ``physician_agreed_category:...``)
   takes the conversation's overall score, for every conversation that carries it;
@@ -15,11 +14,20 @@ Besides the overall score, simple-evals' ``healthbench_eval.py`` (``grade_sample
 - each tag is then aggregated over the conversations that have a score for it: the mean,
   clipped to [0, 1], with n.
 
+inspect_evals' ``healthbench`` scorer (``include_subset_scores``, read in its 0.26.0 release)
+reports axis and theme scores too, but not these numbers: it clips each conversation's tag
+score to [0, 1] before averaging (the reference clips only the mean), so a tag on which some
+conversation scores below 0 (its negative criteria outweigh what it met) can come out higher
+there. ``filter-results --by-tag`` on an Inspect log applies the reference's rule, so it can
+differ from the tag numbers the log itself holds (``docs/publishing.md``).
+
 :func:`conversation_tags` is that per-conversation step, computed with the grader's own
 formula (``grading.conversation_score``, sums in rubric order); :func:`tag_scores` applies it to
 every graded reply of a verdict table; :func:`summarise` aggregates with the study's statistics
 (``scoring``: the clipped mean, its seeded conversation-level percentile bootstrap interval and,
-from the same resamples, the reference's ``bootstrap_std``).
+from the same resamples, the reference's ``bootstrap_std``). A tag scored on one conversation
+has no interval (``null``, with the reason: :func:`tag_score`); its ``bootstrap_std`` is the
+reference's, 0.
 
 Where this departs from the reference, it is because the study's grading does:
 
@@ -35,7 +43,9 @@ Where this departs from the reference, it is because the study's grading does:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -44,6 +54,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation, RubricItem
 from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY
 from hbpsych_utils.evaluation import grading, scoring
+from hbpsych_utils.pipeline.metrics import TagScore
 
 PANEL = "panel"
 """The scorer name of the judge panel in the long tables (beside each judge's model id)."""
@@ -139,9 +150,10 @@ def summarise(long: pd.DataFrame, *, by: Sequence[str] = ("scorer", "candidate",
               n_resamples: int = study.N_RESAMPLES, seed: int = 0,
               level: float = study.CI_LEVEL) -> pd.DataFrame:
     """Per group of ``by``: n conversations, the clipped mean with its seeded percentile
-    bootstrap interval at ``level``, and the reference's ``bootstrap_std`` from the same resamples
-    (``scoring.interval_and_std``). Conversations enter in prompt-id order, as Table 1's do, so a
-    group's numbers do not depend on the others."""
+    bootstrap interval at ``level`` (NaN on one conversation), and the reference's
+    ``bootstrap_std`` from the same resamples (``scoring.interval_and_std``). Conversations
+    enter in prompt-id order, as Table 1's do, so a group's numbers do not depend on the
+    others."""
     rows = []
     for key, group in long.groupby(list(by), sort=True):
         values = group.sort_values("prompt_id", kind="mergesort")["score"].to_numpy(float)
@@ -149,6 +161,18 @@ def summarise(long: pd.DataFrame, *, by: Sequence[str] = ("scorer", "candidate",
                                            level=level)
         rows.append((*key, iv.n, iv.estimate, iv.low, iv.high, std))
     return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS[3:]])
+
+
+def tag_score(row: Mapping[str, Any]) -> TagScore:
+    """A row of :func:`summarise` (n, clipped_mean, ci_low, ci_high, bootstrap_std) as
+    ``metrics.json`` holds it: an undefined interval as ``null`` with the reason."""
+    values = {f: row[f] for f in ("n", "clipped_mean", "ci_low", "ci_high", "bootstrap_std")}
+    bounds = {f: values[f] for f in ("ci_low", "ci_high")}
+    if any(v is None or math.isnan(float(v)) for v in bounds.values()):
+        why = scoring.ONE_CONVERSATION if int(values["n"]) < 2 else scoring.NO_RESAMPLE
+        return TagScore(**{**values, "ci_low": None, "ci_high": None},
+                        undefined=dict.fromkeys(bounds, why))
+    return TagScore(**values)
 
 
 LABELS: dict[str, dict[str, str]] = {

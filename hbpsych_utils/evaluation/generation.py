@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 from pydantic import ConfigDict, Field
@@ -31,6 +31,10 @@ from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation import length
+
+if TYPE_CHECKING:
+    from hbpsych_utils.llm import Request, Result
+    from hbpsych_utils.llm.cost import Plan
 
 TEMPERATURE = study.STUDY_TEMPERATURE
 MAX_TOKENS = study.GENERATION_MAX_TOKENS
@@ -91,12 +95,12 @@ def generation_requests(
     tag: str = GENERATE_TAG,
     samples: int = 1,
     seed: int = 0,
-) -> list[Any]:
+) -> list[Request]:
     """One engine request per (candidate, conversation), conversation-major within a model;
     ``tag`` names the part of the run they belong to in the store's ledger; with ``samples``
     > 1, that list again for each further sample s (``sample`` = s, seed ``seed + s``; module
     doc)."""
-    from hbpsych_utils.llm import Request
+    from hbpsych_utils.llm import ChatMessage, Request
 
     convs = list(conversations)
     if samples < 1:
@@ -104,7 +108,7 @@ def generation_requests(
     return [
         Request(
             model=model,
-            messages=conv.prompt,
+            messages=tuple(ChatMessage(m.role, m.content) for m in conv.prompt),
             temperature=temperature,
             max_tokens=max_tokens,
             tag=tag,
@@ -119,7 +123,7 @@ def generation_requests(
     ]
 
 
-def responses_table(results: Iterable[Any], seed: int = 0) -> pd.DataFrame:
+def responses_table(results: Iterable[Result], seed: int = 0) -> pd.DataFrame:
     """The engine's results as the responses table later stages read (one row per request);
     with ``sample`` and ``seed`` columns when the requests were sampled (their ``seed``: the
     one :func:`generation_requests` derived them from)."""
@@ -180,7 +184,7 @@ def with_samples(first: pd.DataFrame, rest: pd.DataFrame | None) -> pd.DataFrame
                      ignore_index=True)
 
 
-def write_responses(df: pd.DataFrame, path: Any) -> None:
+def write_responses(df: pd.DataFrame, path: Path) -> None:
     """JSON Lines, one response per line: text and stop reasons survive exactly (CSV would not)."""
     from hbpsych_utils.core.writes import write_text
 
@@ -210,7 +214,7 @@ def _read(path: Path | str, record: type[ResponseRecord], columns: Sequence[str]
     return _typed(pd.DataFrame(rows, columns=list(columns)))
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if value is pd.NA:
         return None
     if hasattr(value, "item") and callable(value.item):
@@ -227,7 +231,7 @@ def decoding_sent(responses: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return {str(m): json.loads(c) for m, c in first.items()}
 
 
-def plan_table(plan: Any) -> pd.DataFrame:
+def plan_table(plan: Plan) -> pd.DataFrame:
     """The engine's cost plan (``Engine.plan``) per model, with a total row: calls still to
     make (stored answers are not counted), estimated tokens and USD. What a live chapter
     shows beside the plan the engine prints before it sends anything."""

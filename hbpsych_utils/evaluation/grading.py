@@ -110,13 +110,13 @@ def render_rubric_item(item: RubricItem) -> str:
     return f"[{format_points(item.points)}] {item.criterion}"
 
 
-def _role_content(m: Message | Mapping[str, Any]) -> tuple[str, str]:
+def _role_content(m: Message | Mapping[str, object]) -> tuple[str, str]:
     if isinstance(m, Mapping):
         return str(m["role"]), str(m["content"])
     return m.role, m.content
 
 
-def render_conversation(prompt: Iterable[Message | Mapping[str, Any]], reply: str) -> str:
+def render_conversation(prompt: Iterable[Message | Mapping[str, object]], reply: str) -> str:
     """Prompt messages plus the reply as the final assistant turn, ``role: content``, blank-line
     separated. The reply is used exactly as stored (an empty refusal renders as ``assistant: ``).
     """
@@ -127,7 +127,7 @@ def render_conversation(prompt: Iterable[Message | Mapping[str, Any]], reply: st
 
 def render_grader_prompt(
     template: str,
-    prompt: Iterable[Message | Mapping[str, Any]],
+    prompt: Iterable[Message | Mapping[str, object]],
     reply: str,
     item: RubricItem,
 ) -> str:
@@ -142,7 +142,7 @@ def render_grader_prompt(
     )
 
 
-def shared_prefix_chars(template: str, prompt: Iterable[Message | Mapping[str, Any]],
+def shared_prefix_chars(template: str, prompt: Iterable[Message | Mapping[str, object]],
                         reply: str) -> int:
     """Characters at the start of every criterion's user message for one reply: the filled
     template up to where the rubric item goes. The conversation is filled in first (as the
@@ -175,7 +175,7 @@ class GraderRequest:
             {"role": "user", "content": self.user},
         ]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "prompt_id": self.prompt_id,
             "criterion_index": self.criterion_index,
@@ -407,7 +407,7 @@ def graded_keys(verdicts: pd.DataFrame) -> tuple[str, ...]:
 
 def graded_replies(
     verdicts: pd.DataFrame, conversations: Mapping[str, Conversation] | Iterable[Conversation]
-) -> Iterator[tuple[tuple[Any, ...], Conversation, list[Verdict]]]:
+) -> Iterator[tuple[tuple[object, ...], Conversation, list[Verdict]]]:
     """Each graded reply of a verdict table: its key (the values of :func:`graded_keys`), its
     conversation and its verdicts in rubric order.
 

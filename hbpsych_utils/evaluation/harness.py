@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypedDict, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -35,12 +35,13 @@ from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation import grading, length, scoring
+from hbpsych_utils.pipeline.metrics import ReleasedLength
 
 GENERATE_TAG = "harness-generate"
 GRADE_TAG = "harness-grade"
 """The live re-run's tags in the store's ledger, apart from the evaluation's own calls."""
 
-REFERENCE_SETTINGS: dict[str, Any] = {
+REFERENCE_SETTINGS: dict[str, str | float] = {
     "candidate": study.HARNESS_MODEL,
     "judge": study.HARNESS_MODEL,
     "candidate_temperature": study.REFERENCE_TEMPERATURE,
@@ -110,7 +111,14 @@ def compare_with_released(scores: pd.DataFrame, released: Iterable[HarnessLine])
         subset=["score", "released"])
 
 
-def comparison_metrics(comparison: pd.DataFrame) -> dict[str, Any]:
+class ReleasedComparison(TypedDict):
+    """A live run against the released one (``HarnessMetrics`` fields)."""
+
+    n_common_with_released: int
+    mean_difference_vs_released: float | None
+
+
+def comparison_metrics(comparison: pd.DataFrame) -> ReleasedComparison:
     """``n_common_with_released`` and the mean live-minus-released difference (``None`` when
     no conversation is common)."""
     diff = comparison.score - comparison.released
@@ -174,6 +182,16 @@ def check_against_rubrics(
     return check
 
 
+class ReplayNumbers(TypedDict):
+    """A run's summary as ``HarnessMetrics`` fields."""
+
+    n_scored: int
+    clipped_mean: float
+    bootstrap_std: float
+    published: float | None
+    delta: float | None
+
+
 @dataclass(frozen=True)
 class HarnessReplay:
     n_lines: int
@@ -185,7 +203,7 @@ class HarnessReplay:
     delta: float | None
     """clipped_mean - published (``None`` without a published figure)."""
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> ReplayNumbers:
         """``metrics.json`` fields of 11_harness_validation."""
         return {
             "n_scored": self.n_scored,
@@ -279,15 +297,15 @@ def released_verdicts(lines: Iterable[HarnessLine],
                                        "criteria_met"])
 
 
-def length_summary(replies: Iterable[HarnessReply], variant: str) -> dict[str, Any]:
+def length_summary(replies: Iterable[HarnessReply], variant: str) -> ReleasedLength:
     """The released run's length-adjusted score (``length``: the reference's formula with
     ``variant``'s penalty) beside its raw clipped mean, over the scored replies, with the
     distribution of their lengths."""
-    scored = [r for r in replies if r.score is not None and r.chars is not None]
-    scores = [r.score for r in scored]
-    n_chars = [r.chars for r in scored]
+    scored = [(r.score, r.chars) for r in replies if r.score is not None and r.chars is not None]
+    scores = [score for score, _ in scored]
+    n_chars = [chars for _, chars in scored]
     per_500 = length.penalty(variant)
-    return {"variant": variant, "penalty": per_500, "n": len(scored),
-            "clipped_mean": scoring.clipped_mean(scores),
-            "adjusted_mean": length.adjusted_mean(scores, n_chars, per_500),
-            "chars": length.distribution(n_chars)}
+    return ReleasedLength(variant=variant, penalty=per_500, n=len(scored),
+                          clipped_mean=scoring.clipped_mean(scores),
+                          adjusted_mean=length.adjusted_mean(scores, n_chars, per_500),
+                          chars=length.distribution(n_chars))

@@ -12,22 +12,34 @@ Definitions (each a choice, stated once):
 
 - **Physician majority**: criterion met when strictly more than half of a row's physicians say
   so (a tie is "not met"), as inspect_evals' ``healthbench_meta_eval`` scorer takes it.
+- **A class's F1** (:func:`class_f1`): the harmonic mean of its precision and its recall,
+  defined only where both are: the grader gives that verdict at least once (else precision is
+  0/0) and the truth holds it at least once (else recall is 0/0). Where either side never
+  uses a class, its F1 is undefined (NaN, ``None`` in ``metrics.json``, "—" in the chapter,
+  with the reason: :func:`f1_undefined`), never 0: that is simple-evals' rule
+  (``healthbench_meta_eval.py`` records a precision only for a verdict the grader gave and a
+  recall only for a label the truth holds, and reports no F1, and no balanced F1, without
+  both).
 - **Macro-F1** (:func:`macro_f1`): the mean of the F1 of the positive class (met) and of the
-  negative class (not met), a judge's verdict against the physician majority, over rows; the
-  definition inspect_evals' meta-eval scorer reports ("macro F1", two classes, equal weights)
-  and scikit-learn's ``f1_score(average="macro")`` on two labels. A class absent from both
-  truth and prediction has no F1 and the mean is NaN (never a silent 0 or 1).
+  negative class (not met), a judge's verdict against the physician majority, over rows;
+  undefined when either class's F1 is. Where both are defined it equals what inspect_evals'
+  meta-eval scorer reports ("macro F1": scikit-learn's ``f1_score(average="macro")`` on the two
+  labels); where a class is never predicted or never in the truth scikit-learn counts its F1
+  as 0 and halves the other, and the study reports no value instead.
 - **Pairwise balanced F1** (:func:`pairwise_f1`): HealthBench's comparison of a grader with
   physicians, as simple-evals' ``healthbench_meta_eval`` computes it: every (grader verdict,
   physician label) pair of every row, the physician taken as truth, pooled; the F1 of each
-  class, averaged. A physician's leave-one-out figure pairs each of its labels with every other
-  physician's label on the same row (the others as truth): the physician baseline a grader is
-  placed against.
+  class, averaged, and undefined where either class's F1 is (simple-evals' semantics exactly,
+  tested against a plain re-implementation of its formula). A physician's leave-one-out
+  figure pairs each of its labels with every other physician's label on the same row (the
+  others as truth): the physician baseline a grader is placed against.
 - **Sensitivity / specificity** (:func:`sens_spec`): of the rows the physician majority calls
   met, the share the judge calls met; of those it calls not met, the share the judge calls not
   met. Intervals come from a bootstrap that resamples conversations (``prompt_id``), keeping
-  every row of a drawn conversation together (:func:`cluster_bootstrap`), because rows of one
-  conversation share its difficulty; seeded (``study.SEED``-derived run seed).
+  every row of a drawn conversation together (:func:`cluster_draws`), because rows of one
+  conversation share its difficulty; seeded (``study.SEED``-derived run seed). A slice of one
+  conversation has no interval (``scoring.percentile_interval``: every resample is the same
+  draw).
 - **Agreement among judges**: Gwet's AC1 (``construction.agreement``, the study's own
   implementation) over rows x judges, on the two-category scale.
 - **Rogan-Gladen correction** (:func:`rogan_gladen`): a criterion-met rate ``p`` observed
@@ -53,7 +65,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 import pandas as pd
@@ -64,6 +76,9 @@ from hbpsych_utils.construction import agreement
 from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import FileRecord
 from hbpsych_utils.evaluation import grading, scoring
+
+if TYPE_CHECKING:
+    from hbpsych_utils.llm.models import Registry
 
 ARTIFACT = "healthbench_meta_eval"
 """The registry name of HealthBench's meta-evaluation file (online only)."""
@@ -275,21 +290,65 @@ def confusion(truth: Iterable[bool], pred: Iterable[bool]) -> Confusion:
                      int((~t & ~p).sum()))
 
 
+MET, NOT_MET = "met", "not met"
+"""The two classes, as the reasons name them."""
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Who gives the verdicts and who the truth, as a reason for an undefined value names
+    them (``no “met” from the judge``)."""
+
+    rater: str
+    truth: str
+
+
+AGAINST_MAJORITY = Roles("the judge", "the physician majority")
+
+
 def _f1(hit: int, false_alarm: int, miss: int) -> float:
-    denom = 2 * hit + false_alarm + miss
-    return 2 * hit / denom if denom else math.nan
+    """A class's F1 where both its precision and its recall are defined (the class is
+    predicted at least once and present in the truth at least once), NaN otherwise. Then
+    ``2 * hit / (2 * hit + false_alarm + miss)`` equals ``2PR / (P + R)``, and 0 when P and R
+    are both 0, as simple-evals computes it."""
+    if hit + false_alarm == 0 or hit + miss == 0:
+        return math.nan
+    return 2 * hit / (2 * hit + false_alarm + miss)
 
 
 def class_f1(c: Confusion) -> tuple[float, float]:
     """The F1 of the positive class (met) and of the negative class (not met); NaN for a class
-    neither side uses."""
+    the grader never predicts or the truth never holds (see the module docstring)."""
     return _f1(c.tp, c.fp, c.fn), _f1(c.tn, c.fn, c.fp)
 
 
 def macro_f1(c: Confusion) -> float:
-    """The mean of the two classes' F1 (see the module docstring)."""
+    """The mean of the two classes' F1; NaN when either is (see the module docstring)."""
     pos, neg = class_f1(c)
     return (pos + neg) / 2
+
+
+def _absent(c: Confusion, roles: Roles) -> dict[str, list[str]]:
+    """Per class, why its F1 is undefined: which side never uses it."""
+    out: dict[str, list[str]] = {MET: [], NOT_MET: []}
+    for k, predicted, present in ((MET, c.tp + c.fp, c.tp + c.fn),
+                                  (NOT_MET, c.tn + c.fn, c.tn + c.fp)):
+        if not predicted:
+            out[k].append(f"no “{k}” from {roles.rater}")
+        if not present:
+            out[k].append(f"no “{k}” from {roles.truth}")
+    return out
+
+
+def f1_undefined(c: Confusion, roles: Roles) -> dict[str, str]:
+    """Why each undefined value among ``f1_met``, ``f1_not_met`` and ``macro_f1`` (the mean of
+    the two) is undefined; empty when all three are defined."""
+    absent = _absent(c, roles)
+    out = {f"f1_{k.replace(' ', '_')}": " and ".join(dict.fromkeys(why))
+           for k, why in absent.items() if why}
+    if out:
+        out["macro_f1"] = " and ".join(dict.fromkeys(out.values()))
+    return out
 
 
 def sens_spec(c: Confusion) -> tuple[float, float]:
@@ -297,6 +356,34 @@ def sens_spec(c: Confusion) -> tuple[float, float]:
     se = c.tp / (c.tp + c.fn) if c.tp + c.fn else math.nan
     sp = c.tn / (c.tn + c.fp) if c.tn + c.fp else math.nan
     return se, sp
+
+
+def sens_spec_undefined(c: Confusion, roles: Roles = AGAINST_MAJORITY) -> dict[str, str]:
+    """Why sensitivity or specificity is undefined (no row of its class in the truth)."""
+    out = {}
+    if not c.tp + c.fn:
+        out["sensitivity"] = f"no “{MET}” from {roles.truth}"
+    if not c.tn + c.fp:
+        out["specificity"] = f"no “{NOT_MET}” from {roles.truth}"
+    return out
+
+
+def _why(reasons: Mapping[str, str | None]) -> dict[str, str] | None:
+    """The reasons of the undefined values of a row (field -> why), ``None`` when every value
+    is defined: a table's ``undefined`` column."""
+    out = {k: v for k, v in reasons.items() if v}
+    return out or None
+
+
+def reasons_of(cell: object) -> dict[str, str]:
+    """A table's ``undefined`` cell as a mapping (empty where every value is defined)."""
+    return dict(cell) if isinstance(cell, Mapping) else {}
+
+
+def undefined_text(reasons: Mapping[str, str] | None) -> str | None:
+    """A row's ``undefined`` reasons as one line (``field: why; field: why``), as the CSV
+    files write them."""
+    return "; ".join(f"{k}: {v}" for k, v in reasons.items()) if reasons else None
 
 
 def with_truth(verdicts: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
@@ -319,9 +406,12 @@ def against_majority(joined: pd.DataFrame, by: str = "category", *, overall: boo
                      ) -> pd.DataFrame:
     """Per judge and value of ``by`` (and ``all`` when ``overall``): n, the confusion counts,
     macro-F1, F1 of each class, sensitivity and specificity, each judge against the physician
-    majority. The slice is in column ``category`` whatever ``by`` is."""
+    majority, and ``undefined`` (field -> why, for the values that are undefined; ``None``
+    when none is). The slice is in column ``category`` whatever ``by`` is."""
     out = []
     for judge, g in joined.groupby("judge", sort=False):
+        roles = Roles("the panel" if judge == PANEL else AGAINST_MAJORITY.rater,
+                      AGAINST_MAJORITY.truth)
         for category, part in _slices(g, by, overall):
             c = confusion(part["majority"], part["criteria_met"])
             pos, neg = class_f1(c)
@@ -329,8 +419,30 @@ def against_majority(joined: pd.DataFrame, by: str = "category", *, overall: boo
             out.append({"judge": judge, "category": category, "n": c.n, "tp": c.tp,
                         "fp": c.fp, "fn": c.fn, "tn": c.tn, "macro_f1": (pos + neg) / 2,
                         "f1_met": pos, "f1_not_met": neg, "sensitivity": se,
-                        "specificity": sp})
+                        "specificity": sp,
+                        "undefined": _why({**f1_undefined(c, roles),
+                                           **sens_spec_undefined(c, roles)})})
     return pd.DataFrame(out)
+
+
+def with_intervals(table: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
+    """:func:`against_majority`'s table with :func:`sens_spec_table`'s intervals beside each
+    row (by judge and slice), the reasons of both in one ``undefined`` column."""
+    if table.empty:
+        return table
+    cis = intervals.drop(columns=["n", "sensitivity", "specificity"])
+    merged = table.merge(cis, on=["judge", "category"], how="left",
+                         suffixes=("", "_interval"))
+    reasons = [_why({**reasons_of(a), **reasons_of(b)}) for a, b in
+               zip(merged["undefined"], merged.pop("undefined_interval"), strict=True)]
+    return merged.drop(columns=["undefined"]).assign(undefined=reasons)
+
+
+PAIRWISE_ROLES = {"judge": Roles("the judge", "the physicians"),
+                  "panel": Roles("the panel", "the physicians"),
+                  "physician": Roles("this physician", "the other physicians"),
+                  "physicians": Roles("the physicians", "the physicians")}
+"""Who gives the verdicts and who the truth in each kind of pairwise comparison."""
 
 
 def pairwise_f1(joined: pd.DataFrame, physicians: pd.DataFrame, by: str = "category", *,
@@ -343,7 +455,9 @@ def pairwise_f1(joined: pd.DataFrame, physicians: pd.DataFrame, by: str = "categ
     baseline). The panel (:data:`PANEL`, a rater of ``joined``) is of kind ``panel``. Sliced by
     ``by`` (column ``category`` whatever ``by`` is; ``all`` first when ``overall``). Columns:
     ``rater``, ``kind`` (judge, panel, physician, physicians), ``category``, ``pairs``,
-    ``balanced_f1`` (the mean of the two classes' F1)."""
+    ``balanced_f1`` (the mean of the two classes' F1; NaN where either class is never
+    predicted or never in the truth, where simple-evals reports no value) and ``undefined``
+    (``{"balanced_f1": why}`` there, else ``None``)."""
     pairs_j = joined[["judge", "row", "criteria_met"]].merge(
         physicians[["row", by, "physician", "label"]], on="row", how="inner")
     mine = physicians[["row", by, "physician", "label"]]
@@ -355,8 +469,10 @@ def pairwise_f1(joined: pd.DataFrame, physicians: pd.DataFrame, by: str = "categ
     def add(rater: str, kind: str, frame: pd.DataFrame, truth: str, pred: str) -> None:
         for category, part in _slices(frame, by, overall):
             c = confusion(part[truth], part[pred])
+            why = f1_undefined(c, PAIRWISE_ROLES[kind]).get("macro_f1")
             out.append({"rater": rater, "kind": kind, "category": category, "pairs": c.n,
-                        "balanced_f1": macro_f1(c)})
+                        "balanced_f1": macro_f1(c),
+                        "undefined": _why({"balanced_f1": why})})
 
     for judge, g in pairs_j.groupby("judge", sort=False):
         add(str(judge), "panel" if judge == PANEL else "judge", g, "label", "criteria_met")
@@ -364,7 +480,8 @@ def pairwise_f1(joined: pd.DataFrame, physicians: pd.DataFrame, by: str = "categ
         add(str(physician), "physician", g, "label_other", "label")
     if len(others):
         add("physicians", "physicians", others, "label_other", "label")
-    return pd.DataFrame(out, columns=["rater", "kind", "category", "pairs", "balanced_f1"])
+    return pd.DataFrame(out, columns=["rater", "kind", "category", "pairs", "balanced_f1",
+                                      "undefined"])
 
 
 def judges_ac1(joined: pd.DataFrame) -> tuple[float, int]:
@@ -390,15 +507,6 @@ def cluster_draws(clusters: Sequence[str], n_resamples: int, rng: np.random.Gene
     if len(uniques) == 0:
         raise MetaEvalError("bootstrap: no conversations to resample")
     return scoring.resample_counts(len(uniques), n_resamples, rng)[:, codes]
-
-
-def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return math.nan, math.nan
-    alpha = (1 - level) / 2
-    lo, hi = np.percentile(finite, [100 * alpha, 100 * (1 - alpha)])
-    return float(lo), float(hi)
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -429,18 +537,29 @@ def sens_spec_table(joined: pd.DataFrame, by: str = "category", *, overall: bool
             w = cluster_draws(part["prompt_id"].tolist(), n_resamples, rng)
             se, sp = sens_spec(confusion(part["majority"], part["criteria_met"]))
             se_b, sp_b = sens_spec_draws(part, w)
-            se_lo, se_hi = _percentiles(se_b, level)
-            sp_lo, sp_hi = _percentiles(sp_b, level)
+            n_conv = part["prompt_id"].nunique()
+            se_iv = scoring.percentile_interval(se_b, level, n=n_conv)
+            sp_iv = scoring.percentile_interval(sp_b, level, n=n_conv)
             out.append({"judge": judge, "category": category, "n": len(part),
-                        "n_conversations": part["prompt_id"].nunique(),
-                        "sensitivity": se, "sensitivity_low": se_lo, "sensitivity_high": se_hi,
-                        "specificity": sp, "specificity_low": sp_lo,
-                        "specificity_high": sp_hi})
+                        "n_conversations": n_conv,
+                        "sensitivity": se, "sensitivity_low": se_iv.low,
+                        "sensitivity_high": se_iv.high,
+                        "specificity": sp, "specificity_low": sp_iv.low,
+                        "specificity_high": sp_iv.high,
+                        "undefined": _why({"sensitivity_low": se_iv.undefined,
+                                           "sensitivity_high": se_iv.undefined,
+                                           "specificity_low": sp_iv.undefined,
+                                           "specificity_high": sp_iv.undefined})})
     return pd.DataFrame(out)
 
 
+@overload
+def rogan_gladen(p: float, se: float, sp: float) -> float: ...
+@overload
+def rogan_gladen(p: np.ndarray, se: float | np.ndarray, sp: float | np.ndarray
+                 ) -> np.ndarray: ...
 def rogan_gladen(p: float | np.ndarray, se: float | np.ndarray, sp: float | np.ndarray
-                 ) -> Any:
+                 ) -> float | np.ndarray:
     """The true rate behind an observed rate ``p`` (see the module docstring), clipped to
     [0, 1]; NaN where ``se + sp <= 1`` (the judge is no better than chance)."""
     p, se, sp = np.asarray(p, float), np.asarray(se, float), np.asarray(sp, float)
@@ -462,6 +581,8 @@ class CorrectedRate:
     corrected: float
     low: float
     high: float
+    interval_undefined: str | None = None
+    """Why ``low`` and ``high`` are NaN (``scoring.percentile_interval``), else ``None``."""
 
 
 def corrected_rate(judge: str, graded: pd.DataFrame, calibration: pd.DataFrame, *,
@@ -486,9 +607,27 @@ def corrected_rate(judge: str, graded: pd.DataFrame, calibration: pd.DataFrame, 
     p_b = w_run @ met / w_run.sum(axis=1)
     w_cal = cluster_draws(calibration["prompt_id"].tolist(), n_resamples, rng)
     se_b, sp_b = sens_spec_draws(calibration, w_cal)
-    lo, hi = _percentiles(rogan_gladen(p_b, se_b, sp_b), level)
-    return CorrectedRate(judge, observed, int(met.size), int(g["prompt_id"].nunique()), se, sp,
-                         rogan_gladen(observed, se, sp), lo, hi)
+    n_run, n_cal = int(g["prompt_id"].nunique()), int(calibration["prompt_id"].nunique())
+    iv = scoring.percentile_interval(rogan_gladen(p_b, se_b, sp_b), level, n=min(n_run, n_cal))
+    return CorrectedRate(judge, observed, int(met.size), n_run, se, sp,
+                         rogan_gladen(observed, se, sp), iv.low, iv.high, iv.undefined)
+
+
+def corrected_undefined(rate: CorrectedRate) -> dict[str, str]:
+    """Why a corrected rate's values are undefined: the judge's sensitivity or specificity
+    (no calibration row of a class), the correction (a judge no better than chance), the
+    interval (one conversation, or no resample in which the correction is defined)."""
+    out: dict[str, str] = {}
+    if math.isnan(rate.sensitivity):
+        out["sensitivity"] = f"no “{MET}” from the physician majority"
+    if math.isnan(rate.specificity):
+        out["specificity"] = f"no “{NOT_MET}” from the physician majority"
+    if math.isnan(rate.corrected):
+        out["corrected"] = out.get("sensitivity") or out.get("specificity") or (
+            "sensitivity + specificity <= 1: the judge is no better than chance")
+    if rate.interval_undefined:
+        out["low"] = out["high"] = rate.interval_undefined
+    return out
 
 
 # --- what a run against the real file costs -----------------------------------------------------
@@ -508,7 +647,7 @@ def grader_prompt(template: str, row: MetaEvalRow) -> str:
                                                                       row.rubric)
 
 
-def cost_rows(n_rows: int, mean_input_tokens: float, judges: Sequence[str], registry: Any,
+def cost_rows(n_rows: int, mean_input_tokens: float, judges: Sequence[str], registry: Registry,
               *, batch: bool, output_tokens: int) -> pd.DataFrame:
     """Planned USD per judge for grading ``n_rows`` rows once, at ``mean_input_tokens`` per call
     and ``output_tokens`` per verdict, at the registry's prices (the batch discount where

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -46,15 +46,37 @@ def kendall_taus(
 
     A single judge has no pair (an empty dict); a pair whose tau is undefined (fewer than two
     candidates, or a judge that gave every candidate the same score) is ``None``, not NaN, so
-    ``metrics.json`` stays valid JSON."""
+    ``metrics.json`` stays valid JSON (:func:`kendall_tau_undefined` says why)."""
     from scipy import stats  # here, not at import: 12 reads 09's taus and needs no scipy
 
     t = complete_rows(per_judge, judges)
     out: dict[str, float | None] = {}
     for a, b in itertools.combinations(judges, 2):
+        if len(t) < 2:  # a correlation on one point (scipy would warn and return NaN)
+            out[f"{a}|{b}"] = None
+            continue
         res = stats.kendalltau(t[a].to_numpy(), t[b].to_numpy(), variant="b")
         tau = float(res.statistic)
         out[f"{a}|{b}"] = None if np.isnan(tau) else tau
+    return out
+
+
+def kendall_tau_undefined(
+    per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
+) -> dict[str, str]:
+    """Why each undefined tau of :func:`kendall_taus` is undefined (pair -> reason): a rank
+    correlation needs two candidates and two different scores from each judge."""
+    t = complete_rows(per_judge, judges)
+    out = {}
+    for a, b in itertools.combinations(judges, 2):
+        if len(t) < 2:
+            out[f"{a}|{b}"] = (f"{len(t)} candidate scored by every judge: no pair of "
+                               "candidates to order")
+            continue
+        same = [j for j in (a, b) if t[j].nunique() < 2]
+        if same:
+            out[f"{a}|{b}"] = " and ".join(study.display_name(j) for j in same) + (
+                " gave every candidate the same score: no order to compare")
     return out
 
 
@@ -116,21 +138,33 @@ def self_preference(
     return out
 
 
+class JudgeFields(TypedDict):
+    """09's point values (``JudgesMetrics`` fields)."""
+
+    kendall_tau: dict[str, float | None]
+    grand_mean: float | None
+    severity: dict[str, float]
+    self_preference_raw: dict[str, float | None]
+    self_preference_corrected: dict[str, float | None]
+    n_candidates: int
+
+
 def judge_metrics(
     per_judge: pd.DataFrame,
     judges: Sequence[str] = study.JUDGE_PANEL,
     *,
     own: Mapping[str, str] = study.JUDGE_OWN_CANDIDATE,
-) -> dict[str, Any]:
+) -> JudgeFields:
     """``metrics.json`` fields of 09_judges (point values)."""
-    return {
-        "kendall_tau": kendall_taus(per_judge, judges),
-        "grand_mean": grand_mean(per_judge, judges),
-        "severity": severity(per_judge, judges),
-        "self_preference_raw": self_preference(per_judge, judges, own=own),
-        "self_preference_corrected": self_preference(per_judge, judges, own=own, corrected=True),
-        "n_candidates": len(complete_rows(per_judge, judges)),
-    }
+    return JudgeFields(
+        kendall_tau=kendall_taus(per_judge, judges),
+        grand_mean=grand_mean(per_judge, judges),
+        severity=severity(per_judge, judges),
+        self_preference_raw=dict(self_preference(per_judge, judges, own=own)),
+        self_preference_corrected=dict(self_preference(per_judge, judges, own=own,
+                                                       corrected=True)),
+        n_candidates=len(complete_rows(per_judge, judges)),
+    )
 
 
 def paper_judge_metrics(
@@ -140,7 +174,7 @@ def paper_judge_metrics(
     candidates: Sequence[str] = study.CANDIDATES,
     own: Mapping[str, str] = study.JUDGE_OWN_CANDIDATE,
     source: str = "matrix",
-) -> dict[str, Any]:
+) -> JudgeFields:
     """Judge statistics from a released matrix, over the study's candidates only."""
     pj = scoring.paper_per_judge(
         matrix, judges=judges, study_candidates=candidates, include_later=False, source=source
@@ -211,7 +245,8 @@ def bootstrap_judge_stats(
     Each resample draws conversations with replacement once and applies that draw to every
     (candidate, judge) cell, recomputes each cell's clipped mean over the drawn conversations it
     scored, then the statistics. Returns one row per statistic: ``stat, judge, estimate, low,
-    high``. Vectorised: one (resamples x conversations) weight matrix times the score matrix.
+    high`` (NaN over one conversation: ``scoring.percentile_interval``). Vectorised: one
+    (resamples x conversations) weight matrix times the score matrix.
     """
     cands = list(candidates) if candidates is not None else sorted(scores["candidate"].unique())
     judges = list(judges)
@@ -239,13 +274,12 @@ def bootstrap_judge_stats(
     boot = boot[good]
     est = _stats_from_table(point, judges, own_idx)
     dist = _stats_from_table(boot, judges, own_idx)
-    alpha = (1.0 - level) / 2.0
     rows = []
     for key, value in est.items():
         stat, judge = key.split(":", 1)
-        lo, hi = np.percentile(dist[key], [100 * alpha, 100 * (1 - alpha)])
+        iv = scoring.percentile_interval(dist[key], level, n=len(pids))
         rows.append({"stat": stat, "judge": judge, "estimate": float(value),
-                     "low": float(lo), "high": float(hi), "n_resamples": int(good.sum())})
+                     "low": iv.low, "high": iv.high, "n_resamples": int(good.sum())})
     return pd.DataFrame(rows)
 
 

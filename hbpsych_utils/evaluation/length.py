@@ -31,6 +31,7 @@ import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.pipeline.metrics import LengthDistribution
 
 CENTER = 2000
 """Characters at which the adjustment is zero."""
@@ -90,14 +91,15 @@ def adjusted_mean(scores: Iterable[float], n_chars: Iterable[float], per_500: fl
     return scoring.clipped_mean(adjusted(s, c, per_500))
 
 
-def distribution(n_chars: Iterable[float]) -> dict[str, float]:
+def distribution(n_chars: Iterable[float]) -> LengthDistribution:
     """Reply lengths (characters) summarised: n, mean, min, quartiles, max."""
     c = np.asarray(list(n_chars), dtype=float)
     if c.size == 0:
         raise LengthError("reply lengths: no reply")
     q = np.percentile(c, [0, 25, 50, 75, 100])
-    return {"n": int(c.size), "mean": float(c.mean()), "min": float(q[0]), "p25": float(q[1]),
-            "median": float(q[2]), "p75": float(q[3]), "max": float(q[4])}
+    return LengthDistribution(n=int(c.size), mean=float(c.mean()), min=float(q[0]),
+                              p25=float(q[1]), median=float(q[2]), p75=float(q[3]),
+                              max=float(q[4]))
 
 
 def length_table(scores: pd.DataFrame, lengths: Mapping[tuple[str, str], int], per_500: float,

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 from pydantic import Field
@@ -31,6 +31,11 @@ from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation import grading
+
+if TYPE_CHECKING:
+    from hbpsych_utils.llm import Request
+    from hbpsych_utils.llm.engine import Engine, Mode
+    from hbpsych_utils.llm.run_context import RunReport
 
 log = logging.getLogger(__name__)
 
@@ -57,40 +62,64 @@ class _Item:
     sample: int | None = None
 
 
+class Spend(TypedDict):
+    """What a grading paid a judge (or all of them), from the engine runs' reports."""
+
+    spend_usd: float
+    input_tokens: int
+    """Every prompt token, those served from a prompt cache included."""
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+class PanelCounts(TypedDict):
+    """What a grading did, in numbers (``GradingLiveMetrics`` fields)."""
+
+    n_criteria_graded: int
+    n_recovered: int
+    n_reasked: int
+    n_excluded: int
+    n_replies_not_graded: int
+    calls_by_attempt: dict[str, int]
+    """Engine calls by attempt (``"1"`` = first ask, ``"2"`` = first re-ask, ...)."""
+
+
 @dataclass
 class PanelRun:
     verdicts: pd.DataFrame
     """One row per (judge, candidate, prompt_id, criterion): ``VERDICT_TABLE_COLUMNS``."""
     not_graded: pd.DataFrame
     """Replies that could not be graded (generation failed): candidate, prompt_id, status."""
-    calls: Counter = field(default_factory=Counter)
+    calls: Counter[int] = field(default_factory=Counter)
     """Engine requests by attempt (1 = first ask, 2 = first re-ask, ...)."""
-    spend: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Judge -> what this grading paid (the engine runs' reports, cached answers free):
-    ``spend_usd``, ``input_tokens`` (every prompt token), ``cache_read_tokens``,
-    ``cache_write_tokens``."""
+    spend: dict[str, Spend] = field(default_factory=dict)
+    """Judge -> what this grading paid (the engine runs' reports, cached answers free)."""
     run_ids: list[str] = field(default_factory=list)
     """The engine runs of this grading (their ledger lines carry these ids)."""
+    keys: list[str] = field(default_factory=list)
+    """The request key of every answer this grading used, re-asks included, whether it paid
+    for it or found it in the store (``Engine.paid_earlier``)."""
 
-    def spend_totals(self) -> dict[str, Any]:
+    def spend_totals(self) -> Spend:
         """The sums over judges of :attr:`spend` (spend rounded to the micro-dollar)."""
-        keys = ("input_tokens", "cache_read_tokens", "cache_write_tokens")
-        out: dict[str, Any] = {k: sum(int(r[k]) for r in self.spend.values()) for k in keys}
-        out["spend_usd"] = round(sum(float(r["spend_usd"]) for r in self.spend.values()), 6)
-        return out
+        rows = self.spend.values()
+        return Spend(input_tokens=sum(int(r["input_tokens"]) for r in rows),
+                     cache_read_tokens=sum(int(r["cache_read_tokens"]) for r in rows),
+                     cache_write_tokens=sum(int(r["cache_write_tokens"]) for r in rows),
+                     spend_usd=round(sum(float(r["spend_usd"]) for r in rows), 6))
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> PanelCounts:
         """What the run did, in numbers: criteria graded, verdicts recovered by pattern,
         criteria re-asked, verdicts excluded, replies not graded, engine calls per attempt."""
         v = self.verdicts
-        return {
-            "n_criteria_graded": len(v),
-            "n_recovered": int(v.recovered.sum()),
-            "n_reasked": int((v.attempts > 1).sum()),
-            "n_excluded": int(v.excluded.sum()),
-            "n_replies_not_graded": len(self.not_graded),
-            "calls_by_attempt": {str(k): n for k, n in sorted(self.calls.items())},
-        }
+        return PanelCounts(
+            n_criteria_graded=len(v),
+            n_recovered=int(v.recovered.sum()),
+            n_reasked=int((v.attempts > 1).sum()),
+            n_excluded=int(v.excluded.sum()),
+            n_replies_not_graded=len(self.not_graded),
+            calls_by_attempt={str(k): n for k, n in sorted(self.calls.items())},
+        )
 
     def census(self) -> pd.DataFrame:
         """Per judge: criteria graded, verdicts parsed, recovered, re-asked, excluded."""
@@ -138,13 +167,15 @@ def _items(
     return items, pd.DataFrame(skipped, columns=columns)
 
 
-def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None,
-             prompt_caching: bool = False, tag: str = GRADE_TAG) -> Any:
-    from hbpsych_utils.llm import Request
+def _request(item: _Item, attempt: int, schema: Mapping[str, object] | None,
+             prompt_caching: bool = False, tag: str = GRADE_TAG) -> Request:
+    from hbpsych_utils.llm import ChatMessage, Request
 
     r = item.request
     return Request(
-        model=item.judge, messages=r.messages(), temperature=r.temperature,
+        model=item.judge,
+        messages=tuple(ChatMessage(m["role"], m["content"]) for m in r.messages()),
+        temperature=r.temperature,
         max_tokens=r.max_tokens, tag=grade_tag(item.candidate, tag), sample=attempt,
         response_schema=schema,
         metadata={"judge": item.judge, "candidate": item.candidate,
@@ -154,17 +185,19 @@ def _request(item: _Item, attempt: int, schema: Mapping[str, Any] | None,
     )
 
 
-def _add_spend(spend: dict[str, dict[str, Any]], report: Any) -> None:
+def _add_spend(spend: dict[str, Spend], report: RunReport | None) -> None:
     """Add one engine run's spend and prompt tokens per judge (from its report)."""
-    for model, paid in (getattr(report, "by_model", None) or {}).items():
-        row = spend.setdefault(model, {"spend_usd": 0.0, "input_tokens": 0,
-                                          "cache_read_tokens": 0, "cache_write_tokens": 0})
-        for k in row:
-            row[k] += paid[k]
+    for model, paid in (report.by_model if report is not None else {}).items():
+        row = spend.setdefault(model, Spend(spend_usd=0.0, input_tokens=0,
+                                            cache_read_tokens=0, cache_write_tokens=0))
+        row["spend_usd"] += paid["spend_usd"]
+        row["input_tokens"] += paid["input_tokens"]
+        row["cache_read_tokens"] += paid["cache_read_tokens"]
+        row["cache_write_tokens"] += paid["cache_write_tokens"]
 
 
 def grade(
-    engine: Any,
+    engine: Engine,
     responses: pd.DataFrame,
     conversations: Mapping[str, Conversation],
     judges: Sequence[str],
@@ -173,8 +206,8 @@ def grade(
     temperature: float = study.STUDY_TEMPERATURE,
     max_tokens: int = grading.MAX_TOKENS,
     max_reasks: int = grading.DEFAULT_MAX_REASKS,
-    mode: str = "batch",
-    response_schema: Mapping[str, Any] | None = None,
+    mode: Mode = "batch",
+    response_schema: Mapping[str, object] | None = None,
     prompt_caching: bool = False,
     tag: str = GRADE_TAG,
 ) -> PanelRun:
@@ -197,14 +230,14 @@ def grade(
 
 
 def grade_requests(
-    engine: Any,
+    engine: Engine,
     requests: Sequence[grading.GraderRequest],
     judges: Sequence[str],
     *,
     candidate: str,
     max_reasks: int = grading.DEFAULT_MAX_REASKS,
-    mode: str = "batch",
-    response_schema: Mapping[str, Any] | None = None,
+    mode: Mode = "batch",
+    response_schema: Mapping[str, object] | None = None,
     tag: str = GRADE_TAG,
 ) -> PanelRun:
     """Grade ready-made grader requests (one criterion each, keyed by their ``prompt_id`` and
@@ -217,14 +250,15 @@ def grade_requests(
                 prompt_caching=False, tag=tag)
 
 
-def _run(engine: Any, items: list[_Item], not_graded: pd.DataFrame, sampled: bool, *,
-         max_reasks: int, mode: str, response_schema: Mapping[str, Any] | None,
+def _run(engine: Engine, items: list[_Item], not_graded: pd.DataFrame, sampled: bool, *,
+         max_reasks: int, mode: Mode, response_schema: Mapping[str, object] | None,
          prompt_caching: bool, tag: str) -> PanelRun:
     verdicts: dict[int, grading.Verdict] = {}
     reasons: dict[int, str] = {}
-    calls: Counter = Counter()
-    spend: dict[str, dict[str, Any]] = {}
+    calls: Counter[int] = Counter()
+    spend: dict[str, Spend] = {}
     run_ids: list[str] = []
+    keys: list[str] = []
     pending = list(range(len(items)))
     for attempt in range(max_reasks + 1):
         if not pending:
@@ -232,6 +266,7 @@ def _run(engine: Any, items: list[_Item], not_graded: pd.DataFrame, sampled: boo
         results = engine.run([_request(items[i], attempt, response_schema, prompt_caching, tag)
                               for i in pending], mode=mode if attempt == 0 else "sync")
         calls[attempt + 1] += len(pending)
+        keys += [res.key for res in results]
         report = getattr(engine, "last_report", None)
         _add_spend(spend, report)
         if report is not None:
@@ -269,7 +304,7 @@ def _run(engine: Any, items: list[_Item], not_graded: pd.DataFrame, sampled: boo
     if sampled:
         columns.insert(3, "sample")
     table = pd.DataFrame(rows, columns=columns)
-    return PanelRun(table, not_graded, calls, spend, run_ids)
+    return PanelRun(table, not_graded, calls, spend, run_ids, keys)
 
 
 class VerdictRow(TextRecord):
@@ -296,14 +331,14 @@ def read_verdicts(path: Path | str) -> pd.DataFrame:
     """A verdict table as ``07_grading`` wrote it, every row validated (``VerdictRow``: errors
     name file, line and field), booleans and empty verdicts restored; a second verdict for the
     same (judge, candidate, conversation, criterion) is an error."""
-    rows: list[dict[str, Any]] = []
-    seen: dict[tuple[Any, ...], int] = {}
+    rows: list[dict[str, object]] = []
+    seen: dict[tuple[object, ...], int] = {}
     with open(path, encoding="utf-8", newline="") as fh:
         reader = csv.DictReader(fh)
         missing = set(grading.VERDICT_COLUMNS) - set(reader.fieldnames or ())
         if missing:
             raise grading.GradingError(f"{path}:1: missing column(s) {sorted(missing)}")
-        columns = [c for c in (*VERDICT_TABLE_COLUMNS, "sample") if c in reader.fieldnames]
+        columns = [c for c in (*VERDICT_TABLE_COLUMNS, "sample") if c in (reader.fieldnames or ())]
         keys = (*grading.graded_keys(pd.DataFrame(columns=columns)), "criterion_index")
         for raw in reader:
             where = f"{path}:{reader.line_num}"

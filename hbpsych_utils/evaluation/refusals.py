@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 import pandas as pd
 from pydantic import Field
@@ -212,7 +212,7 @@ class ErrorEvent:
     detail: str
     judge: str | None = None
     ts: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    raw: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
 
 class ErrorRecord(FileRecord):
@@ -260,6 +260,23 @@ class Census:
         return refused_by_model(self.refusals, models)
 
 
+class _RefusalRow(TypedDict):
+    model: str
+    prompt_id: str
+    evidence: str
+    line: int
+
+
+def _reply_of(e: ErrorEvent) -> tuple[str, str]:
+    """The (model, prompt_id) of a reply the event is about; an event about a reply must name
+    both."""
+    if not e.candidate or not e.prompt_id:
+        raise RefusalError(
+            f"error log line {e.line}: kind {e.kind!r} without candidate/prompt_id"
+        )
+    return e.candidate, e.prompt_id
+
+
 def refusal_census(
     events: Iterable[ErrorEvent], *, prompt_ids: Iterable[str] | None = None
 ) -> Census:
@@ -270,29 +287,23 @@ def refusal_census(
     """
     events = list(events)
     keep = set(prompt_ids) if prompt_ids is not None else None
-    replaced = {
-        (e.candidate, e.prompt_id) for e in events if KIND_CLASSES.get(e.kind) == "empty_replaced"
-    }
+    replaced = {_reply_of(e) for e in events if KIND_CLASSES.get(e.kind) == "empty_replaced"}
     unclassified = [e for e in events if e.kind not in KIND_CLASSES]
     for e in unclassified:
         log.warning("error log line %d: unknown kind %r not classified", e.line, e.kind)
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str], _RefusalRow] = {}
     for e in events:
         if KIND_CLASSES.get(e.kind) != "candidate_empty":
             continue
-        if not e.candidate or not e.prompt_id:
-            raise RefusalError(
-                f"error log line {e.line}: kind {e.kind!r} without candidate/prompt_id"
-            )
-        key = (e.candidate, e.prompt_id)
-        if key in replaced or (keep is not None and e.prompt_id not in keep):
+        key = _reply_of(e)
+        if key in replaced or (keep is not None and key[1] not in keep):
             continue
         evidence = e.detail or "empty reply, not replaced"
         if key in rows:  # keep the most explicit evidence
             if "refusal" in evidence and "refusal" not in rows[key]["evidence"]:
                 rows[key]["evidence"] = evidence
             continue
-        rows[key] = {"model": e.candidate, "prompt_id": e.prompt_id, "evidence": evidence,
+        rows[key] = {"model": key[0], "prompt_id": key[1], "evidence": evidence,
                      "line": e.line}
     df = pd.DataFrame(list(rows.values()), columns=["model", "prompt_id", "evidence", "line"])
     df = df.sort_values(["model", "prompt_id"]).reset_index(drop=True)

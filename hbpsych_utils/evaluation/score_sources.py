@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import pandas as pd
 from pydantic import ConfigDict, Field, field_validator
@@ -41,8 +41,16 @@ from hbpsych_utils.evaluation.scoring import (
     with_reference_std,
 )
 from hbpsych_utils.pipeline import graph, metrics
-from hbpsych_utils.pipeline.metrics import SubsetScores
-from hbpsych_utils.pipeline.stage import Stage
+from hbpsych_utils.pipeline.metrics import M, StageMetrics, SubsetScores
+
+
+class RunFiles(subset_files.UpstreamFiles, Protocol):
+    """What the score readers take from a run: a stage's folder (``pipeline.stage.Stage``) or
+    a finished run (``reporting.publish.RunFolder``)."""
+
+    def upstream_metrics(self, stage: StageMetrics[M]) -> M: ...
+
+    def fetch(self, artifact: str) -> Path: ...
 
 # --------------------------------------------------------------------------------------------
 # Paper mode: the released matrices
@@ -227,16 +235,16 @@ class EvaluationSource:
         return live_scores(table, self.judges)
 
 
-def graded_judges(stage: Stage) -> list[str]:
+def graded_judges(stage: RunFiles) -> list[str]:
     """The judge panel of this run's 07_grading (its metrics), in the panel's order."""
-    grading = metrics.parse(graph.GRADING, stage.upstream_metrics(graph.GRADING))
+    grading = stage.upstream_metrics(metrics.GRADING)
     if not isinstance(grading, metrics.GradingLiveMetrics):
         raise ScoringError(f"{graph.GRADING} ran in paper mode: it graded nothing in this run")
     return list(grading.judges)
 
 
 def evaluation_source(
-    stage: Stage, subset: str, *, mode: EvaluationMode, include_later: bool = False
+    stage: RunFiles, subset: str, *, mode: EvaluationMode, include_later: bool = False
 ) -> EvaluationSource | None:
     """The scores of subset ``subset`` (v1, v2, hard) for this run, resolved by mode.
 

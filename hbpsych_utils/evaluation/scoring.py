@@ -19,9 +19,10 @@ Reading the files these come from, and choosing between them by mode, is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -84,20 +85,58 @@ def bootstrap_means(
     return np.clip(w @ x / x.size, 0.0, 1.0)
 
 
+ONE_CONVERSATION = "one conversation: every resample draws it, so there is no interval"
+"""Why a bootstrap over fewer than two conversations has no interval."""
+NO_RESAMPLE = "no resample defines the statistic"
+"""Why a bootstrap whose every resample is undefined (NaN) has no interval."""
+
+
 @dataclass(frozen=True)
 class Interval:
+    """A point estimate with its percentile bootstrap interval over ``n`` conversations;
+    ``low`` and ``high`` are NaN where the interval is undefined, and ``undefined`` says why."""
+
     estimate: float
     low: float
     high: float
     n: int
+    undefined: str | None = None
 
 
-def percentile_interval(
-    estimate: float, resampled: np.ndarray, n: int, level: float = study.CI_LEVEL
-) -> Interval:
+class Bounds(NamedTuple):
+    """A percentile interval's ends; NaN, with the reason in ``undefined``, where there is
+    none."""
+
+    low: float
+    high: float
+    undefined: str | None
+
+
+def percentile_interval(resampled: Iterable[float] | np.ndarray, level: float, *,
+                        n: int) -> Bounds:
+    """The percentile bootstrap interval at ``level`` (the study's is ``study.CI_LEVEL``): the
+    ``100 * (1 - level) / 2``-th and ``100 * (1 + level) / 2``-th percentiles (numpy's linear
+    interpolation) of the resamples' finite values; or NaN ends with the reason where it is
+    undefined: ``n``, the conversations (or clusters) the resamples drew from, is below
+    two (every resample is the same draw: a zero-width "interval" would claim a certainty
+    there is no data for), or no resample is finite. The one place the study turns
+    bootstrap resamples into an interval."""
+    if not 0.0 < level < 1.0:
+        raise ScoringError(f"interval level must lie strictly between 0 and 1, got {level!r}")
+    if n < 2:
+        return Bounds(math.nan, math.nan, ONE_CONVERSATION)
+    values = np.asarray(resampled, dtype=float).ravel()
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return Bounds(math.nan, math.nan, NO_RESAMPLE)
     alpha = (1.0 - level) / 2.0
-    lo, hi = np.percentile(resampled, [100 * alpha, 100 * (1 - alpha)])
-    return Interval(float(estimate), float(lo), float(hi), int(n))
+    lo, hi = np.percentile(finite, [100 * alpha, 100 * (1 - alpha)])
+    return Bounds(float(lo), float(hi), None)
+
+
+def _interval(estimate: float, resampled: np.ndarray, n: int, level: float) -> Interval:
+    lo, hi, why = percentile_interval(resampled, level, n=n)
+    return Interval(float(estimate), lo, hi, int(n), why)
 
 
 def bootstrap_ci(
@@ -109,9 +148,8 @@ def bootstrap_ci(
 ) -> Interval:
     """Clipped mean with its seeded percentile bootstrap interval."""
     x = _as_array(scores)
-    return percentile_interval(
-        clipped_mean(x), bootstrap_means(x, n_resamples=n_resamples, seed=seed), x.size, level
-    )
+    return _interval(clipped_mean(x), bootstrap_means(x, n_resamples=n_resamples, seed=seed),
+                     x.size, level)
 
 
 def interval_and_std(
@@ -125,7 +163,7 @@ def interval_and_std(
     bootstrap, the same numbers as calling both with the same seed)."""
     x = _as_array(scores)
     means = bootstrap_means(x, n_resamples=n_resamples, seed=seed)
-    return percentile_interval(clipped_mean(x), means, x.size, level), float(np.std(means))
+    return _interval(clipped_mean(x), means, x.size, level), float(np.std(means))
 
 
 def reference_bootstrap_std(
@@ -219,7 +257,7 @@ def table1(
     for cand in cands:
         panel = panel_conversation_scores(scores, cand, judges)
         ci = bootstrap_ci(panel.to_numpy(), n_resamples=n_resamples, seed=seed, level=level)
-        row: dict[str, Any] = {
+        row: dict[str, object] = {
             "candidate": cand,
             "panel_mean": ci.estimate,
             "ci_low": ci.low,
@@ -280,7 +318,7 @@ def paired_difference(
     db = np.clip(w @ xb / n, 0.0, 1.0)
     d = da - db
     est = clipped_mean(xa) - clipped_mean(xb)
-    iv = percentile_interval(est, d, n, level)
+    iv = _interval(est, d, n, level)
     le = int((d <= 0).sum())
     ge = int((d >= 0).sum())
     p = min(1.0, 2.0 * (min(le, ge) + 1) / (n_resamples + 1))

@@ -35,8 +35,9 @@ config (the decoding parameters actually sent), tag, metadata``; ``result.json()
 structured output.
 
 Errors before the first call: :class:`ConfigError` (unknown model, missing key variable, bad
-registry or limits). During a run: :class:`ProviderFatalError` (quota, billing, auth), raised
-after everything finished is stored.
+registry or limits). During a run: :class:`ProviderFatalError` (quota, billing, auth, a
+disabled organisation, an unserved location, a model that does not exist), raised after
+everything finished is stored.
 
 The loopback provider simulator for tests, the smoke profile and benchmarks is not part of this
 API: it lives in :mod:`hbpsych_utils.llm.testing` (``Simulator``, ``SimulatorProcess``,

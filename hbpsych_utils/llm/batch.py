@@ -148,8 +148,7 @@ async def _provider_batches(ctx: RunContext, provider: str, items: list[Item],
 
 
 def _not_run(ctx: RunContext, items: list[Item], results: dict[str, Result], why: str) -> None:
-    rs = [ctx.failed(it, "not_run", why, 0, "batch") for it in items]
-    ctx.record(rs)
+    rs = ctx.record([ctx.failed(it, "not_run", why, 0, "batch") for it in items])
     results.update({r.key: r for r in rs})
 
 
@@ -159,7 +158,7 @@ async def _submit(ctx: RunContext, adapter: Any, model: str, chunk: list[Item]
         try:
             return await adapter.batch_submit(model, [(it.key, it.body) for it in chunk])
         except Exception as exc:
-            err = adapter.classify(exc)
+            err = adapter.classify(exc, model_call=False)
             if err.kind == "fatal":
                 ctx.fatal = ProviderFatalError(
                     f"provider {chunk[0].provider.name}: batch submission: {err}")
@@ -206,10 +205,15 @@ async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict
         if isinstance(rep, Reply):  # empty without refusal: paid for, retried synchronously
             line = ctx.empty_reply_line(it, rep, "batch")
             spent += [line] if line is not None else []
-        # errored or expired (CallError), missing (None) or empty: the synchronous path
+        if isinstance(rep, CallError) and rep.kind == "fatal" and ctx.fatal is None:
+            ctx.fatal = ProviderFatalError(
+                f"provider {b['provider']} ({it.spec.name}): batch {bid}: {rep} — stopping the "
+                "run; finished calls are stored and will be reused")
+        # errored or expired (CallError), missing (None) or empty: the synchronous path, unless
+        # an error stopped the run (then they are not run)
         fallback.append(it)
     # answers, billed empty replies and the collected mark: one transaction
-    ctx.record_batch(bid, info, stored, spent)
+    stored = ctx.record_batch(bid, info, stored, spent)  # as stored: scrubbed of API keys
     results.update({r.key: r for r in stored})
     ctx.budget.finish(b["reserved"], sum(r.cost for r in stored) + sum(x.cost for x in spent))
     return fallback
@@ -226,7 +230,7 @@ async def _poll(ctx: RunContext, adapter: Any, b: dict[str, Any]
             done, info = await adapter.batch_poll(bid, info)
             errors = 0
         except Exception as exc:
-            err = adapter.classify(exc)
+            err = adapter.classify(exc, model_call=False)
             if err.kind == "fatal":
                 ctx.fatal = ctx.fatal or ProviderFatalError(
                     f"provider {b['provider']}: batch status: {err}")
@@ -252,7 +256,7 @@ async def _collect(ctx: RunContext, adapter: Any, bid: str, info: dict[str, Any]
         try:
             return await adapter.batch_collect(bid, info), ""
         except Exception as exc:
-            err = adapter.classify(exc)
+            err = adapter.classify(exc, model_call=False)
             if err.kind == "fatal":
                 ctx.fatal = ctx.fatal or ProviderFatalError(f"batch {bid}: results: {err}")
                 return None, f"results unreadable ({err})"

@@ -30,9 +30,10 @@ def estimate_output_tokens(max_tokens: int | None) -> int:
     return min(int(max_tokens), DEFAULT_EXPECTED_OUTPUT)
 
 
-def call_cost(price: Price, input_tokens: int, output_tokens: int, batch: bool = False,
-              cache_read_tokens: int = 0, cache_write_tokens: int = 0) -> float:
-    """USD for one call; batch calls are charged ``batch_discount`` of the sync price.
+def call_cost(price: Price, input_tokens: float, output_tokens: float, batch: bool = False,
+              cache_read_tokens: float = 0, cache_write_tokens: float = 0) -> float:
+    """USD for one call; batch calls are charged ``batch_discount`` of the sync price (token
+    counts may be expected ones, fractional: ``evaluation.cost_plan``).
 
     ``input_tokens`` is every prompt token as the provider counts them (OpenAI's and Gemini's
     prompt counts include cached tokens; the Anthropic adapter adds cache reads and writes to

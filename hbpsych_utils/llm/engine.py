@@ -213,6 +213,15 @@ class Engine:
         """The ledger: actual spend overall (or of one run), per provider/model/mode."""
         return self.store.spend(run_id)
 
+    def paid_earlier(self, keys: Iterable[str], run_ids: Iterable[str]) -> float:
+        """USD the store's ledger holds for the answers to ``keys`` that engine runs other
+        than ``run_ids`` paid for: what earlier attempts of a stage (one interrupted, or run
+        before with the same requests) bought and this attempt, made of ``run_ids``, reused
+        from the store for nothing. 0.0 when this attempt bought every answer it needed."""
+        ours = set(run_ids)
+        return round(sum(cost for run, cost in self.store.paid_by_run(keys).items()
+                         if run not in ours), 6)
+
     # ---------------------------------------------------------------- running
     def run(self, requests: Sequence[Request], mode: Mode = "sync") -> list[Result]:
         """Synchronous entry point; works inside Jupyter (runs its loop in a worker thread)."""

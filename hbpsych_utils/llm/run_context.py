@@ -26,7 +26,8 @@ CallMode = Literal["sync", "batch"]
 
 
 class ProviderFatalError(RuntimeError):
-    """Quota, billing or authentication failure: the run stopped; finished work is stored."""
+    """An account-level failure (quota, billing, key, organisation, location, model): the run
+    stopped after the call that met it; finished work is stored."""
 
 
 @dataclass
@@ -297,20 +298,26 @@ class RunContext:
                       status=status, error=error, attempts=attempts, mode=mode,  # type: ignore[arg-type]
                       config=it.config, tag=it.request.tag, metadata=it.request.metadata)
 
-    def record(self, results: Sequence[Result]) -> None:
-        """Commit results (one transaction) and count them."""
-        self.store.put_many([r for r in results if r.status != "not_run"], run_id=self.run_id)
-        self._count(results)
+    def record(self, results: Sequence[Result]) -> list[Result]:
+        """Commit results (one transaction) and count them; return them as stored (scrubbed of
+        API keys, ``Store.put_many``), which is what the run hands back."""
+        kept = iter(self.store.put_many([r for r in results if r.status != "not_run"],
+                                        run_id=self.run_id))
+        stored = [r if r.status == "not_run" else next(kept) for r in results]
+        self._count(stored)
+        return stored
 
     def record_batch(self, batch_id: str, info: dict[str, Any], results: Sequence[Result],
-                     spent: Sequence[SpendLine]) -> None:
+                     spent: Sequence[SpendLine]) -> list[Result]:
         """Commit a finished batch — its answers, the ledger lines of the empty replies it was
         billed for, its mark as collected — in one transaction (``Store.collect_batch``), then
-        count them: a crash before the commit books nothing, so nothing is booked twice."""
-        self.store.collect_batch(batch_id, info, results, spent, run_id=self.run_id)
-        self._count(results)
+        count them: a crash before the commit books nothing, so nothing is booked twice.
+        Returns the answers as stored."""
+        stored = self.store.collect_batch(batch_id, info, results, spent, run_id=self.run_id)
+        self._count(stored)
         for line in spent:
             self._count_line(line)
+        return stored
 
     def _count(self, results: Sequence[Result]) -> None:
         for r in results:

@@ -11,10 +11,14 @@ WAL journal with ``synchronous=NORMAL``: each commit survives a killed process (
 only an operating-system crash can lose the last commits, and nothing already committed is
 ever rewritten. Writes are grouped in transactions by the caller (``put_many``) so that
 hundreds of thousands of rows do not cost one fsync each. API keys are never written here: a
-row's error and text are scrubbed of every key set in the environment when the store is opened
-(:func:`hbpsych_utils.core.secrets.scrub`), whatever a server sent back. (The keys are read once
-per store, not per write: reading the environment on every write cost the engine about 5% of
-its calls per second in the overhead benchmark.)
+row's error and text are scrubbed of every key set in the environment
+(:func:`hbpsych_utils.core.secrets.scrub`), whatever a server sent back, and ``put_many`` hands
+back the results as stored, so what the engine returns and every table made from it hold the
+same text as the store. Each reply stored with a key's value replaced is counted in the table
+``scrubbed`` (request key, variable, occurrences; made on the first such reply), which
+:meth:`Store.scrubbed` sums for the run manifest. (The keys are read once per store, when it is
+opened, not per write: reading the environment on every write cost the engine about 5% of its
+calls per second in the overhead benchmark.)
 
 Layout (schema 2, about a third of the first layout's bytes per judge result): a request key
 is stored as its 32 bytes (any key that is not 64 lowercase hex characters as text); provider,
@@ -36,8 +40,8 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +175,18 @@ _LEDGER_OF_RESULT = (
     "VALUES (?, ?, ?, ?, (SELECT id FROM result_rows WHERE key = ?), ?, ?, ?, ?, ?, ?)")
 _READ_COLS = ", ".join(c for c in _COLS if c != "updated_at")
 
+SCRUBBED_TABLE = "scrubbed"
+_SCRUBBED = f"""
+CREATE TABLE IF NOT EXISTS {SCRUBBED_TABLE} (
+    key BLOB NOT NULL,
+    variable TEXT NOT NULL,
+    occurrences INTEGER NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (key, variable)
+) WITHOUT ROWID"""
+"""A stored reply whose text had a key's value replaced: how many occurrences, of which
+variable's value. Made on the first such reply, so a store that never met one is unchanged."""
+
 OPEN_BATCH = "open"
 COLLECTED_BATCH = "collected"
 
@@ -222,10 +238,26 @@ def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
     return StoreError(f"{path}: cannot be read ({exc})")
 
 
+def emptied(path: Path) -> bool:
+    """Whether ``path`` is an empty file (0 bytes).
+
+    SQLite takes such a file for a new database and would start over in it, paying again for
+    every answer the store held. A store this code opened is at least one page long: setting
+    its journal mode, the first thing :class:`Store` does, writes the header (its write-ahead
+    log, if one is left beside an emptied file, cannot be read without it)."""
+    try:
+        return Path(path).stat().st_size == 0
+    except FileNotFoundError:
+        return False
+
+
 def check(path: Path) -> None:
-    """Raise :class:`StoreError` if the store at ``path`` (an existing file) is damaged, before
-    anything reads it. ``PRAGMA quick_check`` reads every page once, read-only (about a second
-    for a few hundred MB); it writes nothing, not even a checkpoint."""
+    """Raise :class:`StoreError` if the store at ``path`` (an existing file) is damaged or
+    empty (:func:`emptied`), before anything reads it. ``PRAGMA quick_check`` reads every page
+    once, read-only (about a second for a few hundred MB); it writes nothing, not even a
+    checkpoint."""
+    if emptied(path):
+        raise damaged(path, "an empty file, 0 bytes: not a store", readable=False)
     # without a write-ahead log to read, immutable: SQLite creates no -wal or -shm file either
     quiet = "" if Path(f"{path}-wal").exists() else "&immutable=1"
     try:
@@ -284,6 +316,8 @@ class Store:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        if emptied(self.path):  # a new store is created, an emptied one refused
+            raise damaged(self.path, "an empty file, 0 bytes: not a store", readable=False)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None,
@@ -466,17 +500,31 @@ class Store:
         self.put_many([result], run_id=run_id, ledger=ledger)
 
     def put_many(self, results: Sequence[Result], run_id: str | None = None,
-                 ledger: bool = True) -> None:
-        """Write results (and their spend) in one transaction."""
+                 ledger: bool = True) -> list[Result]:
+        """Write results (and their spend) in one transaction; return them as stored (scrubbed
+        of API keys: the same objects when they held none)."""
         if not results:
-            return
+            return []
         with self._lock, self._write():
-            self._put_rows(results, run_id, ledger, time.time())
+            return self._put_rows(results, run_id, ledger, time.time())
+
+    def _as_stored(self, r: Result) -> Result:
+        """``r`` with its text and error scrubbed of every key (``r`` itself when unchanged)."""
+        text = self._clean(r.text) if r.text else r.text
+        error = self._clean_error(r.error) if r.error else r.error
+        if text is r.text and error is r.error:
+            return r
+        return replace(r, text=text, error=error)
 
     def _put_rows(self, results: Sequence[Result], run_id: str | None, ledger: bool,
-                  now: float) -> None:
-        """Upsert results and their ledger lines (inside a write transaction)."""
-        rows = [self._row(r, now, self._clean, self._clean_error) for r in results]
+                  now: float) -> list[Result]:
+        """Upsert results and their ledger lines (inside a write transaction); return the
+        results as stored."""
+        stored = [self._as_stored(r) for r in results]
+        scrubbed = [r for r, s in zip(results, stored, strict=True)
+                    if s.text is not r.text and r.status in COMPLETED]
+        final = self._final_keys(r.key for r in scrubbed) if scrubbed else set()
+        rows = [self._row(r, now) for r in stored]
         self._db.executemany(_UPSERT, rows)
         paid = [
             (now, self._name_id(run_id), row[1], row[2], row[0], row[16], r.input_tokens,
@@ -487,19 +535,30 @@ class Store:
         ]
         if paid:
             self._db.executemany(_LEDGER_OF_RESULT, paid)
+        # a final row is never replaced: the count of its first write stands
+        marks = [(db_key(r.key), name, n, now) for r in scrubbed if db_key(r.key) not in final
+                 for name, n in sorted(self._clean.count(r.text or "").items())]
+        if marks:
+            self._db.execute(_SCRUBBED)
+            self._db.executemany(f"INSERT OR REPLACE INTO {SCRUBBED_TABLE} "
+                                 "(key, variable, occurrences, at) VALUES (?, ?, ?, ?)", marks)
+        return stored
 
-    def _row(self, r: Result, now: float, clean: Callable[[str], str],
-             clean_error: Callable[[str], str]) -> tuple[Any, ...]:
+    def _final_keys(self, keys: Iterable[str]) -> set[bytes | str]:
+        """The stored forms of those of ``keys`` that already have a final row."""
+        return {k for (k,) in self._select("key", keys, completed_only=True)}
+
+    def _row(self, r: Result, now: float) -> tuple[Any, ...]:
+        """The row of a result already scrubbed (:meth:`_as_stored`)."""
         status = _STATUS.get(r.status)
         if status is None:
             raise ValueError(f"result {r.key}: field status: {r.status!r} is not one of "
                              f"{sorted(_STATUS)}")
-        stored = r.text if r.status in COMPLETED else None
-        text, zipped = _encode_text(stored if stored is None else clean(stored))
+        text, zipped = _encode_text(r.text if r.status in COMPLETED else None)
         return (db_key(r.key), self._name_id(r.provider), self._name_id(r.model), status, text,
                 zipped, self._name_id(r.stop_reason), int(r.refusal), r.input_tokens,
                 r.output_tokens, r.cache_read_tokens, r.cache_write_tokens, r.cost, r.latency,
-                r.attempts, r.error and clean_error(r.error), self._name_id(r.mode),
+                r.attempts, r.error, self._name_id(r.mode),
                 self._config_id(r.config),
                 self._name_id(r.tag or None), now)
 
@@ -602,6 +661,24 @@ class Store:
             "by_model": by_model,
         }
 
+    def paid_by_run(self, keys: Iterable[str]) -> dict[str, float]:
+        """USD the ledger holds for the answers to ``keys``, by the engine run that paid (its
+        run id; "" for a line without one): every call bought for them, whichever run of this
+        store made it, so a stage run again after an interruption can tell what its earlier
+        attempts paid for the answers it reused. A line without a stored result of its own (an
+        empty reply, retried) counts under its key."""
+        wanted = {db_key(k) for k in keys}
+        out: dict[str, float] = {}
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT l.run, COALESCE(l.key, r.key), l.cost FROM ledger_lines l "
+                "LEFT JOIN result_rows r ON r.id = l.result").fetchall()
+            for run, key, cost in rows:
+                if key in wanted:
+                    name = self._name(run) or ""
+                    out[name] = out.get(name, 0.0) + cost
+        return out
+
     def spend_by_tag(self) -> list[dict[str, Any]]:
         """The ledger by the tag and model of the result each line paid for, so a caller that
         tags its requests (grading tags each reply's candidate) can say what one part of a run
@@ -617,6 +694,23 @@ class Store:
             return [{"tag": self._name(tag) or "", "model": self._name(model), "calls": n,
                      "cost": round(cost or 0.0, 6), "first_ts": first, "last_ts": last}
                     for tag, model, n, cost, first, last in rows]
+
+    # ---- scrubbed replies
+    def scrubbed(self) -> list[dict[str, Any]]:
+        """The stored replies whose text had an API key's value replaced, by model, tag and
+        variable: ``rows`` (replies) and ``occurrences`` (values replaced); empty when none."""
+        with self._lock:
+            if self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                (SCRUBBED_TABLE,)).fetchone() is None:
+                return []
+            rows = self._db.execute(
+                f"SELECT r.model, r.tag, s.variable, COUNT(*), SUM(s.occurrences) FROM "
+                f"{SCRUBBED_TABLE} s JOIN result_rows r ON r.key = s.key "
+                "GROUP BY r.model, r.tag, s.variable").fetchall()
+            found = [{"model": self._name(model), "tag": self._name(tag) or "",
+                      "variable": variable, "rows": n, "occurrences": occurrences}
+                     for model, tag, variable, n, occurrences in rows]
+        return sorted(found, key=lambda e: (e["model"], e["tag"], e["variable"]))
 
     # ---- batches
     def add_batch(self, batch_id: str, provider: str, model: str, keys: Sequence[str],
@@ -652,17 +746,18 @@ class Store:
                 (status, time.time(), json.dumps(info), batch_id))
 
     def collect_batch(self, batch_id: str, info: dict[str, Any], results: Sequence[Result],
-                      spent: Sequence[SpendLine], run_id: str | None = None) -> None:
+                      spent: Sequence[SpendLine], run_id: str | None = None) -> list[Result]:
         """A finished batch's answers (with their ledger lines), the ledger lines of the empty
         replies it was billed for, and its mark as collected, in one transaction: a run killed
         before the commit leaves the batch open with none of them written, so the next run
-        collects it again and books each billed reply once."""
+        collects it again and books each billed reply once. Returns the answers as stored."""
         with self._lock, self._write():
             now = time.time()
-            self._put_rows(results, run_id, True, now)
+            stored = self._put_rows(results, run_id, True, now)
             for line in spent:
                 self._insert_line(run_id, line, now)
             self._mark_batch(batch_id, COLLECTED_BATCH, info)
+        return stored
 
     def open_batches(self, provider: str | None = None) -> list[dict[str, Any]]:
         q = "SELECT batch_id, provider, model, status, n_items, info FROM batches WHERE status = ?"

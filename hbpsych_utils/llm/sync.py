@@ -3,8 +3,10 @@
 Per provider, ``concurrency`` workers share a limiter (requests and tokens per minute, evenly
 spaced; a 429 pauses the whole provider for its ``Retry-After``). Transport errors, timeouts,
 unreadable bodies, 429 and 5xx are retried with jittered exponential back-off up to
-``max_attempts``; quota, billing and auth errors stop the run (:class:`ProviderFatalError`)
-after what finished is stored; other 4xx are stored as failed. A refusal is stored and never
+``max_attempts``; an account-level error (quota, billing, key, a disabled organisation, an
+unserved location, a model that does not exist: :func:`.providers.base.classify_error`) stops
+the run (:class:`ProviderFatalError`) after what finished is stored; other 4xx are stored as
+failed. A refusal is stored and never
 retried; an empty reply without a refusal stop reason is a paid transport failure
 (:meth:`RunContext.pay_for_empty_reply`): retried, never stored as an answer. That includes a
 reply cut at its output cap before any text (reasoning tokens count against the cap): paid,
@@ -123,12 +125,10 @@ async def call_one(ctx: RunContext, it: Item) -> Result:
     while attempt < max_attempts:
         if ctx.fatal is not None:
             r = ctx.failed(it, "not_run", f"not run: {ctx.fatal}", attempt)
-            ctx.record([r])
-            return r
+            return ctx.record([r])[0]
         if not ctx.budget.try_start(est):
             r = ctx.failed(it, "not_run", ctx.budget.message(), attempt)
-            ctx.record([r])
-            return r
+            return ctx.record([r])[0]
         attempt += 1
         await limiter.acquire(it.est_in + it.est_out)
         t0 = time.perf_counter()
@@ -143,8 +143,7 @@ async def call_one(ctx: RunContext, it: Item) -> Result:
             if is_answer(reply):
                 r = ctx.make_result(it, reply, attempt, latency, "sync")
                 ctx.budget.finish(est, r.cost)
-                ctx.record([r])
-                return r
+                return ctx.record([r])[0]
             ctx.budget.finish(est, ctx.pay_for_empty_reply(it, reply, "sync"))
             err = CallError("transient", empty_reply_message(reply))
         last_error = str(err)
@@ -153,12 +152,10 @@ async def call_one(ctx: RunContext, it: Item) -> Result:
                 f"provider {it.provider.name} ({it.spec.name}): {err} — stopping the run; "
                 "finished calls are stored and will be reused")
             r = ctx.failed(it, "failed", last_error, attempt)
-            ctx.record([r])
-            return r
+            return ctx.record([r])[0]
         if err.kind == "permanent":
             r = ctx.failed(it, "failed", last_error, attempt)
-            ctx.record([r])
-            return r
+            return ctx.record([r])[0]
         if attempt < max_attempts:
             delay = ctx.backoff(attempt, err.retry_after)
             if err.status == 429:
@@ -166,5 +163,4 @@ async def call_one(ctx: RunContext, it: Item) -> Result:
             log.debug("retry %s attempt %d in %.2fs: %s", it.key[:12], attempt, delay, err)
             await asyncio.sleep(delay)
     r = ctx.failed(it, "failed", f"gave up after {attempt} attempts: {last_error}", attempt)
-    ctx.record([r])
-    return r
+    return ctx.record([r])[0]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from hbpsych_utils.core.config import Profile, Section
 
@@ -75,7 +75,10 @@ TABLE1 = "table1_{subset}.csv"
 
 # --- modes --------------------------------------------------------------------------------------
 
-REPLAY, PAPER, LIVE = "replay", "paper", "live"
+REPLAY: Final = "replay"
+PAPER: Final = "paper"
+LIVE: Final = "live"
+"""Final: each is its literal type too (``mode=graph.LIVE`` fits a ``Literal["live"]`` field)."""
 EVALUATION_MODE = "evaluation_mode"
 """The profile key that sets the mode of the evaluation stages (06-15) at once."""
 

@@ -8,19 +8,23 @@ as ``null`` (:func:`dump` writes the fields that were set); a number that could 
 computed is ``null`` (``float | None``). Nested records (a Table 1 per subset, a bootstrap
 interval, a sensitivity row) have their own models.
 
-Read a stage's metrics with :func:`read` (the run folder and the stage's name or model), which
-names the file and the field when one does not fit.
+Read a stage's metrics with :func:`read` (the run folder and the stage's constant here,
+``read(run_dir, SCORES)``: typed as that stage's model) or, from a stage, with
+``Stage.upstream_metrics(SCORES)``; either names the file and the field when one does not fit.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, Union, cast, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from hbpsych_utils.core import records
 from hbpsych_utils.pipeline import graph
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeForm
 
 
 class Metrics(BaseModel):
@@ -29,8 +33,17 @@ class Metrics(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+M = TypeVar("M", bound=Metrics, covariant=True)
+
+
 Counts = dict[str, int]
 ByModel = dict[str, float]
+Bound = float | None
+"""An end of a bootstrap interval: ``None`` where the interval is undefined (one conversation:
+``evaluation.scoring.percentile_interval``)."""
+BoundsByModel = dict[str, float | None]
+Undefined = dict[str, str] | None
+"""Field -> why its value is undefined (``null``); written only when one is."""
 
 
 # --- 01 ---------------------------------------------------------------------------------------
@@ -200,6 +213,11 @@ class GenerationLiveMetrics(Metrics):
     n_refused: int
     n_failed: int
     spend_usd: float
+    """What this attempt of the stage paid (answers found in the store cost it nothing)."""
+    spend_earlier_attempts_usd: float | None = None
+    """What earlier attempts of this stage in the run folder paid for answers this one reused
+    from the store (the store's ledger; 0.0 when this attempt bought every answer it used):
+    ``spend_usd`` is this attempt's, the two together what the answers cost."""
     plan_est_cost_usd: float
     decoding_sent: dict[str, dict[str, Any]]
     """Candidate -> the decoding settings actually sent (provider-specific keys)."""
@@ -213,8 +231,7 @@ class GenerationLiveMetrics(Metrics):
     n_sample_failed: int | None = None
 
 
-GenerationMetrics = Annotated[GenerationPaperMetrics | GenerationLiveMetrics,
-                              Field(discriminator="mode")]
+GenerationMetrics = GenerationPaperMetrics | GenerationLiveMetrics
 
 
 # --- 07 ---------------------------------------------------------------------------------------
@@ -264,6 +281,11 @@ class GradingLiveMetrics(Metrics):
     ledger_cost_usd: float
     prompt_caching: bool
     spend_usd: float
+    """What this attempt of the grading paid (answers found in the store cost it nothing)."""
+    spend_earlier_attempts_usd: float | None = None
+    """What earlier attempts of this stage in the run folder paid for answers this one reused
+    from the store (the store's ledger; 0.0 when this attempt bought every answer it used):
+    ``spend_usd`` is this attempt's, the two together what the answers cost."""
     input_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
@@ -275,8 +297,7 @@ class GradingLiveMetrics(Metrics):
     n_sample_unscored: int | None = None
 
 
-GradingMetrics = Annotated[GradingPaperMetrics | GradingLiveMetrics,
-                           Field(discriminator="mode")]
+GradingMetrics = GradingPaperMetrics | GradingLiveMetrics
 
 
 # --- 08 ---------------------------------------------------------------------------------------
@@ -288,8 +309,8 @@ class SubsetScores(Metrics):
     panel_mean: ByModel
     ranking: list[str]
     per_judge: dict[str, ByModel]
-    ci_low: ByModel | None = None
-    ci_high: ByModel | None = None
+    ci_low: BoundsByModel | None = None
+    ci_high: BoundsByModel | None = None
     n_panel: Counts | None = None
     point_estimates_only: bool
 
@@ -298,8 +319,8 @@ class PairedDifferenceRow(Metrics):
     a: str
     b: str
     difference: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
     p_value: float
     n: int
     p_holm: float
@@ -313,8 +334,8 @@ class ScoresMetrics(Metrics):
     panel_mean: ByModel
     ranking: list[str]
     per_judge: dict[str, ByModel]
-    ci_low: ByModel | None = None
-    ci_high: ByModel | None = None
+    ci_low: BoundsByModel | None = None
+    ci_high: BoundsByModel | None = None
     n_panel: Counts | None = None
     point_estimates_only: bool
     by_subset: dict[str, SubsetScores]
@@ -343,6 +364,8 @@ class JudgesMetrics(Metrics):
     subset: str
     kendall_tau: dict[str, float | None]
     """``"judge A|judge B"`` -> Kendall's tau between their rankings of the candidates."""
+    kendall_tau_undefined: dict[str, str] | None = None
+    """Pair -> why its tau is ``null`` (written only when one is)."""
     grand_mean: float | None
     severity: ByModel
     self_preference_raw: dict[str, float | None]
@@ -378,13 +401,15 @@ class RefusalsMetrics(Metrics):
 
 class TagScore(Metrics):
     """A tag's or slice's score (``evaluation.breakdowns.summarise``): n conversations, the
-    clipped mean, its 95% bootstrap interval and the reference's ``bootstrap_std``."""
+    clipped mean, its 95% bootstrap interval (``None`` on one conversation, with the reason in
+    ``undefined``) and the reference's ``bootstrap_std``."""
 
     n: int
     clipped_mean: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
     bootstrap_std: float
+    undefined: Undefined = None
 
 
 class LengthDistribution(Metrics):
@@ -468,8 +493,8 @@ class LengthScore(Metrics):
     median_chars: float
     clipped_mean: float
     adjusted_mean: float
-    adjusted_ci_low: float
-    adjusted_ci_high: float
+    adjusted_ci_low: Bound
+    adjusted_ci_high: Bound
 
 
 class KScore(Metrics):
@@ -478,8 +503,8 @@ class KScore(Metrics):
     k: int
     n: int
     clipped_mean: float
-    ci_low: float
-    ci_high: float
+    ci_low: Bound
+    ci_high: Bound
 
 
 class RunSpread(Metrics):
@@ -543,14 +568,18 @@ class JudgeAccuracy(Metrics):
     specificity: Rate
     specificity_low: Rate
     specificity_high: Rate
+    undefined: Undefined = None
 
 
 class PairwiseF1(Metrics):
-    """A rater's pairwise balanced F1 against physicians on a category's rows."""
+    """A rater's pairwise balanced F1 against physicians on a category's rows (``None``, with
+    the reason in ``undefined``, where either class is never predicted or never in the
+    truth)."""
 
     kind: Literal["judge", "panel", "physician", "physicians"]
     pairs: int
     balanced_f1: Rate
+    undefined: Undefined = None
 
 
 class CorrectedRate(Metrics):
@@ -565,6 +594,7 @@ class CorrectedRate(Metrics):
     corrected: Rate
     low: Rate
     high: Rate
+    undefined: Undefined = None
 
 
 class SubsetCoverage(Metrics):
@@ -593,6 +623,11 @@ class JudgeAccuracyMetrics(Metrics):
     n_excluded: int | None = None
     """Verdicts still missing after the re-asks (left out, never counted as not met)."""
     spend_usd: float | None = None
+    """What this attempt of the grading paid (answers found in the store cost it nothing)."""
+    spend_earlier_attempts_usd: float | None = None
+    """What earlier attempts of this stage in the run folder paid for answers this one reused
+    from the store (the store's ledger; 0.0 when this attempt bought every answer it used):
+    ``spend_usd`` is this attempt's, the two together what the answers cost."""
     against_majority: dict[str, dict[str, JudgeAccuracy]] | None = None
     """Judge (and ``panel``) -> category (``all`` first) -> its accuracy against the physician
     majority."""
@@ -615,33 +650,65 @@ class JudgeAccuracyMetrics(Metrics):
     """The level of the sensitivity, specificity and corrected-rate intervals (live)."""
 
 
-MODELS: dict[str, Any] = {
-    graph.CORPUS: CorpusMetrics,
-    graph.SCREENING: ScreeningMetrics,
-    graph.REVIEW_ROUND1: ReviewRound1Metrics,
-    graph.RECALL: RecallMetrics,
-    graph.SUBSET: SubsetMetrics,
-    graph.GENERATION: GenerationMetrics,
-    graph.GRADING: GradingMetrics,
-    graph.SCORES: ScoresMetrics,
-    graph.JUDGES: JudgesMetrics,
-    graph.REFUSALS: RefusalsMetrics,
-    graph.HARNESS: HarnessMetrics,
-    graph.FIGURES: FiguresTablesMetrics,
-    graph.ANALYSES: AnalysesMetrics,
-    graph.JUDGE_ACCURACY: JudgeAccuracyMetrics,
-}
-"""Stage -> the type of its ``metrics.json`` (13_explorer writes none)."""
+class StageMetrics(Generic[M]):
+    """A stage and the type of its ``metrics.json``: what :func:`read`, :func:`parse` and
+    ``Stage.upstream_metrics`` take, so each returns that type (``read(run, SCORES).ranking``
+    is a ``list[str]`` to the type checker too). One per stage below, named like the stage's
+    constant in :mod:`~hbpsych_utils.pipeline.graph`."""
+
+    def __init__(self, stage: str, *models: type[M]) -> None:
+        self.stage = stage
+        self.models = models
+        """The stage's model, or one per mode (told apart by their ``mode``)."""
+        shape: TypeForm[M] = models[0] if len(models) == 1 else cast(
+            "TypeForm[M]", Annotated[Union[models], Field(discriminator="mode")])  # noqa: UP007
+        self._adapter = TypeAdapter(shape)
+
+    def validate(self, data: object) -> M:
+        """``data`` as this stage's model (pydantic's error when it does not fit)."""
+        return self._adapter.validate_python(data)
+
+    def __repr__(self) -> str:
+        return f"StageMetrics({self.stage!r})"
+
+
+CORPUS = StageMetrics(graph.CORPUS, CorpusMetrics)
+SCREENING = StageMetrics(graph.SCREENING, ScreeningMetrics)
+REVIEW_ROUND1 = StageMetrics(graph.REVIEW_ROUND1, ReviewRound1Metrics)
+RECALL = StageMetrics(graph.RECALL, RecallMetrics)
+SUBSET = StageMetrics(graph.SUBSET, SubsetMetrics)
+GENERATION: StageMetrics[GenerationMetrics] = StageMetrics(
+    graph.GENERATION, GenerationPaperMetrics, GenerationLiveMetrics)
+GRADING: StageMetrics[GradingMetrics] = StageMetrics(
+    graph.GRADING, GradingPaperMetrics, GradingLiveMetrics)
+SCORES = StageMetrics(graph.SCORES, ScoresMetrics)
+JUDGES = StageMetrics(graph.JUDGES, JudgesMetrics)
+REFUSALS = StageMetrics(graph.REFUSALS, RefusalsMetrics)
+HARNESS = StageMetrics(graph.HARNESS, HarnessMetrics)
+FIGURES = StageMetrics(graph.FIGURES, FiguresTablesMetrics)
+ANALYSES = StageMetrics(graph.ANALYSES, AnalysesMetrics)
+JUDGE_ACCURACY = StageMetrics(graph.JUDGE_ACCURACY, JudgeAccuracyMetrics)
+
+MODELS: dict[str, StageMetrics[Metrics]] = {m.stage: m for m in (
+    CORPUS, SCREENING, REVIEW_ROUND1, RECALL, SUBSET, GENERATION, GRADING, SCORES, JUDGES,
+    REFUSALS, HARNESS, FIGURES, ANALYSES, JUDGE_ACCURACY)}
+"""Stage name -> the type of its ``metrics.json`` (13_explorer writes none), in run order: for
+code that holds a stage's name, not its constant above (the book, the manifest)."""
 
 
 class MetricsError(ValueError):
     """A ``metrics.json`` that does not fit its stage's model; names the file and field."""
 
 
-def parse(stage: str, data: Any, where: str = "metrics") -> Any:
+@overload
+def parse(stage: StageMetrics[M], data: object, where: str = "metrics") -> M: ...
+@overload
+def parse(stage: str, data: object, where: str = "metrics") -> Metrics: ...
+def parse(stage: StageMetrics[M] | str, data: object, where: str = "metrics") -> M | Metrics:
     """Validate a stage's metrics (a mapping, e.g. what its code computed) into its model."""
+    typed = stage if isinstance(stage, StageMetrics) else MODELS[stage]
     try:
-        return TypeAdapter(MODELS[stage]).validate_python(data)
+        return typed.validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"]) or "(top level)"
@@ -649,13 +716,16 @@ def parse(stage: str, data: Any, where: str = "metrics") -> Any:
                            ) from None
 
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def read(run_dir: Path | str, stage: str) -> Any:
-    """Stage ``stage``'s ``metrics.json`` in a run folder, as its model."""
-    path = Path(run_dir) / stage / graph.METRICS
-    return parse(stage, records.read_json(path, error=MetricsError), str(path))
+@overload
+def read(run_dir: Path | str, stage: StageMetrics[M]) -> M: ...
+@overload
+def read(run_dir: Path | str, stage: str) -> Metrics: ...
+def read(run_dir: Path | str, stage: StageMetrics[M] | str) -> M | Metrics:
+    """A stage's ``metrics.json`` in a run folder, as its model: the stage's type with its
+    constant above (``read(run, SCORES)``), :class:`Metrics` with a name held in a variable."""
+    typed = stage if isinstance(stage, StageMetrics) else MODELS[stage]
+    path = Path(run_dir) / typed.stage / graph.METRICS
+    return parse(typed, records.read_json(path, error=MetricsError), str(path))
 
 
 def dump(metrics: BaseModel) -> dict[str, Any]:

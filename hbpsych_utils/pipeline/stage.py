@@ -26,9 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hbpsych_utils.core import records, sources
-from hbpsych_utils.core.writes import write_json, write_text
+from hbpsych_utils.core import paths, records, sources
+from hbpsych_utils.core.writes import write_json, write_json_record, write_text
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import M, StageMetrics, parse
 from hbpsych_utils.pipeline.state import FAILURE_RECORD
 
 STAGING_ENV = "HBPSYCH_STAGING"
@@ -50,14 +51,16 @@ class Stage:
     def __init__(self, profile: str, name: str, outputs_root: str | Path,
                  write_dir: Path | None = None) -> None:
         self.profile = profile
-        self.name = name
+        self.name = paths.plain_name(name, "stage name")
+        paths.run_folder(Path(outputs_root).absolute(), profile)  # plain name, not the sources
         self.root = Path(outputs_root) / profile
         self.final_dir = self.root / name
         """Where the stage's outputs are read from once its notebook has succeeded."""
         staging = staging_dir(self.root, name)
         self.dir = staging if staging is not None else (write_dir or self.final_dir)
         """Where this stage writes: the staging folder under the runner, else ``write_dir``
-        (a hand run's staging folder), else ``final_dir``."""
+        (a hand run's staging folder), else ``final_dir``; always inside the run folder."""
+        paths.inside(self.dir, self.root, f"stage {name}: folder")
         self.dir.mkdir(parents=True, exist_ok=True)
         self._record_path = self.dir / "stage.json"
         self._artifacts: dict[str, dict[str, Any]] = {}
@@ -77,7 +80,9 @@ class Stage:
         self._save_record()
 
     def path(self, filename: str) -> Path:
-        return self.dir / filename
+        """``filename`` in the stage's folder; a name that leads out of it (``../x``, an
+        absolute path, a link to elsewhere) is :class:`~hbpsych_utils.core.paths.UnsafePath`."""
+        return paths.inside(self.dir / filename, self.dir, f"stage {self.name}: file")
 
     def _check_declared(self, stage: str, filename: str) -> None:
         if self.name in graph.SPECS and not graph.spec(self.name).declares(stage, filename):
@@ -108,10 +113,12 @@ class Stage:
             )
         return p
 
-    def upstream_metrics(self, stage: str) -> dict[str, Any]:
-        """The ``metrics.json`` an earlier stage of the same run wrote (``upstream``'s error
-        when it has not run)."""
-        return records.read_json(self.upstream(stage, "metrics.json"))
+    def upstream_metrics(self, stage: StageMetrics[M]) -> M:
+        """The ``metrics.json`` an earlier stage of the same run wrote, as its model
+        (``stage`` is its constant in :mod:`~hbpsych_utils.pipeline.metrics`; ``upstream``'s
+        error when it has not run)."""
+        path = self.upstream(stage.stage, graph.METRICS)
+        return parse(stage, records.read_json(path), str(path))
 
     def write_metrics(self, metrics: dict[str, Any]) -> Path:
         return write_json(self.path("metrics.json"), metrics)
@@ -195,7 +202,7 @@ def retire_stage(profile_root: Path, name: str, record: dict[str, Any],
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    write_json(work / FAILURE_RECORD, {
+    write_json_record(work / FAILURE_RECORD, {
         "stage": name, **record,
         "partial_outputs": str(kept) if kept is not None else None,
         "previous_outputs": "removed" if previous else None,

@@ -8,10 +8,15 @@ inputs. Because an upstream's fingerprint is part of its dependents', a change a
 everything downstream of it, and only that.
 
 When the runner finishes a stage it writes ``<stage>/build.json`` (:class:`Build`) with the
-inputs and fingerprint; a notebook run by hand (papermill, JupyterLab) writes one that says so.
-:func:`stage_states` compares those records with what the profile now implies and says, for
-every stage, whether it is current and, when not, why: written outside the runner, its inputs
-changed (naming what), its upstream changed or failed, it failed, it never ran.
+inputs and fingerprint, and the sha256 of every file the stage wrote and of its executed
+notebook (``notebooks/<stage>.ipynb``); a notebook run by hand (papermill, JupyterLab) writes
+one that says so. :func:`stage_states` compares those records with what the profile now implies
+and with the files as they are, and says, for every stage, whether it is current and, when not,
+why: written outside the runner, one of its files changed or is missing since it was written,
+its inputs changed (naming what), its upstream changed or failed, it failed, it never ran. A
+record without hashes (an older version's) cannot vouch for its files: its stage is not current
+and the runner runs it again. :func:`check_outputs` is what ``book`` and ``publish`` ask before
+they read a run folder: they refuse one whose files differ from their records.
 
 The package-code hash leaves out what cannot change a stage's outputs: the runner and the book.
 """
@@ -20,22 +25,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from hbpsych_utils.core import paths, records, sources
 from hbpsych_utils.core.config import Profile
-from hbpsych_utils.core.writes import write_json
+from hbpsych_utils.core.wording import count
+from hbpsych_utils.core.writes import write_json_record
 from hbpsych_utils.pipeline import graph
 
 BUILD_RECORD = "build.json"
 FAILURE_RECORD = "failed.json"
 RUNNER, HAND = "runner", "hand"
+EXECUTED_DIR = "notebooks"
+"""Where the runner writes each stage's executed notebook, inside the run folder."""
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 _CODE_SUFFIXES = (".py", ".html", ".js", ".css")
@@ -77,7 +86,20 @@ class Build(BaseModel):
     inputs: Inputs | None = None
     parameters: dict[str, Any] = {}
     """A hand run's notebook parameters (a runner build's are in ``inputs.keys``)."""
+    outputs: dict[str, str] | None = None
+    """sha256 of every file a runner build wrote, by its path in the run folder
+    (``<stage>/<file>``, and ``notebooks/<stage>.ipynb`` for the executed notebook). ``None``
+    in a hand run's record and in an older version's: nothing to verify its files by."""
     written_at: str
+
+    @field_validator("outputs")
+    @classmethod
+    def _inside_the_run_folder(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name in value or {}:
+            parts = Path(name).parts
+            if not parts or Path(name).is_absolute() or ".." in parts:
+                raise ValueError(f"{name!r} is not a path inside the run folder")
+        return value
 
 
 State = Literal["current", "not_current", "failed", "not_run", "not_in_profile"]
@@ -114,6 +136,33 @@ def code_hash() -> str:
 
 def _file_sha(path: Path) -> str | None:
     return sources.sha256_file(path) if path.is_file() else None
+
+
+_hashes: dict[tuple[int, ...], str] = {}
+_SETTLED_NS = 2_000_000_000
+"""A file's hash is remembered only once it has not been written for this long: file times
+advance in ticks (a few ms, 2 s on some file systems), so a file rewritten within the tick it
+was hashed in, at the same size, would look unchanged (git's "racily clean" entries)."""
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, remembered for this process by the file's identity and times (device,
+    inode, size, modification and change time in ns): the runner checks every stage's outputs
+    before it plans and again after each notebook, and reads each settled file once. A file
+    written since (in place or replaced) has another inode or times, so it is read again."""
+    st = Path(path).stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    sha = _hashes.get(key)
+    if sha is None:
+        sha = sources.sha256_file(path)
+        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _SETTLED_NS:
+            _hashes[key] = sha
+    return sha
+
+
+def clear_hash_cache() -> None:
+    """Forget the hashes :func:`file_sha256` remembered (benchmarks time a cold check)."""
+    _hashes.clear()
 
 
 def _files_named(keys: Mapping[str, Any]) -> dict[str, str | None]:
@@ -171,6 +220,11 @@ def build_path(run_dir: Path, name: str) -> Path:
     return Path(run_dir) / name / BUILD_RECORD
 
 
+def executed_path(run_dir: Path, name: str) -> Path:
+    """Where the runner writes stage ``name``'s executed notebook in a run folder."""
+    return Path(run_dir) / EXECUTED_DIR / f"{name}.ipynb"
+
+
 def read_build(run_dir: Path, name: str) -> Build | None:
     """A stage's build record, or ``None`` when it has none (or one this version cannot read,
     which counts as none: the stage is then rebuilt)."""
@@ -183,15 +237,120 @@ def read_build(run_dir: Path, name: str) -> Build | None:
         return None
 
 
+def stage_files(folder: Path) -> dict[str, Path]:
+    """Every file in a stage folder but its build record, by path relative to the folder."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.relative_to(folder).as_posix() != BUILD_RECORD}
+
+
 def write_build(folder: Path, name: str, *, by: Literal["runner", "hand"],
-                inputs: Inputs | None = None, parameters: Mapping[str, Any] | None = None
-                ) -> Path:
-    """Write ``build.json`` into a stage's (staged) output folder."""
+                inputs: Inputs | None = None, parameters: Mapping[str, Any] | None = None,
+                executed: Path | None = None) -> Path:
+    """Write ``build.json`` into a stage's (staged) output folder. A runner build records the
+    sha256 of every file in the folder and of ``executed``, the stage's executed notebook
+    (recorded as ``notebooks/<stage>.ipynb``, where the runner writes it; when it exists)."""
+    outputs = None
+    if by == RUNNER:
+        outputs = {f"{name}/{rel}": file_sha256(p) for rel, p in stage_files(folder).items()}
+        if executed is not None and Path(executed).is_file():
+            outputs[f"{EXECUTED_DIR}/{name}.ipynb"] = file_sha256(executed)
     build = Build(stage=name, by=by, inputs=inputs,
                   fingerprint=inputs.fingerprint() if inputs is not None else None,
-                  parameters=dict(parameters or {}),
+                  parameters=dict(parameters or {}), outputs=outputs,
                   written_at=datetime.now(UTC).isoformat(timespec="seconds"))
-    return write_json(Path(folder) / BUILD_RECORD, build.model_dump(mode="json"))
+    return write_json_record(Path(folder) / BUILD_RECORD, build.model_dump(mode="json"))
+
+
+class OutputProblem(BaseModel):
+    """One file of a runner build that is no longer what the build wrote."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: str
+    file: str
+    """Its path in the run folder, as the build record names it."""
+    problem: Literal["changed", "missing", "unreadable"]
+    detail: str = ""
+    """Why it cannot be read (``unreadable``)."""
+
+    @property
+    def executed(self) -> bool:
+        return self.file.startswith(f"{EXECUTED_DIR}/")
+
+    def state(self) -> str:
+        """What happened to the file, as a clause (``changed since it was written``)."""
+        return {"changed": "changed since it was written", "missing": "is missing",
+                "unreadable": f"cannot be read ({self.detail})"}[self.problem]
+
+    def reason(self) -> str:
+        """The problem as the plan and the stage states say it, of the stage."""
+        what = (f"its executed notebook {self.file}" if self.executed
+                else f"its output {self.file.removeprefix(f'{self.stage}/')}")
+        return f"{what} {self.state()}"
+
+
+def output_problems(run_dir: Path, build: Build) -> list[OutputProblem] | None:
+    """The files of ``build`` that are no longer those it wrote (``[]``: all are), or ``None``
+    when its record holds no hashes (a hand run's, or an older version's)."""
+    if build.outputs is None:
+        return None
+    out = []
+    for name, sha in sorted(build.outputs.items()):
+        path = Path(run_dir) / name
+        try:
+            if not path.is_file():
+                out.append(OutputProblem(stage=build.stage, file=name, problem="missing"))
+            elif file_sha256(path) != sha:
+                out.append(OutputProblem(stage=build.stage, file=name, problem="changed"))
+        except OSError as exc:
+            out.append(OutputProblem(stage=build.stage, file=name, problem="unreadable",
+                                     detail=exc.strerror or type(exc).__name__))
+    return out
+
+
+def _problems_reason(problems: list[OutputProblem]) -> str:
+    more = len(problems) - 1
+    return problems[0].reason() + (f" (and {count(more, 'more file')})" if more else "")
+
+
+UNVERIFIED = "its build record, from an older version, holds no hashes to verify its outputs by"
+
+
+class OutputsChanged(ValueError):
+    """A run folder whose files are not those its build records say the runner wrote."""
+
+
+def damaged_outputs(run_dir: Path, stages: Iterable[str] | None = None
+                    ) -> list[OutputProblem]:
+    """The files of the runner's builds in a run folder (of ``stages``, else every stage of
+    the graph) that are no longer those the builds wrote. A stage whose record holds no hashes
+    has nothing to check here (its state says it is not current)."""
+    out: list[OutputProblem] = []
+    for name in graph.STAGES if stages is None else stages:
+        if (Path(run_dir) / name / FAILURE_RECORD).is_file():
+            continue
+        build = read_build(run_dir, name)
+        if build is not None and build.by == RUNNER:
+            out += output_problems(run_dir, build) or []
+    return out
+
+
+def check_outputs(run_dir: Path, rerun: str, stages: Iterable[str] | None = None) -> None:
+    """Raise :class:`OutputsChanged` naming the first file of the run folder that differs
+    from its build record (``damaged_outputs``); ``rerun`` is the command that rebuilds it."""
+    problems = damaged_outputs(run_dir, stages)
+    if not problems:
+        return
+    first, more = problems[0], len(problems) - 1
+    happened = {"changed": "changed since the runner wrote it",
+                "missing": "missing; the runner wrote it",
+                "unreadable": f"cannot be read ({first.detail}); the runner wrote it"}
+    others = f" (and {count(more, 'more file')})" if more else ""
+    raise OutputsChanged(
+        f"{Path(run_dir) / first.file}: {happened[first.problem]} for {first.stage} (its "
+        f"sha256 is in {first.stage}/{BUILD_RECORD}){others}. The run folder's files do not "
+        f"match their build records; running the profile again rebuilds what changed: {rerun}")
 
 
 def _show(value: Any) -> str:
@@ -227,8 +386,9 @@ def changes(recorded: Inputs, expected: Inputs) -> list[str]:
 
 
 def self_state(run_dir: Path, name: str, expected: Inputs) -> tuple[bool, str]:
-    """Whether stage ``name``'s own outputs match ``expected`` (upstream currency aside), and
-    why not: what the runner uses to decide whether to run it."""
+    """Whether stage ``name``'s own outputs are those its build wrote and were computed from
+    ``expected`` (upstream currency aside), and why not: what the runner uses to decide whether
+    to run it."""
     folder = Path(run_dir) / name
     if (folder / FAILURE_RECORD).is_file():
         return False, "its last run failed"
@@ -239,6 +399,11 @@ def self_state(run_dir: Path, name: str, expected: Inputs) -> tuple[bool, str]:
         return False, "it has no build record (made by an older version or outside the runner)"
     if build.by == HAND:
         return False, "its outputs were written outside the runner" + _hand_params(build)
+    problems = output_problems(run_dir, build)
+    if problems is None:
+        return False, UNVERIFIED
+    if problems:
+        return False, _problems_reason(problems)
     if build.fingerprint == expected.fingerprint():
         return True, ""
     assert build.inputs is not None

@@ -29,14 +29,12 @@ lay them out.
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import math
 import re
 import shlex
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -50,7 +48,6 @@ from hbpsych_utils import study
 from hbpsych_utils.construction.instrument import BOOK_COPY, INSTRUMENT_FILE
 from hbpsych_utils.core import escape, paths, records, wording
 from hbpsych_utils.core.config import Profile
-from hbpsych_utils.core.writes import describe_os_error
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
@@ -364,13 +361,12 @@ def _yaml_block(data: object) -> str:
 
 
 def _chapter_link(text: str, chapter: str, chapters: Sequence[str]) -> str:
-    """``text`` linking to a chapter. A role's text is never HTML, but a backtick would end
-    the role and a ``<`` start its target, so neither is kept as such."""
+    """``text`` linking to a chapter: a Markdown link to the chapter's notebook, its text
+    escaped once like any other (``_cell``). A ``{doc}`` role cannot carry every text: its
+    title has no escape for a ``<``, which would start the role's target."""
     if chapter not in chapters:
         return _cell(text)
-    shown = (str(text).replace("`", "").replace("\\", "\\\\").replace("|", "\\|")
-             .replace("\n", " ").replace("<", "&lt;"))
-    return f"{{doc}}`{shown} <{chapter}>`"
+    return f"[{_cell(text)}]({chapter}.ipynb)"
 
 
 def _profile_values(profile: str | None) -> dict[str, Any] | None:
@@ -477,11 +473,7 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     parts = [f"# HealthBench-Psych: the {_code(title_name(profile), cell=False)} run\n",
              STUDY_SUMMARY + "\n"]
     if reproduced is not None:
-        own = any(getattr(metrics.get(s), "mode", None) == graph.LIVE
-                  for s in (graph.GENERATION, graph.GRADING))
-        why = (" This run generated and graded replies of its own, so the paper's evaluation "
-               "numbers are not expected to reappear here." if own else "")
-        parts.append(f"**{reproduced.sentence()}**{why} See the "
+        parts.append(f"**{reproduced.sentence()}** See the "
                      f"{{doc}}`reproduction ledger <{LEDGER_PAGE}>`.\n")
     if find:
         parts.append("## Find your way\n")
@@ -538,27 +530,62 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     return "\n".join(parts)
 
 
+def _nowrap(markdown: str) -> str:
+    """A cell's content kept on one line ("App. I" never splits mid-token)."""
+    return f'<span style="white-space: nowrap">{markdown}</span>'
+
+
+def _compared_words(r: ledger.Row) -> str:
+    """What the value of a row whose conditions are not the paper's says beside the paper's."""
+    if r.compared == ledger.EQUAL:
+        return "its value equals the paper's all the same"
+    if r.compared == ledger.DIFFERS:
+        return f"its value differs from the paper's {r.compared_note}".rstrip()
+    return f"not computable either: {r.compared_note}"
+
+
 def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
                     chapters: Sequence[str]) -> str:
-    """The reproduction ledger's page: the summary, then every printed number by section."""
+    """The reproduction ledger's page: the summary, every printed number by section, then what
+    each number depends on (its conditions in the paper's run)."""
     summary = ledger.summary(rows)
     parts = ["# Reproduction ledger\n",
              "Every number the study's paper prints that its released artifacts determine, "
-             "beside the value this run computed. A number is *equal* when this run's value, "
-             "rounded as the paper prints it, is the printed value; *differs* says by how much; "
-             "*not computable* says what this run lacks. The paper's values are kept as printed "
-             "in `data/paper_numbers.yaml`; this run's come from its chapters' results.\n",
+             "as the paper prints it, beside the value this run computed. Each number holds "
+             "under the paper's conditions (listed below the table: the chapters it comes from, "
+             "their modes and settings), and a run that departs from them says so first: "
+             "*tweaked* names the setting this run changed, *not current* says its chapter was "
+             "run by hand, failed or is behind an upstream change, *own replies* says the "
+             "chapter generated and graded replies of its own. Under the paper's conditions, a "
+             "number is *equal* when this run's value, rounded as the paper prints it, is the "
+             "printed value; *differs* says by how much; *not computable* says what this run "
+             "lacks. The paper's values are kept as printed in `data/paper_numbers.yaml`; this "
+             "run's come from its chapters' results.\n",
              f"**{summary.sentence()}**\n"]
-    words = {ledger.EQUAL: "equal", ledger.DIFFERS: "**differs**",
-             ledger.NOT_COMPUTABLE: "not computable"}
     table = []
     for r in rows:
         stage = ledger.stage_of(r.number)
-        run = _chapter_link(r.run, stage, chapters) if r.run else "–"
-        status = words[r.status] + (f": {_cell(r.note)}" if r.note else "")
-        table.append((_cell(r.number.section), _cell(r.number.quantity),
-                      _cell(r.number.paper), run, status))
+        run = _nowrap(_chapter_link(r.run, stage, chapters)) if r.run else "–"
+        word = ledger.STATUS_WORDS[r.status]
+        status = (f"**{word}**" if r.status != ledger.EQUAL and r.status != ledger.NOT_COMPUTABLE
+                  else word) + (f": {_cell(r.note)}" if r.note else "")
+        if r.status != r.compared:
+            status += f" ({_cell(_compared_words(r))})"
+        table.append((_nowrap(_cell(r.number.section)), _cell(r.number.quantity),
+                      _nowrap(_cell(r.number.paper)), run, status))
     parts.append(_table(["§", "quantity", "paper", "this run", "status"], table))
+    parts.append("## What each number depends on\n")
+    parts.append("Derived from the stage graph: the chapters a number comes from and those they "
+                 "read from, with their modes and the settings they read, at the values of the "
+                 "paper's run. A setting that cannot change a number (such as which other "
+                 "candidates are scored, for one candidate's mean) is left out of its "
+                 "conditions.\n")
+    groups: dict[str, list[ledger.Row]] = {}
+    for r in rows:
+        groups.setdefault(ledger.conditions(r.number).sentence(), []).append(r)
+    parts.append(_table(["§", _nowrap("numbers"), "the paper's conditions"], [
+        (", ".join(_nowrap(_cell(sec)) for sec in dict.fromkeys(r.number.section for r in g)),
+         str(len(g)), _cell(conditions)) for conditions, g in groups.items()]))
     return "\n".join(parts)
 
 
@@ -795,8 +822,11 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
                      f"{rec.mode} mode\n")
         names = sorted(n for n in rec.files if n.endswith(".json")
                        and n != publish.EXPORT_MANIFEST)
-        parts.append(f"{wording.count(len(names), 'artifact')} written to {_code(item.folder)} at "
-                     f"{_cell(rec.written_at)}.\n")
+        folder, inside = rec.place()
+        parts.append(f"{wording.count(len(names), 'artifact')} written to "
+                     f"{_code(folder, cell=False)} "
+                     f"{'in the run folder' if inside else '(a folder outside the run folder)'}"
+                     f" at {_cell(rec.written_at)}.\n")
         if item.stale:
             parts.append(f"**Not current**: {', '.join(item.stale)} changed since they were "
                          f"written. Publish again with `{again}`.\n")
@@ -869,7 +899,13 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "", command: str = "") 
     ``command``, when given, is what each table and figure says makes it again."""
     import nbformat
 
-    nb = nbformat.read(str(src), as_version=4)
+    text = records.read_text(src, error=BookError)
+    try:
+        nb = nbformat.reads(text, as_version=4)
+    except Exception as exc:  # nbformat raises schema, key, type and attribute errors alike
+        records.read_json(src, error=BookError)  # text that is not JSON: named with its line
+        raise BookError(f"{src}: not a Jupyter notebook ({type(exc).__name__}: "
+                        f"{(str(exc).strip().splitlines() or [''])[0][:200]})") from None
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -967,6 +1003,21 @@ def chapters_of(profile_dir: Path, states: Mapping[str, StageState] | None = Non
             and (nb.stem not in states or states[nb.stem].state != "not_in_profile")]
 
 
+def check_records(profile_dir: Path) -> None:
+    """Refuse a run folder whose files are not those its build records say the runner wrote
+    (:func:`hbpsych_utils.pipeline.state.check_outputs`, of the stages its profile runs),
+    naming the first, with the command that rebuilds them: the book would show them as
+    current."""
+    manifest = _read_manifest(profile_dir)
+    run = run_profile(profile_dir, manifest)
+    profile = str((manifest or {}).get("profile") or profile_dir.name)
+    try:
+        state.check_outputs(profile_dir, update_command(profile, manifest, profile_dir.parent),
+                            graph.profile_stages(run) if run is not None else None)
+    except state.OutputsChanged as exc:
+        raise BookError(str(exc)) from None
+
+
 def _read_manifest(profile_dir: Path) -> dict[str, Any] | None:
     path = profile_dir / "manifest.json"
     if not path.is_file():
@@ -1025,7 +1076,7 @@ def write_sources(profile_dir: Path, src: Path) -> str:
                          stage_command(profile, nb.stem, manifest, profile_dir.parent))
         chapters.append(nb.stem)
     try:
-        rows = ledger.ledger(metrics)
+        rows = ledger.ledger(metrics, run=ledger.RunConditions(run, states))
     except ledger.LedgerError as exc:
         raise BookError(str(exc)) from exc
     (src / f"{LEDGER_PAGE}.md").write_text(ledger_markdown(rows, metrics, chapters),
@@ -1130,6 +1181,7 @@ def render(profile_dir: Path, *, parallel: int = 0, fresh: bool = False) -> Buil
     profile_dir = Path(profile_dir).resolve()
     if not profile_dir.is_dir():
         raise BookError(f"{profile_dir}: no such run folder (run the profile first)")
+    check_records(profile_dir)
     start = time.perf_counter()
     dest = profile_dir / BOOK_DIR
     work = profile_dir / BUILD_DIR
@@ -1174,27 +1226,3 @@ def build_book(profile_dir: Path) -> Path:
     Works on any run folder, whole or partial: a stage that did not run is absent from it."""
     return render(profile_dir).index
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m hbpsych_utils book PROFILE [--outputs DIR]``."""
-    ap = argparse.ArgumentParser(prog="hbpsych book", description=(
-        "Render an existing run folder outputs/PROFILE/ into outputs/PROFILE/book/, a static "
-        "site that opens offline in any browser."))
-    ap.add_argument("profile", nargs="?", default="default")
-    ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: "
-                    "outputs/ of the project; a relative path is relative to the directory "
-                    "the command is started from)")
-    args = ap.parse_args(argv)
-    profile_dir = paths.from_caller(args.outputs or paths.outputs_root()) / args.profile
-    try:
-        report = render(profile_dir)
-    except BookError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # a book/ that is a link loop, a full disk, a read-only folder
-        print(f"error: {describe_os_error(exc)}", file=sys.stderr)
-        return 1
-    for line in report.warnings:
-        print(f"warning: {line}", file=sys.stderr)
-    print(f"book: {report.index} ({report.seconds:.1f}s)")
-    return 0

@@ -705,9 +705,14 @@ def f1_placement(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
     leave-one-out balanced F1 (grey dots), the physicians pooled (a bar) and each judge's
     pairwise balanced F1 (coloured markers) and the panel's (a black square; kind ``panel``), as
     HealthBench places its grader; ``table`` is
-    ``evaluation.judge_accuracy.pairwise_f1``'s (rater, kind, category, balanced_f1)."""
+    ``evaluation.judge_accuracy.pairwise_f1``'s (rater, kind, category, balanced_f1). An
+    undefined (NaN) F1 is not drawn; its category keeps its row."""
     _require(table, ["rater", "kind", "category", "balanced_f1"], "F1 placement figure")
     cats = ["all", *sorted(c for c in table["category"].unique() if c != "all")]
+    # an undefined F1 (a class one side never uses) is not a point: no marker, no bar; each
+    # judge keeps its colour and offset whatever of it is drawn
+    judge_names = sorted(table.loc[table["kind"] == "judge", "rater"].unique())
+    table = table[table["balanced_f1"].notna()]
     _style()
     fig, ax = _subplots(figsize=(6.8, 1.2 + 0.55 * len(cats)), layout="constrained")
     y = {c: len(cats) - 1 - i for i, c in enumerate(cats)}
@@ -720,14 +725,14 @@ def f1_placement(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
                 color="#333333", lw=1.6, zorder=3,
                 label="physicians pooled" if k == 0 else None)
     judges = table[table["kind"] == "judge"]
-    for i, (judge, g) in enumerate(judges.groupby("rater", sort=True)):
+    for i, judge in enumerate(judge_names):
+        g = judges[judges["rater"] == judge]
         ax.scatter(g["balanced_f1"], [y[c] + 0.12 * (i - 1) for c in g["category"]], s=40,
                    marker="D", color=OKABE_ITO[i % len(OKABE_ITO)], zorder=4,
                    label=study.display_name(str(judge)))
-    for _, r in table[table["kind"] == "panel"].iterrows():
+    for k, (_, r) in enumerate(table[table["kind"] == "panel"].iterrows()):
         ax.scatter([r["balanced_f1"]], [y[r["category"]]], s=46, marker="s", color="#000000",
-                   zorder=5, label="panel (majority of the judges)"
-                   if r["category"] == cats[0] else None)
+                   zorder=5, label="panel (majority of the judges)" if k == 0 else None)
     ax.set_yticks([y[c] for c in cats], [vocabulary.term_label(c) for c in cats])
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.7, len(cats) - 0.3)

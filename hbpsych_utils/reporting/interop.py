@@ -103,8 +103,9 @@ from pydantic import ConfigDict, Field, PlainValidator, TypeAdapter, model_valid
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_mod
-from hbpsych_utils.core import jsonl, records, sources
+from hbpsych_utils.core import arguments, jsonl, records, sources
 from hbpsych_utils.core.wording import count
+from hbpsych_utils.core.writes import describe_os_error
 from hbpsych_utils.evaluation import breakdowns, grading, scoring
 from hbpsych_utils.reporting.vocabulary import level_text
 
@@ -662,7 +663,7 @@ def _zip_json(zf: zipfile.ZipFile, name: str, path: Path) -> Any:
     info = zf.getinfo(name)
     try:
         data = _zstd_member(zf, info) if info.compress_type == ZIP_ZSTANDARD else zf.read(name)
-        return json.loads(data.decode("utf-8"))
+        return records.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InteropError(f"{path}: {name}: not valid JSON: {exc}") from None
     except NotImplementedError as exc:
@@ -917,7 +918,7 @@ def subset_report(
     values = [scores[i].score for i in subset.ids if i in scores and scores[i].score is not None]
     if values:
         ci = scoring.bootstrap_ci(values, n_resamples=n_resamples, seed=seed, level=level)
-        est, lo, hi = ci.estimate, ci.low, ci.high
+        est, lo, hi = ci.estimate, _bound(ci.low), _bound(ci.high)
     else:
         est = lo = hi = None
     return SubsetReport(model, subset.key, subset.name, len(subset.ids), len(values), est, lo,
@@ -941,8 +942,19 @@ def filter_results(
     ]
 
 
+def _bound(x: float) -> float | None:
+    """An interval's end as a report holds it: ``None`` where it is undefined (NaN)."""
+    return None if math.isnan(x) else float(x)
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return f"no interval ({scoring.ONE_CONVERSATION})"
+    return f"[{_fmt(low)}, {_fmt(high)}]"
 
 
 def format_text(
@@ -965,8 +977,7 @@ def format_text(
         if r.clipped_mean is None:
             body = "no scored conversation of this subset in the input"
         else:
-            body = (f"clipped mean {_fmt(r.clipped_mean)} "
-                    f"[{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]")
+            body = f"clipped mean {_fmt(r.clipped_mean)} {_interval(r.ci_low, r.ci_high)}"
         tail = f"{len(r.missing)} missing"
         if r.unscored:
             tail += f", {len(r.unscored)} unscored"
@@ -1131,8 +1142,9 @@ class TagReport:
     tag: str
     n: int
     clipped_mean: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
+    """``None`` where there is no interval (one conversation)."""
     bootstrap_std: float
     n_graded: int
     """Subset conversations of the input with per-criterion results."""
@@ -1177,10 +1189,11 @@ def tag_reports(
             graders = sorted({g for r in graded.values() for g in r.verdicts})
             long = (breakdowns.with_panel(tags, graders) if len(graders) > 1
                     else tags.rename(columns={"judge": "scorer"}))
-            summary = breakdowns.summarise(long, n_resamples=n_resamples, seed=seed)
+            summary = breakdowns.summarise(long, n_resamples=n_resamples, seed=seed,
+                                           level=level)
             bare = sum(not c.example_tags for c in convs.values())
             out += [TagReport(model, sub.key, sub.name, str(r.scorer), str(r.tag), int(r.n),
-                              float(r.clipped_mean), float(r.ci_low), float(r.ci_high),
+                              float(r.clipped_mean), _bound(r.ci_low), _bound(r.ci_high),
                               float(r.bootstrap_std), len(graded), bare)
                     for r in summary.itertuples(index=False)]
     return out
@@ -1202,7 +1215,7 @@ def format_tags(tags: Sequence[TagReport], results: LoadedResults) -> str:
             lines.append(f"\n{t.model} on {t.subset_name}, {t.scorer}: {t.n_graded} "
                          f"conversation(s) with per-criterion results{themes}")
         lines.append(f"  {t.tag}: n = {t.n}, {_fmt(t.clipped_mean)} "
-                     f"[{_fmt(t.ci_low)}, {_fmt(t.ci_high)}]")
+                     f"{_interval(t.ci_low, t.ci_high)}")
     without = sorted(m for m in results.by_model if m not in {t.model for t in tags})
     if without:
         lines.append(f"\nno per-criterion results for: {', '.join(without)}")
@@ -1219,8 +1232,18 @@ def _default_seed() -> int:
     return int(config.Profile.model_fields["seed"].default)
 
 
+def subset_argument(text: str) -> str:
+    """A ``--subset`` value: a released subset's key or an existing file (what
+    :func:`resolve_subset` then reads), else a one-line usage error."""
+    if text in study.SUBSET_ARTIFACTS or Path(text).is_file():
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r} is neither a released subset ({', '.join(study.SUBSET_ARTIFACTS)}) nor an "
+        "existing subset JSON file")
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = arguments.Parser(
         prog="python -m hbpsych_utils filter-results",
         description="Report HealthBench-Psych / Psych-Hard from per-conversation HealthBench "
         "results you already have (no generation, no grading).",
@@ -1233,10 +1256,13 @@ def _parser() -> argparse.ArgumentParser:
                     "scores .jsonl/.csv")
     ap.add_argument("--format", default="auto", choices=("auto", *FORMATS))
     ap.add_argument("--subset", action="append", metavar="v1|v2|hard|PATH.json",
+                    type=subset_argument,
                     help="subset to report (repeatable; default: v1 and hard)")
-    ap.add_argument("--seed", type=int, default=None,
-                    help="bootstrap seed (default: the default profile's seed)")
-    ap.add_argument("--resamples", type=int, default=study.N_RESAMPLES)
+    ap.add_argument("--seed", type=arguments.seed, default=None,
+                    help="bootstrap seed, 0 to 2**32-1 (default: the default profile's seed)")
+    ap.add_argument("--resamples", type=arguments.resamples, default=study.N_RESAMPLES,
+                    help=f"bootstrap resamples, 1 to {study.MAX_RESAMPLES:,} "
+                    f"(default {study.N_RESAMPLES})")
     ap.add_argument("--json", action="store_true", help="print JSON (with the missing ids)")
     ap.add_argument("--model", default=None,
                     help="model name for simple-evals/Inspect inputs (default: from the file)")
@@ -1263,11 +1289,8 @@ def main(argv: list[str] | None = None) -> int:
     was not given."""
     try:
         args = _parser().parse_args(argv)
-    except SystemExit as exc:  # argparse's own exit (usage error or --help)
+    except SystemExit as exc:  # argparse's own exit (a one-line usage error or --help)
         return int(exc.code or 0)
-    if args.resamples < 1:
-        print("error: --resamples must be at least 1", file=sys.stderr)
-        return 2
     seed = _default_seed() if args.seed is None else args.seed
     try:
         results = load_results(args.inputs, args.format, model=args.model, scorer=args.scorer,
@@ -1277,8 +1300,11 @@ def main(argv: list[str] | None = None) -> int:
         reports = filter_results(results, subsets, n_resamples=args.resamples, seed=seed)
         tags = (tag_reports(results, subsets, corpus_tags=corpus_themes(results),
                             n_resamples=args.resamples, seed=seed) if args.by_tag else None)
-    except (InteropError, sources.ArtifactError, corpus.CorpusError, OSError) as exc:
+    except (InteropError, sources.ArtifactError, corpus.CorpusError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # an input that cannot be read (a folder, no permission): named
+        print(f"error: {describe_os_error(exc)}", file=sys.stderr)
         return 1
     unfinished = unfinished_runs(results.inputs)
     if unfinished and not args.allow_incomplete:

@@ -212,6 +212,14 @@ class Published(BaseModel):
     stages: dict[str, str | None]
     """The fingerprints of the stages it reports, when it was written."""
 
+    def place(self) -> tuple[str, bool]:
+        """Where the files went, as a page shows it: ``(folder relative to the run folder,
+        True)``, or ``(the folder's name, False)`` when it is outside the run folder (a book is
+        shared: a path of the machine that wrote it tells readers nothing but that machine's
+        layout)."""
+        where = Path(self.output)
+        return (where.name, False) if where.is_absolute() else (where.as_posix(), True)
+
 
 # --------------------------------------------------------------------------------------------
 # The run folder
@@ -237,8 +245,9 @@ class RunFolder:
                                f"profile {self.profile.name!r} again")
         return path
 
-    def upstream_metrics(self, stage: str) -> dict[str, Any]:
-        return records.read_json(self.upstream(stage, graph.METRICS), error=PublishError)
+    def upstream_metrics(self, stage: metrics.StageMetrics[metrics.M]) -> metrics.M:
+        path = self.upstream(stage.stage, graph.METRICS)
+        return metrics.parse(stage, records.read_json(path, error=PublishError), str(path))
 
     def fetch(self, artifact: str) -> Path:
         return sources.fetch(artifact)
@@ -547,8 +556,8 @@ def items(source: EvaluationSource, responses: pd.DataFrame, candidate: str,
 
 def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, list[ItemLine]]]:
     """This run's grading of subset ``key`` (and Psych-Hard), one artifact per candidate."""
-    gen = metrics.parse(graph.GENERATION, run.upstream_metrics(graph.GENERATION))
-    grading = metrics.parse(graph.GRADING, run.upstream_metrics(graph.GRADING))
+    gen = run.upstream_metrics(metrics.GENERATION)
+    grading = run.upstream_metrics(metrics.GRADING)
     if not isinstance(gen, metrics.GenerationLiveMetrics) or not isinstance(
             grading, metrics.GradingLiveMetrics):
         raise PublishError(f"{run.root}: 06 and 07 did not run live; nothing was graded")
@@ -743,7 +752,12 @@ def publish(run_dir: Path, *, subset: str = "v1", output: Path | None = None,
         raise PublishError(f"--subset {subset!r}: one of {', '.join(MAIN_SUBSETS)} (Psych-Hard "
                            "is published beside it)")
     run = open_run(run_dir, rerun)
-    stages = require_current(run, rerun or f"bash run_all.sh {run.profile.name}")
+    rerun = rerun or f"bash run_all.sh {run.profile.name}"
+    try:  # a file that is no longer what its stage wrote is never read
+        state.check_outputs(run.root, rerun, graph.profile_stages(run.profile))
+    except state.OutputsChanged as exc:
+        raise PublishError(str(exc)) from None
+    stages = require_current(run, rerun)
     schema = load_schema()
     lines: dict[str, list[ItemLine]] = {}
     if run.mode == graph.PAPER:

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 from pydantic import ValidationError
 
 from hbpsych_utils.construction.corpus import load_corpus
-from hbpsych_utils.construction.ratings import RatingsError, check_format
+from hbpsych_utils.construction.ratings import RatingsError, check_format, reviewer_collisions
 from hbpsych_utils.core.config import (
     LimitOverride,
     LLMSettings,
@@ -176,13 +176,13 @@ def _file_problems(profile: Profile) -> list[str]:
                 read_text(resolve_path(name))
             except ValueError as exc:
                 problems.append(f"{key}: {exc}")
-    ratings_files = [(f"{section}.ratings_files[{i}]", name)
-                     for section in ("review_round1", "recall")
-                     for i, name in enumerate(getattr(profile, section).ratings_files or [])]
-    if ratings_files:
-        for key, name in ratings_files:
+    for section in ("review_round1", "recall"):
+        named = []  # (file, reviewer) of the round's good files
+        for i, name in enumerate(getattr(profile, section).ratings_files or []):
             try:
-                check_format(resolve_path(name))
+                named.append((name, check_format(resolve_path(name))))
             except RatingsError as exc:
-                problems.append(f"{key}: " + "\n      ".join(str(exc).splitlines()))
+                problems.append(f"{section}.ratings_files[{i}]: "
+                                + "\n      ".join(str(exc).splitlines()))
+        problems += [f"{section}.ratings_files: {p}" for p in reviewer_collisions(named)]
     return problems

@@ -1,10 +1,13 @@
 """``python -m hbpsych_utils run`` (what ``run_all.sh`` calls): arguments, exit codes, Ctrl-C;
-and ``publish`` (:func:`publish_main`), which reads a run folder the same way.
+and ``publish`` (:func:`publish_main`) and ``book`` (:func:`book_main`), which read a run
+folder the same way.
 
 Exit codes: 0 every planned notebook ran, 1 a notebook failed or the run could not go on (a
-damaged LLM store, a file-system error: one line naming the path and the problem), 2 bad
-profile or arguments (including a ``--set`` that no stage reads), 3 another run holds the
-outputs folder, 130 interrupted (Ctrl-C, at any point, once or more: one line).
+damaged or empty LLM store, a file-system error: one line naming the path and the problem; a
+book the run folder cannot be rendered into), 2 bad profile or arguments (including a ``--set``
+that no stage reads, a profile name that is not a plain name, an outputs root in the project's
+source tree: one line for an argument), 3 another command holds the outputs folder, 130
+interrupted (Ctrl-C, at any point, once or more: one line).
 
 A relative ``--outputs`` or profile file is the caller's: relative to the directory the
 command was started from (``run_all.sh`` says which, :func:`core.paths.from_caller`).
@@ -20,11 +23,12 @@ import signal
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
-from hbpsych_utils.core import paths, runlock
+from hbpsych_utils.core import arguments, paths, runlock
 from hbpsych_utils.core.secrets import scrub
 from hbpsych_utils.core.wording import count
-from hbpsych_utils.runner.run import RunInterrupted, run_profile
+from hbpsych_utils.runner.run import RunInterrupted, book_call, run_profile
 
 EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -35,10 +39,11 @@ line; otherwise ``<this python> -m hbpsych_utils run``."""
 
 def profile_dir(profile: str, outputs_root: Path | None) -> Path:
     """``outputs/<profile>/`` of a profile given by name or YAML path, as ``run_profile`` will
-    name it (the file's stem), without reading the profile."""
-    p = Path(profile)
-    name = p.stem if p.suffix in (".yaml", ".yml") else profile
-    return paths.from_caller(outputs_root or paths.outputs_root()) / name
+    name it (the file's stem), without reading the profile; ``paths.UnsafePath`` when the name
+    is not a plain name or the folder would be in the project's source tree
+    (``paths.run_folder``)."""
+    root = paths.outputs_root() if outputs_root is None else outputs_root
+    return paths.run_folder(root, paths.profile_name(profile))
 
 
 def interruption_line(exc: RunInterrupted, command: str) -> str:
@@ -49,27 +54,44 @@ def interruption_line(exc: RunInterrupted, command: str) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = arguments.Parser(
         prog="hbpsych run",
         description="Run a profile's notebooks: those whose inputs changed since their last "
         "successful run, and everything downstream of them.",
         epilog="exit codes: 0 every planned notebook ran, 1 a notebook failed or the run "
-        "could not go on (a damaged LLM store, a file-system error), 2 bad profile or "
-        "arguments (a --set no stage reads included), 3 another run holds the outputs "
-        "folder, 130 interrupted (Ctrl-C)")
-    ap.add_argument("profile", nargs="?", default="default")
+        "could not go on (a damaged or empty LLM store, a file-system error, a book it cannot "
+        "build), 2 bad profile or arguments (a --set no stage reads included), 3 another run "
+        "holds the outputs folder, 130 interrupted (Ctrl-C)")
+    _run_folder_arguments(ap)
     ap.add_argument("--only", nargs="*", help="stages to run (with whichever of their "
                     "dependents are then not current)")
     ap.add_argument("--force", action="store_true", help="run every stage of the profile, "
                     "current or not (with --only: the named stages and all their dependents)")
-    ap.add_argument("--outputs", type=Path, default=None, help="outputs root (default: "
-                    "outputs/ of the project; a relative path is relative to the directory "
-                    "the command is started from)")
     ap.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override one profile value, e.g. --set judges.subset=hard or --set seed=123 "
         "(the value is read as YAML; repeat for several)")
     return ap
+
+
+def _run_folder_arguments(ap: argparse.ArgumentParser) -> None:
+    """``PROFILE`` and ``--outputs DIR``, checked as they are read: a profile's name is a plain
+    name and the outputs root is outside the project's source tree (``core.arguments``)."""
+    ap.add_argument("profile", nargs="?", default="default", type=arguments.profile,
+                    help="a profile of params/ by name, or a profile YAML file (its name is "
+                    f"the file's stem: {paths.NAME_RULE})")
+    ap.add_argument("--outputs", type=arguments.outputs_root, default=None,
+                    help="outputs root (default: outputs/ of the project; a relative path is "
+                    "relative to the directory the command is started from; never inside the "
+                    "project's source tree)")
+
+
+def _parse(ap: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | int:
+    """The arguments, or the exit code argparse chose (2 after its one line, 0 after help)."""
+    try:
+        return ap.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else EXIT_USAGE
 
 
 def lock_refusal(argv: list[str]) -> str | None:
@@ -86,7 +108,11 @@ def lock_refusal(argv: list[str]) -> str | None:
 
 def _refusal(args: argparse.Namespace) -> str | None:
     try:
-        runlock.refuse_if_running(profile_dir(args.profile, args.outputs), args.profile)
+        folder = profile_dir(args.profile, args.outputs)
+    except paths.UnsafePath:  # the run itself refuses it, with its own exit code
+        return None
+    try:
+        runlock.refuse_if_running(folder, folder.name)
     except runlock.RunLocked as exc:
         return f"error: {exc}"
     return None
@@ -101,7 +127,9 @@ def main(argv: list[str] | None = None, *, restore_sigint: bool = True) -> int:
     hbpsych_utils run``): after an interruption is reported, Ctrl-C stays ignored while it
     exits, instead of Python's handler coming back for its last moments."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(argv)
+    args = _parse(parser(), argv)
+    if isinstance(args, int):
+        return args
     launcher = os.environ.get(LAUNCHER_ENV) or f"{shlex.quote(sys.executable)} -m hbpsych_utils run"
     command = f"{launcher} {shlex.join(argv)}".rstrip()
     previous = signal.getsignal(signal.SIGINT)
@@ -147,7 +175,7 @@ def _main(args: argparse.Namespace, command: str) -> int:
             args.profile, outputs_root=args.outputs, only=args.only, overrides=overrides,
             force=args.force, command=command,
         )
-    except config.ProfileError as exc:
+    except (config.ProfileError, paths.UnsafePath) as exc:
         _say(f"error: {exc}")
         return EXIT_USAGE
     except runlock.RunLocked as exc:
@@ -157,7 +185,7 @@ def _main(args: argparse.Namespace, command: str) -> int:
         _say(f"error: {exc}")
         return EXIT_FAILED
     except OSError as exc:  # the outputs folder: read-only, a file, a link loop, a full disk
-        _say(f"error: {describe_os_error(exc)}")
+        _say(f"error: {describe_os_error(exc, _folder_of(args))}")
         return EXIT_FAILED
     except RunInterrupted as exc:
         _quiet()
@@ -166,25 +194,32 @@ def _main(args: argparse.Namespace, command: str) -> int:
     return 0 if result.ok else EXIT_FAILED
 
 
+def _folder_of(args: argparse.Namespace) -> Path | None:
+    """The run folder of the command's arguments, to name where an error that names no file
+    happened (``None`` if it cannot be told)."""
+    try:
+        return profile_dir(args.profile, args.outputs)
+    except paths.UnsafePath:
+        return None
+
+
 # --------------------------------------------------------------------------------------------
 # publish: a run's scores as mindbench-results v1 artifacts (hbpsych_utils.reporting.publish)
 
 
 def publish_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = arguments.Parser(
         prog="hbpsych publish",
         description="Write one mindbench-results v1 artifact per candidate of an existing run "
         "(its main subset with Psych-Hard beside it), validated against the registry's "
         "schema, with their per-item files and an export manifest.",
         epilog="exit codes: 0 written, 1 the run cannot be published or a payload breaks the "
         "schema (nothing written), 2 bad arguments, 3 a run holds the outputs folder")
-    ap.add_argument("profile", nargs="?", default="default")
+    _run_folder_arguments(ap)
     ap.add_argument("--subset", default="v1", choices=("v1", "v2"),
                     help="the main subset (default v1)")
-    ap.add_argument("--output", type=Path, default=None,
+    ap.add_argument("--output", type=arguments.output_folder, default=None,
                     help="folder to write (default: outputs/PROFILE/published/SUBSET)")
-    ap.add_argument("--outputs", type=Path, default=None, help="outputs root, as for run "
-                    "(default: outputs/)")
     ap.add_argument("--no-book", action="store_true",
                     help="do not re-render the run's book (it links what was published)")
     return ap
@@ -193,11 +228,19 @@ def publish_parser() -> argparse.ArgumentParser:
 def publish_main(argv: list[str] | None = None) -> int:
     """``python -m hbpsych_utils publish PROFILE [--subset v1|v2] [--output DIR]``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = publish_parser().parse_args(argv)
+    args = _parse(publish_parser(), argv)
+    if isinstance(args, int):
+        return args
     from hbpsych_utils.core import sources
+    from hbpsych_utils.core.writes import describe_os_error
+    from hbpsych_utils.llm.store import StoreError
     from hbpsych_utils.reporting import book, publish
 
-    run_dir = profile_dir(args.profile, args.outputs)
+    try:
+        run_dir = profile_dir(args.profile, args.outputs)
+    except paths.UnsafePath as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     name = run_dir.name
     command = f"{shlex.quote(sys.executable)} -m hbpsych_utils publish {shlex.join(argv)}"
     try:
@@ -210,13 +253,102 @@ def publish_main(argv: list[str] | None = None) -> int:
             written = count(len(report.artifacts), "mindbench-results v1 artifact")
             print(f"published {written} of {name} ({args.subset}) -> {report.output}")
             if not args.no_book and (run_dir / book.BOOK_DIR).is_dir():
-                print(f"book: {book.build_book(run_dir)}")
+                print(f"book: {book_call(run_dir, book.build_book)}")
     except runlock.RunLocked as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_LOCKED
-    except (ValueError, OSError, sources.ArtifactError, book.BookError) as exc:
+    except OSError as exc:  # a full disk, a read-only folder, a book/ that is a link
+        print(f"error: {describe_os_error(exc, args.output or run_dir)}", file=sys.stderr)
+        return EXIT_FAILED
+    except (ValueError, sources.ArtifactError, book.BookError, StoreError) as exc:
         # the package's readers name the file, record and field (PublishError, ScoringError,
-        # NotJSON, ... are ValueErrors)
+        # NotJSON, ... are ValueErrors); a damaged or empty LLM store names the mv that sets
+        # it aside
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+# --------------------------------------------------------------------------------------------
+# book: an existing run folder rendered again (hbpsych_utils.reporting.book)
+
+
+def book_parser() -> argparse.ArgumentParser:
+    ap = arguments.Parser(
+        prog="hbpsych book",
+        description="Render an existing run folder outputs/PROFILE/ into outputs/PROFILE/book/, "
+        "a static site that opens offline in any browser.",
+        epilog="exit codes: 0 rendered, 1 no such run folder or the book cannot be built (one "
+        "line naming the file), 2 bad arguments, 3 another command (a run, publish) holds the "
+        "outputs folder, 130 interrupted (Ctrl-C)")
+    _run_folder_arguments(ap)
+    return ap
+
+
+def book_main(argv: list[str] | None = None, *, restore_sigint: bool = True) -> int:
+    """``python -m hbpsych_utils book PROFILE [--outputs DIR]``: refused while another command
+    holds the run folder (a run would be rendered half-finished), and holding it while it
+    renders; Ctrl-C at any point ends it with one line and exit 130. ``restore_sigint=False``
+    when the process ends next: once the book is built or the interruption reported, Ctrl-C
+    is ignored while it exits (as for ``run``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parse(book_parser(), argv)
+    if isinstance(args, int):
+        return args
+    command = f"{shlex.quote(sys.executable)} -m hbpsych_utils book {shlex.join(argv)}".rstrip()
+    try:
+        run_dir = profile_dir(args.profile, args.outputs)
+    except paths.UnsafePath as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from hbpsych_utils.runner.execute import RunWatch
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with RunWatch() as watch:  # a Ctrl-C that a library swallows is still seen
+            report = _render(run_dir, command)
+            if watch.requested:
+                raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        _quiet()
+        _say(f"interrupted: the book of {run_dir} was not finished; run again with: {command}")
+        return EXIT_INTERRUPTED
+    except runlock.RunLocked as exc:
+        _say(f"error: {exc}")
+        return EXIT_LOCKED
+    except _BookRefused as exc:
+        _say(f"error: {exc}")
+        return EXIT_FAILED
+    except OSError as exc:  # a book/ that is a link, a full disk, a read-only folder
+        from hbpsych_utils.core.writes import describe_os_error
+
+        _say(f"error: {describe_os_error(exc, run_dir)}")
+        return EXIT_FAILED
+    finally:
+        try:
+            signal.signal(signal.SIGINT, previous if restore_sigint and previous is not None
+                          else signal.SIG_IGN)
+        except ValueError:  # not the main thread: nothing was changed
+            pass
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    print(f"book: {report.index} ({report.seconds:.1f}s)")
+    return 0
+
+
+class _BookRefused(Exception):
+    """The book cannot be built: no run folder, or the build failed (the message says why)."""
+
+
+def _render(run_dir: Path, command: str) -> Any:
+    """The book of ``run_dir`` (its ``BuildReport``), rendered under the folder's run lock."""
+    from hbpsych_utils.reporting import book
+
+    if not run_dir.is_dir():  # before the lock, which would make the folder
+        raise _BookRefused(f"{run_dir}: no such run folder (run the profile first: "
+                           f"{book.update_command(run_dir.name, None, run_dir.parent)})")
+    try:
+        with runlock.run_lock(run_dir, run_dir.name, command):
+            return book_call(run_dir, book.render)
+    except book.BookError as exc:
+        raise _BookRefused(str(exc)) from None

@@ -8,6 +8,13 @@ seconds, the error) and every artifact any stage used with its sha256. It is rew
 each notebook, so an interrupted run still says how far it got. Artifacts come from the
 ``stage.json`` of each stage folder; the folder of a stage that failed holds only its failure
 record, so the manifest never names the inputs of a previous run's outputs as this run's.
+
+``scrubbed`` says every place where the value of an API key was replaced by ``[NAME removed]``:
+the model replies of the run's LLM store that quoted one (:func:`store_entries`: by model, tag
+and variable, with the replies and occurrences; tables made from them hold the same text), the
+records this invocation wrote (:func:`record_entry`: failure records, build records, executed
+notebooks) and the manifest itself; an empty list when none. ``key_placeholders`` names the key
+variables set to a placeholder rather than a key (nothing is scrubbed of them).
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ from typing import Any
 from packaging.requirements import Requirement
 
 from hbpsych_utils import __version__
-from hbpsych_utils.core import paths, records
-from hbpsych_utils.core.writes import write_json
+from hbpsych_utils.core import paths, records, secrets
+from hbpsych_utils.core.writes import json_text, write_record
 from hbpsych_utils.pipeline import graph, metrics
 
 
@@ -66,38 +73,131 @@ def installed_packages(distribution: str = "hbpsych_utils") -> dict[str, str | N
     return packages
 
 
-def collect_artifacts(profile_dir: Path) -> dict[str, Any]:
-    """Merge the ``stage.json`` records of every stage folder."""
+def collect_artifacts(profile_dir: Path, unreadable: list[str] | None = None
+                      ) -> dict[str, Any]:
+    """Merge the ``stage.json`` records of every stage folder; one that cannot be read (a
+    damaged file, which the runner rebuilds: it differs from its build record) is skipped and
+    its error appended to ``unreadable``."""
     merged: dict[str, Any] = {}
     for rec in sorted(profile_dir.glob("*/stage.json")):
-        data = records.read_json(rec)
-        for name, info in data.get("artifacts", {}).items():
+        try:
+            data = records.read_json(rec)
+        except ValueError as exc:
+            if unreadable is not None:
+                unreadable.append(str(exc))
+            continue
+        if not isinstance(data, dict):
+            if unreadable is not None:
+                unreadable.append(f"{rec}: not a JSON object")
+            continue
+        for name, info in (data.get("artifacts") or {}).items():
             entry = merged.setdefault(name, {**info, "used_by": []})
             entry["used_by"].append(data.get("stage", rec.parent.name))
     return merged
 
 
-def _metrics(profile_dir: Path, stage: str) -> Any:
-    """A stage's typed metrics, or ``None`` when it has none (or a failure record instead)."""
+def _metrics(profile_dir: Path, stage: str, unreadable: list[str]) -> Any:
+    """A stage's typed metrics, or ``None`` when it has none (or a failure record instead), or
+    one that cannot be read (its error appended to ``unreadable``: a damaged file, which the
+    runner rebuilds, as it differs from the stage's build record)."""
     if not (profile_dir / stage / graph.METRICS).is_file():
         return None
-    return metrics.read(profile_dir, stage)
+    try:
+        return metrics.read(profile_dir, stage)
+    except metrics.MetricsError as exc:
+        unreadable.append(str(exc))
+        return None
 
 
-def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
+STORE_REPLIES = "model replies"
+"""What a ``scrubbed`` entry of the LLM store describes."""
+RECORD = "record"
+"""What a ``scrubbed`` entry of a record the project wrote describes."""
+
+
+def record_entry(profile_dir: Path, path: Path, counts: dict[str, int]) -> dict[str, Any]:
+    """A ``scrubbed`` entry for a record written with keys replaced: its file (relative to the
+    run folder when inside it) and the occurrences replaced, by variable."""
+    path = Path(path)
+    try:
+        where = str(path.resolve().relative_to(Path(profile_dir).resolve()))
+    except ValueError:
+        where = str(path)
+    return {"file": where, "what": RECORD, "replaced": dict(sorted(counts.items()))}
+
+
+def store_entries(profile_dir: Path) -> list[dict[str, Any]]:
+    """The ``scrubbed`` entries of the run's LLM store: its replies stored with a key's value
+    replaced, by model, tag and variable (empty when there is no store, or none was)."""
+    from hbpsych_utils.llm.store import STORE_NAME, Store, StoreError
+
+    store = profile_dir / STORE_NAME
+    if not store.is_file():
+        return []
+    try:
+        with Store(store) as db:
+            return _store_entries(db)
+    except StoreError:  # the manifest says why it cannot be read (store_error)
+        return []
+
+
+def _store_entries(db: Any) -> list[dict[str, Any]]:
+    from hbpsych_utils.llm.store import STORE_NAME
+
+    return [{"file": STORE_NAME, "what": STORE_REPLIES, "model": e["model"], "tag": e["tag"],
+             "rows": e["rows"], "replaced": {e["variable"]: e["occurrences"]}}
+            for e in db.scrubbed()]
+
+
+def new_store_entries(before: list[dict[str, Any]], after: list[dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+    """The store's entries of ``after`` less those of ``before``: the replies a stage stored
+    with keys replaced (rows and occurrences added since ``before``)."""
+    def key(e: dict[str, Any]) -> tuple[str, str, str]:
+        return e["model"], e["tag"], next(iter(e["replaced"]))
+
+    old = {key(e): e for e in before}
+    out = []
+    for e in after:
+        was = old.get(key(e))
+        rows = e["rows"] - (was["rows"] if was else 0)
+        if rows > 0:
+            name, n = next(iter(e["replaced"].items()))
+            out.append({**e, "rows": rows,
+                        "replaced": {name: n - (was["replaced"][name] if was else 0)}})
+    return out
+
+
+def describe_entry(entry: dict[str, Any]) -> str:
+    """One line for the terminal: where keys were replaced, and how many."""
+    names = ", ".join(f"[{name} removed]" for name in entry["replaced"])
+    if entry["what"] == STORE_REPLIES:
+        n = entry["rows"]
+        return (f"{entry['file']}: {n} model repl{'y' if n == 1 else 'ies'} of "
+                f"{entry['model']}{' (' + entry['tag'] + ')' if entry['tag'] else ''} quoted "
+                f"{secrets.describe_counts(entry['replaced'])}: replaced by {names} in the "
+                "store and in every table made from them")
+    return (f"{entry['file']}: {secrets.describe_counts(entry['replaced'])} replaced by "
+            f"{names}")
+
+
+def collect_run_facts(profile_dir: Path, unreadable: list[str] | None = None
+                      ) -> dict[str, Any]:
     """What a manifest must say about a run's model calls and subsets, from the stages' files:
     subset hashes, models and decoding parameters sent, grader-template hash, error counts and
     the spend recorded in the run's LLM store (none of which can hold a key), or why the store
-    cannot be read."""
+    cannot be read; ``unreadable`` (given, or made) lists the stage files that could not be
+    read, after those already in it."""
     facts: dict[str, Any] = {}
-    subset = _metrics(profile_dir, graph.SUBSET)
+    unreadable = [] if unreadable is None else unreadable
+    subset = _metrics(profile_dir, graph.SUBSET, unreadable)
     if subset is not None:
         facts["subset_sha256"] = subset.hashes()
-    gen = _metrics(profile_dir, graph.GENERATION)
+    gen = _metrics(profile_dir, graph.GENERATION, unreadable)
     if isinstance(gen, metrics.GenerationLiveMetrics):
         facts["generation"] = gen.model_dump(mode="json", include={
             "candidates", "n_conversations", "decoding_sent", "n_refused", "n_failed"})
-    grade = _metrics(profile_dir, graph.GRADING)
+    grade = _metrics(profile_dir, graph.GRADING, unreadable)
     if isinstance(grade, metrics.GradingLiveMetrics):
         facts["grading"] = grade.model_dump(mode="json", include={
             "judges", "temperature", "grader_template_sha256", "n_recovered", "n_reasked",
@@ -111,8 +211,11 @@ def collect_run_facts(profile_dir: Path) -> dict[str, Any]:
         try:
             with Store(store) as db:
                 facts["spend"] = db.spend()
+                facts["scrubbed"] = _store_entries(db)
         except StoreError as exc:  # damaged: a run says so and stops before any notebook
             facts["store_error"] = str(exc)
+    if unreadable:
+        facts["unreadable"] = unreadable
     return facts
 
 
@@ -126,11 +229,17 @@ def write_manifest(
     profile_values: Mapping[str, Any] | None = None,
     stages: list[dict[str, Any]] | None = None,
     command: str | None = None,
+    scrubbed: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write ``manifest.json``; ``overrides`` are the ``--set`` keys with the values the run
     used, ``profile_values`` the whole validated profile (overrides applied), ``notebooks``
     this invocation's notebooks, ``stages`` every stage of the graph with its state
-    (:func:`hbpsych_utils.pipeline.state.stage_states`), ``command`` how the run was started."""
+    (:func:`hbpsych_utils.pipeline.state.stage_states`), ``command`` how the run was started,
+    ``scrubbed`` the records this invocation wrote with keys replaced (:func:`record_entry`;
+    the store's entries and the manifest's own are added here). A stage file it cannot read (a
+    damaged one, which the runner rebuilds: it differs from its build record) is named under
+    ``unreadable`` instead of stopping the run."""
+    unreadable: list[str] = []
     manifest = {
         "profile": profile,
         "command": command,
@@ -144,8 +253,14 @@ def write_manifest(
         "mirror": bool(os.environ.get("HBPSYCH_MIRROR")),
         "notebooks": notebooks,
         "stages": list(stages or []),
-        "artifacts": collect_artifacts(profile_dir),
-        **collect_run_facts(profile_dir),
+        "artifacts": collect_artifacts(profile_dir, unreadable),
+        "key_placeholders": secrets.placeholders(),
+        **collect_run_facts(profile_dir, unreadable),
         **(extra or {}),
     }
-    return write_json(profile_dir / "manifest.json", manifest)  # scrubbed of every API key
+    manifest["scrubbed"] = [*manifest.get("scrubbed", []), *(scrubbed or [])]
+    path = profile_dir / "manifest.json"
+    own = secrets.scrubber().count(json_text(manifest))
+    if own:  # a profile value or an error quoted a key: the manifest says so, of itself too
+        manifest["scrubbed"].append(record_entry(profile_dir, path, own))
+    return write_record(path, json_text(manifest), note=False)

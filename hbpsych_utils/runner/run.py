@@ -2,21 +2,26 @@
 
 Before anything runs, the profile is loaded and checked (:mod:`.checks`): a bad value, a bad
 reference or a ``--set`` that no stage reads stops the run with exit 2. The plan then compares
-every stage's build record with the inputs the profile implies now
-(:mod:`hbpsych_utils.pipeline.state`): a stage runs when it never ran, failed, was written
-outside the runner, or any of its inputs changed (its parameters, notebook, the package code,
-an artifact or an upstream stage); the others are reported up to date. ``force`` runs every
+every stage's build record with the inputs the profile implies now and with the files it
+wrote (:mod:`hbpsych_utils.pipeline.state`): a stage runs when it never ran, failed, was written
+outside the runner, a file it wrote (its executed notebook included) is no longer what it
+wrote, its record cannot say (an older version's), or any of its inputs changed (its
+parameters, notebook, the package code, an artifact or an upstream stage); the others are
+reported up to date. ``force`` runs every
 stage; ``only`` runs the named stages and whichever of their dependents are then not current,
 and refuses when an upstream of a named stage is not current (it would read stale inputs); both
 run the named stages and all their dependents, current or not (never the rest of the profile).
 
 Each notebook runs in this process with papermill (:mod:`.execute`), writing into a staging
-folder that is swapped into place with its ``build.json`` when the notebook succeeds
+folder that is swapped into place with its ``build.json`` (the sha256 of what it wrote and of
+the executed notebook) when the notebook succeeds
 (:func:`hbpsych_utils.pipeline.stage.publish_staged`); a failed or interrupted notebook leaves
 its stage folder holding only ``failed.json``. The run stops at the first failure. The manifest,
 rewritten after each notebook, lists every stage of the graph with its state; the book is built
-after the last notebook, and after a failure too, so it marks what is not current. A damaged
-LLM store in the run folder stops the run before any notebook (the manifest says why). Ctrl-C
+after the last notebook, and after a failure too, so it marks what is not current; a folder it
+refuses (a stage's file that differs from its record, left by ``only``) is one line, and the
+run is not ok. A damaged or empty LLM store in the run folder stops the run before any
+notebook (the manifest says why). Ctrl-C
 at any point, from loading the profile to the book, ends it with :class:`RunInterrupted`
 (:class:`~hbpsych_utils.runner.execute.RunWatch`).
 """
@@ -33,7 +38,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # Only what refuses a second run: the rest is imported where used, so that the command line
 # answers "already running" before it loads pydantic, the profile or papermill.
@@ -47,6 +52,9 @@ if TYPE_CHECKING:
     from hbpsych_utils.runner.execute import RunWatch
 
 
+T = TypeVar("T")
+
+
 @dataclass
 class RunResult:
     profile: str
@@ -56,10 +64,12 @@ class RunResult:
     up_to_date: list[str] = field(default_factory=list)
     """Stages found current and not run."""
     failed: str | None = None
+    book_error: str | None = None
+    """Why the book could not be built (the notebooks' outputs are kept)."""
 
     @property
     def ok(self) -> bool:
-        return self.failed is None
+        return self.failed is None and self.book_error is None
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -155,6 +165,26 @@ def plan(profile: Profile, run_dir: Path, expected: Mapping[str, Inputs], *,
     return steps
 
 
+def book_call(run_dir: Path, build: Callable[[Path], T]) -> T:
+    """``build(run_dir)`` (``reporting.book``'s ``build_book`` or ``render``), for ``run``,
+    ``book`` and ``publish`` alike, with every file-system error naming its path: a ``book/``
+    that is a symbolic link is refused before the build (the finished site replaces the folder
+    whole, which neither follows nor removes a link), and an error a library raises without a
+    file (a full disk while Sphinx or ``shutil`` writes) names the book's folder."""
+    from hbpsych_utils.core.writes import with_path
+    from hbpsych_utils.reporting import book
+
+    target = run_dir / book.BOOK_DIR
+    if target.is_symlink():
+        raise OSError(None, f"a symbolic link (to {os.readlink(target)}) where the book's "
+                      "folder is written whole: remove the link, or render into another "
+                      "outputs folder", str(target))
+    try:
+        return build(run_dir)
+    except OSError as exc:
+        raise with_path(exc, target) from None
+
+
 def _names(stages: list[str]) -> str:
     """``a is`` / ``a, b are`` (the stages named in a sentence, with its verb)."""
     return f"{', '.join(stages)} {'is' if len(stages) == 1 else 'are'}"
@@ -176,9 +206,12 @@ def run_profile(
     ``command`` is how the run was started (recorded for a second run to name, and said again
     to resume after Ctrl-C). A bad profile, override or ``only`` raises
     ``config.ProfileError`` before anything is written; another run into the same outputs
-    folder raises ``runlock.RunLocked``; a damaged LLM store in the run folder raises
+    folder raises ``runlock.RunLocked``; an outputs root or run folder in the project's source
+    tree raises ``paths.UnsafePath`` (both before anything is written, as a bad profile name's
+    ``config.ProfileError``); a damaged LLM store in the run folder raises
     ``llm.store.StoreError`` before any notebook, once the manifest records it (``error``);
     Ctrl-C raises :class:`RunInterrupted` once the manifest records the notebook it stopped."""
+    from hbpsych_utils.core.writes import take_replaced
     from hbpsych_utils.pipeline import state
     from hbpsych_utils.runner import checks, execute
 
@@ -190,13 +223,15 @@ def run_profile(
     with execute.RunWatch() as watch:  # Ctrl-C, from here until the run returns
         profile, unread = checks.load_for_run(profile_name, overrides)
         # Absolute (a relative one is the caller's), so an executed copy opened from
-        # outputs/<profile>/notebooks/ finds its run.
-        root = paths.from_caller(outputs_root or paths.outputs_root())
-        out = root / profile.name
+        # outputs/<profile>/notebooks/ finds its run; never in the project's source tree.
+        out = paths.run_folder(paths.outputs_root() if outputs_root is None else outputs_root,
+                               profile.name)
+        root = out.parent
         expected = state.expected_inputs(profile)
         steps = plan(profile, out, expected, only=only, force=force)
         command = command or default_command(profile_name, outputs_root, only, overrides, force)
         clean = scrubber()  # a failure's message may quote what a server sent back
+        take_replaced()  # what an earlier run in this process noted was said there
 
         def say(line: str) -> None:
             echo(clean(line))
@@ -211,23 +246,26 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                 echo: Callable[[str], None], command: str, watch: RunWatch) -> RunResult:
     from papermill.exceptions import PapermillExecutionError
 
-    from hbpsych_utils.core import config
-    from hbpsych_utils.core.writes import scrub_file
+    from hbpsych_utils.core import config, secrets
+    from hbpsych_utils.core.writes import scrub_file, take_replaced, with_path
     from hbpsych_utils.llm import store as llm_store
     from hbpsych_utils.pipeline import graph, stage, state
     from hbpsych_utils.runner import execute, manifest
 
-    executed_dir = out / "notebooks"
+    executed_dir = out / state.EXECUTED_DIR
     staging = out / stage.STAGING_DIR
     result = RunResult(profile=profile.name, outputs=out)
     applied = config.applied_overrides(profile, overrides)
     values = profile.model_dump(mode="json")
     to_run = [s.stage for s in steps if s.run]
 
+    scrubbed: list[dict[str, Any]] = []  # records this invocation wrote with keys replaced
+
     def record(**extra: Any) -> None:
         stages = [s.model_dump() for s in state.stage_states(out, profile)]
         manifest.write_manifest(out, profile.name, result.notebooks, extra, overrides=applied,
-                                profile_values=values, stages=stages, command=command)
+                                profile_values=values, stages=stages, command=command,
+                                scrubbed=scrubbed)
 
     if (out / llm_store.STORE_NAME).exists():  # every stage of the run shares it
         try:
@@ -236,6 +274,19 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
             record(error=str(exc))
             raise
     executed_dir.mkdir(parents=True, exist_ok=True)
+    replies = manifest.store_entries(out)
+
+    def say_scrubbed() -> None:
+        """Say (and keep for the manifest) where keys were replaced since the last call: in
+        records this process wrote, and in replies a stage stored."""
+        nonlocal replies
+        for path, counts in take_replaced():
+            scrubbed.append(manifest.record_entry(out, path, counts))
+            echo(f"  {manifest.describe_entry(scrubbed[-1])}")
+        now = manifest.store_entries(out)
+        for entry in manifest.new_store_entries(replies, now):
+            echo(f"  {manifest.describe_entry(entry)}")
+        replies = now
 
     def stop(name: str, entry: dict[str, Any], status: str, error: dict[str, Any],
              start: float) -> tuple[list[str], list[str]]:
@@ -252,6 +303,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
         entry["failure_record"] = [str(p) for p in records]
         shutil.rmtree(staging, ignore_errors=True)
         result.notebooks.append(entry)
+        say_scrubbed()
         record()
         return previous, sorted(staged)
 
@@ -285,11 +337,16 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
 
     def build_book(where: str) -> None:
         """The book, after the last notebook or a failure. Ctrl-C stops it, even one that a
-        library swallowed."""
+        library swallowed. A run folder the book refuses (a stage's files that differ from its
+        build record, left as they are by ``--only``) is one line, and the run is not ok."""
         try:
             from hbpsych_utils.reporting import book  # the run's offline reading copy
 
-            echo(f"book: {book.build_book(out)}")
+            try:
+                echo(f"book: {book_call(out, book.build_book)}")
+            except book.BookError as exc:
+                result.book_error = str(exc)
+                echo(f"FAILED: the book: {exc}")
         except KeyboardInterrupt:
             watch.requested = True
         if watch.requested:
@@ -299,6 +356,9 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     tweaks = f" with --set {config.describe_overrides(applied)}" if applied else ""
     echo(f"profile {profile.name!r}{tweaks}: {len(to_run)} of "
          f"{count(len(steps), 'notebook')} to run -> {out}")
+    notice = secrets.placeholder_notice()
+    if notice:
+        echo(notice)
     if unread:
         echo("  keys of the profile that no stage reads under its modes:\n"
              + "\n".join(f"    {line}" for line in unread))
@@ -309,7 +369,7 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
     with watch.running_notebooks():
         for i, name in enumerate(to_run, start=1):
             nb = state.notebook_path(name)
-            target = executed_dir / nb.name
+            target = state.executed_path(out, name)
             start = time.perf_counter()
             entry: dict[str, Any] = {"notebook": name, "executed": str(target)}
             if watch.requested:  # Ctrl-C between notebooks: this one never started
@@ -354,14 +414,18 @@ def _run_locked(profile: Profile, steps: list[Step], expected: Mapping[str, Inpu
                     what = f"FAILED: {name} at cell {cell}: its kernel {error['kernel']}"
                 return failed(name, entry, error, start,
                               f"{what}: {error['ename']}: {error['evalue']}")
+            except OSError as exc:  # papermill saving the executed copy on a full disk: no file
+                raise with_path(exc, target) from None
             finally:  # a cell may have shown what a server sent back
                 scrub_file(target)
             (staging / name).mkdir(parents=True, exist_ok=True)
-            state.write_build(staging / name, name, by=state.RUNNER, inputs=expected[name])
+            state.write_build(staging / name, name, by=state.RUNNER, inputs=expected[name],
+                              executed=target)
             stage.publish_staged(staging, out)
             entry.update(status="ok", seconds=round(time.perf_counter() - start, 2))
             result.notebooks.append(entry)
             echo(f"[{i}/{len(to_run)}] {name} done in {entry['seconds']:.1f}s")
+            say_scrubbed()
             record()
         shutil.rmtree(staging, ignore_errors=True)
         if not to_run:

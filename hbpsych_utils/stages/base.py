@@ -19,6 +19,7 @@ leaves the runner's outputs untouched.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from hbpsych_utils import study
-from hbpsych_utils.core import paths
+from hbpsych_utils.core import paths, yaml_loader
 from hbpsych_utils.core.config import LLMSettings, Profile, Section
 from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.pipeline import graph, state
@@ -105,6 +106,34 @@ def _section_model(name: str) -> type[Section] | None:
     return model
 
 
+_STRUCTURED = {"list_type": "list", "tuple_type": "list", "set_type": "list",
+               "frozen_set_type": "list", "dict_type": "mapping", "model_type": "mapping",
+               "model_attributes_type": "mapping"}
+"""pydantic's error types for a value that should be a list or a mapping, and which it is."""
+
+
+def _yaml_hint(parameter: str, given: object, error_type: str) -> str:
+    """How to pass ``parameter`` when papermill's ``-p`` gave it as text where a list or a
+    mapping is expected ("" otherwise): ``-y`` takes YAML. The example is the text given, as a
+    list or mapping when it does not read as one."""
+    kind = _STRUCTURED.get(error_type)
+    if kind is None or not isinstance(given, str):
+        return ""
+    try:
+        parsed = yaml_loader.load_text(given)
+    except yaml_loader.YAMLFileError:
+        parsed = None
+    if isinstance(parsed, list | dict):
+        example = given
+    elif kind == "list":
+        example = f"[{given}]"
+    else:
+        example = "{name: value}"
+    option = shlex.quote(f"{parameter}: {example}")
+    return (f" (papermill's -p passes text; pass a {kind} with -y, e.g. "
+            f"papermill ... -y {option})")
+
+
 def starter(name: str, params: type[P] | None) -> Callable[[Mapping[str, Any]], StageRun[P]]:
     """Stage ``name``'s ``start``: its run from the notebook's parameters cell (``globals()``),
     checked (:func:`start`); ``params`` is its section's model, for the type only."""
@@ -115,6 +144,17 @@ def starter(name: str, params: type[P] | None) -> Callable[[Mapping[str, Any]], 
     start_chapter.__doc__ = (f"Chapter {name}'s run from its parameters cell (``globals()``), "
                              "checked.")
     return start_chapter
+
+
+def _problem(error: Any, within: str = "") -> str:
+    """One line of a parameter error: the parameter, the value given, what is wrong, and how
+    to pass a list or a mapping with papermill (``_yaml_hint``)."""
+    loc = [within] if within else []
+    loc += [str(x) for x in error["loc"]]
+    if not loc:  # a check of the section as a whole
+        return f"  - {error['msg']}"
+    return (f"  - {'.'.join(loc)} = {error.get('input')!r}: {error['msg']}"
+            + _yaml_hint(loc[0], error.get("input"), error["type"]))
 
 
 def start(name: str, namespace: Mapping[str, Any]) -> StageRun[Any]:
@@ -141,16 +181,19 @@ def start(name: str, namespace: Mapping[str, Any]) -> StageRun[Any]:
         except ValidationError as exc:
             raise ParameterError("\n".join(
                 [f"notebook {name}: invalid parameter(s):"]
-                + [f"  - {'.'.join(str(x) for x in e['loc'])} = {e.get('input')!r}: {e['msg']}"
-                   for e in exc.errors()])) from None
+                + [_problem(e) for e in exc.errors()])) from None
     try:
         llm = LLMSettings.model_validate(given.get("llm") or {})
     except ValidationError as exc:
-        raise ParameterError(f"notebook {name}: parameter llm: {exc}") from None
+        raise ParameterError("\n".join(
+            [f"notebook {name}: invalid parameter llm:"]
+            + [_problem(e, "llm") for e in exc.errors()])) from None
     outputs_root = Path(given.get("outputs_root", paths.outputs_root()))
     if not outputs_root.is_absolute():
         outputs_root = (paths.notebooks_dir() / outputs_root).resolve()
     profile = str(given.get("profile", "default"))
+    # a plain name and a folder outside the sources, before anything below is removed
+    paths.run_folder(outputs_root, profile)
     root = outputs_root / profile
     by = state.RUNNER if staging_dir(root, name) is not None else state.HAND
     write_dir = None
@@ -174,8 +217,6 @@ def start(name: str, namespace: Mapping[str, Any]) -> StageRun[Any]:
 def _outputs_option(outputs_root: Path) -> str:
     """`` --outputs DIR`` for a run outside the project's outputs folder ("" otherwise): what
     the chapter's command needs to re-make its outputs where they are."""
-    import shlex
-
     if outputs_root.resolve() == paths.outputs_root().resolve():
         return ""
     return f" --outputs {shlex.quote(str(outputs_root))}"

@@ -35,7 +35,7 @@ from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_mod
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
-from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics, parse
+from hbpsych_utils.pipeline.metrics import REVIEW_ROUND1, RecallMetrics, ReviewRound1Metrics
 from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
 from hbpsych_utils.reporting.rounds import Agreement, Tally, Votes
 from hbpsych_utils.reporting.vocabulary import Table, Tables
@@ -88,9 +88,7 @@ def recall_pool(run: StageRun[RecallParams]) -> RecallPool:
     stage = run.stage
     inputs = review_round.round_inputs(stage)
     round1_set = review_sets.read_set(stage.upstream(graph.REVIEW_ROUND1, graph.REVIEW_SET))
-    round1: ReviewRound1Metrics = parse(graph.REVIEW_ROUND1,
-                                        stage.upstream_metrics(graph.REVIEW_ROUND1),
-                                        f"{graph.REVIEW_ROUND1}/{graph.METRICS}")
+    round1 = stage.upstream_metrics(REVIEW_ROUND1)
     pool = review_sets.recall_pool(inputs.screen, round1_set)
     paths = [resolve_path(p) for p in (run.params.ratings_files or [])]
     state = review_round.round2_state(run.mode, round1, bool(paths))

@@ -177,6 +177,8 @@ class Responses(Shown):
     spend: float
     """USD this run paid (answers already in the run's store cost nothing)."""
     stopped_by_budget: bool
+    paid_earlier: float = 0.0
+    """USD earlier attempts of this stage paid for answers this one reused from the store."""
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -233,10 +235,11 @@ def responses(run: StageRun[GenerationParams],
         plan = engine.plan(requests, mode=run.llm.mode)
         results = engine.run(requests, mode=run.llm.mode)
         report = engine.last_report
+        earlier = engine.paid_earlier([r.key for r in results], [report.run_id])
     return Responses(generation.responses_table(results, seed=run.seed),
                      generation.plan_table(plan),
                      plan_est_cost=plan.est_cost, spend=report.spend,
-                     stopped_by_budget=report.stopped_by_budget)
+                     stopped_by_budget=report.stopped_by_budget, paid_earlier=earlier)
 
 
 # --- metrics, outputs, findings --------------------------------------------------------------
@@ -244,7 +247,9 @@ def responses(run: StageRun[GenerationParams],
 def metrics(source: Conversations | ReleasedLogs,
             generated: Responses | ReleasedGeneration) -> GenerationMetrics:
     """06's metrics. Live: what was asked, what came back, what it cost against the engine's
-    plan, and the decoding configuration each candidate was actually sent. Paper: models
+    plan (``spend_usd``: this attempt; ``spend_earlier_attempts_usd``: what earlier attempts in
+    the run folder paid for the replies it reused), and the decoding configuration each
+    candidate was actually sent. Paper: models
     charged, total generation spend, anomaly counts by kind."""
     if isinstance(generated, ReleasedGeneration):
         kinds = generated.anomalies.sum().to_dict() if len(generated.anomalies) else {}
@@ -265,6 +270,7 @@ def metrics(source: Conversations | ReleasedLogs,
         n_ok=int((table.status == "ok").sum()), n_refused=int(table.refusal.sum()),
         n_failed=int((table.status == "failed").sum()),
         spend_usd=round(float(generated.spend), 6),
+        spend_earlier_attempts_usd=generated.paid_earlier,
         plan_est_cost_usd=round(generated.plan_est_cost, 6),
         decoding_sent=generation.decoding_sent(table),
         stopped_by_budget=generated.stopped_by_budget, **extra)
@@ -318,7 +324,14 @@ def findings(m: GenerationMetrics, spend_by_candidate: pd.Series | None = None) 
                        f"{m.n_sample_responses} further replies ({m.n_sample_ok} answered, "
                        f"{m.n_sample_refused} refused, {m.n_sample_failed} failed), each sent "
                        "with its own seed where the provider takes one.")
-        out.append(f"Spend ${m.spend_usd:,.4f} (plan: ${m.plan_est_cost_usd:,.4f}).")
+        if m.spend_earlier_attempts_usd:
+            out.append(f"This attempt spent ${m.spend_usd:,.4f} (plan: "
+                       f"${m.plan_est_cost_usd:,.4f}); earlier attempts in this run folder paid "
+                       f"${m.spend_earlier_attempts_usd:,.4f} for the replies it reused from "
+                       f"the store, so the replies cost "
+                       f"${m.spend_usd + m.spend_earlier_attempts_usd:,.4f} in all.")
+        else:
+            out.append(f"Spend ${m.spend_usd:,.4f} (plan: ${m.plan_est_cost_usd:,.4f}).")
         if m.stopped_by_budget:
             out.append("The spend cap (llm.max_cost) stopped the run before every call was "
                        "sent; raise it and re-run to finish (finished calls are reused).")

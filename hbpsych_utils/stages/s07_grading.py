@@ -89,6 +89,8 @@ class PanelVerdicts(Shown):
     """This run's corpus by prompt id (the rubrics the scores are computed from)."""
     ledger_cost: float
     """USD everything the run's store has paid for (06 and 07)."""
+    paid_earlier: float = 0.0
+    """USD earlier attempts of this grading paid for answers this one reused from the store."""
 
     def _repr_html_(self) -> str:
         c = self.graded.counts()
@@ -163,7 +165,8 @@ def panel_verdicts(run: StageRun[GradingParams],
                              response_schema=grading.VERDICT_SCHEMA if params.response_schema
                              else None, prompt_caching=run.llm.prompt_caching)
         ledger = engine.spend()  # everything this run's store has paid for (06 and 07)
-    return PanelVerdicts(judges, graded, by_id, ledger["cost"])
+        earlier = engine.paid_earlier(graded.keys, graded.run_ids)
+    return PanelVerdicts(judges, graded, by_id, ledger["cost"], earlier)
 
 
 def no_verdict_events(events: list[ErrorEvent]) -> pd.DataFrame:
@@ -240,8 +243,11 @@ def metrics(run: StageRun[GradingParams], template: GraderTemplate,
             scores: Scores | Note) -> GradingMetrics:
     """07's metrics. Live: the panel and settings used, the template's hash, what the grading
     did (recovered, re-asked, excluded), the scores it gave and what it cost: ``spend_usd`` is
-    what this grading paid (its engine runs' ledger lines, priced with the registry's
-    cached-token prices; answers already in the store cost nothing), with the prompt tokens
+    what this attempt of the grading paid (its engine runs' ledger lines, priced with the
+    registry's cached-token prices; answers already in the store cost nothing) and
+    ``spend_earlier_attempts_usd`` what earlier attempts in the run folder paid for the answers
+    it reused (an interrupted run resumed: the two together are what its answers cost), with
+    the prompt tokens
     the providers served from (``cache_read_tokens``) and wrote to (``cache_write_tokens``)
     their prompt caches, in total and per judge (``spend_by_judge``); ``ledger_cost_usd`` is
     everything the run's store has paid for (06 and 07). Paper: the template's hash, grading
@@ -277,7 +283,8 @@ def metrics(run: StageRun[GradingParams], template: GraderTemplate,
         census={j: JudgeCensus(**row)
                 for j, row in graded.census().to_dict(orient="index").items()},
         ledger_cost_usd=verdicts.ledger_cost, prompt_caching=run.llm.prompt_caching,
-        spend_usd=totals["spend_usd"], input_tokens=totals["input_tokens"],
+        spend_usd=totals["spend_usd"], spend_earlier_attempts_usd=verdicts.paid_earlier,
+        input_tokens=totals["input_tokens"],
         cache_read_tokens=totals["cache_read_tokens"],
         cache_write_tokens=totals["cache_write_tokens"],
         spend_by_judge={j: JudgeSpend(**{**row, "spend_usd": round(float(row["spend_usd"]), 6)})
@@ -313,6 +320,11 @@ def spend_sentence(m: GradingLiveMetrics) -> str:
     prompt caches (a share of all prompt tokens it paid for)."""
     read, total = m.cache_read_tokens, m.input_tokens
     out = f"Grading paid ${m.spend_usd:,.4f}"
+    if m.spend_earlier_attempts_usd:
+        out = (f"This attempt of the grading paid ${m.spend_usd:,.4f}; earlier attempts in "
+               f"this run folder paid ${m.spend_earlier_attempts_usd:,.4f} for the answers it "
+               "reused from the store, so its answers cost "
+               f"${m.spend_usd + m.spend_earlier_attempts_usd:,.4f} in all")
     if read:
         out += (f"; {read:,} of its {total:,} prompt tokens ({read / total:.1%}) were read from "
                 "the providers' prompt caches at the cached-token price.")

@@ -193,11 +193,15 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
         k = len({p.a for p in pairs} | {p.b for p in pairs})
         n_sig = sum(p.p_holm < alpha for p in pairs)
         assert m.ci_low is not None and m.ci_high is not None and m.n_panel is not None
-        level = level_text(m.ci_level if m.ci_level is not None else study.CI_LEVEL)
-        out.append(f"The {level} interval of {name[best]} is [{m.ci_low[best]:.3f}, "
-                   f"{m.ci_high[best]:.3f}] over {m.n_panel[best]} conversations; {n_sig} of "
-                   f"{len(pairs)} top-{k} pairs differ after Holm–Bonferroni (adjusted p < "
-                   f"{alpha:g}).")
+        if m.ci_low[best] is None or m.ci_high[best] is None:  # one conversation
+            out.append(f"{name[best]} has no interval ({scoring.ONE_CONVERSATION}); {n_sig} of "
+                       f"{len(pairs)} top-{k} pairs differ after Holm–Bonferroni.")
+        else:
+            level = level_text(m.ci_level if m.ci_level is not None else study.CI_LEVEL)
+            out.append(f"The {level} interval of {name[best]} is [{m.ci_low[best]:.3f}, "
+                       f"{m.ci_high[best]:.3f}] over {m.n_panel[best]} conversations; {n_sig} "
+                       f"of {len(pairs)} top-{k} pairs differ after Holm–Bonferroni (adjusted "
+                       f"p < {alpha:g}).")
     elif m.point_estimates_only and len(rank) > 1:
         near = [c for c in rank[1:] if pm[rank[0]] - pm[c] <= close]
         if near:

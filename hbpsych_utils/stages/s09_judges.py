@@ -16,7 +16,7 @@ say so instead of showing numbers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -95,6 +95,8 @@ class RankAgreement(Shown):
     taus: dict[str, float | None]
     n_judges: int
     n_candidates: int
+    undefined: dict[str, str] = field(default_factory=dict)
+    """Pair -> why its tau is undefined (``judges.kendall_tau_undefined``)."""
 
     def _repr_html_(self) -> str:
         if self.n_judges < 2:
@@ -102,9 +104,15 @@ class RankAgreement(Shown):
         frame = pd.DataFrame(
             [(*pair.split("|"), tau) for pair, tau in self.taus.items()],
             columns=["judge_a", "judge_b", "kendall_tau"])
+        why = [f"— ({' and '.join(_names(pair))}): undefined, {reason}."
+               for pair, reason in self.undefined.items()]
         return Table(frame, caption=f"Kendall's tau between the judges' rankings of "
                      f"{self.n_candidates} candidates on {_title(self.subset)}",
-                     index=False).html()
+                     index=False, notes=why).html()
+
+
+def _names(pair: str) -> list[str]:
+    return [study.display_name(j) for j in pair.split("|")]
 
 
 def rank_agreement(source: Source) -> RankAgreement | Note:
@@ -115,7 +123,8 @@ def rank_agreement(source: Source) -> RankAgreement | Note:
     n = len(judge_stats.complete_rows(source.per_judge, source.judges))
     return RankAgreement(source.subset, judge_stats.kendall_taus(source.per_judge,
                                                                  source.judges),
-                         len(source.judges), n)
+                         len(source.judges), n,
+                         judge_stats.kendall_tau_undefined(source.per_judge, source.judges))
 
 
 @dataclass(frozen=True, repr=False)
@@ -198,6 +207,8 @@ def metrics(run: StageRun[JudgesParams], source: Source, agreement: RankAgreemen
     """09's metrics: the point values in either mode, the interval rows in live mode. A subset
     this run graded nothing of has no values (empty, ``grand_mean`` null)."""
     extra: dict[str, Any] = {}
+    if isinstance(agreement, RankAgreement) and agreement.undefined:
+        extra["kendall_tau_undefined"] = agreement.undefined
     if isinstance(bootstrap, Table):
         extra["intervals"] = [IntervalRow(**row)
                               for row in bootstrap.frame.to_dict(orient="records")]

@@ -38,7 +38,6 @@ from hbpsych_utils.pipeline.metrics import (
     HarnessSettings,
     ReleasedBreakdown,
     ReleasedLength,
-    TagScore,
 )
 from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
 from hbpsych_utils.reporting.vocabulary import Table, Tables, facts, level_text
@@ -283,10 +282,10 @@ class Lengths(Shown):
     """The released run's reply lengths and its length-adjusted score
     (``harness.length_summary``)."""
 
-    summary: dict[str, Any]
+    summary: ReleasedLength
 
     def _repr_html_(self) -> str:
-        s, c = self.summary, self.summary["chars"]
+        s, c = self.summary.model_dump(), self.summary.chars.model_dump()
         return facts({
             "replies_scored": s["n"], "chars_mean": c["mean"], "chars_min": c["min"],
             "chars_p25": c["p25"], "chars_median": c["median"], "chars_p75": c["p75"],
@@ -320,11 +319,11 @@ def metrics(s: Summary, comparison: Comparison | Note, breakdown: Breakdown | No
         extra["ci_level"] = breakdown.level
         extra["released_breakdown"] = ReleasedBreakdown(
             n_lines=breakdown.n_lines, n_with_rubric=breakdown.n_with_rubric,
-            by_tag={str(row.pop("tag")): TagScore(**row) for row in breakdown.summary.drop(
-                columns=["scorer", "candidate"]).to_dict(orient="records")})
+            by_tag={str(row["tag"]): breakdowns.tag_score(row)
+                    for row in breakdown.summary.to_dict(orient="records")})
     return HarnessMetrics(mode=s.mode, **s.result.metrics(),
                           published_source=s.published_source, settings=s.settings,
-                          released_length=ReleasedLength(**lengths.summary), **extra)
+                          released_length=lengths.summary, **extra)
 
 
 def write(run: StageRun[HarnessValidationParams], m: HarnessMetrics, rerun: LiveRerun | Note,

@@ -18,7 +18,6 @@ is said in one sentence and left out.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +41,7 @@ from hbpsych_utils.evaluation.scoring import ScoringError
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as stage_metrics
 from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
-from hbpsych_utils.reporting import catalogue, figures, tables
+from hbpsych_utils.reporting import catalogue, figures, figures_folder, tables
 from hbpsych_utils.reporting.display import Findings, Shown
 from hbpsych_utils.reporting.vocabulary import Tables, level_text, panel_name
 from hbpsych_utils.stages import base
@@ -153,7 +152,7 @@ class Table1(Shown):
 def scores_metrics(run: StageRun[FiguresTablesParams]) -> ScoresMetrics:
     """08_scores' metrics, checked to be of the same mode as this stage: its Table 1 files are
     the ones this stage publishes."""
-    scores = stage_metrics.parse(graph.SCORES, run.stage.upstream_metrics(graph.SCORES))
+    scores = run.stage.upstream_metrics(stage_metrics.SCORES)
     if scores.mode != run.mode:
         raise ScoringError(
             f"{STAGE} is in {run.mode!r} mode but {graph.SCORES} ran in {scores.mode!r} mode in "
@@ -249,7 +248,7 @@ class JudgeFigure(Shown):
 def judge_figure(run: StageRun[FiguresTablesParams]) -> JudgeFigure:
     """Figure I2 from 09_judges' metrics (intervals when 09 ran live), named after the subset
     09 measured (``judges.subset``), which may differ from this chapter's subsets."""
-    judged = stage_metrics.parse(graph.JUDGES, run.stage.upstream_metrics(graph.JUDGES))
+    judged = run.stage.upstream_metrics(stage_metrics.JUDGES)
     title = study.SUBSET_TITLES[judged.subset]
     if not judged.severity:
         return JudgeFigure(judged, figures.Gallery({}, notes=(
@@ -325,16 +324,14 @@ def write(run: StageRun[FiguresTablesParams], m: FiguresTablesMetrics,
           judged: JudgeFigure) -> Written:
     """Every figure (PNG and SVG), Table 1 file and the catalogue, then ``metrics.json``; with
     ``publish`` the same files also go to the top-level ``figures/`` folder (the same bytes:
-    figures are saved deterministically)."""
+    figures are saved deterministically), which then holds this run's files and no earlier
+    run's (``figures_folder``)."""
     figs, texts = _outputs(category, t1, panels, judged)
     written = base.write(run, m, figures=figs, texts=texts)
     if m.published_to_figures:
         # the stage's own files, where they now are (a hand run's were swapped into place)
         folder = run.stage.dir if run.stage.dir.is_dir() else run.stage.final_dir
-        target = paths.figures_dir()
-        target.mkdir(exist_ok=True)
-        for name in m.files:
-            shutil.copyfile(folder / name, target / name)
+        figures_folder.publish(folder, m.files, paths.figures_dir())
     return written
 
 

@@ -43,7 +43,6 @@ from hbpsych_utils.pipeline.metrics import (
     KScore,
     LengthScore,
     RunSpread,
-    TagScore,
 )
 from hbpsych_utils.reporting import figures
 from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
@@ -451,7 +450,7 @@ def metrics(run: StageRun[AnalysesParams], source: Graded | Note, tags: Breakdow
     if isinstance(tags, Breakdown):
         nested = _nested(tags.summary, ["scorer", "candidate", "tag"],
                          ["n", "clipped_mean", "ci_low", "ci_high", "bootstrap_std"])
-        out["by_tag"] = {s: {c: {t: TagScore(**v) for t, v in by.items()}
+        out["by_tag"] = {s: {c: {t: breakdowns.tag_score(v) for t, v in by.items()}
                              for c, by in cands.items()} for s, cands in nested.items()}
     if isinstance(lens, Lengths):
         fields = [f for f in LengthScore.model_fields]

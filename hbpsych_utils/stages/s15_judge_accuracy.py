@@ -52,7 +52,7 @@ from hbpsych_utils.pipeline.metrics import (
     PairwiseF1,
     SubsetCoverage,
 )
-from hbpsych_utils.reporting import figures
+from hbpsych_utils.reporting import figures, vocabulary
 from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
 from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
@@ -74,7 +74,8 @@ FIGURE_CAPTION = (
     "physicians on the rows it labelled (grey), the physicians pooled (bar), each judge's "
     "balanced F1 against every physician label (diamonds) and the panel's, the majority of the "
     "judges (square); balanced F1 is the mean of the met and not-met "
-    "classes' F1 (HealthBench's meta-evaluation). Pairs and values are in pairwise_f1.csv.")
+    "classes' F1 (HealthBench's meta-evaluation). An undefined value (a class one side never "
+    "uses) is not drawn. Pairs and values are in pairwise_f1.csv.")
 GRADE_TAG = "meta_eval"
 """The ledger tag of this chapter's judge calls (the store tells them from 07's)."""
 
@@ -240,6 +241,8 @@ class Graded(Shown):
     verdicts: pd.DataFrame
     """judge, row, criteria_met (None: excluded), recovered, excluded, attempts, reason."""
     spend_usd: float
+    paid_earlier: float = 0.0
+    """USD earlier attempts of this grading paid for answers this one reused from the store."""
 
     @property
     def joined(self) -> pd.DataFrame:
@@ -267,8 +270,10 @@ class Graded(Shown):
             "reasked": g["attempts"].apply(lambda s: int((s > 1).sum())),
             "excluded": g["excluded"].sum().astype(int)})
         note = (f"This grading paid ${self.spend_usd:,.4f} (answers already in the store cost "
-                "nothing). An excluded verdict is left out of every statistic, never read as "
-                "not met.")
+                "nothing)" + (f"; earlier attempts in this run folder paid "
+                              f"${self.paid_earlier:,.4f} for the answers it reused"
+                              if self.paid_earlier else "")
+                + ". An excluded verdict is left out of every statistic, never read as not met.")
         return Tables([Table(frame, caption="Verdicts per judge")], note=note)._repr_html_()
 
 
@@ -289,9 +294,10 @@ def grade(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note,
         done = panel.grade_requests(engine, requests, source.judges, candidate=GRADE_TAG,
                                     max_reasks=int(run.value("max_reasks")),
                                     mode=run.llm.mode, tag=GRADE_TAG)
+        earlier = engine.paid_earlier(done.keys, done.run_ids)
     verdicts = done.verdicts.rename(columns={"prompt_id": "row"}).drop(
         columns=["candidate", "criterion_index"])
-    return Graded(source, verdicts, float(done.spend_totals()["spend_usd"]))
+    return Graded(source, verdicts, float(done.spend_totals()["spend_usd"]), earlier)
 
 
 # --- against the physician majority ----------------------------------------------------------
@@ -315,7 +321,9 @@ class Accuracy(Shown):
             "n", "macro_f1", "f1_met", "f1_not_met", "sensitivity", "sensitivity_low",
             "sensitivity_high", "specificity", "specificity_low", "specificity_high"]]
         per = [Table(_wide(frame, "macro_f1", "judge"), caption="Macro-F1 against the "
-                     f"physician majority, by {SLICING_NAMES[by]}", value_kind="score")
+                     f"physician majority, by {SLICING_NAMES[by]}", value_kind="score",
+                     notes=[_undefined_note(_accuracy_undefined(frame, ("macro_f1",)),
+                                            self.level)])
                for by, frame in (("category", t[t["category"] != "all"]),
                                  (ja.PSYCH_CATEGORY, self.by_psych_category),
                                  (ja.THEME, self.by_theme)) if not frame.empty]
@@ -326,11 +334,23 @@ class Accuracy(Shown):
                 f"HealthBench theme ({count(int(labels[ja.THEME].isna().sum()), 'row')}) are "
                 "left out of those tables. Every count and interval is in "
                 f"{ACCURACY_FILE}.")
+        why = _undefined_note(_accuracy_undefined(t[t["category"] == "all"], ACCURACY_SHOWN),
+                              self.level)
         return Tables([
             Table(overall, caption="Each judge and the panel against the physician majority "
                   f"(all rows; {level_text(self.level)} intervals resample conversations)",
-                  level=self.level), *per],
+                  level=self.level, notes=[why]), *per],
             note=note)._repr_html_()
+
+
+def _accuracy_undefined(frame: pd.DataFrame, fields: tuple[str, ...]
+                        ) -> list[tuple[str, str, str, str]]:
+    """The undefined values of ``fields`` an accuracy table shows, with their reasons."""
+    if "undefined" not in frame.columns:
+        return []
+    return [(_rater(r["judge"]), _where(r["category"]), field, reason)
+            for _, r in frame.iterrows()
+            for field, reason in ja.reasons_of(r["undefined"]).items() if field in fields]
 
 
 def _rater(name: str) -> str:
@@ -343,6 +363,47 @@ def _slice_label(by: str, value: str) -> str:
 
 def _wide(frame: pd.DataFrame, value: str, rater: str) -> pd.DataFrame:
     return frame.pivot(index=rater, columns="category", values=value)
+
+
+UNDEFINED = vocabulary.MISSING
+"""How the chapter shows an undefined value ("—", as the vocabulary shows any value it does
+not have; the reason is said under its table)."""
+ACCURACY_SHOWN = ("macro_f1", "f1_met", "f1_not_met", "sensitivity", "specificity",
+                  "sensitivity_low", "specificity_low")
+"""The fields of the accuracy tables whose undefined values the chapter explains (an
+interval's by its low end)."""
+
+
+def _where(slice_name: str) -> str:
+    return "all rows" if slice_name == "all" else vocabulary.term_label(slice_name)
+
+
+def _field_label(field: str, level: float) -> str:
+    """The column an undefined value is in, as the table labels it (an interval's by either
+    end, ``sensitivity_low`` or ``low``)."""
+    for end in ("low", "high"):
+        if field.endswith(end):
+            return vocabulary.label(field.removesuffix(end) + "interval", level)
+    return vocabulary.label(field, level)
+
+
+def _undefined_note(items: list[tuple[str, str, str, str]],
+                    level: float = study.CI_LEVEL) -> str:
+    """Under a table: each reason once, with the (rater, slice, value) it leaves undefined;
+    "" when every value is defined."""
+    if not items:
+        return ""
+    by_reason: dict[str, list[str]] = {}
+    for who, where, field, reason in items:
+        what = _field_label(field, level) if field not in ("macro_f1", "balanced_f1") else None
+        by_reason.setdefault(reason, []).append(
+            f"{who} on {where}" + (f" ({what})" if what else ""))
+    parts = [f"{reason}: {', '.join(dict.fromkeys(cells))}" for reason, cells in
+             by_reason.items()]
+    return (f"{UNDEFINED} marks a value that is undefined, never counted as 0 (a class one "
+            "side never uses has no precision or no recall, so no F1, and simple-evals reports "
+            "none there; an interval needs two conversations). Here: "
+            f"{'; '.join(parts)}.")
 
 
 def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accuracy | Note:
@@ -363,9 +424,7 @@ def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accur
         base_table = ja.against_majority(rated, by, overall=overall)
         cis = ja.sens_spec_table(rated, by, overall=overall, n_resamples=run.params.n_resamples,
                                  seed=run.seed, level=run.ci_level)
-        tables[by] = (base_table.merge(cis.drop(columns=["n", "sensitivity", "specificity"]),
-                                       on=["judge", "category"], how="left")
-                      if len(base_table) else base_table)
+        tables[by] = ja.with_intervals(base_table, cis)
     return Accuracy(tables["category"], graded, _labelled(tables[ja.THEME], ja.THEME),
                     _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY), run.ci_level)
 
@@ -407,16 +466,39 @@ class Placement(Shown):
         return out[cols]
 
     def _repr_html_(self) -> str:
-        tables = [Table(self.summary(), caption="Pairwise balanced F1 by the file's category: "
-                        "each judge and the panel against every physician label, and the "
-                        "physicians' leave-one-out F1", value_kind="score")]
-        tables += [Table(self.summary(frame), caption=f"Pairwise balanced F1 by "
-                         f"{SLICING_NAMES[by]}", value_kind="score")
+        frames = [(self.table, "Pairwise balanced F1 by the file's category: each judge and "
+                   "the panel against every physician label, and the physicians' "
+                   "leave-one-out F1")]
+        frames += [(frame, f"Pairwise balanced F1 by {SLICING_NAMES[by]}")
                    for by, frame in ((ja.PSYCH_CATEGORY, self.by_psych_category),
                                      (ja.THEME, self.by_theme)) if not frame.empty]
+        tables = [Table(self.summary(frame), caption=caption, value_kind="score",
+                        notes=[_undefined_note(_pairwise_undefined(frame))])
+                  for frame, caption in frames]
         shown = figures.Captioned(self.figure, f"{FIGURE_LABEL}. {FIGURE_TITLE}",
                                   FIGURE_CAPTION)
         return Tables(tables)._repr_html_() + "\n" + shown._repr_html_()
+
+
+def _pairwise_undefined(table: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """The undefined values a pairwise summary shows: each judge's and the panel's, the
+    physicians pooled, and a slice where no physician's leave-one-out F1 is defined."""
+    out = []
+    for _, r in table.iterrows():
+        reason = ja.reasons_of(r["undefined"]).get("balanced_f1")
+        if reason and r["kind"] != "physician":
+            who = "the physicians pooled" if r["kind"] == "physicians" else _rater(r["rater"])
+            out.append((who, _where(r["category"]), "balanced_f1", reason))
+    phys = table[table["kind"] == "physician"]
+    for category, g in phys.groupby("category", sort=True):
+        if g["balanced_f1"].isna().all():
+            out.append(("every physician", _where(str(category)), "balanced_f1",
+                        "no physician's leave-one-out F1 is defined"))
+        elif g["balanced_f1"].isna().any():
+            out.append((f"{int(g['balanced_f1'].isna().sum())} of {len(g)} physicians "
+                        "(left out of the lowest and highest)", _where(str(category)),
+                        "balanced_f1", "a physician's leave-one-out F1 undefined"))
+    return out
 
 
 def placement(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Placement | Note:
@@ -462,7 +544,10 @@ class Corrected(Shown):
 
     @property
     def table(self) -> pd.DataFrame:
-        return pd.DataFrame([r.__dict__ for r in self.rates])
+        """One row per rate (``corrected_rates.csv``); why a value is undefined is said under
+        the chapter's table."""
+        return pd.DataFrame([{k: v for k, v in r.__dict__.items() if k != "interval_undefined"}
+                             for r in self.rates])
 
     def _repr_html_(self) -> str:
         shown = self.table.set_index("judge")[[
@@ -475,8 +560,12 @@ class Corrected(Shown):
                 "calibration's own uncertainty widens it. It assumes that what physicians "
                 "said of HealthBench's completions stands in for what they would say of the "
                 "candidates' replies: the judge errs at the same rates on both.")
+        why = _undefined_note([(_rater(r.judge), "this run", field, reason)
+                               for r in self.rates
+                               for field, reason in ja.corrected_undefined(r).items()],
+                              self.level)
         return Tables([Table(shown, caption="Criterion-met rates, observed and corrected",
-                             level=self.level)], note=note)._repr_html_()
+                             level=self.level, notes=[why])], note=note)._repr_html_()
 
 
 def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corrected | Note:
@@ -537,7 +626,7 @@ def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accu
         "n_conversations": int(src.labels["prompt_id"].nunique()),
         "n_physicians": int(src.physicians["physician"].nunique()), "judges": src.judges,
         "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6),
-        "ci_level": run.ci_level}
+        "ci_level": run.ci_level, "spend_earlier_attempts_usd": graded.paid_earlier}
     if isinstance(acc, Accuracy):
         out["against_majority"] = _accuracy_metrics(acc.table)
         out["against_majority_by_theme"] = _accuracy_metrics(acc.by_theme)
@@ -552,23 +641,43 @@ def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accu
         out["corrected"] = {r.judge: CorrectedRate(**{f: (_rate(getattr(r, f)) if f not in
                                                           ("n_verdicts", "n_conversations")
                                                           else getattr(r, f))
-                                                      for f in CorrectedRate.model_fields})
+                                                      for f in CorrectedRate.model_fields
+                                                      if f != "undefined"},
+                                                   **_with_reasons(ja.corrected_undefined(r)))
                             for r in fixed.rates}
     return JudgeAccuracyMetrics(**out)
+
+
+def _with_reasons(cell: Any) -> dict[str, Any]:
+    """``undefined`` for a metrics record, only where a value is undefined (so a record whose
+    values are all defined is written as before)."""
+    reasons = ja.reasons_of(cell)
+    return {"undefined": reasons} if reasons else {}
 
 
 def _accuracy_metrics(table: pd.DataFrame) -> dict[str, dict[str, JudgeAccuracy]]:
     counts = ("n", "tp", "fp", "fn", "tn")
     return {str(j): {str(r["category"]): JudgeAccuracy(**{
-        f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields})
+        f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields
+        if f != "undefined"}, **_with_reasons(r.get("undefined")))
         for _, r in g.iterrows()} for j, g in table.groupby("judge", sort=False)}
 
 
 def _pairwise_metrics(table: pd.DataFrame) -> dict[str, dict[str, PairwiseF1]]:
     return {str(rater): {str(r["category"]): PairwiseF1(kind=r["kind"], pairs=int(r["pairs"]),
-                                                        balanced_f1=_rate(r["balanced_f1"]))
+                                                        balanced_f1=_rate(r["balanced_f1"]),
+                                                        **_with_reasons(r["undefined"]))
                          for _, r in g.iterrows()}
             for rater, g in table.groupby("rater", sort=False)}
+
+
+def _as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """A table with ``undefined`` reasons as the CSV file writes them: one line per row
+    (``field: why; ...``), empty where every value is defined."""
+    if "undefined" not in table.columns:
+        return table
+    return table.assign(undefined=[ja.undefined_text(ja.reasons_of(c))
+                                   for c in table["undefined"]])
 
 
 def write(run: StageRun[JudgeAccuracyParams], m: JudgeAccuracyMetrics, graded: Graded | Note,
@@ -582,12 +691,13 @@ def write(run: StageRun[JudgeAccuracyParams], m: JudgeAccuracyMetrics, graded: G
         tables[VERDICTS_FILE] = graded.verdicts
         tables[COVERAGE_FILE] = graded.source.coverage
     if isinstance(acc, Accuracy):
-        tables[ACCURACY_FILE] = pd.concat([acc.table.assign(slicing="category"), acc.by_theme,
-                                           acc.by_psych_category], ignore_index=True)
+        tables[ACCURACY_FILE] = _as_text(pd.concat([acc.table.assign(slicing="category"),
+                                                    acc.by_theme, acc.by_psych_category],
+                                                   ignore_index=True))
     if isinstance(place, Placement):
-        tables[PAIRWISE_FILE] = pd.concat([place.table.assign(slicing="category"),
-                                           place.by_theme, place.by_psych_category],
-                                          ignore_index=True)
+        tables[PAIRWISE_FILE] = _as_text(pd.concat([place.table.assign(slicing="category"),
+                                                    place.by_theme, place.by_psych_category],
+                                                   ignore_index=True))
         figs[FIGURE_STEM] = place.figure
     if isinstance(fixed, Corrected):
         tables[CORRECTED_FILE] = fixed.table
@@ -625,7 +735,10 @@ def findings(m: JudgeAccuracyMetrics, *, close: float = study.F1_CLOSE,
     span = physician_range(m, min_pairs)
     for judge, cats in m.against_majority.items():
         a = cats["all"]
-        out.append(f"{md_text(_rater(judge))} reaches macro-F1 {_f(a.macro_f1)} "
+        reaches = (f"reaches macro-F1 {_f(a.macro_f1)}" if a.macro_f1 is not None else
+                   "has no macro-F1 (undefined: "
+                   f"{md_text((a.undefined or {}).get('macro_f1', 'a class never used'))})")
+        out.append(f"{md_text(_rater(judge))} {reaches} "
                    f"against the physician majority (sensitivity {_f(a.sensitivity)}, "
                    f"specificity {_f(a.specificity)})"
                    f"{placed_in_range(judge, m, span, min_pairs)}"
@@ -662,10 +775,14 @@ def placed_in_range(rater: str, m: JudgeAccuracyMetrics,
                     span: tuple[float, float, int] | None,
                     min_pairs: int = study.PHYSICIAN_RANGE_MIN_PAIRS) -> str:
     """"; its pairwise balanced F1 (x) is within / above / below the physicians' range (lo–hi,
-    n physicians)", or why there is no range; empty without the rater's pairwise F1."""
+    n physicians)", or why there is no range, or why its F1 is undefined; empty without the
+    rater's pairwise F1."""
     mine = (m.pairwise or {}).get(rater, {}).get("all")
-    if mine is None or mine.balanced_f1 is None:
+    if mine is None:
         return ""
+    if mine.balanced_f1 is None:
+        why = (mine.undefined or {}).get("balanced_f1", "a class never used")
+        return f"; its pairwise balanced F1 is undefined ({md_text(why)}), so it is not placed"
     value = mine.balanced_f1
     if span is None:
         return (f"; its pairwise balanced F1 is {value:.3f}, with no physicians' range to place "
@@ -679,6 +796,8 @@ def placed_in_range(rater: str, m: JudgeAccuracyMetrics,
 
 def _worst(judge: str, m: JudgeAccuracyMetrics, pooled: dict[str, PairwiseF1], close: float,
            min_rows: int) -> str:
+    """"; furthest below the physicians pooled on <slice> (gap)", over the slices where both
+    the judge's and the pooled F1 are defined: an undefined F1 is never read as a gap."""
     mine = (m.pairwise or {}).get(judge, {})
     rows = m.against_majority.get(judge, {}) if m.against_majority else {}
     gaps = {c: v.balanced_f1 - pooled[c].balanced_f1 for c, v in mine.items()

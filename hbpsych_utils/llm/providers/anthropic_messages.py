@@ -2,9 +2,12 @@
 
 System/developer messages become the ``system`` parameter; structured output uses
 ``output_config.format``. Thinking blocks are not part of the answer. Refusal: ``stop_reason:
-refusal``. Errors: a 429 carries ``retry-after`` in whole seconds (no ``retry-after-ms``); 529
-``overloaded_error`` is transient; "Your credit balance is too low" (a 400
-``invalid_request_error``) and spend-limit errors are fatal (see :func:`.base.classify_status`).
+refusal``. Errors (:func:`anthropic_fields`): ``error.details.error_code`` (e.g.
+``enforced_spend_limit_reached``, ``organization_on_hold``) before ``error.type``; a 429 carries
+``retry-after`` in whole seconds (no ``retry-after-ms``); 529 ``overloaded_error`` is transient;
+"Your credit balance is too low", "You have reached your specified API usage limits" and "This
+organization has been disabled" are plain 400 ``invalid_request_error``s, fatal by the message's
+opening words (see :func:`.base.classify_error`).
 Prompt caching: a request arranged for the cache sends its last user turn as two text blocks
 (shared prefix, then the rest) with a ``cache_control`` breakpoint after the prefix; usage's
 ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` are the cache reads and writes.
@@ -22,10 +25,12 @@ from hbpsych_utils.llm.models import ModelSpec
 from hbpsych_utils.llm.providers.base import (
     Adapter,
     CallError,
+    ErrorFields,
     MalformedReply,
     Reply,
     cache_arranged,
-    classify_status,
+    classify_error,
+    error_codes,
     parse_retry_after,
     split_system,
 )
@@ -67,15 +72,14 @@ class AnthropicAdapter(Adapter):
             raise MalformedReply(f"response body is not JSON: {exc}") from None
         return parse_message(data)
 
-    def classify(self, exc: BaseException) -> CallError:
+    def classify(self, exc: BaseException, *, model_call: bool = True) -> CallError:
         if isinstance(exc, CallError):
             return exc
         if isinstance(exc, anthropic.APIStatusError):
             body = exc.body if exc.body is not None else exc.message
-            text = json.dumps(body)
-            msg = f"HTTP {exc.status_code}: {clip(text, 500)}"
-            return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers),
-                                   full_text=text)
+            msg = f"HTTP {exc.status_code}: {clip(json.dumps(body), 500)}"
+            return classify_error(anthropic_fields(exc.status_code, body), msg,
+                                  parse_retry_after(exc.response.headers), model_call=model_call)
         return CallError("transient", clip(f"{type(exc).__name__}: {exc}", 500))
 
     async def aclose(self) -> None:
@@ -102,13 +106,37 @@ class AnthropicAdapter(Adapter):
                     out[r.custom_id] = parse_message(res.message.model_dump())
                 except MalformedReply as exc:
                     out[r.custom_id] = CallError("transient", str(exc))
-            elif res.type == "errored":
+            elif res.type == "errored":  # the error the call would have had, without a status
                 err = res.error.model_dump() if hasattr(res.error, "model_dump") else res.error
-                out[r.custom_id] = classify_status(
-                    500, clip(f"batch item errored: {err}", 400), None)
+                out[r.custom_id] = classify_error(
+                    anthropic_fields(None, err),
+                    f"batch item errored: {clip(json.dumps(err, default=str), 400)}")
             else:
                 out[r.custom_id] = CallError("transient", f"batch item {res.type}")
         return out
+
+
+ERROR_STATUS = {"invalid_request_error": 400, "authentication_error": 401, "billing_error": 402,
+                "permission_error": 403, "not_found_error": 404, "request_too_large": 413,
+                "rate_limit_error": 429, "api_error": 500, "timeout_error": 504,
+                "overloaded_error": 529}
+"""The HTTP status each of Anthropic's error types comes with (a batch item's error has a type
+and no status)."""
+
+
+def anthropic_fields(status: int | None, body: Any) -> ErrorFields:
+    """An Anthropic error body (``{"type": "error", "error": {"type", "message", "details":
+    {"error_code"}}, "request_id"}``) as fields; without a status (a batch item), the one its
+    type comes with (:data:`ERROR_STATUS`; an unknown type counts as a server error)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return ErrorFields(status if status is not None else 500, (),
+                           "" if body is None else str(body))
+    details = err.get("details") if isinstance(err.get("details"), dict) else {}
+    if status is None:
+        status = ERROR_STATUS.get(str(err.get("type")), 500)
+    return ErrorFields(status, error_codes(details.get("error_code"), err.get("type")),
+                       str(err.get("message") or ""))
 
 
 def cache_blocks(message: dict[str, Any], prefix_chars: int) -> dict[str, Any]:

@@ -4,10 +4,21 @@ An adapter builds the wire body of a request (the same body goes into a batch li
 through the vendor's official async SDK with SDK retries switched off (the engine owns retries),
 and turns a response into a :class:`Reply`. Errors become :class:`CallError` with one of three
 kinds: ``transient`` (retry with back-off: transport errors, timeouts, 408/409/429/5xx incl.
-Anthropic's 529, unreadable bodies), ``fatal`` (stop the run: bad key, permission, exhausted
-quota, credit or billing, a usage or spend limit the account set, a per-day quota — whatever the
-status: several of these are 400s) and ``permanent`` (this request will never work: other 4xx;
-stored as failed, not retried now).
+Anthropic's 529, unreadable bodies), ``fatal`` (stop the run after this one call: a bad key,
+permission, exhausted quota, credit or billing, a usage or spend limit the account set, a
+per-day quota, an organisation disabled, a location the provider does not serve, a model that
+does not exist — whatever the status: several of these are 400s) and ``permanent`` (this request
+will never work: other 4xx; stored as failed, not retried now).
+
+The kind is decided on the error's structured fields (:class:`ErrorFields`: the HTTP status
+and the codes the body carries — OpenAI's ``error.code`` / ``error.type``, Anthropic's
+``error.details.error_code`` / ``error.type``, Google's ``ErrorInfo`` reasons and
+``error.status``), and on the message only where no field tells the cause apart (Anthropic's
+credit-balance, usage-limit and disabled-organisation errors are plain 400
+``invalid_request_error``s): then the message must *begin* with the provider's own sentence.
+A message may quote the request (a validation error, a server or proxy echoing the prompt), so
+text found anywhere else in it — "my credit balance is too low" in a conversation — never stops
+a run; that request fails alone (:func:`classify_error`).
 
 How long to wait comes from wherever the provider puts it: the ``retry-after-ms`` /
 ``retry-after`` headers (OpenAI; Anthropic sends whole seconds), Google's structured
@@ -33,29 +44,110 @@ from hbpsych_utils.llm.requests import Request
 ErrorKind = Literal["transient", "fatal", "permanent"]
 log = logging.getLogger("hbpsych_utils.llm")
 
-# Codes and phrases by which providers say "stop" rather than "slow down" (no money, a limit
-# the account set, a bad key), each with what it means for the person running the study. Looked
-# for in the whole error body, whatever its status: Anthropic's usage limit and OpenAI's billing
-# hard limit come as 400s, a bad Gemini key as a 400 whose ErrorInfo reason says so.
-_FATAL_CAUSES: tuple[tuple[str, str], ...] = (
-    ("insufficient_quota", "the account is out of credit or quota"),
-    ("billing_hard_limit_reached", "the organisation's billing hard limit is reached"),
-    ("billing_not_active", "the account's billing is not active"),
-    ("specified api usage limits", "the API usage limit set for the account is reached"),
-    ("enforced_spend_limit_reached", "the account's spend limit is reached"),
-    ("credit balance", "the credit balance is too low"),
-    ("credits are depleted", "the prepaid credits are used up"),
-    ("billing is not enabled", "billing is not enabled for the project"),
-    ("billing account", "the billing account is missing or closed"),
-    ("billing_error", "the provider reports a billing error"),
-    ("payment required", "the provider asks for payment"),
-    ("api_key_invalid", "the API key is not valid"),
+_ACCOUNT_ACTION = "fix it in the provider's console (credit, limit or key), then re-run"
+_ACCESS_ACTION = ("the account must be restored with the provider (its console or support) "
+                  "before a re-run")
+_PLACE_ACTION = "run from a country or region the provider serves, then re-run"
+_MODEL_ACTION = ("check the model's snapshot id in the registry (params/models.yaml or "
+                 "llm.registry_file) and that the account may use it, then re-run")
+MODEL_NOT_FOUND = "the model does not exist here, or the account has no access to it"
+
+# Codes that mean "stop" rather than "slow down" or "this request is wrong", each with what it
+# means for the person running the study and what to do. Codes are provider enums, never text
+# of the request; a code names the cause whatever the HTTP status (OpenAI's billing hard limit
+# is a 400, Anthropic's monthly spend cap a 429, a bad Gemini key a 400).
+_FATAL_CODES: dict[str, tuple[str, str]] = {
+    # OpenAI error.code / error.type
+    "insufficient_quota": ("the account is out of credit or quota", _ACCOUNT_ACTION),
+    "billing_hard_limit_reached": ("the organisation's billing hard limit is reached",
+                                   _ACCOUNT_ACTION),
+    "billing_not_active": ("the account's billing is not active", _ACCOUNT_ACTION),
+    "invalid_api_key": ("the API key is not valid", _ACCOUNT_ACTION),
+    "account_deactivated": ("the account has been deactivated", _ACCESS_ACTION),
+    "unsupported_country_region_territory": (
+        "the provider does not serve the country, region or territory the run is made from",
+        _PLACE_ACTION),
+    "model_not_found": (MODEL_NOT_FOUND, _MODEL_ACTION),
+    # Anthropic error.details.error_code / error.type (llama.cpp's server uses the same types)
+    "enforced_spend_limit_reached": ("the account's spend limit is reached", _ACCOUNT_ACTION),
+    "contract_spend_limit_reached": ("the contract's spend limit is reached", _ACCOUNT_ACTION),
+    "linked_organization_spend_limit_reached": (
+        "the linked organisation's spend limit or credit is reached", _ACCOUNT_ACTION),
+    "linked_organization_billing_unavailable": (
+        "the linked organisation cannot be billed", _ACCOUNT_ACTION),
+    "organization_on_hold": ("the organisation has been disabled (on hold)", _ACCESS_ACTION),
+    "billing_error": ("the provider reports a billing error", _ACCOUNT_ACTION),
+    "authentication_error": ("the API key was refused", _ACCOUNT_ACTION),
+    "permission_error": ("the API key lacks permission for this model or project",
+                         _ACCOUNT_ACTION),
+    # Google ErrorInfo reasons / error.status
+    "API_KEY_INVALID": ("the API key is not valid", _ACCOUNT_ACTION),
+    "CONSUMER_SUSPENDED": ("the API key's project has been suspended", _ACCESS_ACTION),
+    "BILLING_DISABLED": ("billing is disabled for the project", _ACCOUNT_ACTION),
+    "SERVICE_DISABLED": ("the API is not enabled for the project", _ACCOUNT_ACTION),
+    "UNAUTHENTICATED": ("the API key was refused", _ACCOUNT_ACTION),
+    "PERMISSION_DENIED": ("the API key lacks permission for this model or project",
+                          _ACCOUNT_ACTION),
+    "FAILED_PRECONDITION": (
+        "the provider does not serve this account where the run is made from "
+        "(FAILED_PRECONDITION: an unsupported location, or a free tier not offered there)",
+        _PLACE_ACTION),
+}
+_FATAL_STATUS: dict[int, tuple[str, str]] = {
+    401: ("the API key was refused", _ACCOUNT_ACTION),
+    402: ("the provider asks for payment", _ACCOUNT_ACTION),
+    403: ("access is refused (the key's permissions, the organisation or the location)",
+          _ACCOUNT_ACTION)}
+# The provider's own first words where no field tells the cause apart (Anthropic's 400
+# invalid_request_error carries these): matched at the start of the message only.
+_FATAL_OPENINGS: tuple[tuple[str, tuple[str, str]], ...] = (
+    ("your credit balance is too low", ("the credit balance is too low", _ACCOUNT_ACTION)),
+    ("you have reached your specified api usage limits",
+     ("the API usage limit set for the account is reached", _ACCOUNT_ACTION)),
+    ("this organization has been disabled",
+     ("the organisation has been disabled", _ACCESS_ACTION)),
 )
-_FATAL_STATUS = {401: "the API key was refused", 402: "the provider asks for payment",
-                 403: "the API key lacks permission for this model or project"}
-_FATAL_ACTION = "fix it in the provider's console (credit, limit or key), then re-run"
 # A 429 that no wait will cure: OpenAI's "Request too large for <model> ... on tokens per min".
-_PERMANENT_429_PHRASES = ("request too large for",)
+_PERMANENT_429_OPENINGS = ("request too large for",)
+
+
+@dataclass(frozen=True)
+class ErrorFields:
+    """A provider error as its structured fields give it (each adapter reads its own shape).
+
+    ``status``: the HTTP status (a batch item's, or the one its error type stands for).
+    ``codes``: the machine-readable names the body carries, most specific first; an HTTP status
+    repeated as a code (local servers write ``"code": 404``) is not one. ``message``: the
+    provider's message, which may quote the request: read only where no code decides, and only
+    from its start."""
+
+    status: int | None
+    codes: tuple[str, ...] = ()
+    message: str = ""
+
+
+def error_codes(*values: Any) -> tuple[str, ...]:
+    """The values that are codes: non-empty strings that are not a number (an HTTP status)."""
+    return tuple(v.strip() for v in values
+                 if isinstance(v, str) and v.strip() and not v.strip().isdigit())
+
+
+def stop_cause(err: ErrorFields, *, model_call: bool = True) -> tuple[str, str] | None:
+    """Why ``err`` must stop the run, and what to do, or None when it need not.
+
+    In this order: a code of :data:`_FATAL_CODES` (the most specific first); on a model call, a
+    404 (the model or the endpoint does not exist: every request to it fails the same way —
+    never on a batch endpoint, where a 404 says the batch is gone); 401, 402 or 403; the
+    provider's own opening sentence (:data:`_FATAL_OPENINGS`)."""
+    for code in err.codes:
+        if code in _FATAL_CODES:
+            return _FATAL_CODES[code]
+    if model_call and err.status == 404:
+        return MODEL_NOT_FOUND, _MODEL_ACTION
+    if err.status in _FATAL_STATUS:
+        return _FATAL_STATUS[err.status]
+    opening = " ".join(err.message.split()).lower()
+    return next((stop for start, stop in _FATAL_OPENINGS if opening.startswith(start)), None)
 
 
 @dataclass
@@ -198,27 +290,37 @@ def describe_quota(violation: dict[str, Any]) -> str:
     return f"{name} ({', '.join(parts)})" if parts else name
 
 
-def classify_status(status: int | None, message: str, retry_after: float | None, *,
-                    full_text: str | None = None) -> CallError:
-    """The kind of an HTTP error from its status and message (see the module docstring).
+def classify_error(err: ErrorFields, shown: str, retry_after: float | None = None, *,
+                   model_call: bool = True) -> CallError:
+    """The kind of a provider error from its fields (see the module docstring).
 
-    ``full_text`` (the whole error body, when ``message`` is a cut of it) is what the codes and
-    phrases are looked for in, so a code late in a long body still counts. A fatal error's
-    message says the cause in words and what to do, then the provider's own message.
-    """
-    low = (full_text if full_text is not None else message).lower()
+    ``shown`` is what the stored and printed message says of the error (the adapter's cut of the
+    body); a fatal error's message says the cause in words and what to do, then ``shown``.
+    ``model_call``: the error answered a model call (sync, or a batch item), not a batch
+    endpoint. The wait of a transient error is ``retry_after`` (headers, Google's RetryInfo),
+    else the one the message names."""
+    status = err.status
     if status is None:
-        return CallError("transient", message, None, retry_after)
-    cause = next((c for p, c in _FATAL_CAUSES if p in low), None) or _FATAL_STATUS.get(status)
-    if cause is not None:
-        return CallError("fatal", f"{cause} ({message}); {_FATAL_ACTION}", status)
-    if status == 429 and any(p in low for p in _PERMANENT_429_PHRASES):
-        return CallError("permanent", message, status)
+        return CallError("transient", shown, None, retry_after)
+    stop = stop_cause(err, model_call=model_call)
+    if stop is not None:
+        cause, action = stop
+        return CallError("fatal", f"{cause} ({shown}); {action}", status)
+    opening = " ".join(err.message.split()).lower()
+    if status == 429 and opening.startswith(_PERMANENT_429_OPENINGS):
+        return CallError("permanent", shown, status)
     if status in (408, 409, 425, 429) or status >= 500:
         if retry_after is None:
-            retry_after = retry_hint(full_text if full_text is not None else message)
-        return CallError("transient", message, status, retry_after)
-    return CallError("permanent", message, status)
+            retry_after = retry_hint(err.message)
+        return CallError("transient", shown, status, retry_after)
+    return CallError("permanent", shown, status)
+
+
+def classify_status(status: int | None, message: str, retry_after: float | None = None
+                    ) -> CallError:
+    """The kind of an error known only by its status and message (a body that is not the
+    provider's JSON envelope: a proxy's page, plain text)."""
+    return classify_error(ErrorFields(status, (), message), message, retry_after)
 
 
 class Adapter:
@@ -243,7 +345,9 @@ class Adapter:
     async def call(self, body: dict[str, Any]) -> Reply:
         raise NotImplementedError
 
-    def classify(self, exc: BaseException) -> CallError:
+    def classify(self, exc: BaseException, *, model_call: bool = True) -> CallError:
+        """``exc`` as a :class:`CallError`; ``model_call`` is False for a batch endpoint's
+        error (submit, status, results), where a 404 means the batch is gone."""
         raise NotImplementedError
 
     async def aclose(self) -> None:

@@ -58,12 +58,12 @@ class GoogleAdapter(base.Adapter):
             model=body["model"], contents=body["contents"], config=body["config"])
         return parse_response(resp)
 
-    def classify(self, exc: BaseException) -> base.CallError:
+    def classify(self, exc: BaseException, *, model_call: bool = True) -> base.CallError:
         if isinstance(exc, base.CallError):
             return exc
         if isinstance(exc, genai_errors.APIError):
             headers = getattr(getattr(exc, "response", None), "headers", None)
-            return classify_error(exc.code, exc.details, headers)
+            return classify_error(exc.code, exc.details, headers, model_call=model_call)
         return base.CallError("transient", clip(f"{type(exc).__name__}: {exc}", 500))
 
     async def aclose(self) -> None:
@@ -92,8 +92,11 @@ class GoogleAdapter(base.Adapter):
             key = (r.metadata or {}).get("key")
             if key is None:
                 continue
-            if r.error is not None or r.response is None:
-                out[key] = base.CallError("transient", clip(f"batch item error: {r.error}", 400))
+            if r.error is not None:  # a google.rpc.Status: a numeric code, no status name
+                out[key] = item_error(r.error.code, r.error.message)
+                continue
+            if r.response is None:
+                out[key] = base.CallError("transient", "batch item with neither response nor error")
                 continue
             try:
                 out[key] = parse_response(r.response)
@@ -102,15 +105,38 @@ class GoogleAdapter(base.Adapter):
         return out
 
 
-def classify_error(code: int | None, body: Any, headers: Any = None) -> base.CallError:
+RPC_CODES: dict[int, tuple[str, int]] = {
+    1: ("CANCELLED", 499), 2: ("UNKNOWN", 500), 3: ("INVALID_ARGUMENT", 400),
+    4: ("DEADLINE_EXCEEDED", 504), 5: ("NOT_FOUND", 404), 6: ("ALREADY_EXISTS", 409),
+    7: ("PERMISSION_DENIED", 403), 8: ("RESOURCE_EXHAUSTED", 429),
+    9: ("FAILED_PRECONDITION", 400), 10: ("ABORTED", 409), 11: ("OUT_OF_RANGE", 400),
+    12: ("UNIMPLEMENTED", 501), 13: ("INTERNAL", 500), 14: ("UNAVAILABLE", 503),
+    15: ("DATA_LOSS", 500), 16: ("UNAUTHENTICATED", 401)}
+"""``google.rpc.Code``: the status name and HTTP status of each numeric code (a batch item's
+error is a ``google.rpc.Status``, which carries the number alone)."""
+
+
+def item_error(code: int | None, message: str | None) -> base.CallError:
+    """A batch item's ``google.rpc.Status`` classified as the same error of a call would be."""
+    name, status = RPC_CODES.get(int(code or 2), ("UNKNOWN", 500))
+    return classify_error(status, {"error": {"code": status, "message": message or "",
+                                             "status": name}}, prefix="batch item error: ")
+
+
+def classify_error(code: int | None, body: Any, headers: Any = None, *,
+                   model_call: bool = True, prefix: str = "") -> base.CallError:
     """A Gemini error body (``{"error": {code, message, status, details}}``) as a CallError.
 
-    The details are read as structures: ``RetryInfo.retryDelay`` wherever it sits (Gemini sends
-    no retry header), ``QuotaFailure`` violations and ``ErrorInfo`` reasons (a bad key is a 400
-    whose reason is ``API_KEY_INVALID``: fatal). A 429 naming a per-day quota is fatal: the quota
-    resets at midnight Pacific time, so the run stops and says which quota; a per-minute one
-    stays transient and waits the delay Gemini asks for, from ``RetryInfo`` or else from the
-    message's "Please retry in 27.2s", read from the whole message before it is cut for storing.
+    The fields decide (:func:`.base.classify_error`): the ``ErrorInfo`` reasons (a bad key is a
+    400 whose reason is ``API_KEY_INVALID``, a suspended key a 403 ``CONSUMER_SUSPENDED``), then
+    ``error.status`` (``FAILED_PRECONDITION``: a location Gemini does not serve, fatal;
+    ``PERMISSION_DENIED``, ``UNAUTHENTICATED``; ``NOT_FOUND`` on a model call: the model does not
+    exist). The details are read as structures: ``RetryInfo.retryDelay`` wherever it sits (Gemini
+    sends no retry header), ``QuotaFailure`` violations. A 429 naming a per-day quota is fatal:
+    the quota resets at midnight Pacific time, so the run stops and says which quota; a
+    per-minute one stays transient and waits the delay Gemini asks for, from ``RetryInfo`` or
+    else from the message's "Please retry in 27.2s", read from the whole message before it is
+    cut for storing.
     """
     err = body.get("error", body) if isinstance(body, dict) else {}
     err = err if isinstance(err, dict) else {}
@@ -119,9 +145,11 @@ def classify_error(code: int | None, body: Any, headers: Any = None) -> base.Cal
     text = str(err.get("message") or (body if not isinstance(body, dict) else ""))
     violations = base.rpc_quota_violations(details)
     quotas = "; ".join(base.describe_quota(v) for v in violations[:4])
-    reasons = " ".join(str(d.get("reason")) for d in base.rpc_details(details, "ErrorInfo")
-                       if d.get("reason"))
-    msg = (f"HTTP {code}: {status} {clip(text, 300)}" + (f" [reason: {reasons}]" if reasons else "")
+    reason_codes = base.error_codes(*(d.get("reason")
+                                      for d in base.rpc_details(details, "ErrorInfo")))
+    reasons = " ".join(reason_codes)
+    msg = (f"{prefix}HTTP {code}: {status} {clip(text, 300)}"
+           + (f" [reason: {reasons}]" if reasons else "")
            + (f" [quota: {quotas}]" if quotas else ""))
     daily = [v for v in violations if base.is_daily_quota(v)]
     if code == 429 and daily:
@@ -136,7 +164,8 @@ def classify_error(code: int | None, body: Any, headers: Any = None) -> base.Cal
         retry = base.retry_hint(text)
     if retry is not None and code == 429:
         msg += f" (retry in {retry:g}s)"
-    return base.classify_status(code, msg, retry, full_text=f"{status} {text} {reasons}")
+    fields = base.ErrorFields(code, (*reason_codes, *base.error_codes(status)), text)
+    return base.classify_error(fields, msg, retry, model_call=model_call)
 
 
 def _httpx_transport() -> Any:

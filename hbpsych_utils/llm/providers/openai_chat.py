@@ -7,7 +7,9 @@ so one parser serves both paths. Refusal: ``message.refusal`` set (structured ou
 with ``finish_reason: stop``, ``content: null`` and the explanation in ``refusal``) or
 ``finish_reason: content_filter``. Prompt caching: ``usage.prompt_tokens_details.cached_tokens``
 (included in ``prompt_tokens``) are the cache reads; a request arranged for the cache carries the
-model's routing hint (``prompt_cache_key``: a hash of the shared prefix).
+model's routing hint (``prompt_cache_key``: a hash of the shared prefix). Errors are read from
+the error object's ``code`` and ``type`` (:func:`openai_fields`): OpenAI's own, and the same
+envelope as vLLM and llama.cpp's servers write it (with the HTTP status as ``code``).
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from hbpsych_utils.llm.models import ModelSpec
 from hbpsych_utils.llm.providers.base import (
     Adapter,
     CallError,
+    ErrorFields,
     MalformedReply,
     Reply,
     cache_arranged,
     cache_hint,
-    classify_status,
+    classify_error,
+    error_codes,
     parse_retry_after,
 )
 from hbpsych_utils.llm.requests import Request
@@ -78,17 +82,19 @@ class OpenAIAdapter(Adapter):
             raise MalformedReply(f"response body is not JSON: {exc}") from None
         return parse_chat(data)
 
-    def classify(self, exc: BaseException) -> CallError:
+    def classify(self, exc: BaseException, *, model_call: bool = True) -> CallError:
         if isinstance(exc, CallError):
             return exc
         if isinstance(exc, openai.APIStatusError):
+            # the SDK's body is the error object (``body["error"]``, or the whole body when a
+            # server writes it at the top level, as older vLLM does)
             body = exc.body if exc.body is not None else exc.message
-            code = getattr(exc, "code", None) or ""
-            text = json.dumps(body)
+            fields = openai_fields(exc.status_code, body)
+            code = fields.codes[0] if fields.codes else ""
+            msg = f"HTTP {exc.status_code}: {code} {clip(json.dumps(body), 500)}"
             # the wait: retry-after-ms / retry-after, else the message's "try again in 1.5s"
-            msg = f"HTTP {exc.status_code}: {code} {clip(text, 500)}"
-            return classify_status(exc.status_code, msg, parse_retry_after(exc.response.headers),
-                                   full_text=f"{code} {text}")
+            return classify_error(fields, msg, parse_retry_after(exc.response.headers),
+                                  model_call=model_call)
         return CallError("transient", clip(f"{type(exc).__name__}: {exc}", 500))
 
     async def aclose(self) -> None:
@@ -128,12 +134,23 @@ class OpenAIAdapter(Adapter):
                         out[key] = parse_chat(resp.get("body") or {})
                     except MalformedReply as exc:
                         out[key] = CallError("transient", str(exc))
-                else:
+                else:  # an item the model call refused, or one the batch never ran
                     err = rec.get("error") or (resp.get("body") or {}).get("error") or {}
-                    out[key] = classify_status(
-                        resp.get("status_code") or 500,
-                        f"batch item error: {clip(json.dumps(err), 300)}", None)
+                    status = resp.get("status_code") or 500
+                    out[key] = classify_error(
+                        openai_fields(status, err),
+                        f"batch item error: HTTP {status}: {clip(json.dumps(err), 300)}")
         return out
+
+
+def openai_fields(status: int | None, error: Any) -> ErrorFields:
+    """An OpenAI-format error object (``{"message", "type", "param", "code"}``) as fields:
+    ``code`` (``insufficient_quota``, ``model_not_found``, ...) before ``type``; a server that
+    writes the HTTP status as ``code`` (vLLM, llama.cpp) gives its ``type`` alone."""
+    if not isinstance(error, dict):
+        return ErrorFields(status, (), "" if error is None else str(error))
+    return ErrorFields(status, error_codes(error.get("code"), error.get("type")),
+                       str(error.get("message") or ""))
 
 
 def parse_chat(data: dict[str, Any]) -> Reply:

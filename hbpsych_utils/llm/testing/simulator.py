@@ -17,7 +17,9 @@ and the sampling seed when the body carries one) picks the words, so the same re
 synchronously or in a batch gets the same text, and replies sampled with different seeds differ.
 A HealthBench grader prompt (its text mentions ``criteria_met``) gets a fenced grader JSON
 verdict (hash-chosen, unless the prompt scripts it with a ``[sim-verdicts model=met ...]``
-marker: :func:`scripted_verdict`); a request with a JSON schema gets an object generated from
+marker: :func:`scripted_verdict`); a synchronous call whose prompt holds :data:`ECHO_KEY` gets
+a plain-text reply that quotes the API key the call carried (a careless proxy or model, for the
+tests of key scrubbing); a request with a JSON schema gets an object generated from
 the schema (enums: a hash-chosen value; strings, numbers, booleans: hash-derived; arrays:
 ``minItems`` items, or N items when the prompt says "N items/records/conversations/entries";
 ``$ref``/``anyOf``: first branch). Usage is ~4 characters per token.
@@ -80,6 +82,7 @@ from hbpsych_utils.llm.faults import (
     COLLECT_FAULT_KINDS,
     ENDPOINT_FAULT_KINDS,
     FAULT_KINDS,
+    STOP_FAULT_KINDS,
 )
 
 FaultKind = str
@@ -270,6 +273,18 @@ def _from_schema(schema: Any, h: str, n_hint: int | None, defs: dict[str, Any],
 
 
 _SCRIPTED = re.compile(r"\[sim-verdicts ([^\]]*)\]")
+
+ECHO_KEY = "[sim-echo-key]"
+"""A prompt holding this marker gets a reply that ends by quoting the API key of its call
+(synchronous plain-text calls): the key as the SDK sent it (OpenAI ``Authorization: Bearer``,
+Anthropic ``x-api-key``, Gemini ``x-goog-api-key`` or ``?key=``)."""
+
+
+def call_key(request: web.Request) -> str:
+    """The API key a call carried, as the provider's SDK sends it ("" when none)."""
+    bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    return (bearer or request.headers.get("x-api-key") or request.headers.get("x-goog-api-key")
+            or request.query.get("key") or "")
 
 
 def scripted_verdict(model: str, text: str) -> bool | None:
@@ -847,15 +862,16 @@ class Simulator:
 
     # endpoints -------------------------------------------------------------------
     async def _openai_chat(self, request: web.Request) -> _Reply:
-        return await self._model_call("openai", _tenant(request), _loads(await request.read()))
+        return await self._model_call("openai", _tenant(request), _loads(await request.read()),
+                                      key=call_key(request))
 
     async def _anthropic_message(self, request: web.Request) -> _Reply:
         return await self._model_call("anthropic", _tenant(request),
-                                      _loads(await request.read()))
+                                      _loads(await request.read()), key=call_key(request))
 
     async def _google_generate(self, request: web.Request) -> _Reply:
         return await self._model_call("google", _tenant(request), _loads(await request.read()),
-                                      model=request.match_info["model"])
+                                      model=request.match_info["model"], key=call_key(request))
 
     async def _openai_file_content(self, request: web.Request) -> _Reply:
         data = self.state.files.get(request.match_info["id"])
@@ -883,7 +899,7 @@ class Simulator:
 
     # sync model calls ------------------------------------------------------------
     async def _model_call(self, api: str, tenant: str, body: dict[str, Any],
-                          model: str | None = None) -> _Reply:
+                          model: str | None = None, key: str = "") -> _Reply:
         st = self.state
         model = model or str(body.get("model", ""))
         msgs, schema, cap = _NORM[api](body)
@@ -916,8 +932,8 @@ class Simulator:
             status = 429
             assert fault is not None
             reply = _rate_limit_error(api, model, fault.retry_after)
-        elif kind == "quota":
-            reply = _quota_error(api, model)
+        elif kind in _ERROR_FAULTS:
+            reply = _provider_error(api, kind, model, msgs)
             status = reply.status
         elif kind == "overloaded":
             reply = _overloaded_error(api)
@@ -930,6 +946,8 @@ class Simulator:
             reply = _Reply(200, b'{"id": "x", "choices": [<<not json>>', {})
         else:
             text = answer_text(model, msgs, schema, h)
+            if schema is None and key and any(ECHO_KEY in t for _, t in msgs):
+                text = f"{text} The key you sent: {key}"
             text = _fault_text(kind, text)
             body_obj = _BUILD[api](model, msgs, h, text, kind, cap, body, use)
             st.caches.commit(use)  # answered: the prefix is in the cache from now on
@@ -1003,11 +1021,10 @@ class Simulator:
                                              "body": res}, "error": None})
                 elif res is None:  # OpenAI reports every request: an unanswered one expired
                     err.append(_openai_unprocessed(line, "batch_expired"))
-                else:
+                else:  # the call's own error: its status and body
                     err.append({"id": rid, "custom_id": line.get("custom_id"),
-                                "response": {"status_code": 500, "request_id": rid,
-                                             "body": {"error": {"message": res,
-                                                                "type": "server_error"}}},
+                                "response": {"status_code": res.status, "request_id": rid,
+                                             "body": json.loads(res.body)},
                                 "error": None})
             why = "batch_cancelled" if end is not None and end.kind == "batch_cancelled" else (
                 "batch_expired")
@@ -1067,9 +1084,8 @@ class Simulator:
                     result: dict[str, Any] = {"type": "succeeded", "message": res}
                 elif res is None:  # Anthropic writes a line for every request
                     result = {"type": "expired"}
-                else:
-                    result = {"type": "errored", "error": {"type": "error", "error": {
-                        "type": "api_error", "message": res}}}
+                else:  # the call's error body, without its status
+                    result = {"type": "errored", "error": _anthropic_item_error(res)}
                 counts[result["type"]] += 1
                 lines.append({"custom_id": r.get("custom_id"), "result": result})
             self._batch_ended(done)
@@ -1143,8 +1159,11 @@ class Simulator:
             if isinstance(res, dict):
                 out.append({"response": res, "metadata": r.get("metadata")})
             else:
-                # a google.rpc.Status: code and message (and details), no status name
-                out.append({"error": {"code": 13, "message": res},
+                # a google.rpc.Status: the numeric code and the message, no status name
+                # (google-genai types its details as strings: none are sent)
+                error = json.loads(res.body)["error"]
+                out.append({"error": {"code": RPC_CODES.get(error["status"], 2),
+                                      "message": error["message"]},
                             "metadata": r.get("metadata")})
         self._batch_ended(done)
         meta.update(state="BATCH_STATE_SUCCEEDED", endTime=_iso(time.time()),
@@ -1157,8 +1176,9 @@ class Simulator:
         return time.time() - b["created"] >= self.state.batch_latency
 
     def _item(self, api: str, model: str, body: dict[str, Any], done: list[CacheUse]
-              ) -> dict[str, Any] | str | None:
-        """One batch item: a response body, an error message (str) or None (dropped). The items
+              ) -> dict[str, Any] | _Reply | None:
+        """One batch item: a response body, the error the call would get (a :class:`_Reply`:
+        status and the API's error body; transport faults a 500) or None (dropped). The items
         of a batch run side by side: each reads the prompt cache as it was when the batch
         started; what an answered item leaves in it (appended to ``done``) is stored when the
         batch ends (:meth:`_batch_ended`)."""
@@ -1168,19 +1188,27 @@ class Simulator:
         fault = st.fault_for(api, model, msgs)
         kind = fault.kind if fault else None
         use = NO_CACHE
-        if kind not in ("batch_item_missing", *_ITEM_FAILURES):
+        if kind not in ("batch_item_missing", *_ITEM_FAILURES, *_ERROR_FAULTS):
             use = st.caches.lookup(api, "", model, body, msgs)
         entry = {"api": api, "tenant": "", "model": model, "hash": h, "kind": "batch",
                  "user": _last_user(msgs), "user_sha256": _last_user_sha256(msgs),
                  "status": 0 if kind == "batch_item_missing" else 200, "fault": kind,
                  "start": time.time(), "cache_read": use.read, "cache_write": use.write}
         invalid = _invalid_request(api, model, body)
-        if kind == "batch_item_missing" or kind in _ITEM_FAILURES or invalid is not None:
-            st.record(**entry)
+        failed = kind in _ITEM_FAILURES or kind in _ERROR_FAULTS or invalid is not None
+        if kind == "batch_item_missing" or failed:
             if kind == "batch_item_missing":
+                st.record(**entry)
                 return None
             # the real API errors the item as it would the call
-            return invalid if invalid is not None else f"simulated batch item failure ({kind})"
+            if invalid is not None:
+                error = _error(api, 400, invalid)
+            elif kind in _ITEM_FAILURES:
+                error = _error(api, 500, f"simulated batch item failure ({kind})")
+            else:
+                error = _provider_error(api, str(kind), model, msgs)
+            st.record(**{**entry, "status": error.status})
+            return error
         text = _fault_text(kind, answer_text(model, msgs, schema, h))
         done.append(use)
         built = _BUILD[api](model, msgs, h, text, kind, cap, body, use)
@@ -1195,7 +1223,27 @@ class Simulator:
 
 _ITEM_FAILURES = ("http_500", "http_503", "batch_item_error", "reset", "timeout", "malformed",
                   "truncated", "rate_limit", "quota", "overloaded")
-"""Fault kinds that make a batch item errored."""
+"""Fault kinds that make a batch item errored with a server error (500)."""
+_ERROR_FAULTS = (*STOP_FAULT_KINDS, "quoted_request")
+"""Fault kinds answered with the provider's error for that cause (:func:`_provider_error`), on a
+call and on a batch item alike, but ``quota``, which errors a batch item as a server error
+(:data:`_ITEM_FAILURES`)."""
+RPC_CODES = {"CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4,
+             "NOT_FOUND": 5, "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7,
+             "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9, "ABORTED": 10,
+             "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
+             "DATA_LOSS": 15, "UNAUTHENTICATED": 16}
+"""``google.rpc.Code`` numbers by name: a Gemini batch item's error carries the number."""
+
+
+def _anthropic_item_error(reply: _Reply) -> dict[str, Any]:
+    """An errored batch item's ``error``: the call's error body (an ``ErrorResponse``). The
+    edge's 403 "Request not allowed" is no API error body: an item gets ``permission_error``."""
+    body = json.loads(reply.body)
+    if body.get("type") != "error":
+        body = {"type": "error", "request_id": _request_id("anthropic"), "error": {
+            "type": "permission_error", "message": str(body["error"]["message"])}}
+    return body
 
 
 def _split_for_end(items: list[Any], end: Fault | None) -> tuple[list[Any], list[Any]]:
@@ -1387,17 +1435,19 @@ def _error(api: str, status: int, message: str, retry_after: float | None = None
         if api != "anthropic":  # Anthropic sends whole seconds only
             headers["retry-after-ms"] = str(int(retry_after * 1000))
     if api == "anthropic":
-        etype = {429: "rate_limit_error", 500: "api_error", 503: "overloaded_error",
-                 529: "overloaded_error", 404: "not_found_error"}.get(
-            status, "invalid_request_error")
+        etype = {401: "authentication_error", 402: "billing_error", 403: "permission_error",
+                 404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                 500: "api_error", 503: "overloaded_error", 504: "timeout_error",
+                 529: "overloaded_error"}.get(status, "invalid_request_error")
         rid = _request_id(api)
         reply = _json_reply({"type": "error", "error": {"type": etype, "message": message},
                              "request_id": rid}, status, headers)
         reply.request_id = rid
         return reply
     if api == "google":
-        gstatus = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
-                   404: "NOT_FOUND"}.get(status, "INVALID_ARGUMENT")
+        gstatus = {401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                   429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}.get(
+            status, "INVALID_ARGUMENT")
         details = []
         if retry_after is not None:
             details.append({"@type": _RPC + "RetryInfo", "retryDelay": _duration(retry_after)})
@@ -1486,6 +1536,106 @@ def _quota_error(api: str, model: str = "") -> _Reply:
                                 "Please go to Plans & Billing to upgrade or purchase credits.")
     return _gemini_quota_429(model, "GenerateRequestsPerDayPerProjectPerModel-FreeTier", 250,
                              40.0)
+
+
+_ERROR_FAULT_STATUS = {
+    "invalid_key": {"openai": 401, "anthropic": 401, "google": 400},
+    "account_disabled": {"openai": 401, "anthropic": 400, "google": 403},
+    "location_unsupported": {"openai": 403, "anthropic": 403, "google": 400},
+    "model_not_found": {"openai": 404, "anthropic": 404, "google": 404},
+    "quoted_request": {"openai": 400, "anthropic": 400, "google": 400},
+}
+"""The HTTP status of each provider's error for a fault of :data:`_ERROR_FAULTS`."""
+_GEMINI_SERVICE = "generativelanguage.googleapis.com"
+_SIM_PROJECT = "projects/000000000000"
+_MAX_QUOTE = 300
+"""Characters of the user's message a ``quoted_request`` error repeats."""
+
+
+def _provider_error(api: str, kind: str, model: str, msgs: list[tuple[str, str]]) -> _Reply:
+    """The provider's own error for ``kind`` (``quota``, ``quoted_request`` and the other
+    :data:`STOP_FAULT_KINDS`; see their docstrings in :mod:`hbpsych_utils.llm.faults`)."""
+    if kind == "quota":
+        return _quota_error(api, model)
+    status = _ERROR_FAULT_STATUS[kind][api]
+    if kind == "quoted_request":
+        sent = [(r, t) for r, t in msgs if api == "openai" or r != "system"]  # as on the wire
+        index = max((i for i, (role, _) in enumerate(sent) if role == "user"), default=0)
+        quoted = json.dumps(sent[index][1][:_MAX_QUOTE] if sent else "", ensure_ascii=False)
+        if api == "openai":
+            param = f"messages[{index}].content"
+            return _openai_error(status, f"Invalid value at '{param}': {quoted}",
+                                 "invalid_request_error", "invalid_value", param)
+        if api == "anthropic":
+            return _error(api, status, f"messages.{index}.content: invalid text {quoted}")
+        field = f"contents[{index}].parts[0].text"
+        message = f"Invalid value at '{field}' (TYPE_STRING), {quoted}"
+        return _google_error(status, "INVALID_ARGUMENT", message, [
+            {"@type": _RPC + "BadRequest",
+             "fieldViolations": [{"field": field, "description": message}]}])
+    if api == "openai":
+        return {
+            "invalid_key": lambda: _openai_error(
+                status, "Incorrect API key provided: sim-****. You can find your API key at "
+                "https://platform.openai.com/account/api-keys.", "invalid_request_error",
+                "invalid_api_key"),
+            "account_disabled": lambda: _openai_error(
+                status, "The OpenAI account associated with this API key has been "
+                "deactivated. If you are the developer for this OpenAI app, please check your "
+                "email for more information. If you are seeing this error while using another "
+                "app or site, please reach out to them for more help.", "invalid_request_error",
+                "account_deactivated"),
+            "location_unsupported": lambda: _openai_error(
+                status, "Country, region, or territory not supported", "request_forbidden",
+                "unsupported_country_region_territory"),
+            "model_not_found": lambda: _openai_error(
+                status, f"The model `{model}` does not exist or you do not have access to it.",
+                "invalid_request_error", "model_not_found"),
+        }[kind]()
+    if api == "anthropic":
+        if kind == "location_unsupported":  # the edge's refusal: no "type": "error" envelope
+            return _json_reply({"error": {"type": "forbidden", "message": "Request not allowed"}},
+                               status)
+        return _error(api, status, {
+            "invalid_key": "invalid x-api-key",
+            "account_disabled": "This organization has been disabled.",
+            "model_not_found": f"model: {model}"}[kind])
+    if kind == "invalid_key":
+        message = "API key not valid. Please pass a valid API key."
+        return _google_error(status, "INVALID_ARGUMENT", message, [
+            {"@type": _RPC + "ErrorInfo", "reason": "API_KEY_INVALID",
+             "domain": "googleapis.com", "metadata": {"service": _GEMINI_SERVICE}},
+            {"@type": _RPC + "LocalizedMessage", "locale": "en-US", "message": message}])
+    if kind == "account_disabled":  # Gemini names the key; the simulator names the project
+        return _google_error(
+            status, "PERMISSION_DENIED",
+            f"Permission denied: Consumer '{_SIM_PROJECT}' has been suspended.",
+            [{"@type": _RPC + "ErrorInfo", "reason": "CONSUMER_SUSPENDED",
+              "domain": "googleapis.com",
+              "metadata": {"service": _GEMINI_SERVICE, "consumer": _SIM_PROJECT}}])
+    if kind == "location_unsupported":
+        return _google_error(status, "FAILED_PRECONDITION",
+                             "User location is not supported for the API use.")
+    return _google_error(
+        status, "NOT_FOUND", f"models/{model} is not found for API version v1beta, or is not "
+        "supported for generateContent. Call ListModels to see the list of available models "
+        "and their supported methods.")
+
+
+def _openai_error(status: int, message: str, etype: str, code: str | None,
+                  param: str | None = None) -> _Reply:
+    """OpenAI's error envelope: ``{"error": {message, type, param, code}}``."""
+    return _json_reply({"error": {"message": message, "type": etype, "param": param,
+                                  "code": code}}, status)
+
+
+def _google_error(status: int, name: str, message: str,
+                  details: list[dict[str, Any]] | None = None) -> _Reply:
+    """Gemini's error envelope: ``{"error": {code, message, status[, details]}}``."""
+    error: dict[str, Any] = {"code": status, "message": message, "status": name}
+    if details:
+        error["details"] = details
+    return _json_reply({"error": error}, status)
 
 
 def _invalid_request(api: str, model: str, body: dict[str, Any]) -> str | None:
