@@ -224,6 +224,20 @@ def test_the_level_is_said_as_a_percentage(level: float, text: str) -> None:
     assert vocabulary.level_text(level) == text
 
 
+@pytest.mark.parametrize(("text", "shown"), [
+    ("kimi-k2.6", "Kimi K2.6"),
+    ("claude-haiku-4.5", "Claude Haiku 4.5"),  # the paper's name for claude-haiku-4-5-20251001
+    ("panel mean: mistral-small", "panel mean: Mistral Small"),
+    ("paired difference kimi-k3 − kimi-k2.6", "paired difference Kimi K3 − Kimi K2.6"),
+    ("this run has no judge gpt-4.1-2025-04-14.", "this run has no judge GPT-4.1."),
+    ("claude-fable-5-1 beside claude-fable-5", "Claude Fable 5.1 beside Claude Fable 5"),
+    ("0.627", "0.627"),
+    ("kimi-k2.60 or xgpt-5.5", "kimi-k2.60 or xgpt-5.5"),  # not a model's whole name
+])
+def test_a_sentence_names_models_as_readers_do(text: str, shown: str) -> None:
+    assert vocabulary.models_named(text) == shown
+
+
 @pytest.mark.parametrize("bad", ["0", "1", "1.5", "-0.2", "ninety"])
 def test_the_interval_level_must_lie_between_0_and_1(tmp_path, bad: str) -> None:
     with pytest.raises(config.ProfileError, match="ci_level"):

@@ -544,6 +544,12 @@ def _compared_words(r: ledger.Row) -> str:
     return f"not computable either: {r.compared_note}"
 
 
+def _printed(paper: str) -> str:
+    """A value as the paper prints it: a number as text, a model's name verbatim as code (the
+    paper names models by machine name, "kimi-k2.6"; the rest of the page by display name)."""
+    return _cell(paper) if ledger.printed(paper).number is not None else _code(paper)
+
+
 def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
                     chapters: Sequence[str]) -> str:
     """The reproduction ledger's page: the summary, every printed number by section, then what
@@ -560,19 +566,24 @@ def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
              "number is *equal* when this run's value, rounded as the paper prints it, is the "
              "printed value; *differs* says by how much; *not computable* says what this run "
              "lacks. The paper's values are kept as printed in `data/paper_numbers.yaml`; this "
-             "run's come from its chapters' results.\n",
+             "run's come from its chapters' results. A model the paper names is shown as the "
+             "paper prints it, as code; this run's model by its name in the rest of the book, "
+             "compared under the paper's name for it.\n",
              f"**{summary.sentence()}**\n"]
     table = []
     for r in rows:
         stage = ledger.stage_of(r.number)
-        run = _nowrap(_chapter_link(r.run, stage, chapters)) if r.run else "–"
+        run = (_nowrap(_chapter_link(vocabulary.models_named(r.run), stage, chapters)) if r.run
+               else "–")
         word = ledger.STATUS_WORDS[r.status]
+        note = r.note if r.status == ledger.TWEAKED else vocabulary.models_named(r.note)
         status = (f"**{word}**" if r.status != ledger.EQUAL and r.status != ledger.NOT_COMPUTABLE
-                  else word) + (f": {_cell(r.note)}" if r.note else "")
+                  else word) + (f": {_cell(note)}" if note else "")
         if r.status != r.compared:
-            status += f" ({_cell(_compared_words(r))})"
-        table.append((_nowrap(_cell(r.number.section)), _cell(r.number.quantity),
-                      _nowrap(_cell(r.number.paper)), run, status))
+            status += f" ({_cell(vocabulary.models_named(_compared_words(r)))})"
+        table.append((_nowrap(_cell(r.number.section)),
+                      _cell(vocabulary.models_named(r.number.quantity)),
+                      _nowrap(_printed(r.number.paper)), run, status))
     parts.append(_table(["§", "quantity", "paper", "this run", "status"], table))
     parts.append("## What each number depends on\n")
     parts.append("Derived from the stage graph: the chapters a number comes from and those they "

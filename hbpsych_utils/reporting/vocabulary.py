@@ -483,6 +483,25 @@ def model_names(models: Sequence[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
+_MODEL_WORDS: dict[str, str] = {
+    **{study.paper_name(m): study.display_name(m) for m in study.DISPLAY_NAMES},
+    **{m: study.display_name(m) for m in study.DISPLAY_NAMES},
+}
+"""Each way a text may write one of the study's models (its id, the paper's name) -> its
+display name."""
+_MODEL_WORD = re.compile(
+    r"(?<![\w.\-])("
+    + "|".join(re.escape(w) for w in sorted(_MODEL_WORDS, key=len, reverse=True))
+    + r")(?![\w\-]|\.\w)")
+
+
+def models_named(text: str) -> str:
+    """``text`` with each of the study's models it writes by id or as the paper names it
+    ("kimi-k2.6", "claude-haiku-4.5") by its display name ("Kimi K2.6", "Claude Haiku 4.5"):
+    sentences the compendium writes with a model's machine name, as readers see them."""
+    return _MODEL_WORD.sub(lambda m: _MODEL_WORDS[m.group(1)], text)
+
+
 def panel_phrase(judges: Sequence[str]) -> str:
     """The panel named with its judges: "two-judge panel (GPT-4.1 and Claude Haiku 4.5)"."""
     return f"{panel_name(judges)} ({model_names(judges)})"
