@@ -123,6 +123,40 @@ def category_label(term: str) -> str:
     return CATEGORY_LABELS.get(term, term)
 
 
+THEME_LABELS: dict[str, str] = {
+    "emergency_referrals": "Emergency referrals",
+    "context_seeking": "Context seeking",
+    "global_health": "Global health",
+    "health_data_tasks": "Health data tasks",
+    "communication": "Expertise-tailored communication",
+    "hedging": "Responding under uncertainty",
+    "complex_responses": "Response depth",
+}
+"""Readers' names of HealthBench's seven themes (its ``theme:`` example tags), as the
+HealthBench paper names them."""
+
+AXIS_LABELS: dict[str, str] = {
+    "accuracy": "Accuracy",
+    "completeness": "Completeness",
+    "communication_quality": "Communication quality",
+    "context_awareness": "Context awareness",
+    "instruction_following": "Instruction following",
+}
+"""Readers' names of HealthBench's five rubric axes (its rubric items' ``axis:`` tags)."""
+
+
+def theme_label(term: str) -> str:
+    """A HealthBench theme as readers see it ('emergency_referrals' -> 'Emergency referrals');
+    a theme not listed here, as written."""
+    return THEME_LABELS.get(term, term)
+
+
+def axis_label(term: str) -> str:
+    """A rubric axis as readers see it ('context_awareness' -> 'Context awareness'); an axis
+    not listed here, as written."""
+    return AXIS_LABELS.get(term, term)
+
+
 # --- subsets (METHODS section 5) ----------------------------------------------------------------
 
 SUBSET_NAME = "healthbench-psych"

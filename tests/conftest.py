@@ -107,6 +107,22 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     return out / "smoke"
 
 
+@pytest.fixture(scope="session")
+def hard_run(tmp_path_factory: pytest.TempPathFactory, default_run: Path, mirror: Path) -> Path:
+    """A copy of the default run tweaked with ``--set judges.subset=hard``: the runner re-runs
+    what the value feeds (09, 12) in the copy and re-renders its book."""
+    from hbpsych_utils import runner
+
+    out = tmp_path_factory.mktemp("hard")
+    shutil.copytree(default_run, out / "default",
+                    ignore=shutil.ignore_patterns(".book-build", "book"))
+    with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
+        result = runner.run_profile("default", outputs_root=out,
+                                    overrides={"judges.subset": "hard"}, echo=print)
+    assert result.ok, result.notebooks
+    return out / "default"
+
+
 def stage_metrics(run: Path, stage: str) -> dict:
     """``metrics.json`` of one stage of a run folder (what notebook tests assert on)."""
     return json.loads((run / stage / "metrics.json").read_text(encoding="utf-8"))

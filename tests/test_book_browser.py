@@ -134,6 +134,9 @@ def test_every_page_of_the_book_loads_offline_and_whole(
 HOSTILE_DESCRIPTION = "Pilot <img src=x onerror=alert(1)> <script>alert(2)</script>"
 HOSTILE_CORPUS = "c<img src=x onerror=alert(3)>.jsonl"
 HOSTILE_PROFILE = "h<img src=x onerror=alert(4)>"
+"""A profile name carrying markup: refused when the profile loads (a profile's name is a plain
+name), so no book of it is ever made; the hostile run's profile has a plain name."""
+PLAIN_PROFILE = "hostile"
 HOSTILE_VALUES = ("alert(", "onerror", "<img", "<script>alert")
 BIDI_TAIL = "\u202eleft to right"
 """Ends the description: a right-to-left override, which shown raw reverses the text after it
@@ -169,12 +172,13 @@ reading order: increasing where it is laid out left to right."""
 
 @pytest.fixture(scope="module")
 def hostile_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    """A run of a copy of the default profile whose name, description and corpus file name
-    carry HTML (01_corpus shows the corpus file, the landing page the rest)."""
+    """A run of a copy of the default profile whose description and corpus file name carry
+    HTML (01_corpus shows the corpus file, the landing page the description); a copy named
+    with HTML is refused before it runs."""
     import yaml
 
     from hbpsych_utils import runner
-    from hbpsych_utils.core import sources
+    from hbpsych_utils.core import config, sources
 
     folder = tmp_path_factory.mktemp("hostile")
     corpus = folder / HOSTILE_CORPUS
@@ -182,19 +186,26 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     values = yaml.safe_load((ROOT / "params" / "default.yaml").read_text(encoding="utf-8"))
     values["description"] = HOSTILE_DESCRIPTION + BIDI_TAIL
     values["corpus"]["corpus_file"] = str(corpus)
-    profile = folder / f"{HOSTILE_PROFILE}.yaml"
+    named = folder / f"{HOSTILE_PROFILE}.yaml"
+    named.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
+    with pytest.raises(config.ProfileError, match="not a plain name"):
+        runner.run_profile(str(named), outputs_root=folder / "outputs", only=[graph.CORPUS],
+                           echo=print)
+    assert not (folder / "outputs").exists()
+    profile = folder / f"{PLAIN_PROFILE}.yaml"
     profile.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
     result = runner.run_profile(str(profile), outputs_root=folder / "outputs",
                                 only=[graph.CORPUS], echo=print)
     assert result.ok, result.notebooks
-    return folder / "outputs" / HOSTILE_PROFILE
+    return folder / "outputs" / PLAIN_PROFILE
 
 
 def test_markup_a_profile_or_a_file_name_carries_runs_nowhere_in_the_book(
     browser, hostile_run: Path
 ) -> None:
     """Values a profile or a file name supplies are shown as text on every page: no dialog,
-    no event-handler attribute, no script but the theme's own files."""
+    no event-handler attribute, no script but the theme's own files (a profile named with
+    markup never runs: ``hostile_run``)."""
     folder = the_book(hostile_run).parent
     pages = sorted(folder.glob("*.html"))
     assert {"index.html", f"{graph.CORPUS}.html", "provenance.html"} <= {p.name for p in pages}
@@ -228,7 +239,7 @@ def test_markup_a_profile_or_a_file_name_carries_runs_nowhere_in_the_book(
     finally:
         page.close()
     assert lefts and lefts == sorted(lefts) and len(set(lefts)) == len(lefts), lefts
-    assert HOSTILE_PROFILE in texts["index.html"]
+    assert PLAIN_PROFILE in texts["index.html"]
     assert HOSTILE_CORPUS in texts[f"{graph.CORPUS}.html"]
 
 
@@ -237,7 +248,8 @@ READER_FACTS = """() => ({
   text: document.body.innerText,
   tables: [...document.querySelectorAll('table')].map(t => ({
       head: t.tHead ? t.tHead.innerText : '', rows: t.tBodies.length ? t.tBodies[0].rows.length : 0,
-      caption: t.caption ? t.caption.innerText : ''})),
+      caption: t.caption ? t.caption.innerText : (t.closest('.hb-block')
+          ?.querySelector(':scope > .hb-caption')?.innerText || '')})),
 })"""
 ENGINEERING = ("<IPython.", "Empty DataFrame")
 """Reprs a reader must never see (in the page's source)."""
@@ -299,9 +311,9 @@ def test_the_default_book_shows_the_papers_objects_and_its_ledger(browser, defau
         [t1] = _table1(facts[name]["tables"])
         assert t1["rows"] == 20, name
         assert "HealthBench-Psych v1" in t1["head"] and "HealthBench-Psych-Hard v1" in t1["head"]
-    # the figures page's Table 1 is its Markdown table: the first table under its heading
+    # the figures page's Table 1, laid out by the display vocabulary as in the chapters
     figures_text = facts["figures.html"]["text"]
-    t1 = facts["figures.html"]["tables"][0]
+    [t1] = _table1(facts["figures.html"]["tables"])
     assert t1["rows"] == 20 and "HealthBench-Psych-Hard v1" in t1["head"]
     for label in ("Table 1.", "Figure G1.", "Figure G2.", "Table I1.", "Figure I1.",
                   "Figure I2."):

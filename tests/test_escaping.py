@@ -28,7 +28,7 @@ from hbpsych_utils.pipeline.metrics import (
     SubsetScores,
 )
 from hbpsych_utils.reporting import figures, tables
-from hbpsych_utils.reporting.display import Table, Tables
+from hbpsych_utils.reporting.vocabulary import Table, Tables, facts
 from hbpsych_utils.stages import (
     s01_corpus,
     s02_screening,
@@ -156,9 +156,17 @@ def test_bidi_text_reads_in_its_order_and_other_text_is_untouched() -> None:
 def test_a_table_escapes_its_cells_row_and_column_labels_and_caption() -> None:
     frame = pd.DataFrame({HOSTILE: [HOSTILE], "n": [1.5]},
                          index=pd.Index([HOSTILE], name=HOSTILE))
-    table = Table(frame, caption=HOSTILE, formats={HOSTILE: "{}"})
+    table = Table(frame, caption=HOSTILE, notes=[HOSTILE])
     found = assert_inert(Tables([table], note=HOSTILE)._repr_html_())
-    assert found.text.count(HOSTILE) >= 4
+    assert found.text.count(HOSTILE) >= 6
+
+
+def test_a_table_of_facts_and_identifiers_escapes_them_and_their_hover() -> None:
+    """A value shown by kind, an identifier's shortened text and its full value on hover are
+    escaped alike (the hover is an attribute)."""
+    html = facts({HOSTILE: HOSTILE, "prompt_id": HOSTILE}, caption=HOSTILE).html()
+    found = assert_inert(html)
+    assert found.text.count(HOSTILE) >= 3
 
 
 def test_table1_markdown_carries_no_html() -> None:

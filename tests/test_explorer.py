@@ -229,7 +229,7 @@ def test_label_is_short_plain_text(data):
     label = explorer.conversation_label(data, "p1")
     assert label.startswith("p1 · crisis · ≠2 · refusal · I feel hopeless")
     assert "\n" not in label
-    assert explorer.conversation_label(data, "p2").startswith("p2 · anxiety · hard · How do")
+    assert explorer.conversation_label(data, "p2").startswith("p2 · Anxiety · hard · How do")
 
 
 # ---------------------------------------------------------------------------- HTML

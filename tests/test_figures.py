@@ -88,7 +88,7 @@ def test_category_distribution_labels_and_saves(tmp_path: Path):
     # readers' names of the vocabulary's terms; a term without one is shown as written
     assert _ytick_labels(ax) == ["depression", "Perinatal mental health", "Psychosis",
                                  "no category majority"]
-    assert ax.get_title("left") == "toy subset (n = 50)"
+    assert fig._suptitle.get_text() == "toy subset (n = 50)"  # over the figure, not the axes
     # shares to a tenth of a percent, so a small category never reads "(0%)"
     assert [t.get_text() for t in ax.texts] == [" 30 (60.0%)", " 15 (30.0%)", " 1 (2.0%)",
                                                 " 4 (8.0%)"]

@@ -19,7 +19,7 @@ from hbpsych_utils.core.config import JudgeAccuracyParams
 from hbpsych_utils.evaluation import judge_accuracy as ja
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.llm.testing import simulator
-from hbpsych_utils.reporting import figures
+from hbpsych_utils.reporting import figures, vocabulary
 from hbpsych_utils.stages import s15_judge_accuracy as s15
 
 J1, J2, J3 = study.JUDGE_PANEL
@@ -395,7 +395,7 @@ def test_cost_rows_price_each_call() -> None:
 
 def _live_run() -> SimpleNamespace:
     return SimpleNamespace(mode="live", seed=5, params=JudgeAccuracyParams(n_resamples=50),
-                           figure_cache=None)
+                           figure_cache=None, ci_level=0.95)
 
 
 def test_the_chapter_on_the_fixture_verdicts() -> None:
@@ -442,7 +442,7 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     worse = m.model_copy(update={"pairwise": {**m.pairwise, J1: {
         **m.pairwise[J1], "emergency_referrals": s15.PairwiseF1(
             kind="judge", pairs=18, balanced_f1=pooled - 0.2)}}})
-    assert "furthest below the physicians pooled on emergency referrals (-0.200)" in str(
+    assert "furthest below the physicians pooled on Emergency referrals (-0.200)" in str(
         s15.findings(worse))
     assert "emergency_referrals" not in str(s15.findings(worse))
     # gated: with 19 pairs required no physician counts, so there is no range
@@ -453,7 +453,7 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
         kind="judge", pairs=36, balanced_f1=0.5)}}})
     assert "(0.500) is below the physicians' range" in str(s15.findings(below))
     html = place._repr_html_() + acc._repr_html_() + source._repr_html_()
-    assert "Figure J1" in html and "emergency_referrals" in html
+    assert "Figure J1" in html and "Emergency referrals" in html  # the theme, in prose
     assert "Perinatal mental health" in html and "Panel (majority of the judges)" in html
 
 
@@ -597,16 +597,23 @@ def test_the_chapter_shows_undefined_as_a_dash_with_the_reason() -> None:
     """The pairwise and accuracy tables show an undefined value as "—" (never a number, never
     "nan"), and say under the table why, naming the rater and the slice."""
     _, place, acc = _chapter_metrics()
-    summary = place.summary().map(s15._mark)
-    assert summary.loc["Claude Haiku 4.5", "emergency_referrals"] == s15.UNDEFINED
-    assert summary.loc["Gemini 2.5 Flash", "hedging"] == s15.UNDEFINED
-    assert summary.loc["GPT-4.1", "all"] == pytest.approx((24 / 35 + 26 / 37) / 2)
+    summary = place.summary()
+    assert math.isnan(summary.loc[J2, "emergency_referrals"])
+    assert math.isnan(summary.loc[J3, "hedging"])
+    assert summary.loc[J1, "all"] == pytest.approx((24 / 35 + 26 / 37) / 2)
+    # laid out by the vocabulary: the undefined cells read "—", under the theme's prose name
+    shown = vocabulary.lay_out(summary, value_kind="score")
+    rows = {r[0]: dict(zip(shown.labels, r, strict=True)) for r in shown.texts}
+    assert rows["Claude Haiku 4.5"]["Emergency referrals"] == s15.UNDEFINED == "—"
+    hedging = study.THEME_LABELS["hedging"]  # "Responding under uncertainty"
+    assert rows["Gemini 2.5 Flash"][hedging] == s15.UNDEFINED
+    assert rows["GPT-4.1"]["All"] == f"{(24 / 35 + 26 / 37) / 2:.3f}"
     html = place._repr_html_() + acc._repr_html_()
     text = re.sub(r"data:[^\"']+", "", html)  # the figure's embedded image
     assert not re.search(r"\bnan\b", text, flags=re.IGNORECASE)
     assert s15.UNDEFINED in html
-    assert "no “not met” from the judge: Claude Haiku 4.5 on emergency referrals" in html
-    assert "Gemini 2.5 Flash on hedging" in html
+    assert "no “not met” from the judge: Claude Haiku 4.5 on Emergency referrals" in html
+    assert f"Gemini 2.5 Flash on {hedging}" in html
 
 
 def test_the_placement_figure_draws_no_undefined_point() -> None:

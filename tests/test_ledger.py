@@ -185,6 +185,35 @@ def test_the_section_and_paper_cells_never_wrap():
     assert f"{nowrap}3.4 / App. I</span>" in row and f"{nowrap}4,359</span>" in row
 
 
+def test_the_page_names_the_runs_models_as_the_book_does_and_compares_the_papers_names():
+    """The paper's column prints a model as the paper does, verbatim as code; this run's value,
+    the quantity and a reason name models by display name, as the rest of the book does. What
+    is compared is unchanged: the run's model under the paper's name for it."""
+    numbers = {n.id: n for n in ledger.load_numbers()}
+    rows = [ledger.compare(numbers["rank18"], "claude-haiku-4-5-20251001"),
+            ledger.compare(numbers["top1"], "gpt-5.5"),
+            ledger.compare(numbers["panel_kimi_k2_6"], 0.627),
+            ledger.compare(numbers["top_under_gpt41"],
+                           Missing("this run has no judge gpt-4.1-2025-04-14"))]
+    assert [(r.status, r.run) for r in rows] == [
+        (EQUAL, "claude-haiku-4.5"), (DIFFERS, "gpt-5.5"), (EQUAL, "0.627"), (NOT_COMPUTABLE, "")]
+    page = book.ledger_markdown(rows, {}, ["08_scores"])
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in page.splitlines()
+             if line.startswith("| ") and "3.3" in line][:4]
+    nowrap = '<span style="white-space: nowrap">'
+    assert cells[0][2:4] == [f"{nowrap}`claude-haiku-4.5`</span>",
+                             f"{nowrap}[Claude Haiku 4.5](08_scores.ipynb)</span>"]
+    assert cells[1][2:5] == [f"{nowrap}`kimi-k2.6`</span>",
+                             f"{nowrap}[GPT-5.5](08_scores.ipynb)</span>", "**differs**"]
+    assert cells[2][1:4] == ["panel mean: Kimi K2.6", f"{nowrap}0.627</span>",
+                             f"{nowrap}[0.627](08_scores.ipynb)</span>"]
+    assert cells[3][1] == "highest mean under the GPT-4.1 judge"
+    assert cells[3][4] == "not computable: this run has no judge GPT-4.1"
+    outside_code = re.sub(r"`[^`]*`", "", page)
+    for model in ("kimi-k2.6", "gpt-5.5", "claude-haiku-4-5-20251001", "gpt-4.1-2025-04-14"):
+        assert not re.search(rf"(?<![\w.-]){re.escape(model)}(?![\w-])", outside_code), model
+
+
 # --- conditions -----------------------------------------------------------------------------------
 
 NUMBERS = ledger.load_numbers()

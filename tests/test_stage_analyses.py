@@ -192,9 +192,9 @@ def _metrics(**extra) -> AnalysesMetrics:
 def test_findings_gate_slices_by_size_and_closeness():
     text = " ".join(s14_analyses.findings(_metrics(), min_n=5, close=0.01))
     # a's context awareness has 2 conversations: not its named weakest axis
-    assert "a: completeness (0.300, 0.200 below its next)" in text
-    assert "b: completeness (0.395, within 0.01 of its next)" in text
-    assert "theme hedging (b above a)" in text
+    assert "a: Completeness (0.300, 0.200 below its next)" in text
+    assert "b: Completeness (0.395, within 0.01 of its next)" in text
+    assert "theme Responding under uncertainty (b above a)" in text
     assert "axis accuracy" not in text.split("reverse")[-1]  # same order as overall there
     assert "None of the graded conversations is among the suicidality" in text
     assert ("emergency-referral conversations (n = 3; fewer than 5, too few to read as a "

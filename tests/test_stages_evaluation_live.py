@@ -33,7 +33,8 @@ from hbpsych_utils.pipeline.metrics import (
     ReleasedLength,
     TagScore,
 )
-from hbpsych_utils.reporting.display import Findings, Note, Table
+from hbpsych_utils.reporting.display import Findings, Note
+from hbpsych_utils.reporting.vocabulary import Table
 from hbpsych_utils.stages import base, s06_generation, s07_grading, s11_harness_validation
 from hbpsych_utils.stages.base import run_chapter
 
@@ -52,7 +53,8 @@ LIVE06 = GenerationLiveMetrics(
 
 def test_06_live_findings_state_refusals_and_failures_only_when_there_are_any() -> None:
     found = text(s06_generation.findings(LIVE06))
-    assert "24 responses from 2 candidates on 12 v1 conversations: 22 answered" in found
+    assert ("24 responses from 2 candidates on 12 HealthBench-Psych v1 conversations: 22 "
+            "answered") in found
     assert "1 explicit refusal was kept" in found and "No candidate refused" not in found
     assert "1 call failed in transport and is left" in found and "No call failed" not in found
     assert "Spend $0.0123 (plan: $0.0400)" in found
@@ -176,7 +178,7 @@ def _live07(**update: Any) -> GradingLiveMetrics:
 
 def test_07_live_findings_report_reasks_and_exclusions_only_when_there_are_any() -> None:
     found = text(s07_grading.findings(_live07(), max_reasks=3))
-    assert "1,884 criterion verdicts from 3 judges." in found
+    assert "1,884 criterion verdicts from the three-judge panel (j1, j2 and j3)." in found
     assert "4 verdicts were recovered from malformed JSON" in found
     assert "5 criterion verdicts needed a re-ask." in found
     assert "4 verdicts were still missing after 3 re-asks and excluded" in found
@@ -309,9 +311,9 @@ def test_11_released_axes_named_only_above_the_slice_threshold() -> None:
     m = REPLAY11.model_copy(update={"released_breakdown": b, "released_length": lm})
     found = text(s11_harness_validation.findings(m, min_n=5))
     assert ("on the 193 of its 1,000 conversations whose rubrics this run's corpus holds, the "
-            "released GPT-4.1 run scores lowest on completeness (0.000, n = 168) and highest on "
-            "accuracy (0.360, n = 143)") in found
-    assert "instruction following" not in found  # 3 conversations: below the threshold
+            "released GPT-4.1 run scores lowest on Completeness (0.000, n = 168) and highest on "
+            "Accuracy (0.360, n = 143)") in found
+    assert "Instruction following" not in found  # 3 conversations: below the threshold
     assert "length-adjusted score is 0.1689 against a raw 0.1574" in found
     assert "median 1,721 characters" in found
     few = text(s11_harness_validation.findings(m, min_n=150))  # one axis left: no comparison
@@ -374,7 +376,7 @@ def test_06_and_07_paper_from_the_released_logs(paper_root: Path) -> None:
     table = pd.read_csv(folder / "spend_by_candidate.csv")
     assert table.columns.tolist() == ["candidate", "usd"]
     assert table["candidate"].iloc[0] == max(by_model, key=by_model.get)
-    assert "most expensive was " + max(by_model, key=by_model.get) in text(
+    assert "most expensive was " + study.display_name(max(by_model, key=by_model.get)) in text(
         s06_generation.findings(gen, table.set_index("candidate")["usd"]))
 
     # 07 as its chapter makes the calls
@@ -436,7 +438,7 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     assert m.released_breakdown is not None and m.released_breakdown.n_with_rubric == 193
     assert m.released_length is not None and m.released_length.n == len(scores)
     html = breakdown._repr_html_()
-    assert "193 of the 1,000" in html and "context awareness" in html
+    assert "193 of the 1,000" in html and "Context awareness" in html
 
 
 def test_11_no_published_figure_is_said_not_shown(paper_root: Path) -> None:

@@ -164,7 +164,10 @@ def test_paper_table1_with_intervals_puts_subsets_side_by_side():
     assert md.startswith("**Table 1.** Three-judge panel means on HealthBench-Psych v1 and ")
     assert _cells(md, "B")[:3] == ["2", "B", t.frame.iloc[1, 2]]
     html = t._repr_html_()
-    assert html.count("<table") == 1 and "<caption>Table 1. " in html
+    assert html.count("<table") == 1 and '<p class="hb-caption">Table 1. ' in html
+    # names left, numbers right (the display vocabulary): the model column is a name column
+    assert '<th class="hb-name" scope="col">Model</th>' in html
+    assert '<td class="hb-num">0.200 [0.100, 0.300]</td>' in html
 
 
 def test_paper_table1_point_estimates_say_why_and_mark_later():

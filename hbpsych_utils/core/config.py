@@ -331,6 +331,9 @@ class Profile(BaseModel):
     seed: int = Field(default=study.SEED, ge=0, le=study.MAX_SEED)
     """Every seeded draw of the run (review designs, bootstraps; a further sample's seed is
     this plus its index): 0 to ``study.MAX_SEED``, numpy's seed range."""
+    ci_level: float = Field(default=study.CI_LEVEL, gt=0, lt=1)
+    """The level of every interval a run computes and shows (percentile bootstrap intervals):
+    0.95 in the study. Every caption, label and finding states it from here."""
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
     evaluation_mode: Literal["paper", "live"] = "paper"

@@ -175,13 +175,25 @@ def tag_score(row: Mapping[str, Any]) -> TagScore:
     return TagScore(**values)
 
 
+LABELS: dict[str, dict[str, str]] = {
+    CATEGORY.rstrip(":"): study.CATEGORY_LABELS,
+    THEME.rstrip(":"): study.THEME_LABELS,
+    AXIS.rstrip(":"): study.AXIS_LABELS,
+}
+"""The study's readers' names by tag prefix (``study``: categories, themes, axes)."""
+
+
 def label(tag: str) -> str:
-    """A tag as tables and figures show it: ``axis:context_awareness`` -> ``context
-    awareness``, a category by its readers' name (``category:perinatal_mh`` -> ``Perinatal
-    mental health``)."""
-    kind, _, name = tag.partition(":")
-    if kind == CATEGORY.rstrip(":") and name in study.CATEGORY_LABELS:
-        return study.CATEGORY_LABELS[name]
+    """A tag, or a bare category, theme or axis term, by its readers' name (``study``):
+    ``axis:context_awareness`` -> ``Context awareness``, ``category:perinatal_mh`` ->
+    ``Perinatal mental health``, ``emergency_referrals`` -> ``Emergency referrals``; a term the
+    study does not name, with its underscores as spaces."""
+    kind, sep, name = tag.partition(":")
+    if sep and kind in LABELS:
+        return LABELS[kind].get(name, name.replace("_", " "))
+    for names in LABELS.values():
+        if tag in names:
+            return names[tag]
     return (name or kind).replace("_", " ")
 
 

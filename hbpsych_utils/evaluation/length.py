@@ -103,10 +103,12 @@ def distribution(n_chars: Iterable[float]) -> LengthDistribution:
 
 
 def length_table(scores: pd.DataFrame, lengths: Mapping[tuple[str, str], int], per_500: float,
-                 *, n_resamples: int = study.N_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+                 *, n_resamples: int = study.N_RESAMPLES, seed: int = 0,
+                 level: float = study.CI_LEVEL) -> pd.DataFrame:
     """Per (scorer, candidate) of a long score table (``scorer, candidate, prompt_id, score``):
     n, mean and median reply length, the raw clipped mean, the length-adjusted one with its
-    seeded bootstrap interval (``scoring.bootstrap_ci``), and the adjustment (adjusted − raw).
+    seeded bootstrap interval at ``level`` (``scoring.bootstrap_ci``), and the adjustment
+    (adjusted − raw).
     ``lengths`` maps (candidate, prompt_id) to the reply's characters."""
     rows = []
     for (scorer, cand), group in scores.groupby(["scorer", "candidate"], sort=True):
@@ -118,7 +120,7 @@ def length_table(scores: pd.DataFrame, lengths: Mapping[tuple[str, str], int], p
                               f"prompt_id {exc.args[0][1]}") from None
         raw = group["score"].to_numpy(float)
         ci = scoring.bootstrap_ci(adjusted(raw, n_chars, per_500), n_resamples=n_resamples,
-                                  seed=seed)
+                                  seed=seed, level=level)
         rows.append((scorer, cand, ci.n, float(n_chars.mean()), float(np.median(n_chars)),
                      scoring.clipped_mean(raw), ci.estimate, ci.low, ci.high,
                      ci.estimate - scoring.clipped_mean(raw)))

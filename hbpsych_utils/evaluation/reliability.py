@@ -70,9 +70,9 @@ def complete(samples: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 
 def worst_at_k_table(samples: pd.DataFrame, *, n_resamples: int = study.N_RESAMPLES,
-                     seed: int = 0) -> pd.DataFrame:
+                     seed: int = 0, level: float = study.CI_LEVEL) -> pd.DataFrame:
     """Per (scorer, candidate) and k = 1..K: n conversations, the clipped mean of their
-    worst-at-k and its seeded bootstrap interval."""
+    worst-at-k and its seeded bootstrap interval at ``level``."""
     grid, _ = complete(samples)
     rows = []
     n_samples = grid.shape[1]
@@ -80,7 +80,8 @@ def worst_at_k_table(samples: pd.DataFrame, *, n_resamples: int = study.N_RESAMP
         values = block.sort_index().to_numpy(float)
         for k in range(1, n_samples + 1):
             per_conv = [worst_at_k(v, k) for v in values]
-            ci = scoring.bootstrap_ci(per_conv, n_resamples=n_resamples, seed=seed)
+            ci = scoring.bootstrap_ci(per_conv, n_resamples=n_resamples, seed=seed,
+                                      level=level)
             rows.append((scorer, cand, k, ci.n, ci.estimate, ci.low, ci.high))
     return pd.DataFrame(rows, columns=list(WORST_COLUMNS))
 

@@ -214,14 +214,17 @@ class EvaluationSource:
         assert self.panel_long is not None
         return self.panel_long.groupby("candidate").size().rename("n")
 
-    def table1(self, *, n_resamples: int | None, seed: int) -> pd.DataFrame:
+    def table1(self, *, n_resamples: int | None, seed: int,
+               level: float = study.CI_LEVEL) -> pd.DataFrame:
         """Table 1 for this source: ``paper_table`` (point estimates) or ``table1`` with
-        seeded bootstrap intervals and the reference's ``bootstrap_std`` (live)."""
+        seeded bootstrap intervals at ``level`` and the reference's ``bootstrap_std``
+        (live)."""
         if self.scores is None:
             return paper_table(self.per_judge, self.judges)
         if n_resamples is None:
             raise ScoringError(f"{self.subset}: Table 1 with intervals needs n_resamples")
-        t1 = table1(self.scores, judges=self.judges, n_resamples=n_resamples, seed=seed)
+        t1 = table1(self.scores, judges=self.judges, n_resamples=n_resamples, seed=seed,
+                    level=level)
         return with_reference_std(t1, self.scores, self.judges, n_resamples=n_resamples,
                                   seed=seed)
 

@@ -280,13 +280,14 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
             Read(("scores.include_later",), IN_PAPER,
                  "live mode scores the candidates this run generated; the three candidates "
                  "added after the study exist only in the released matrices"),
-            Read(("scores.n_resamples", "scores.top_k", "seed"), IN_LIVE, _RELEASED_MATRICES),
+            Read(("scores.n_resamples", "scores.top_k", "seed", "ci_level"), IN_LIVE,
+                 _RELEASED_MATRICES),
         ),
         artifacts=_MATRICES),
     StageSpec(
         JUDGES, "The judges", "judges", _evaluation_mode, (PAPER, LIVE), inputs=_GRADED_SUBSETS,
         reads=(Read((EVALUATION_MODE, "judges.subset")),
-               Read(("judges.n_resamples", "seed"), IN_LIVE, _RELEASED_MATRICES)),
+               Read(("judges.n_resamples", "seed", "ci_level"), IN_LIVE, _RELEASED_MATRICES)),
         artifacts=_MATRICES),
     StageSpec(
         REFUSALS, "Refusals", "refusals", _evaluation_mode, (PAPER, LIVE),
@@ -300,7 +301,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         inputs=(Input(CORPUS, (CORPUS_RECORD,)),),
         reads=(
             Read((EVALUATION_MODE, "harness_validation.mode", "harness_validation.published",
-                  "harness_validation.published_source", "seed")),
+                  "harness_validation.published_source", "seed", "ci_level")),
             Read(("harness_validation.candidate", "harness_validation.judge",
                   "harness_validation.temperature", "harness_validation.max_tokens",
                   "harness_validation.n_conversations", *GRADING_CALL_KEYS), IN_LIVE,
@@ -335,7 +336,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
                       IN_LIVE)),
         reads=(Read((EVALUATION_MODE,)),
                Read(("analyses.subset", "analyses.n_resamples", "analyses.length_penalty",
-                     "seed"), IN_LIVE,
+                     "seed", "ci_level"), IN_LIVE,
                     "paper mode has the released matrices only (one clipped mean per candidate "
                     "and judge): no per-criterion grade, reply or second sample to analyse")),
     ),
@@ -348,7 +349,8 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         reads=(Read((EVALUATION_MODE,)),
                Read(("judge_accuracy.meta_eval", "judge_accuracy.max_rows",
                      "judge_accuracy.n_resamples", "grading.judges", "grading.temperature",
-                     "grading.max_tokens", "grading.max_reasks", "seed", *GRADING_CALL_KEYS),
+                     "grading.max_tokens", "grading.max_reasks", "seed", "ci_level",
+                     *GRADING_CALL_KEYS),
                     IN_LIVE,
                     "paper mode neither downloads the physicians' labels (online only) nor "
                     "calls a judge; they are graded in live mode")),
@@ -437,14 +439,17 @@ def _reads_any(name: str, prefix: str) -> bool:
 
 def parameter_names(name: str) -> list[str]:
     """What stage ``name``'s notebook declares in its ``parameters`` cell, in order: the run
-    (``profile``, ``outputs_root``), its resolved ``mode``, ``seed`` and the ``llm`` settings
-    where it reads them, its section's fields, and values from other sections."""
+    (``profile``, ``outputs_root``), its resolved ``mode``, ``seed``, ``ci_level`` and the
+    ``llm`` settings where it reads them, its section's fields, and values from other
+    sections."""
     s = spec(name)
     out = ["profile", "outputs_root"]
     if s.modes:
         out.append("mode")
     if _reads_any(name, "seed"):
         out.append("seed")
+    if _reads_any(name, "ci_level"):
+        out.append("ci_level")
     if _reads_any(name, "llm"):
         out.append("llm")
     out += section_fields(name)
@@ -466,7 +471,7 @@ def notebook_parameters(profile: Profile, name: str, outputs_root: str) -> dict[
             out[param] = outputs_root
         elif param == "mode":
             out[param] = s.mode_of(profile)
-        elif param in ("seed", "llm"):
+        elif param in ("seed", "ci_level", "llm"):
             out[param] = values[param]
         elif param in cross:
             out[param] = value_at(values, cross[param])

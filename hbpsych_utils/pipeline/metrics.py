@@ -340,6 +340,8 @@ class ScoresMetrics(Metrics):
     point_estimates_only: bool
     by_subset: dict[str, SubsetScores]
     n_resamples: int | None = None
+    ci_level: float | None = None
+    """The level of the intervals (``ci_low``, ``ci_high``, the pairs'), where there are any."""
     bootstrap_std: ByModel | None = None
     paired_differences: list[PairedDifferenceRow] | None = None
 
@@ -370,6 +372,8 @@ class JudgesMetrics(Metrics):
     self_preference_corrected: dict[str, float | None]
     n_candidates: int
     intervals: list[IntervalRow] | None = None
+    ci_level: float | None = None
+    """The level of ``intervals`` (live)."""
 
 
 # --- 10 ---------------------------------------------------------------------------------------
@@ -465,6 +469,8 @@ class HarnessMetrics(Metrics):
     mean_difference_vs_released: float | None = None
     released_breakdown: ReleasedBreakdown | None = None
     released_length: ReleasedLength | None = None
+    ci_level: float | None = None
+    """The level of the released breakdown's intervals."""
 
 
 # --- 12 ---------------------------------------------------------------------------------------
@@ -535,6 +541,8 @@ class AnalysesMetrics(Metrics):
     """(Scorer, candidate, conversation) rows left out of worst-at-k: a sample unscored."""
     worst_at_k: dict[str, dict[str, list[KScore]]] | None = None
     run_spread: dict[str, dict[str, RunSpread]] | None = None
+    ci_level: float | None = None
+    """The level of every interval of the tag scores, lengths and worst-at-k (live)."""
 
 
 # --- 15 ---------------------------------------------------------------------------------------
@@ -638,6 +646,8 @@ class JudgeAccuracyMetrics(Metrics):
     n_rows_ac1: int | None = None
     corrected: dict[str, CorrectedRate] | None = None
     """Judge (and ``panel``) -> its criterion-met rate on this run's 07 verdicts, corrected."""
+    ci_level: float | None = None
+    """The level of the sensitivity, specificity and corrected-rate intervals (live)."""
 
 
 class StageMetrics(Generic[M]):

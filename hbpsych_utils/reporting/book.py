@@ -52,7 +52,7 @@ from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
 from hbpsych_utils.pipeline.state import StageState
-from hbpsych_utils.reporting import catalogue, ledger
+from hbpsych_utils.reporting import catalogue, ledger, vocabulary
 
 BOOK_DIR = "book"
 """The book's folder inside a run folder ``outputs/<profile>/``."""
@@ -64,9 +64,9 @@ STUDY_SUMMARY = (
     "HealthBench (OpenAI, 2025) is 5,000 rubric-graded health conversations with no specialty "
     "labels. The HealthBench-Psych study screens it with an LLM rubric, has three clinicians "
     "review the candidates blind (with concealed controls), runs a recall round, releases a "
-    "610-conversation mental-health subset, and grades 20 models on it with a three-judge, "
-    "three-vendor LLM panel. This book is one run of the compendium that re-implements the "
-    "study: each chapter is an executed notebook of that run."
+    "610-conversation mental-health subset, and grades 20 models on it with a panel of LLM "
+    "judges, one from each of three vendors. This book is one run of the compendium that "
+    "re-implements the study: each chapter is an executed notebook of that run."
 )
 
 FIGURES_PAGE = "figures"
@@ -156,6 +156,29 @@ def update_command(profile: str, manifest: Mapping[str, Any] | None,
     sets = "".join(f" --set {shlex.quote(f'{k}={json.dumps(v)}')}"
                    for k, v in overrides.items()) if isinstance(overrides, dict) else ""
     return f"bash run_all.sh {shlex.quote(profile)}{_outputs_option(outputs_root)}{sets}"
+
+
+def stage_command(profile: str, stage: str, manifest: Mapping[str, Any] | None,
+                  outputs_root: Path | None = None) -> str:
+    """The one command that re-makes stage ``stage``'s outputs in this run: its profile,
+    ``--only`` the stage, the run's outputs folder and ``--set`` overrides (what every table and
+    figure of its chapter says under it)."""
+    overrides = (manifest or {}).get("overrides") or {}
+    sets = "".join(f" --set {shlex.quote(f'{k}={json.dumps(v)}')}"
+                   for k, v in overrides.items()) if isinstance(overrides, dict) else ""
+    return vocabulary.stage_command(profile, stage,
+                                    options=_outputs_option(outputs_root) + sets)
+
+
+def run_judges(metrics: Mapping[str, Any], profile: Profile | None) -> tuple[list[str], str]:
+    """The judges whose verdicts this run's scores rest on, and where they come from: the
+    judges 07 graded with (live), or the study's panel behind the released matrices (paper)."""
+    grading = metrics.get(graph.GRADING)
+    if getattr(grading, "mode", None) == graph.LIVE:
+        return list(grading.judges), "graded this run's replies"
+    if profile is not None and profile.evaluation_mode == graph.LIVE:
+        return profile.grading.judge_panel(), "are the profile's"
+    return list(study.JUDGE_PANEL), "graded the study's released run"
 
 
 def _outputs_option(outputs_root: Path | None) -> str:
@@ -323,6 +346,15 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_HASH = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def _hashes(text: str) -> str:
+    """Markdown text with each sha256 in it shortened, the whole hash on hover
+    (``vocabulary.identifier_html``)."""
+    return _HASH.sub(lambda m: vocabulary.identifier_html(m.group(0), shown=12), text)
+
+
 def _yaml_block(data: object) -> str:
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
     return f"```yaml\n{text}```\n"
@@ -430,7 +462,9 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
                      description: str = "", overrides: Mapping[str, Any] | None = None,
                      states: Mapping[str, StageState] | None = None,
                      command: str = "", reproduced: ledger.Summary | None = None,
-                     find: str = "", extra_pages: Sequence[str] = ()) -> str:
+                     find: str = "", extra_pages: Sequence[str] = (),
+                     judges: tuple[list[str], str] | None = None,
+                     level: float = study.CI_LEVEL) -> str:
     """The landing page: the study, how much of the paper this run reproduces (``reproduced``,
     the ledger's summary), where everything is (``find``), this run's profile, each stage's
     mode and state, the headline numbers (each marked when its chapter is not current),
@@ -447,6 +481,11 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
     parts.append(f"## This run\n\nProfile **{_cell(profile)}**"
                  + (f": {_cell(description.strip())}" if description.strip() else ".")
                  + "\n")
+    if judges:
+        panel, how = judges
+        parts.append(f"Judges: the {_cell(vocabulary.panel_phrase(panel))} {_cell(how)}. "
+                     f"Intervals are at the {_cell(vocabulary.level_text(level))} level "
+                     "(`ci_level`).\n")
     if overrides:
         parts.append("Tweaked on the command line: " + ", ".join(
             _code(f"{k}={json.dumps(v, default=str)}", cell=False) for k, v in overrides.items())
@@ -472,15 +511,17 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
                      _cell(shown), word))
     parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
                  "files, *live* calls models through the engine.\n")
-    parts.append(_table(["chapter", "mode", "state"], rows))
+    parts.append(vocabulary.markdown_table(["Chapter", "Mode", "State"], rows,
+                                           ["name", "name", "text"]))
     heads = headline_numbers(metrics)
     parts.append("## Headline numbers\n")
     if heads:
         parts.append("Each number links to the chapter that computed it; a number whose "
                      "chapter is not current is marked so.\n")
-        parts.append(_table(["", "this run", "detail"], [
+        parts.append(vocabulary.markdown_table(["", "This run", "Detail"], [
             (_cell(h.label), _chapter_link(h.value, h.chapter, chapters)
-             + _not_current_mark(states.get(h.chapter)), _cell(h.detail)) for h in heads]))
+             + _not_current_mark(states.get(h.chapter)), _hashes(_cell(h.detail)))
+            for h in heads], ["name", "text", "text"]))
     else:
         parts.append("None: the stages that compute them did not run.\n")
     parts.append("## Contents\n")
@@ -503,6 +544,12 @@ def _compared_words(r: ledger.Row) -> str:
     return f"not computable either: {r.compared_note}"
 
 
+def _printed(paper: str) -> str:
+    """A value as the paper prints it: a number as text, a model's name verbatim as code (the
+    paper names models by machine name, "kimi-k2.6"; the rest of the page by display name)."""
+    return _cell(paper) if ledger.printed(paper).number is not None else _code(paper)
+
+
 def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
                     chapters: Sequence[str]) -> str:
     """The reproduction ledger's page: the summary, every printed number by section, then what
@@ -519,19 +566,24 @@ def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
              "number is *equal* when this run's value, rounded as the paper prints it, is the "
              "printed value; *differs* says by how much; *not computable* says what this run "
              "lacks. The paper's values are kept as printed in `data/paper_numbers.yaml`; this "
-             "run's come from its chapters' results.\n",
+             "run's come from its chapters' results. A model the paper names is shown as the "
+             "paper prints it, as code; this run's model by its name in the rest of the book, "
+             "compared under the paper's name for it.\n",
              f"**{summary.sentence()}**\n"]
     table = []
     for r in rows:
         stage = ledger.stage_of(r.number)
-        run = _nowrap(_chapter_link(r.run, stage, chapters)) if r.run else "–"
+        run = (_nowrap(_chapter_link(vocabulary.models_named(r.run), stage, chapters)) if r.run
+               else "–")
         word = ledger.STATUS_WORDS[r.status]
+        note = r.note if r.status == ledger.TWEAKED else vocabulary.models_named(r.note)
         status = (f"**{word}**" if r.status != ledger.EQUAL and r.status != ledger.NOT_COMPUTABLE
-                  else word) + (f": {_cell(r.note)}" if r.note else "")
+                  else word) + (f": {_cell(note)}" if note else "")
         if r.status != r.compared:
-            status += f" ({_cell(_compared_words(r))})"
-        table.append((_nowrap(_cell(r.number.section)), _cell(r.number.quantity),
-                      _nowrap(_cell(r.number.paper)), run, status))
+            status += f" ({_cell(vocabulary.models_named(_compared_words(r)))})"
+        table.append((_nowrap(_cell(r.number.section)),
+                      _cell(vocabulary.models_named(r.number.quantity)),
+                      _nowrap(_printed(r.number.paper)), run, status))
     parts.append(_table(["§", "quantity", "paper", "this run", "status"], table))
     parts.append("## What each number depends on\n")
     parts.append("Derived from the stage graph: the chapters a number comes from and those they "
@@ -562,11 +614,41 @@ def _file_label(name: str) -> str:
     return f"{kind}, {study.SUBSET_TITLES[key]}" if key in study.SUBSET_TITLES else kind
 
 
-def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner: str = "") -> str:
+def figure_page_tables(stage_dir: Path, made: catalogue.Catalogue,
+                       scores: Any | None) -> dict[str, str]:
+    """Table 1 and Table I1 as the display vocabulary shows them (HTML, by catalogue stem),
+    from the Table 1 files 12_figures_tables wrote (``table1_<subset>.csv``), with the
+    resamples and interval level of 08's metrics (``scores``)."""
+    from hbpsych_utils.reporting import tables  # with pandas: loaded only to build a book
+
+    item = next((i for i in made.items if i.stem == "table1"), None)
+    if item is None:
+        return {}
+    frames = {name.removeprefix("table1_").removesuffix(".csv"):
+              tables.read_table1_file(stage_dir / name) for name in item.files
+              if name.startswith("table1_") and name.endswith(".csv")
+              and (stage_dir / name).is_file()}
+    if not frames:
+        return {}
+    first = next(iter(frames))
+    judges = tables.judges_in(frames[first])
+    level = getattr(scores, "ci_level", None) or study.CI_LEVEL
+    intervals = all(tables.has_intervals(t) for t in frames.values())
+    n_resamples = getattr(scores, "n_resamples", None) if intervals else None
+    return {"table1": tables.paper_table1(frames, judges=judges, n_resamples=n_resamples,
+                                          level=level).table().html(),
+            "table_i1": tables.per_judge_table(frames[first], subset=first,
+                                               judges=judges).table().html(style=False)}
+
+
+def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner: str = "",
+                     command: str = "", scores: Any | None = None) -> str:
     """The tables and figures of 12_figures_tables in the paper's order, under the paper's
     labels and with their captions (its ``catalogue.json``), each with its downloads (``rel``:
-    the folder of the files' copies, relative to the page); ``banner`` when 12 is not
-    current."""
+    the folder of the files' copies, relative to the page) and where it came from: chapter 12
+    and ``command``, which makes it again; ``banner`` when 12 is not current. The tables are
+    laid out by the display vocabulary (``scores``: 08's metrics, for Table 1's interval level
+    and resamples)."""
     parts = ["# Figures and tables\n"]
     if banner:
         parts.append(f"```{{warning}}\n{banner}\n```\n")
@@ -581,10 +663,13 @@ def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner:
     parts.append(f"Drawn by {_chapter_link('chapter 12', FIGURES_STAGE, chapters)}, in the "
                  "paper's order and under its labels; the compendium's own additions follow, "
                  "marked so. Each comes with its files.\n")
+    laid_out = figure_page_tables(stage_dir, made, scores)
     for item in made.items:
         parts.append(f"## {_cell(item.heading)}\n")
         markdown = next((f for f in item.files if f.endswith(".md")), None)
-        if markdown is not None and (stage_dir / markdown).is_file():
+        if item.stem in laid_out:
+            parts.append(laid_out[item.stem] + "\n")
+        elif markdown is not None and (stage_dir / markdown).is_file():
             text = records.read_text(stage_dir / markdown, error=BookError).strip()
             parts.append(_cell(item.caption) + "\n")
             parts.append(text.split("\n\n", 1)[-1] + "\n")  # the table, below its caption line
@@ -593,6 +678,9 @@ def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner:
             parts.append(_cell(item.caption) + "\n")
         if not item.in_paper:
             parts.append("*Not in the paper: drawn by the compendium.*\n")
+        if command:
+            parts.append(f"{_chapter_link('Chapter 12', FIGURES_STAGE, chapters)} · "
+                         f"{_code(command, cell=False)}\n")
         kinds = [(_file_label(f), f) for f in item.files]
         parts.append("Files: " + " · ".join(
             f"{{download}}`{label} <{rel}/{name}>`" for label, name in kinds
@@ -678,7 +766,8 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
         infos = {name: (info if isinstance(info, dict) else {})
                  for name, info in sorted(artifacts.items())}
         parts.append(_table(["artifact", "sha256", "from", "used by"], [
-            (_code(name), _code(info.get("sha256", "?")), _cell(info.get("source", "")),
+            (_code(name), vocabulary.identifier_html(info.get("sha256", "?"), shown=12),
+             _cell(info.get("source", "")),
              _cell(", ".join(info.get("used_by", [])))) for name, info in infos.items()]))
         parts.append("Upstream, pinned to a commit or a content hash:\n")
         parts.append("".join(
@@ -689,7 +778,8 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
     if hashes:
         parts.append("## Subset files\n")
         parts.append(_table(["subset", "sha256"], [
-            (_cell(study.SUBSET_TITLES.get(k, k)), _code(v)) for k, v in hashes.items()]))
+            (_cell(study.SUBSET_TITLES.get(k, k)), vocabulary.identifier_html(v, shown=12))
+            for k, v in hashes.items()]))
     grading = manifest.get("grading") if isinstance(manifest.get("grading"), dict) else {}
     template = manifest.get("grader_template_sha256") or grading.get("grader_template_sha256")
     parts.append("## Grader template\n")
@@ -802,10 +892,22 @@ def _spend_markdown(spend: object, metrics: Mapping[str, Any]) -> str:
 # chapters and the build
 
 
-def prepare_notebook(src: Path, dst: Path, banner: str = "") -> None:
+_SOURCE = re.compile(r'(<p class="hb-source" data-stage="[^"]*">.*?<code class="hb-command">)'
+                     r"(.*?)(</code>)", re.S)
+"""Where a table or figure says the command that makes it again (``vocabulary.Origin``)."""
+
+
+def with_command(html: str, command: str) -> str:
+    """An output's HTML with the command under each of its tables and figures replaced by
+    ``command`` (the book's: the run's own options, never the executing machine's paths)."""
+    return _SOURCE.sub(lambda m: m.group(1) + escape.html_text(command) + m.group(3), html)
+
+
+def prepare_notebook(src: Path, dst: Path, banner: str = "", command: str = "") -> None:
     """Copy an executed notebook for the book: code folded behind a click, widget views
     replaced by a note (their static outputs stay), widget state dropped (nothing to load);
-    ``banner`` (Markdown), when given, is put under the chapter's title as a warning."""
+    ``banner`` (Markdown), when given, is put under the chapter's title as a warning;
+    ``command``, when given, is what each table and figure says makes it again."""
     import nbformat
 
     text = records.read_text(src, error=BookError)
@@ -829,6 +931,10 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "") -> None:
             if WIDGET_VIEW in out.get("data", {}):
                 out["data"] = {"text/markdown": WIDGET_NOTE}
                 out["metadata"] = {}
+            html = out.get("data", {}).get("text/html")
+            if command and html:
+                text = "".join(html) if isinstance(html, list) else html
+                out["data"]["text/html"] = with_command(text, command)
     if banner:
         warning = nbformat.v4.new_markdown_cell(
             f"```{{warning}}\n{banner}\n```")
@@ -879,7 +985,7 @@ def sphinx_config(title: str, banner: str) -> dict[str, Any]:
             "footer_content_items": [],
         },
         "html_static_path": [str(SITE_FILES / "static")],
-        "html_css_files": ["book.css"],
+        "html_css_files": ["book.css", "tables.css"],
         # the theme reads its colour mode from here when the browser has none stored (file://)
         "html_context": {"default_mode": "light"},
         "html_extra_path": [EXTRA_DIR],
@@ -977,7 +1083,8 @@ def write_sources(profile_dir: Path, src: Path) -> str:
     (src / EXTRA_DIR).mkdir(exist_ok=True)
     chapters = []
     for nb in chapters_of(profile_dir, states):
-        prepare_notebook(nb, src / nb.name, chapter_banner(states.get(nb.stem), command))
+        prepare_notebook(nb, src / nb.name, chapter_banner(states.get(nb.stem), command),
+                         stage_command(profile, nb.stem, manifest, profile_dir.parent))
         chapters.append(nb.stem)
     try:
         rows = ledger.ledger(metrics, run=ledger.RunConditions(run, states))
@@ -998,14 +1105,18 @@ def write_sources(profile_dir: Path, src: Path) -> str:
     (src / "index.md").write_text(
         landing_markdown(profile, metrics, chapters, run.description if run else "",
                          overrides if isinstance(overrides, dict) else None, states, command,
-                         reproduced=ledger.summary(rows), find=find, extra_pages=extra_pages),
+                         reproduced=ledger.summary(rows), find=find, extra_pages=extra_pages,
+                         judges=run_judges(metrics, run),
+                         level=run.ci_level if run else study.CI_LEVEL),
         encoding="utf-8")
     stage_dir = profile_dir / FIGURES_STAGE
     if stage_dir.is_dir():
         shutil.copytree(stage_dir, src / "files", ignore=shutil.ignore_patterns("*.json"))
     (src / f"{FIGURES_PAGE}.md").write_text(
         figures_markdown(stage_dir, "files", chapters,
-                         chapter_banner(states.get(FIGURES_STAGE), command)),
+                         chapter_banner(states.get(FIGURES_STAGE), command),
+                         stage_command(profile, FIGURES_STAGE, manifest, profile_dir.parent),
+                         metrics.get(graph.SCORES)),
         encoding="utf-8")
     (src / f"{PROVENANCE_PAGE}.md").write_text(
         provenance_markdown(manifest, chapters, metrics, states,

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hbpsych_utils import study
 from hbpsych_utils.core import records
+from hbpsych_utils.reporting import vocabulary
 
 CATALOGUE = "catalogue.json"
 """12_figures_tables' list of its objects, in the order the paper shows them."""
@@ -51,8 +52,9 @@ class Catalogue(BaseModel):
 
 
 # the paper's own objects: stem -> (label, title); a subset other than v1 makes a supplement
+# ("{panel}": the run's panel, e.g. "Three-judge panel")
 PAPER_OBJECTS: dict[str, tuple[str, str]] = {
-    "table1": ("Table 1", "Three-judge panel means"),
+    "table1": ("Table 1", "{panel} means"),
     "fig_categories_v1": ("Figure G1", "HealthBench-Psych by modal clinician category"),
     "fig_ranking_v1": ("Figure G2", "Panel ranking on HealthBench-Psych"),
     "table_i1": ("Table I1", "Per-judge means"),
@@ -68,15 +70,18 @@ def _rank(stem: str) -> int:
     return next((i for i, head in enumerate(ORDER) if stem.startswith(head)), len(ORDER))
 
 
-def label(stems: Sequence[str]) -> dict[str, tuple[str, str, bool]]:
+def label(stems: Sequence[str], judges: Sequence[str] = study.JUDGE_PANEL
+          ) -> dict[str, tuple[str, str, bool]]:
     """Each stem's label, title and whether the paper has it, in the paper's order: the paper's
     objects, the judge figure (Figure I2, of the subset 09 measured), then the supplements,
-    numbered C1, C2, ... in the order given."""
+    numbered C1, C2, ... in the order given. A title names the run's panel (``judges``)."""
     out: dict[str, tuple[str, str, bool]] = {}
     extra = 0
+    panel = vocabulary.panel_name(judges).capitalize()
     for stem in sorted(stems, key=_rank):
         if stem in PAPER_OBJECTS:
-            out[stem] = (*PAPER_OBJECTS[stem], True)
+            name, title = PAPER_OBJECTS[stem]
+            out[stem] = (name, title.format(panel=panel), True)
             continue
         kind, _, key = stem.rpartition("_")
         subset = study.SUBSET_TITLES.get(key, key)

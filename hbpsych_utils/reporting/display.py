@@ -1,23 +1,18 @@
-"""What a chapter displays: tables as HTML tables, one sentence where a section cannot be
-produced, and the findings as a paragraph.
+"""What a chapter displays besides its tables: one sentence where a section cannot be
+produced, the findings as a paragraph, and the base of a step's result that is shown through
+its rich representation.
 
-Each class here is what a stage's science step returns (or wraps its result in) so that a
-notebook shows it with a bare ``display(...)``: Jupyter and the book (MyST-NB) render the rich
-representation, never a Python repr. Every text that comes from data or from a profile is
-HTML-escaped where it is put into HTML (``core.escape``): cells, row and column labels,
-captions and notes.
+A stage's science step returns something a notebook shows with a bare ``display(...)``: Jupyter
+and the book (MyST-NB) render the rich representation, never a Python repr. Tables are laid
+out by the display vocabulary (``reporting.vocabulary``), which escapes every text that comes
+from data or from a profile where it is put into HTML (``core.escape``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import pandas as pd
-
-from hbpsych_utils import study
-from hbpsych_utils.core import escape
 
 
 @dataclass(frozen=True)
@@ -36,80 +31,6 @@ class Note:
 def unavailable(reason: str) -> Note:
     """The one sentence a section shows when the resolved mode cannot produce it."""
     return Note(reason)
-
-
-def readers_names(frame: pd.DataFrame, *, categories: bool = False) -> pd.DataFrame:
-    """``frame`` with the study's model ids (cells, row and column labels) replaced by their
-    display names and, with ``categories``, category terms by their labels: what a reader sees;
-    the files keep the ids."""
-    names: dict[str, str] = dict(study.DISPLAY_NAMES)
-    if categories:
-        names |= study.CATEGORY_LABELS
-    out = frame.rename(index=lambda v: names.get(v, v) if isinstance(v, str) else v,
-                       columns=lambda v: names.get(v, v) if isinstance(v, str) else v)
-    text = [c for c in out.columns if out[c].dtype == object]
-    if text:
-        out = out.copy()
-        for c in text:
-            out[c] = out[c].map(lambda v: names.get(v, v) if isinstance(v, str) else v)
-    return out
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table with a caption, shown as an HTML ``<table>`` (numbers rounded as given), the
-    study's models under their display names (and category terms under their labels, with
-    ``categories``)."""
-
-    frame: pd.DataFrame
-    caption: str = ""
-    precision: int = 3
-    formats: Mapping[str, str] = field(default_factory=dict)
-    """Column -> format string (``"{:+.4f}"``), for columns that need their own."""
-    index: bool = True
-    categories: bool = False
-
-    def html(self) -> str:
-        shown = readers_names(self.frame, categories=self.categories)
-        formats = dict(zip(shown.columns, (self.formats.get(c) for c in self.frame.columns),
-                           strict=True))
-        # the Styler escapes cells and labels when asked, but never the axes' names
-        names = {axis: [None if n is None else escape.html_text(n) for n in labels.names]
-                 for axis, labels in (("index", shown.index), ("columns", shown.columns))}
-        frame = shown.rename_axis(**names)
-        styler = (frame.style.format(precision=self.precision, na_rep="–", escape="html")
-                  .format_index(escape="html", axis=0).format_index(escape="html", axis=1))
-        for column, fmt in formats.items():
-            if fmt is not None:
-                styler = styler.format(fmt, subset=[column], na_rep="–", escape="html")
-        if self.caption:
-            styler = styler.set_caption(escape.html_text(self.caption))
-        if not self.index:
-            styler = styler.hide(axis="index")
-        return styler.to_html()
-
-    def _repr_html_(self) -> str:
-        return self.html()
-
-    def __repr__(self) -> str:
-        return f"{self.caption}\n{self.frame.to_string()}" if self.caption else \
-            self.frame.to_string()
-
-
-@dataclass(frozen=True)
-class Tables:
-    """Several captioned tables shown one after the other (e.g. Table 1 per subset)."""
-
-    tables: Sequence[Table]
-    note: str = ""
-    """A sentence shown before the tables (plain text, escaped)."""
-
-    def _repr_html_(self) -> str:
-        head = f"<p>{escape.html_text(self.note)}</p>\n" if self.note else ""
-        return head + "\n".join(t.html() for t in self.tables)
-
-    def __repr__(self) -> str:
-        return "\n\n".join([self.note, *(repr(t) for t in self.tables)]).strip()
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core import paths
 from hbpsych_utils.core.escape import html_text
 from hbpsych_utils.evaluation import generation, grading, panel, score_sources
+from hbpsych_utils.reporting.vocabulary import term_label
 
 NO_CATEGORY = "(no category)"
 """Category filter value matching conversations that the run's category table does not list."""
@@ -498,7 +499,7 @@ def conversation_label(data: ExplorerData, prompt_id: str, width: int = 60) -> s
     parts = [prompt_id[:8]]
     cat = data.category(prompt_id)
     if cat:
-        parts.append(cat)
+        parts.append(term_label(cat))
     if data.is_hard(prompt_id):
         parts.append("hard")
     n_dis = len(disagreements(data, prompt_id))
@@ -543,7 +544,7 @@ _STYLE = f"""
 
 
 def _legend(judges: Sequence[str]) -> str:
-    columns = ", ".join(html_text(j) for j in judges) or "(no judges)"
+    columns = ", ".join(html_text(term_label(j)) for j in judges) or "(no judges)"
     return (
         '<div class="hbx-legend">'
         f'<b>Legend.</b> Verdict columns: {columns}. '
@@ -580,18 +581,18 @@ def _score_text(s: tuple[float, str] | None) -> str:
 
 
 def _scores_table(data: ExplorerData, prompt_id: str, candidates: Sequence[str]) -> str:
-    head = "".join(f"<th>{html_text(j)}</th>" for j in data.judges)
+    head = "".join(f"<th>{html_text(term_label(j))}</th>" for j in data.judges)
     rows = []
     for cand in candidates:
         values = [data.score(prompt_id, cand, j) for j in data.judges]
         finite = [v[0] for v in values if v is not None and not math.isnan(v[0])]
         spread = f"{max(finite) - min(finite):.3f}" if len(finite) > 1 else ""
         cells = "".join(f"<td>{_score_text(v)}</td>" for v in values)
-        rows.append(f"<tr><th>{html_text(cand)}</th>{cells}<td>{spread}</td></tr>")
+        rows.append(f"<tr><th>{html_text(term_label(cand))}</th>{cells}<td>{spread}</td></tr>")
     note = " (computed here from the verdicts)" if data.scores_computed else ""
     return (
         f"<h4>Conversation scores by judge{note}</h4>"
-        f'<table class="hbx-scores"><tr><th>candidate</th>{head}<th>spread</th></tr>'
+        f'<table class="hbx-scores"><tr><th>Model</th>{head}<th>Spread</th></tr>'
         + "".join(rows) + "</table>"
     )
 
@@ -630,13 +631,13 @@ def _criteria_table(
         for j, i, m, r in zip(mine["judge"], mine["criterion_index"], mine["criteria_met"],
                               mine["recovered"], strict=True)
     }
-    head = "".join(f"<th>{html_text(j)}</th>" for j in data.judges)
+    head = "".join(f"<th>{html_text(term_label(j))}</th>" for j in data.judges)
     rows = []
     for i, item in enumerate(conv.rubrics):
         is_dis = (candidate, i) in disagree
         cls = f' class="{DISAGREE_CLASS}"' if is_dis else ""
         pts_cls = ' class="hbx-neg"' if item.points < 0 else ""
-        tags = (f'<div class="hbx-tags">{html_text(", ".join(item.tags))}</div>'
+        tags = (f'<div class="hbx-tags">{html_text(", ".join(map(term_label, item.tags)))}</div>'
                 if item.tags else "")
         verdict_cells = "".join(
             _verdict_cell(*cell.get((j, i), (None, False))) for j in data.judges
@@ -649,7 +650,7 @@ def _criteria_table(
             f'<td class="hbx-flag">{"≠" if is_dis else ""}</td></tr>'
         )
     return (
-        '<table class="hbx-criteria"><tr><th>#</th><th>points</th><th>criterion</th>'
+        '<table class="hbx-criteria"><tr><th>#</th><th>Points</th><th>Criterion</th>'
         f"{head}<th>≠</th></tr>" + "".join(rows) + "</table>"
     )
 
@@ -674,13 +675,13 @@ def conversation_html(
              f"{len(conv.rubrics)} criteria"]
     cat = data.category(prompt_id)
     if data.categories is not None:
-        facts.insert(0, f"category: {cat or NO_CATEGORY}")
+        facts.insert(0, f"category: {term_label(cat) if cat else NO_CATEGORY}")
     if data.hard_ids is not None:
         facts.append("hard" if data.is_hard(prompt_id) else "not hard")
     facts.append(f"{len(disagree)} disagreement{'s' if len(disagree) != 1 else ''}")
     refused = sorted(data.refused_by(prompt_id) & set(cands))
     if refused:
-        facts.append("refused by " + ", ".join(refused))
+        facts.append("refused by " + ", ".join(map(term_label, refused)))
     parts = [
         _STYLE,
         '<div class="hbx">',
@@ -702,7 +703,7 @@ def conversation_html(
     for cand in cands:
         n_dis = sum(1 for c, _ in disagree if c == cand)
         parts.append(
-            f'<h4>Candidate {html_text(cand)}'
+            f'<h4>{html_text(term_label(cand))}'
             f'{f" — {n_dis} disagreement" + ("s" if n_dis != 1 else "") if n_dis else ""}</h4>'
         )
         parts.append(_reply_html(data.response(prompt_id, cand)))
@@ -735,7 +736,7 @@ class Explorer:
             for pid in data.ids:
                 c = data.category(pid) or NO_CATEGORY
                 counts[c] = counts.get(c, 0) + 1
-            cat_options += [(f"{c} ({n})", c) for c, n in sorted(counts.items())]
+            cat_options += [(f"{term_label(c)} ({n})", c) for c, n in sorted(counts.items())]
         self.category = w.Dropdown(options=cat_options, value=self.ALL, description="Category",
                                    disabled=data.categories is None)
         self.hard = w.Checkbox(value=False, description="hard only", indent=False,
@@ -744,7 +745,8 @@ class Explorer:
         self.disagreement = w.Checkbox(value=False, description="judge disagreement only",
                                        indent=False)
         self.candidates = w.SelectMultiple(
-            options=list(data.candidates), value=list(data.candidates), description="Candidates",
+            options=[(term_label(c), c) for c in data.candidates], value=list(data.candidates),
+            description="Candidates",
             rows=min(8, max(2, len(data.candidates))),
         )
         self.conversation = w.Dropdown(options=[], description="Conversation",

@@ -38,6 +38,7 @@ from matplotlib.ticker import MaxNLocator
 from hbpsych_utils import study
 from hbpsych_utils.core import escape
 from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.reporting import vocabulary
 from hbpsych_utils.reporting.display import Shown
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
@@ -149,7 +150,7 @@ def category_distribution(
     labels = list(counts)
     values = [counts[k] for k in labels]
     total = sum(values)
-    fig, ax = _subplots(figsize=(6.5, 0.28 * len(labels) + 1.0))
+    fig, ax = _subplots(figsize=(6.5, 0.28 * len(labels) + 1.0), layout="constrained")
     colours = [MUTED if k in muted else OKABE_ITO[0] for k in labels]
     ax.barh(range(len(labels)), values, color=colours)
     ax.set_yticks(range(len(labels)), [k if k in muted else study.category_label(k)
@@ -159,9 +160,8 @@ def category_distribution(
         ax.text(v, i, f" {v} ({v / total:.1%})", va="center", fontsize=8)
     ax.set_xlabel("conversations")
     ax.set_xlim(0, max(values) * 1.2 if values else 1)
-    ax.set_title(f"{title} (n = {total})", loc="left")
-    fig.tight_layout()
-    return fig
+    fig.suptitle(f"{title} (n = {total})", x=0.01, ha="left")
+    return freeze_layout(fig)
 
 
 def freeze_layout(fig: Figure) -> Figure:
@@ -225,7 +225,8 @@ def png_bytes(fig: Figure | CachedFigure) -> bytes:
 @dataclass(frozen=True, repr=False)
 class Captioned(Shown):
     """A figure as the paper shows it: its heading ("Figure G2. Panel ranking ...") and a
-    caption saying what is plotted, under the image."""
+    caption saying what is plotted, under the image, then the chapter that drew it and the
+    command that draws it again (``vocabulary.current_origin``)."""
 
     figure: Figure | CachedFigure
     heading: str
@@ -233,10 +234,12 @@ class Captioned(Shown):
 
     def _repr_html_(self) -> str:
         data = base64.b64encode(png_bytes(self.figure)).decode("ascii")
-        return (f'<figure><img alt="{escape.html_text(self.heading)}" '
+        origin = vocabulary.current_origin()
+        return (f'<figure class="hb-figure"><img alt="{escape.html_text(self.heading)}" '
                 f'src="data:image/png;base64,{data}"/>'
                 f"<figcaption><strong>{escape.html_text(self.heading)}.</strong> "
-                f"{escape.html_text(self.caption)}</figcaption></figure>")
+                f"{escape.html_text(self.caption)}</figcaption></figure>"
+                + (origin.html() if origin is not None else ""))
 
     def __repr__(self) -> str:
         return f"[{self.heading}] {self.caption}"
@@ -301,9 +304,11 @@ def panel_ranking(
     subset: str,
     judge_models: Sequence[str] = study.JUDGE_PANEL,
     later: Sequence[str] = study.LATER_CANDIDATES,
+    level: float = study.CI_LEVEL,
 ) -> Figure:
-    """Candidates by panel mean, best on top, with 95% bootstrap intervals when the table has
-    them (``scoring.table1``) or labelled as point estimates (``scoring.paper_table``).
+    """Candidates by panel mean, best on top, with bootstrap intervals (at ``level``, which
+    the subtitle states) when the table has them (``scoring.table1``) or labelled as point
+    estimates (``scoring.paper_table``).
 
     Marker shape and colour separate the judges' own models (a judge may favour them) and
     candidates added after the study (not among its original candidates), so neither is misread.
@@ -356,7 +361,7 @@ def panel_ranking(
     ax.set_xlabel("panel score (clipped mean over conversations, 0–1)")
     ns = next((t[c] for c in ("n_panel", "n") if c in t.columns), None)
     if ci:
-        note = "95% bootstrap intervals"
+        note = f"{vocabulary.level_text(level)} bootstrap intervals"
         if ns is not None and ns.nunique() == 1:
             note += f", n = {int(ns.iloc[0])} conversations"
     else:
@@ -392,13 +397,14 @@ def _heatmap_cells(ax: Axes, m: np.ndarray, cmap: str) -> Any:
     return im
 
 
-def _heatmap_frame(fig: Figure, ax: Axes, im: Any) -> None:
-    """No ticks or spines around a heatmap, and its colour bar of clipped mean scores."""
+def _heatmap_frame(fig: Figure, ax: Axes, im: Any, rows: int) -> None:
+    """No ticks or spines around a heatmap, and its colour bar of clipped mean scores (as tall
+    as a short heatmap, so that its label stays inside the figure)."""
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    cbar = fig.colorbar(im, ax=ax, shrink=0.5, aspect=15, pad=0.02)
-    cbar.set_label("clipped mean score")
+    cbar = fig.colorbar(im, ax=ax, shrink=0.5 if rows > 10 else 1.0, aspect=15, pad=0.02)
+    cbar.ax.set_title("clipped\nmean\nscore", fontsize=7.5, loc="left", pad=4)
     cbar.outline.set_visible(False)
 
 
@@ -448,7 +454,7 @@ def judge_heatmap(
         if c in late:
             tick.set_color("#555555")
             tick.set_fontstyle("italic")
-    _heatmap_frame(fig, ax, im)
+    _heatmap_frame(fig, ax, im, n)
     ax.set_title(f"Clipped mean score by candidate and judge: {subset}\n"
                  "rows sorted by panel mean", loc="left", fontsize=10, pad=8)
     notes = []
@@ -484,12 +490,14 @@ def judge_bias(
     *,
     subset: str,
     judges: Sequence[str] | None = None,
+    level: float = study.CI_LEVEL,
 ) -> Figure:
     """Severity per judge (left) beside self-preference raw vs severity-corrected (right).
 
-    ``stats`` is ``judges.bootstrap_judge_stats`` (drawn with its 95% intervals) or the metrics
-    dict of ``judges.judge_metrics`` (drawn as point estimates, labelled so). Shown together
-    because the correction is the severity: a harsh judge's raw self-preference understates it.
+    ``stats`` is ``judges.bootstrap_judge_stats`` (drawn with its intervals, at ``level``) or
+    the metrics dict of ``judges.judge_metrics`` (drawn as point estimates, labelled so). Shown
+    together because the correction is the severity: a harsh judge's raw self-preference
+    understates it.
     """
     long = judge_stats_frame(stats) if isinstance(stats, Mapping) else stats.copy()
     n_cands = stats.get("n_candidates") if isinstance(stats, Mapping) else None
@@ -587,7 +595,8 @@ def judge_bias(
     for ax in (ax_s, ax_p):
         ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)
         ax.xaxis.set_major_locator(MaxNLocator(5))
-    note = "95% bootstrap intervals" if ci else POINT_ESTIMATES_SUBTITLE
+    note = f"{vocabulary.level_text(level)} bootstrap intervals" if ci \
+        else POINT_ESTIMATES_SUBTITLE
     if n_cands:
         note += f"; over {int(n_cands)} candidates"
     if nj == 1:
@@ -620,10 +629,11 @@ def score_heatmap(table: pd.DataFrame, *, title: str, note: str = "",
     fig, ax = _subplots(figsize=(0.85 * n_cols + 3.6, 0.27 * n_rows + 2.4),
                         layout="constrained")
     im = _heatmap_cells(ax, m, cmap)
-    ax.set_xticks(range(n_cols), [str(c) for c in table.columns], rotation=35, ha="left")
+    ax.set_xticks(range(n_cols), [vocabulary.term_label(c) for c in table.columns],
+                  rotation=35, ha="left", rotation_mode="anchor")
     ax.xaxis.tick_top()
     ax.set_yticks(range(n_rows), [study.display_name(str(r)) for r in table.index])
-    _heatmap_frame(fig, ax, im)
+    _heatmap_frame(fig, ax, im, n_rows)
     ax.set_title(title + (f"\n{note}" if note else ""), loc="left", fontsize=10, pad=8)
     return freeze_layout(fig)
 
@@ -665,16 +675,17 @@ def length_scatter(table: pd.DataFrame, *, title: str, note: str = "",
 
 @_keyed
 def worst_at_k_curves(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
-    """Worst-at-k against k, one line per candidate with its 95% bootstrap band, as HealthBench
+    """Worst-at-k against k, one line per candidate with its bootstrap band, as HealthBench
     draws its reliability figure; ``table`` is long: candidate, k, clipped_mean, ci_low,
-    ci_high."""
+    ci_high (``note``, the subtitle, says the band's level)."""
     _require(table, ["candidate", "k", "clipped_mean", "ci_low", "ci_high"], "worst-at-k figure")
     _style()
     fig, ax = _subplots(figsize=(6.8, 4.4), layout="constrained")
     for i, (cand, g) in enumerate(table.groupby("candidate", sort=True)):
         g = g.sort_values("k")
         style = _series_style(i)
-        ax.plot(g["k"], g["clipped_mean"], marker="o", ms=4, lw=1.4, label=str(cand), **style)
+        ax.plot(g["k"], g["clipped_mean"], marker="o", ms=4, lw=1.4,
+                label=study.display_name(str(cand)), **style)
         ax.fill_between(g["k"], g["ci_low"], g["ci_high"], color=style["color"], alpha=0.12,
                         lw=0)
     ks = sorted(table["k"].unique())
@@ -722,7 +733,7 @@ def f1_placement(table: pd.DataFrame, *, title: str, note: str = "") -> Figure:
     for k, (_, r) in enumerate(table[table["kind"] == "panel"].iterrows()):
         ax.scatter([r["balanced_f1"]], [y[r["category"]]], s=46, marker="s", color="#000000",
                    zorder=5, label="panel (majority of the judges)" if k == 0 else None)
-    ax.set_yticks([y[c] for c in cats], cats)
+    ax.set_yticks([y[c] for c in cats], [vocabulary.term_label(c) for c in cats])
     ax.set_xlim(0, 1)
     ax.set_ylim(-0.7, len(cats) - 0.3)
     ax.grid(axis="x", color="#dddddd", lw=0.6, zorder=0)

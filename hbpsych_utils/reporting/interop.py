@@ -107,6 +107,7 @@ from hbpsych_utils.core import arguments, jsonl, records, sources
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.core.writes import describe_os_error
 from hbpsych_utils.evaluation import breakdowns, grading, scoring
+from hbpsych_utils.reporting.vocabulary import level_text
 
 FORMATS = ("simple-evals", "inspect", "hbpsych")
 DEFAULT_SUBSETS = ("v1", "hard")
@@ -1204,7 +1205,7 @@ def format_tags(tags: Sequence[TagReport], results: LoadedResults) -> str:
         return ("\nby tag: no input carries per-criterion results (a rubric with a verdict "
                 "per criterion), so no tag can be scored")
     lines = ["\nby tag (simple-evals' per-tag rule; clipped mean over the conversations with "
-             "a score for the tag, n, 95% bootstrap interval)"]
+             f"a score for the tag, n, {level_text(study.CI_LEVEL)} bootstrap interval)"]
     head = None
     for t in tags:
         if (t.model, t.subset_name, t.scorer) != head:

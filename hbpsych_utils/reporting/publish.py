@@ -573,8 +573,9 @@ def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, 
                            f"{study.SUBSET_TITLES[key]}; publish the subset it generated on "
                            f"(--subset {gen.subset})")
     n_resamples, seed = run.profile.scores.n_resamples, run.profile.seed
-    table = source.table1(n_resamples=n_resamples, seed=seed)
-    hard_table = (hard_source.table1(n_resamples=n_resamples, seed=seed)
+    level = run.profile.ci_level
+    table = source.table1(n_resamples=n_resamples, seed=seed, level=level)
+    hard_table = (hard_source.table1(n_resamples=n_resamples, seed=seed, level=level)
                   if hard_source is not None else None)
     responses = generation.read_responses(run.upstream(graph.GENERATION, graph.RESPONSES))
     responses = responses[responses["prompt_id"].isin(set(info.ids))]
@@ -586,7 +587,7 @@ def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, 
         "evaluation_mode": graph.LIVE, "llm_mode": llm.mode, "limits": llm.limits,
         "max_cost": llm.max_cost, "prompt_caching": llm.prompt_caching,
         "simulator": llm.simulator, "judge_max_reasks": run.profile.grading.max_reasks,
-        "bootstrap": {"n_resamples": n_resamples, "seed": seed, "level": study.CI_LEVEL},
+        "bootstrap": {"n_resamples": n_resamples, "seed": seed, "level": level},
         "n_errors": N_ERRORS_COUNTS, "exported_by": compendium(run),
     }
     scoring_info = judge_info(source.judges, grading.grader_template_sha256,

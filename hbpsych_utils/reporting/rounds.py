@@ -10,7 +10,8 @@ import pandas as pd
 from hbpsych_utils.construction import ratings
 from hbpsych_utils.construction.agreement import AgreementSummary
 from hbpsych_utils.construction.tally import RoundTally
-from hbpsych_utils.reporting.display import Shown, Table
+from hbpsych_utils.reporting.display import Shown
+from hbpsych_utils.reporting.vocabulary import Table
 
 
 @dataclass(frozen=True, repr=False)
@@ -35,7 +36,7 @@ class Tally(Shown):
 
     def _repr_html_(self) -> str:
         return Table(self.outcomes, caption="Items by kind and consensus tier, with how many "
-                     "the majority included", formats={"included_share": "{:.1%}"}).html()
+                     "the majority included", value_kind="count").html()
 
 
 @dataclass(frozen=True, repr=False)
@@ -45,6 +46,6 @@ class Agreement(Shown):
     summary: AgreementSummary
 
     def _repr_html_(self) -> str:
-        pairs = pd.DataFrame({"Gwet AC1": self.summary.ac1_pairs,
-                              "Cohen kappa": self.summary.cohen_kappa_pairs})
+        pairs = pd.DataFrame({"gwet_ac1": self.summary.ac1_pairs,
+                              "cohen_kappa": self.summary.cohen_kappa_pairs}).rename_axis("pair")
         return Table(pairs, caption="Agreement on relevance per reviewer pair").html()

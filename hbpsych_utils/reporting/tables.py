@@ -28,7 +28,7 @@ from hbpsych_utils import study
 from hbpsych_utils.core import escape
 from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.evaluation import scoring
-from hbpsych_utils.reporting.display import Table
+from hbpsych_utils.reporting import vocabulary
 
 LATER_MARK = "†"
 LATER_NOTE = (
@@ -88,6 +88,25 @@ def table1(
     if "in_study" in t.columns:
         out["in_study"] = t["in_study"].astype(bool).to_numpy()
     return out.reset_index(drop=True)
+
+
+TABLE1_FIXED = ("rank", "candidate", "panel_mean", "ci_low", "ci_high", "n", "in_study")
+"""The columns of Table 1's layout that are not a judge's."""
+
+
+def judges_in(t1: pd.DataFrame) -> list[str]:
+    """The judges of a Table 1 in its layout (its columns that are not :data:`TABLE1_FIXED`)."""
+    return [str(c) for c in t1.columns if c not in TABLE1_FIXED]
+
+
+def read_table1_file(path: Path) -> pd.DataFrame:
+    """A subset's Table 1 as 12_figures_tables writes it (``table1_<subset>.csv``, in the
+    layout of :func:`table1`), read back with its types."""
+    t = pd.read_csv(path, dtype={"candidate": str})
+    t["n"] = pd.array(t["n"], dtype="Int64")
+    if "in_study" in t.columns:
+        t["in_study"] = t["in_study"].astype(bool)
+    return t
 
 
 def has_intervals(t1: pd.DataFrame) -> bool:
@@ -242,9 +261,17 @@ class ReaderTable:
         return to_latex(self.frame, align=self.align, caption=f"{self.label}. {self.caption}",
                         label=tex_label, notes=self.notes)
 
+    def table(self) -> vocabulary.Table:
+        """The table as the display vocabulary shows it (its cells are laid out already:
+        numbers right, names left, by ``align``)."""
+        kinds: dict[str, vocabulary.Kind] = {
+            str(c): "number" if a == "r" else "name"
+            for c, a in zip(self.frame.columns, self.align, strict=True)}
+        return vocabulary.Table(self.frame, caption=f"{self.label}. {self.caption}",
+                                index=False, kinds=kinds, notes=self.notes)
+
     def _repr_html_(self) -> str:
-        html = Table(self.frame, caption=f"{self.label}. {self.caption}", index=False).html()
-        return html + "".join(f"<p>{escape.html_text(n)}</p>" for n in self.notes)
+        return self.table().html()
 
     def __repr__(self) -> str:
         return self.markdown()
@@ -268,19 +295,23 @@ def _n_text(t1: pd.DataFrame) -> str:
     return f"n = {ns[0]:,}" if len(ns) == 1 else f"n = {ns[0]:,}–{ns[-1]:,}"
 
 
-def paper_table1(subsets: Mapping[str, pd.DataFrame], *, decimals: int = 3,
-                 n_resamples: int | None = None, per_judge: str = "Table I1") -> ReaderTable:
+def paper_table1(subsets: Mapping[str, pd.DataFrame], *, judges: Sequence[str] | None = None,
+                 decimals: int = 3, n_resamples: int | None = None,
+                 level: float = study.CI_LEVEL, per_judge: str = "Table I1") -> ReaderTable:
     """Table 1 as the paper lays it out: one row per model, best first by the first subset's
     panel mean, and one column per subset (v1 and Hard side by side) with the panel mean and,
-    where the source has per-conversation grades, its 95% interval in the same cell.
+    where the source has per-conversation grades, its interval (at ``level``) in the same cell.
 
     ``subsets``: Table 1 frames in the normalised layout (:func:`table1`), by subset key, the
-    primary first. The caption says in one sentence whether the cells carry intervals and, if
-    not, why; per-judge means are left to ``per_judge`` (the appendix table)."""
+    primary first; ``judges``: the run's panel, which the caption names (``None``: the judge
+    columns of the first frame, :func:`judges_in`). The caption says in
+    one sentence whether the cells carry intervals and, if not, why; per-judge means are left to
+    ``per_judge`` (the appendix table)."""
     if not subsets:
         raise ValueError("Table 1: no subset to show")
     keys = list(subsets)
     primary = subsets[keys[0]]
+    judges = judges_in(primary) if judges is None else list(judges)
     order = [str(c) for c in primary["candidate"]]
     for t in list(subsets.values())[1:]:
         order += [str(c) for c in t["candidate"] if str(c) not in order]
@@ -311,12 +342,13 @@ def paper_table1(subsets: Mapping[str, pd.DataFrame], *, decimals: int = 3,
     titles = " and ".join(study.SUBSET_TITLES.get(k, k) for k in keys)
     if ci:
         resamples = f", {n_resamples:,} resamples" if n_resamples else ""
-        how = (f"with 95% intervals from a seeded conversation-level bootstrap{resamples} "
-               "(each resample's mean clipped)")
+        how = (f"with {vocabulary.level_text(level)} intervals from a seeded "
+               f"conversation-level bootstrap{resamples} (each resample's mean clipped)")
     else:
         how = ("as point estimates: the released matrices hold one mean per model and judge, "
                "so no interval can be computed")
-    caption = (f"Three-judge panel means on {titles}, best first by the "
+    caption = (f"{vocabulary.panel_name(judges).capitalize()} means on {titles}, best first "
+               "by the "
                f"{study.SUBSET_TITLES.get(keys[0], keys[0])} mean, {how}; per-judge means are "
                f"in {per_judge}.")
     notes = [LATER_NOTE] if any(LATER_MARK in v for v in names.values()) else []
@@ -347,12 +379,13 @@ subset's ``table1_<subset>.csv``)."""
 
 
 def table1_texts(subsets: Mapping[str, pd.DataFrame], *, judges: Sequence[str],
-                 n_resamples: int | None = None) -> dict[str, str]:
+                 n_resamples: int | None = None,
+                 level: float = study.CI_LEVEL) -> dict[str, str]:
     """Table 1's files, by name: each subset's CSV (every column, 6 decimals, the machine
     layout ``table1_<subset>.csv``), Table 1 in the paper's layout and the per-judge appendix
     table of the first subset, each as Markdown and LaTeX. ``subsets``: normalised frames."""
     first = next(iter(subsets))
-    main = paper_table1(subsets, n_resamples=n_resamples)
+    main = paper_table1(subsets, judges=judges, n_resamples=n_resamples, level=level)
     appendix = per_judge_table(subsets[first], subset=first, judges=judges)
     out = {f"table1_{key}.csv": csv_text(t) for key, t in subsets.items()}
     out |= {"table1.md": main.markdown(), "table1.tex": main.latex("tab:table1"),

@@ -29,11 +29,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from hbpsych_utils import study
 from hbpsych_utils.core import paths, yaml_loader
 from hbpsych_utils.core.config import LLMSettings, Profile, Section
 from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline.stage import HAND_DIR, Stage, publish_folder, staging_dir
+from hbpsych_utils.reporting import vocabulary
 
 if TYPE_CHECKING:
     from hbpsych_utils.construction.corpus import Conversation
@@ -68,6 +70,9 @@ class StageRun(Generic[P]):
     """``runner`` or ``hand``."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """The notebook parameters as given (what a hand build records)."""
+    ci_level: float = study.CI_LEVEL
+    """The level of the intervals the chapter computes and shows (the profile's
+    ``ci_level``)."""
 
     @property
     def figure_cache(self) -> Path:
@@ -197,10 +202,24 @@ def start(name: str, namespace: Mapping[str, Any]) -> StageRun[Any]:
         if write_dir.exists():
             shutil.rmtree(write_dir)  # an earlier hand run's unfinished attempt
     seed = given.get("seed", Profile.model_fields["seed"].default)
+    level = given.get("ci_level", Profile.model_fields["ci_level"].default)
+    if not isinstance(level, int | float) or isinstance(level, bool) or not 0 < level < 1:
+        raise ParameterError(f"notebook {name}: parameter ci_level = {level!r} (expected a "
+                             "number between 0 and 1, e.g. 0.95)")
+    vocabulary.begin_chapter(vocabulary.Origin(name, vocabulary.stage_command(
+        profile, name, options=_outputs_option(outputs_root))))
     return StageRun(name=name, profile=profile, outputs_root=outputs_root, mode=mode,
                     seed=int(seed), llm=llm, params=params,
                     stage=Stage(profile, name, outputs_root, write_dir=write_dir), by=by,
-                    parameters=dict(given))
+                    parameters=dict(given), ci_level=float(level))
+
+
+def _outputs_option(outputs_root: Path) -> str:
+    """`` --outputs DIR`` for a run outside the project's outputs folder ("" otherwise): what
+    the chapter's command needs to re-make its outputs where they are."""
+    if outputs_root.resolve() == paths.outputs_root().resolve():
+        return ""
+    return f" --outputs {shlex.quote(str(outputs_root))}"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,9 @@ from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import CorpusMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting import figures
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, facts
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -89,7 +91,7 @@ class Languages(Shown):
 
     def _repr_html_(self) -> str:
         table = self.table
-        counts = table[table.non_english].language.value_counts().rename("non-English")
+        counts = table[table.non_english].language.value_counts().rename("conversations")
         return Table(counts.to_frame(), caption="Conversations confidently non-English, by "
                      "detected language").html()
 
@@ -116,36 +118,18 @@ class Description(Shown):
     n_hard_in_corpus: int
 
     def _repr_html_(self) -> str:
-        shown = {label: _shown(self.stats[key], fmt) for key, (label, fmt) in STAT_LABELS.items()
-                 if self.stats.get(key) is not None}
+        shown = {key: self.stats[key] for key in STATS if self.stats.get(key) is not None}
         return Tables([
-            Table(pd.Series(shown, name="").rename_axis("").to_frame(), caption="The corpus"),
-            Table(self.themes, caption="Conversations per theme (example_tags)"),
+            facts(shown, caption="The corpus"),
+            Table(self.themes, caption="Conversations per HealthBench theme"),
         ])._repr_html_()
 
 
-STAT_LABELS: dict[str, tuple[str, str]] = {
-    "n_conversations": ("Conversations", "{:,}"),
-    "n_multi_turn": ("Multi-turn conversations", "{:,}"),
-    "turns_mean": ("Turns per conversation, mean", "{:.1f}"),
-    "turns_median": ("Turns per conversation, median", "{:.0f}"),
-    "turns_max": ("Turns per conversation, most", "{:,}"),
-    "n_rubric_items": ("Rubric criteria", "{:,}"),
-    "rubric_items_mean": ("Rubric criteria per conversation, mean", "{:.1f}"),
-    "n_negative_items": ("Criteria worth negative points", "{:,}"),
-    "positive_points_total": ("Positive points, all criteria", "{:,}"),
-    "negative_points_total": ("Negative points, all criteria", "{:,}"),
-    "points_all_integer": ("Every criterion worth whole points", "yes/no"),
-    "n_non_english": ("Conversations flagged non-English", "{:,}"),
-    "non_english_share": ("Share flagged non-English", "{:.1%}"),
-}
-"""How the corpus's numbers (``corpus.describe_corpus``) read in the chapter, and their format."""
-
-
-def _shown(value: Any, fmt: str) -> str:
-    if fmt == "yes/no":
-        return "yes" if value else "no"
-    return fmt.format(value)
+STATS = ("n_conversations", "n_multi_turn", "turns_mean", "turns_median", "turns_max",
+         "n_rubric_items", "rubric_items_mean", "n_negative_items", "positive_points_total",
+         "negative_points_total", "points_all_integer", "n_non_english", "non_english_share")
+"""The corpus's numbers (``corpus.describe_corpus``) the chapter shows, in order (the display
+vocabulary names and formats them)."""
 
 
 def describe(run: StageRun[CorpusParams], loaded: Loaded,
@@ -166,14 +150,16 @@ def describe(run: StageRun[CorpusParams], loaded: Loaded,
     )
 
 
-def turns_figure(description: Description) -> Figure:
+def turns_figure(description: Description) -> figures.Captioned:
     """Conversations by number of messages, as bars."""
-    fig = Figure(figsize=(6, 3))
+    fig = Figure(figsize=(6, 3), layout="constrained")
     description.turns["conversations"].plot.bar(ax=fig.subplots(),
                                                 title="Messages per conversation",
-                                                ylabel="conversations")
-    fig.tight_layout()
-    return fig
+                                                xlabel="messages", ylabel="conversations",
+                                                rot=0)
+    return figures.Captioned(fig, "Messages per conversation", (
+        f"The {int(description.turns['conversations'].sum()):,} conversations of the corpus by "
+        "the number of messages in their prompt (the turns before the reply a model writes)."))
 
 
 def metrics(run: StageRun[CorpusParams], loaded: Loaded,

@@ -26,7 +26,8 @@ from hbpsych_utils.core.escape import md_code, md_text
 from hbpsych_utils.core.wording import count, were
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import ScreeningMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, term_label
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -59,7 +60,7 @@ class Rubric(Shown):
 
     def _repr_markdown_(self) -> str:
         return (f"Mode **{self.mode}**. Category vocabulary ({len(self.vocabulary)} terms): "
-                + ", ".join(md_code(c) for c in self.vocabulary))
+                + ", ".join(f"{md_text(term_label(c))} ({md_code(c)})" for c in self.vocabulary))
 
 
 def rubric(run: StageRun[ScreeningParams]) -> Rubric:
@@ -110,7 +111,8 @@ def screen(run: StageRun[ScreeningParams], rubric: Rubric) -> Screen:
         ask = screening.engine_ask(engine, params.model, mode=run.llm.mode)
         live = screening.run_screen(rubric.spec, conversations, ask,
                                     batch_size=params.batch_size, max_reasks=params.max_reasks)
-    note = (f"Screened {len(live.table):,} conversations with {params.model} in batches of "
+    note = (f"Screened {len(live.table):,} conversations with "
+            f"{study.display_name(str(params.model))} in batches of "
             f"{params.batch_size}; {count(len(live.log), 'problem')} logged ({SCREEN_PROBLEMS}).")
     return Screen(live.table, note, live.log, conversations)
 
@@ -126,7 +128,7 @@ class Comparison(Shown):
     percent_agreement: float
 
     def _repr_html_(self) -> str:
-        return Table(self.confusion, caption=(
+        return Table(self.confusion, value_kind="count", caption=(
             f"{self.n_common:,} conversations in common; Cohen's kappa {self.cohen_kappa:.3f}, "
             f"{self.percent_agreement:.1%} identical labels")).html()
 
@@ -143,7 +145,7 @@ def compare_with_release(run: StageRun[ScreeningParams], rubric: Rubric,
     released = screening.load_released_screen(run.stage.fetch("screening_labels"),
                                               rubric.vocabulary)
     found = screening.agreement_with_release(screen.table, released)
-    return Comparison(found["confusion"].rename_axis(index="released", columns="live"),
+    return Comparison(found["confusion"].rename_axis(index="released_label", columns="live"),
                       found["n_common"], found["cohen_kappa"], found["percent_agreement"])
 
 
@@ -155,9 +157,9 @@ class Translations(Shown):
     result: translation.TranslationRun
 
     def _repr_html_(self) -> str:
-        status = self.result.table.status.value_counts().to_frame()
+        status = self.result.table.status.value_counts().rename("conversations").to_frame()
         return Table(status, caption=f"{count(len(self.result.table), 'conversation')} flagged "
-                     f"non-English sent to {self.model}").html()
+                     f"non-English sent to {study.display_name(self.model)}").html()
 
 
 def translate(run: StageRun[ScreeningParams], screen: Screen) -> Translations | Note:
@@ -190,8 +192,9 @@ class LabelTables(Shown):
     by_confidence: pd.DataFrame
 
     def _repr_html_(self) -> str:
-        return Tables([Table(self.by_category, caption="Label x category", categories=True),
-                       Table(self.by_confidence, caption="Label x confidence")])._repr_html_()
+        return Tables([Table(self.by_category, caption="Label × category", value_kind="count"),
+                       Table(self.by_confidence, caption="Label × confidence",
+                             value_kind="count")])._repr_html_()
 
 
 def label_tables(screen: Screen) -> LabelTables:

@@ -26,8 +26,9 @@ from hbpsych_utils.construction.tally import outcomes, tally_round1
 from hbpsych_utils.core.config import ReviewParams, resolve_path
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import ReviewRound1Metrics
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
 from hbpsych_utils.reporting.rounds import Agreement, Tally, Votes
+from hbpsych_utils.reporting.vocabulary import Table
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 

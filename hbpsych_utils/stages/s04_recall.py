@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from hbpsych_utils import study
 from hbpsych_utils.construction import ratings, review_round, screening
 from hbpsych_utils.construction import review_set as review_sets
 from hbpsych_utils.construction.review_round import (
@@ -31,12 +32,13 @@ from hbpsych_utils.construction.review_round import (
 )
 from hbpsych_utils.construction.tally import design_counts, outcomes, tally_round2
 from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_model
-from hbpsych_utils.core.escape import md_code
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import REVIEW_ROUND1, RecallMetrics, ReviewRound1Metrics
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
 from hbpsych_utils.reporting.rounds import Agreement, Tally, Votes
+from hbpsych_utils.reporting.vocabulary import Table, Tables
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -112,7 +114,8 @@ class RecallScreen(Shown):
 
     def _repr_markdown_(self) -> str:
         return (f"Screened {len(self.live.table):,} pooled conversations with "
-                f"{md_code(self.model)} in batches of {self.batch_size}: {self.n_refused} "
+                f"{md_text(study.display_name(self.model))} in batches of {self.batch_size}: "
+                f"{self.n_refused} "
                 f"refused (each a POSSIBLE candidate), {self.n_failed} without a valid record "
                 f"after re-asks; {count(len(self.live.log), 'problem')} logged "
                 f"(`{review_round.RECALL_PROBLEMS_FILE}`).")
@@ -153,8 +156,9 @@ class Round2Set(Shown):
     def _repr_html_(self) -> str:
         t = self.table
         return Tables([
-            Table(pd.crosstab(t.kind, t.recovery_tier), caption="Items by kind and recall tier"),
-            Table(pd.crosstab(t.recovery_bucket, t.recovery_tier),
+            Table(pd.crosstab(t.kind, t.recovery_tier), caption="Items by kind and recall tier",
+                  value_kind="count"),
+            Table(pd.crosstab(t.recovery_bucket, t.recovery_tier), value_kind="count",
                   caption="Items by miss bucket and recall tier"),
         ], note=f"Round-2 set: {len(t):,} conversations.")._repr_html_()
 

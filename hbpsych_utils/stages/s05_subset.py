@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
-from matplotlib.figure import Figure
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, ratings, review_round, subset, tally
@@ -27,7 +26,8 @@ from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import SubsetMetrics
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -77,10 +77,11 @@ class Subsets(Shown):
     records: dict[str, dict[str, Any]]
 
     def _repr_html_(self) -> str:
-        table = pd.DataFrame({k: {"n": r["n"], "prompt_id_sha256": r["prompt_id_sha256"]}
-                              for k, r in self.records.items()}).T
+        table = pd.DataFrame([{"subset": k, "n": r["n"],
+                               "prompt_id_sha256": r["prompt_id_sha256"]}
+                              for k, r in self.records.items()]).set_index("subset")
         return Table(table, caption="The subsets, with their content hashes "
-                     "(sha256 of the sorted ids)").html()
+                     "(sha256 of the sorted ids; the whole hash on hover)").html()
 
 
 def assemble(run: StageRun[SubsetParams], votes: Votes) -> Subsets:
@@ -110,8 +111,7 @@ class Categories(Shown):
 
     def _repr_html_(self) -> str:
         table = pd.Series(self.counts, name="conversations").rename_axis("category").to_frame()
-        return Table(table, caption="v1 conversations by modal reviewer category",
-                     categories=True).html()
+        return Table(table, caption="v1 conversations by modal reviewer category").html()
 
 
 def categories(votes: Votes, subsets: Subsets) -> Categories:
@@ -121,11 +121,23 @@ def categories(votes: Votes, subsets: Subsets) -> Categories:
     return Categories(by_conversation, subset.category_counts(by_conversation))
 
 
-def category_figure(run: StageRun[SubsetParams], categories: Categories) -> Figure:
+def subset_title(name: str, key: str) -> str:
+    """A subset as readers name it: the study's title for its own subsets
+    (``study.SUBSET_TITLES``), else the profile's name and the key ("toy-derm v1")."""
+    if name == study.SUBSET_NAME:
+        return study.SUBSET_TITLES[key]
+    return f"{name} {key}"
+
+
+def category_figure(run: StageRun[SubsetParams], categories: Categories) -> figures.Captioned:
     """The categories of v1 as bars, largest first, "no category majority" greyed at the end."""
-    return figures.category_distribution(
-        categories.counts, title=f"{run.params.name}-v1: modal reviewer category",
-        cache=run.figure_cache)
+    title = subset_title(run.params.name, "v1")
+    fig = figures.category_distribution(
+        categories.counts, title=f"{title}: modal reviewer category", cache=run.figure_cache)
+    total = sum(categories.counts.values())
+    return figures.Captioned(fig, f"{title} by modal reviewer category", (
+        f"The {total:,} conversations of {title} by the category most of the reviewers who "
+        "included them chose, largest first; those without a category majority in grey."))
 
 
 @dataclass(frozen=True, repr=False)
@@ -135,9 +147,10 @@ class Comparison(Shown):
     by_subset: dict[str, subset.ReleaseComparison]
 
     def _repr_html_(self) -> str:
-        table = pd.DataFrame({k: {"n derived": c.n_derived, "n released": c.n_released,
-                                  "ids match": c.ids_match, "hash match": c.hash_match}
-                              for k, c in self.by_subset.items()}).T
+        table = pd.DataFrame([{"subset": k, "n_derived": c.n_derived,
+                               "n_released": c.n_released, "ids_match": c.ids_match,
+                               "hash_match": c.hash_match}
+                              for k, c in self.by_subset.items()]).set_index("subset")
         return Table(table, caption="Derived subsets against the released files").html()
 
 
@@ -170,13 +183,13 @@ def metrics(subsets: Subsets, categories: Categories,
 
 
 def write(run: StageRun[SubsetParams], m: SubsetMetrics, subsets: Subsets,
-          categories: Categories, figure: Figure) -> Written:
+          categories: Categories, figure: figures.Captioned) -> Written:
     """Each subset as ``<name>.json`` with the index later stages read, the categories, the
     figure and ``metrics.json``."""
     index = subset.write_all(run.stage, subsets.records)
     written = base.write(run, m,
                          tables={graph.CATEGORIES_V1: categories.by_conversation.to_frame()},
-                         figures={FIGURE: figure})
+                         figures={FIGURE: figure.figure})
     return replace(written, files=[*index.values(), graph.SUBSET_INDEX, *written.files])
 
 

@@ -33,7 +33,7 @@ from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subsets
 from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import GenerationParams, GradingParams
-from hbpsych_utils.core.escape import md_code, md_text
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count, were
 from hbpsych_utils.evaluation import cost_plan as plans
 from hbpsych_utils.evaluation import generation, grading, refusals, runlog
@@ -44,7 +44,8 @@ from hbpsych_utils.pipeline.metrics import (
     GenerationMetrics,
     GenerationPaperMetrics,
 )
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, model_names, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -76,8 +77,9 @@ class Conversations(Shown):
     """The run's whole corpus (simulator faults may name any of its conversations)."""
 
     def _repr_markdown_(self) -> str:
-        names = ", ".join(md_code(c) for c in self.candidates) or "none"
-        return (f"{count(len(self.selected), 'conversation')} of subset **{self.subset}** "
+        names = md_text(model_names(self.candidates)) if self.candidates else "none"
+        return (f"{count(len(self.selected), 'conversation')} of "
+                f"**{md_text(study.SUBSET_TITLES.get(self.subset, self.subset))}** "
                 f"({self.n_in_subset} in the subset, {len(self.corpus)} in this run's corpus), "
                 f"each sent to {count(len(self.candidates), 'candidate')}: {names}.")
 
@@ -148,15 +150,16 @@ def cost_plan(run: StageRun[GenerationParams],
         candidates = tuple(params.candidates or study.CANDIDATES)
         design = plans.study_design(params.subset, candidates=candidates, judges=tuple(judges),
                                     fetch=run.stage.fetch, held=held)
-        what = (f"the study's design: {len(candidates)} candidates on subset {params.subset}, "
-                "scaled from the conversations the corpus holds")
+        what = (f"the study's design: {len(candidates)} candidates on "
+                f"{study.SUBSET_TITLES.get(params.subset, params.subset)}, scaled from the "
+                "conversations the corpus holds")
     llm = run.llm
     routings = [plans.AS_STUDY_RAN, plans.configured(llm.mode, llm.prompt_caching),
                 plans.OPTIMISED]
     frame = plans.compare(design, profile_registry(llm.registry_file), routings)
-    return Table(frame, caption=f"Planned cost (USD) of {what}, graded by "
-                 f"{count(len(judges), 'judge')}: as the study ran it, as configured, "
-                 "optimised", precision=4, index=False)
+    return Table(frame, caption=f"Planned cost of {what}, graded by the "
+                 f"{panel_phrase(judges)}: as the study ran it, as configured, optimised",
+                 index=False, lead=["model"])
 
 
 # --- what was sent and what came back --------------------------------------------------------
@@ -190,8 +193,8 @@ class Responses(Shown):
     def _repr_html_(self) -> str:
         return Tables([
             Table(self.plan, caption="Cost plan (estimated before any call was sent; stored "
-                  "answers are not counted)", precision=4),
-            Table(self.summary, caption="Responses per candidate", precision=4),
+                  "answers are not counted)"),
+            Table(self.summary, caption="Responses per candidate"),
         ])._repr_html_()
 
 
@@ -206,7 +209,7 @@ class ReleasedGeneration(Shown):
 
     def _repr_html_(self) -> str:
         tables = [Table(self.spend_by_candidate.to_frame(),
-                        caption="Generation spend per candidate (USD)", precision=2)]
+                        caption="Generation spend per candidate")]
         if len(self.anomalies):
             tables.append(Table(self.anomalies, caption="Anomalies logged while generating"))
             return Tables(tables)._repr_html_()
@@ -308,7 +311,8 @@ def findings(m: GenerationMetrics, spend_by_candidate: pd.Series | None = None) 
     """
     if isinstance(m, GenerationLiveMetrics):
         out = [f"{m.n_responses} responses from {count(len(m.candidates), 'candidate')} on "
-               f"{m.n_conversations} {m.subset} conversations: {m.n_ok} answered."]
+               f"{m.n_conversations} {study.SUBSET_TITLES.get(m.subset, m.subset)} "
+               f"conversations: {m.n_ok} answered."]
         out.append(f"{count(m.n_refused, 'explicit refusal')} {were(m.n_refused)} kept as the "
                    "model's answer and "
                    "are graded as returned." if m.n_refused else "No candidate refused.")
@@ -334,7 +338,8 @@ def findings(m: GenerationMetrics, spend_by_candidate: pd.Series | None = None) 
         return Findings(out)
     out = [f"Generation was charged to {m.n_candidates_charged} models for a total of "
            f"**${m.spend_generate_usd:,.2f}**"
-           + (f"; the most expensive was {md_text(spend_by_candidate.index[0])} "
+           + (f"; the most expensive was "
+              f"{md_text(study.display_name(str(spend_by_candidate.index[0])))} "
               f"(${spend_by_candidate.iloc[0]:,.2f})."
               if spend_by_candidate is not None and len(spend_by_candidate) else ".")]
     logged = ", ".join(f"{n} × {md_text(k)}" for k, n in m.anomalies.items())

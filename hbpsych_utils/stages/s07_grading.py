@@ -42,7 +42,8 @@ from hbpsych_utils.pipeline.metrics import (
     JudgeCensus,
     JudgeSpend,
 )
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, facts, panel_name, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -93,15 +94,12 @@ class PanelVerdicts(Shown):
 
     def _repr_html_(self) -> str:
         c = self.graded.counts()
-        rows = {"criterion verdicts asked for": c["n_criteria_graded"],
-                "recovered from malformed JSON by pattern": c["n_recovered"],
-                "re-asked": c["n_reasked"],
-                "excluded (still missing after the re-asks)": c["n_excluded"],
-                "replies not graded (generation failed)": c["n_replies_not_graded"]}
-        rows |= {f"engine calls, attempt {k}": n for k, n in c["calls_by_attempt"].items()}
-        frame = pd.Series(rows, name="n").rename_axis("").to_frame()
-        return Table(frame, caption=f"The panel's verdicts ({count(len(self.judges), 'judge')}: "
-                     f"{', '.join(study.display_name(j) for j in self.judges)})").html()
+        rows = {"n_criteria_graded": c["n_criteria_graded"], "n_recovered": c["n_recovered"],
+                "n_reasked": c["n_reasked"], "n_excluded_verdicts": c["n_excluded"],
+                "n_replies_not_graded": c["n_replies_not_graded"]}
+        attempts = {f"Engine calls, attempt {k}": n for k, n in c["calls_by_attempt"].items()}
+        return facts(rows | attempts, caption=f"The verdicts of the {panel_phrase(self.judges)}",
+                     kinds=dict.fromkeys(attempts, "count")).html()
 
 
 @dataclass(frozen=True, repr=False)
@@ -208,7 +206,8 @@ class Scores(Shown):
         counts = (scored.groupby(["candidate", "judge"]).size().unstack(fill_value=0)
                   .reindex(sorted(set(self.frame.candidate)), fill_value=0))
         unscored = int(self.frame.score.isna().sum())
-        return Table(counts, caption=f"Conversations scored per candidate and judge "
+        return Table(counts, value_kind="count", caption=f"Conversations scored per candidate "
+                     "and judge "
                      f"({len(scored):,} scores; {unscored} left unscored because a verdict "
                      "was missing)").html()
 
@@ -228,14 +227,13 @@ def spend(verdicts: PanelVerdicts | ReleasedGrading) -> Table | Note:
     store cost nothing), with the prompt tokens the providers served from and wrote to their
     prompt caches. Paper: the released ledger's grading charges."""
     if isinstance(verdicts, ReleasedGrading):
-        return Table(verdicts.spend_by_judge.to_frame(),
-                     caption="Grading spend per judge (USD)", precision=2)
+        return Table(verdicts.spend_by_judge.to_frame(), caption="Grading spend per judge")
     if not verdicts.graded.spend:
         return Note("This grading sent no call to a provider, so it paid nothing.")
     frame = pd.DataFrame.from_dict(dict(sorted(verdicts.graded.spend.items())),
                                    orient="index").rename_axis("judge")
-    return Table(frame, caption="What this grading paid per judge (USD) and its prompt tokens "
-                 "(read from / written to the providers' prompt caches)", precision=6)
+    return Table(frame, caption="What this grading paid per judge and its prompt tokens "
+                 "(read from / written to the providers' prompt caches)")
 
 
 # --- metrics, outputs, findings --------------------------------------------------------------
@@ -345,7 +343,8 @@ def findings(m: GradingMetrics, max_reasks: int | None = None) -> Findings:
     never obtained.
     """
     if isinstance(m, GradingLiveMetrics):
-        out = [f"{m.n_criteria_graded:,} criterion verdicts from {count(len(m.judges), 'judge')}."]
+        out = [f"{m.n_criteria_graded:,} criterion verdicts from the "
+               f"{md_text(panel_phrase(m.judges))}."]
         out.append(f"{count(m.n_recovered, 'verdict')} {were(m.n_recovered)} recovered from "
                    "malformed JSON by "
                    "pattern extraction." if m.n_recovered
@@ -374,7 +373,8 @@ def findings(m: GradingMetrics, max_reasks: int | None = None) -> Findings:
         return Findings(out)
     per_judge = ", ".join(f"{md_text(study.display_name(j))}: ${v:,.2f}"
                           for j, v in m.spend_by_judge.items())
-    out = [f"Grading cost **${m.spend_grade_usd:,.2f}** across the panel ({per_judge})."]
+    out = [f"Grading cost **${m.spend_grade_usd:,.2f}** across the study's "
+           f"{panel_name(list(m.spend_by_judge))} ({per_judge})."]
     logged = ", ".join(f"{n} × {md_text(k)}" for k, n in m.anomalies.items())
     out.append(f"The grading log records {logged}." if logged
                else "The grading log records no anomalies.")

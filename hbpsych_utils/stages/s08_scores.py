@@ -25,7 +25,8 @@ from hbpsych_utils.evaluation.score_sources import EvaluationSource, evaluation_
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import PairedDifferenceRow, ScoresMetrics
 from hbpsych_utils.reporting import tables
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -53,12 +54,11 @@ class Sources(Shown):
     def _repr_markdown_(self) -> str:
         lines = []
         for key, source in self.by_subset.items():
-            judges = len(source.judges)
-            what = (f"this run's graded conversations ({len(source.per_judge)} candidates × "
-                    f"{judges} judge{'s' if judges != 1 else ''}; per-conversation scores, so "
-                    "intervals)" if source.intervals else
-                    f"the released matrix ({len(source.per_judge)} candidates × {judges} "
-                    "judges; one clipped mean per candidate and judge, so point estimates)")
+            panel = md_text(panel_phrase(source.judges))
+            what = (f"this run's graded conversations ({len(source.per_judge)} candidates, "
+                    f"the {panel}; per-conversation scores, so intervals)" if source.intervals
+                    else f"the released matrix ({len(source.per_judge)} candidates, the "
+                    f"{panel}; one clipped mean per candidate and judge, so point estimates)")
             lines.append(f"- **{study.SUBSET_TITLES[key]}**: {what}.")
         lines += [f"- **{study.SUBSET_TITLES[key]}**: no graded conversation in this run, "
                   "so it is left out." for key in self.skipped]
@@ -94,7 +94,7 @@ class Table1(Shown):
     readers: list[tables.ReaderTable]
 
     def _repr_html_(self) -> str:
-        return "".join(t._repr_html_() for t in self.readers)
+        return Tables([t.table() for t in self.readers])._repr_html_()
 
     def __repr__(self) -> str:
         return "\n\n".join(t.markdown() for t in self.readers)
@@ -106,13 +106,14 @@ def table1(run: StageRun[ScoresParams], sources: Sources) -> Table1:
     per-conversation scores (``EvaluationSource.table1``); shown as the paper lays it out
     (``tables.paper_table1``, ``tables.per_judge_table``)."""
     n = run.params.n_resamples
-    computed = {key: source.table1(n_resamples=n, seed=run.seed)
+    computed = {key: source.table1(n_resamples=n, seed=run.seed, level=run.ci_level)
                 for key, source in sources.by_subset.items()}
     shown = {key: tables.table1(t, judges=sources.by_subset[key].judges,
                                 n=sources.by_subset[key].n) for key, t in computed.items()}
     resamples = n if sources.intervals else None
     primary = sources.by_subset[sources.primary]
-    readers = [tables.paper_table1(shown, n_resamples=resamples),
+    readers = [tables.paper_table1(shown, judges=primary.judges, n_resamples=resamples,
+                                   level=run.ci_level),
                tables.per_judge_table(shown[sources.primary], subset=sources.primary,
                                       judges=primary.judges)]
     return Table1(computed, intervals=sources.intervals, n_resamples=resamples,
@@ -130,10 +131,10 @@ def paired_differences(run: StageRun[ScoresParams], sources: Sources,
     panel = source.panel_long.pivot(index="prompt_id", columns="candidate", values="score")
     top = scoring.top_k(table.tables[sources.primary], run.params.top_k)
     pairs = scoring.pairwise_differences(panel, top, n_resamples=run.params.n_resamples,
-                                         seed=run.seed)
+                                         seed=run.seed, level=run.ci_level)
     return Table(pairs, caption=f"Paired differences among the top {len(top)} on "
-                 f"{study.SUBSET_TITLES[sources.primary]} (Holm-adjusted p)", precision=4,
-                 index=False)
+                 f"{study.SUBSET_TITLES[sources.primary]} (Holm-adjusted p)", index=False,
+                 level=run.ci_level)
 
 
 def metrics(run: StageRun[ScoresParams], sources: Sources, table: Table1,
@@ -146,7 +147,7 @@ def metrics(run: StageRun[ScoresParams], sources: Sources, table: Table1,
     extra: dict[str, Any] = {}
     if isinstance(pairs, Table):
         extra = {
-            "n_resamples": run.params.n_resamples,
+            "n_resamples": run.params.n_resamples, "ci_level": run.ci_level,
             "bootstrap_std": {c: float(v)
                               for c, v in table.tables[primary]["bootstrap_std"].items()},
             "paired_differences": [PairedDifferenceRow(**row)
@@ -196,7 +197,8 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
             out.append(f"{name[best]} has no interval ({scoring.ONE_CONVERSATION}); {n_sig} of "
                        f"{len(pairs)} top-{k} pairs differ after Holm–Bonferroni.")
         else:
-            out.append(f"The 95% interval of {name[best]} is [{m.ci_low[best]:.3f}, "
+            level = level_text(m.ci_level if m.ci_level is not None else study.CI_LEVEL)
+            out.append(f"The {level} interval of {name[best]} is [{m.ci_low[best]:.3f}, "
                        f"{m.ci_high[best]:.3f}] over {m.n_panel[best]} conversations; {n_sig} "
                        f"of {len(pairs)} top-{k} pairs differ after Holm–Bonferroni (adjusted "
                        f"p < {alpha:g}).")

@@ -29,7 +29,8 @@ from hbpsych_utils.evaluation.score_sources import EvaluationSource
 from hbpsych_utils.evaluation.score_sources import evaluation_source as subset_source
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import IntervalRow, JudgesMetrics
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -68,13 +69,12 @@ class Source(Shown):
         if self.source is None:
             return (f"This run graded no conversation of **{title}**, so there is nothing to "
                     "compare the judges on.")
-        n, k = len(self.source.per_judge), len(self.source.judges)
-        judges = ", ".join(md_text(study.display_name(j)) for j in self.source.judges)
+        n = len(self.source.per_judge)
         where = ("this run's graded conversations (per-conversation scores, so intervals)"
                  if self.source.intervals else "the released matrix (one clipped mean per "
                  "candidate and judge, so point values)")
-        return (f"**{title}**: {n} candidates × {k} judge{'s' if k != 1 else ''} ({judges}), "
-                f"from {where}.")
+        return (f"**{title}**: {n} candidates graded by the "
+                f"{md_text(panel_phrase(self.source.judges))}, from {where}.")
 
 
 def evaluation_source(run: StageRun[JudgesParams]) -> Source:
@@ -102,14 +102,13 @@ class RankAgreement(Shown):
         if self.n_judges < 2:
             return "<p>With a single judge there is no rank agreement to measure.</p>"
         frame = pd.DataFrame(
-            [(*pair.split("|"), "—" if tau is None else tau)
-             for pair, tau in self.taus.items()],
-            columns=["judge A", "judge B", "Kendall tau"])
-        why = "".join(f"<p>— ({html_text(' and '.join(_names(pair)))}): undefined, "
-                      f"{html_text(reason)}.</p>" for pair, reason in self.undefined.items())
+            [(*pair.split("|"), tau) for pair, tau in self.taus.items()],
+            columns=["judge_a", "judge_b", "kendall_tau"])
+        why = [f"— ({' and '.join(_names(pair))}): undefined, {reason}."
+               for pair, reason in self.undefined.items()]
         return Table(frame, caption=f"Kendall's tau between the judges' rankings of "
                      f"{self.n_candidates} candidates on {_title(self.subset)}",
-                     index=False).html() + why
+                     index=False, notes=why).html()
 
 
 def _names(pair: str) -> list[str]:
@@ -140,7 +139,7 @@ class Severity(Shown):
         caption = f"Severity against the grand mean {self.grand_mean:.3f}"
         if len(self.severity) == 1:
             caption += " (a single judge: 0 by definition)"
-        return Table(frame, caption=caption, formats={"severity": "{:+.4f}"}).html()
+        return Table(frame, caption=caption).html()
 
 
 def severity(source: Source) -> Severity | Note:
@@ -165,10 +164,10 @@ class SelfPreference(Shown):
     def _repr_html_(self) -> str:
         if not self.raw:
             return f"<p>{html_text(self.reason)}</p>"
-        frame = pd.DataFrame({"raw": self.raw, "severity-corrected": self.corrected}
-                             ).rename_axis("judge")
-        return Table(frame, caption="Self-preference (own-model score − other judges' mean)",
-                     formats={"raw": "{:+.4f}", "severity-corrected": "{:+.4f}"}).html()
+        frame = pd.DataFrame({"self_preference_raw": self.raw,
+                              "self_preference_corrected": self.corrected}).rename_axis("judge")
+        return Table(frame, caption="Self-preference (own-model score − other judges' "
+                     "mean)").html()
 
 
 def self_preference(source: Source) -> SelfPreference:
@@ -196,9 +195,10 @@ def intervals(run: StageRun[JudgesParams], source: Source) -> Table | Note:
                            "no intervals.")
     table = judge_stats.bootstrap_judge_stats(
         source.source.scores, judges=source.judges, own=source.own,
-        n_resamples=run.params.n_resamples, seed=run.seed)
-    return Table(table, caption=f"Bootstrap intervals on {_title(source.subset)} (95%, "
-                 f"{run.params.n_resamples:,} resamples)", precision=4, index=False)
+        n_resamples=run.params.n_resamples, seed=run.seed, level=run.ci_level)
+    return Table(table, caption=f"Bootstrap intervals on {_title(source.subset)} "
+                 f"({level_text(run.ci_level)}, {run.params.n_resamples:,} resamples)",
+                 index=False, level=run.ci_level)
 
 
 def metrics(run: StageRun[JudgesParams], source: Source, agreement: RankAgreement | Note,
@@ -212,6 +212,7 @@ def metrics(run: StageRun[JudgesParams], source: Source, agreement: RankAgreemen
     if isinstance(bootstrap, Table):
         extra["intervals"] = [IntervalRow(**row)
                               for row in bootstrap.frame.to_dict(orient="records")]
+        extra["ci_level"] = run.ci_level
     return JudgesMetrics(
         mode=run.mode or graph.PAPER, subset=source.subset,
         kendall_tau=agreement.taus if isinstance(agreement, RankAgreement) else {},

@@ -24,7 +24,8 @@ from hbpsych_utils.evaluation import generation, refusals
 from hbpsych_utils.evaluation.score_sources import evaluation_source
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import RefusalsMetrics, SensitivityRow
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -60,8 +61,7 @@ class Census(Shown):
         if self.table.empty:
             return (f"<p>No model refused a conversation of {html_text(title)} "
                     f"({html_text(self.source)}).</p>")
-        return Table(self.table, categories=True,
-                     caption=f"Refused conversations on {title} ({self.source})",
+        return Table(self.table, caption=f"Refused conversations on {title} ({self.source})",
                      index=False).html()
 
 
@@ -106,7 +106,7 @@ def sensitivity(run: StageRun[RefusalsParams], found: Census) -> Table | Note:
                            "analysis.")
     table = refusals.sensitivity(source.panel_long, found.by_model)
     return Table(table, caption="Panel score with and without the refused conversations "
-                 "(delta: without minus with)", precision=4)
+                 "(the difference: without minus with)")
 
 
 def metrics(run: StageRun[RefusalsParams], found: Census,

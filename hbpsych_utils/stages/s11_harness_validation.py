@@ -39,7 +39,8 @@ from hbpsych_utils.pipeline.metrics import (
     ReleasedBreakdown,
     ReleasedLength,
 )
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, facts, level_text
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -113,7 +114,7 @@ class LiveRerun(Shown):
         note = (f"{count(n, 'Hard conversation')} of this run's corpus, "
                 f"{_settings_text(self.settings)}; {unscored} left unscored.")
         return Tables([Table(self.plan, caption="Cost plan of the generation (estimated "
-                             "before any call was sent)", precision=4)], note=note)._repr_html_()
+                             "before any call was sent)")], note=note)._repr_html_()
 
 
 def live_rerun(run: StageRun[HarnessValidationParams],
@@ -161,11 +162,9 @@ class Summary(Shown):
     def _repr_html_(self) -> str:
         r = self.result
         which = "This live run" if self.mode == graph.LIVE else "The released GPT-4.1 run"
-        frame = pd.Series({"conversations": f"{r.n_lines:,}", "scored": f"{r.n_scored:,}",
-                           "clipped mean": f"{r.clipped_mean:.4f}",
-                           "bootstrap std": f"{r.bootstrap_std:.4f}"},
-                          name="value").rename_axis("").to_frame()
-        return Table(frame, caption=f"{which}, summarised as simple-evals reports a run "
+        return facts({"n_lines": r.n_lines, "n_scored": r.n_scored,
+                      "clipped_mean": r.clipped_mean, "bootstrap_std": r.bootstrap_std},
+                     caption=f"{which}, summarised as simple-evals reports a run "
                      f"({_settings_text(self.settings).replace('`', '')})").html()
 
 
@@ -191,13 +190,11 @@ def published_difference(s: Summary) -> Table | Note:
     if r.published is None or r.delta is None:
         return unavailable("No published figure is set in this profile (`harness_validation."
                            "published`), so no difference is reported.")
-    row = {"published": r.published, "source": s.published_source or "source not given",
-           "clipped mean": r.clipped_mean, "difference": r.delta,
-           "bootstrap std": r.bootstrap_std,
-           "difference / bootstrap std": abs(r.delta) / r.bootstrap_std
-           if r.bootstrap_std else None}
-    return Table(pd.DataFrame([row]), caption="Against the published figure", precision=4,
-                 formats={"difference": "{:+.4f}"}, index=False)
+    return facts({"published": r.published, "source": s.published_source or "source not given",
+                  "clipped_mean": r.clipped_mean, "difference": r.delta,
+                  "bootstrap_std": r.bootstrap_std,
+                  "difference_in_std": abs(r.delta) / r.bootstrap_std
+                  if r.bootstrap_std else None}, caption="Against the published figure")
 
 
 @dataclass(frozen=True, repr=False)
@@ -212,13 +209,11 @@ class Comparison(Shown):
         if f.empty:
             return ("<p>None of the conversations scored live was scored by the released run, "
                     "so the two are not compared.</p>")
-        row = {"conversations": len(f), "mean live": f.score.mean(),
-               "mean released": f.released.mean(),
-               "mean difference (live − released)": (f.score - f.released).mean()}
-        return Table(pd.DataFrame([row]), caption=f"Live scores beside the released run's "
-                     f"(per conversation in {COMPARISON_FILE})", precision=4,
-                     formats={"mean difference (live − released)": "{:+.4f}"},
-                     index=False).html()
+        return facts({"conversations": len(f), "mean_live": f.score.mean(),
+                      "mean_released": f.released.mean(),
+                      "mean_difference": (f.score - f.released).mean()},
+                     caption=f"Live scores beside the released run's (per conversation in "
+                     f"{COMPARISON_FILE})").html()
 
 
 def released_comparison(released: ReleasedRun, rerun: LiveRerun | Note) -> Comparison | Note:
@@ -241,23 +236,26 @@ class Breakdown(Shown):
     n_with_rubric: int
     summary: pd.DataFrame
     """``breakdowns.summarise`` of the harness model's tag scores."""
+    level: float
+    """The level of its intervals."""
 
     def frame(self, prefix: str) -> pd.DataFrame:
         rows = self.summary[self.summary["tag"].str.startswith(prefix)]
         out = rows.set_index("tag")[["n", "clipped_mean", "ci_low", "ci_high", "bootstrap_std"]]
-        return out.rename(index=breakdowns.label).rename_axis("")
+        return out.rename_axis(prefix.rstrip(":"))
 
     def _repr_html_(self) -> str:
         which = (f"all {self.n_lines:,}" if self.n_with_rubric == self.n_lines else
                  f"{self.n_with_rubric:,} of the {self.n_lines:,}")
         note = (f"The released GPT-4.1 run's per-criterion grades on {which} HealthBench-Hard "
                 "conversations, those whose rubrics this run's corpus holds; each tag's clipped "
-                "mean over the conversations that have a score for it (n), with a 95% bootstrap "
-                "interval and the reference's bootstrap std.")
+                f"mean over the conversations that have a score for it (n), with a "
+                f"{level_text(self.level)} bootstrap interval and the reference's bootstrap "
+                "std.")
         return Tables([Table(self.frame(breakdowns.AXIS), caption="GPT-4.1 on HealthBench Hard "
-                             "by rubric axis", precision=4),
+                             "by rubric axis", level=self.level),
                        Table(self.frame(breakdowns.THEME), caption="GPT-4.1 on HealthBench Hard "
-                             "by theme", precision=4)], note=note)._repr_html_()
+                             "by theme", level=self.level)], note=note)._repr_html_()
 
 
 def released_breakdown(run: StageRun[HarnessValidationParams],
@@ -275,7 +273,8 @@ def released_breakdown(run: StageRun[HarnessValidationParams],
     tags = breakdowns.tag_scores(verdicts, by_id, keep=lambda t: t.startswith(
         (breakdowns.AXIS, breakdowns.THEME))).rename(columns={"judge": "scorer"})
     return Breakdown(len(released.lines), int(verdicts["prompt_id"].nunique()),
-                     breakdowns.summarise(tags, seed=run.seed))
+                     breakdowns.summarise(tags, seed=run.seed, level=run.ci_level),
+                     run.ci_level)
 
 
 @dataclass(frozen=True, repr=False)
@@ -287,16 +286,11 @@ class Lengths(Shown):
 
     def _repr_html_(self) -> str:
         s, c = self.summary.model_dump(), self.summary.chars.model_dump()
-        frame = pd.Series({
-            "replies scored": f"{s['n']:,}",
-            "reply length, mean (characters)": f"{c['mean']:,.0f}",
-            "reply length, min / quartiles / max": (f"{c['min']:,.0f} / {c['p25']:,.0f} / "
-                                                    f"{c['median']:,.0f} / {c['p75']:,.0f} / "
-                                                    f"{c['max']:,.0f}"),
-            "clipped mean (raw)": f"{s['clipped_mean']:.4f}",
-            "length-adjusted clipped mean": f"{s['adjusted_mean']:.4f}",
-        }, name="value").rename_axis("").to_frame()
-        return Table(frame, caption=(
+        return facts({
+            "replies_scored": s["n"], "chars_mean": c["mean"], "chars_min": c["min"],
+            "chars_p25": c["p25"], "chars_median": c["median"], "chars_p75": c["p75"],
+            "chars_max": c["max"], "raw_mean": s["clipped_mean"],
+            "length_adjusted_mean": s["adjusted_mean"]}, caption=(
             f"The released GPT-4.1 run's replies: lengths and the length-adjusted score "
             f"({length.VARIANT_NAMES[s['variant']]} penalty, {s['penalty']:g} per "
             f"{length.PER_CHARS} "
@@ -322,6 +316,7 @@ def metrics(s: Summary, comparison: Comparison | Note, breakdown: Breakdown | No
     extra: dict[str, Any] = (harness.comparison_metrics(comparison.frame)
                              if isinstance(comparison, Comparison) else {})
     if isinstance(breakdown, Breakdown):
+        extra["ci_level"] = breakdown.level
         extra["released_breakdown"] = ReleasedBreakdown(
             n_lines=breakdown.n_lines, n_with_rubric=breakdown.n_with_rubric,
             by_tag={str(row["tag"]): breakdowns.tag_score(row)

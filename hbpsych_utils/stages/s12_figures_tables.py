@@ -43,6 +43,7 @@ from hbpsych_utils.pipeline import metrics as stage_metrics
 from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
 from hbpsych_utils.reporting import catalogue, figures, figures_folder, tables
 from hbpsych_utils.reporting.display import Findings, Shown
+from hbpsych_utils.reporting.vocabulary import Tables, level_text, panel_name
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -95,6 +96,8 @@ class Table1(Shown):
     subsets: dict[str, SubsetTable]
     skipped: dict[str, str]
     n_resamples: int | None
+    level: float = study.CI_LEVEL
+    """The level of the intervals chapter 08 computed (its metrics' ``ci_level``)."""
 
     @property
     def primary(self) -> str | None:
@@ -112,13 +115,21 @@ class Table1(Shown):
     def intervals(self) -> bool:
         return self.primary is not None and self.subsets[self.primary].source.intervals
 
+    @property
+    def judges(self) -> list[str]:
+        """The panel 08 scored with (the study's when no subset has a Table 1)."""
+        if self.primary is None:
+            return list(study.JUDGE_PANEL)
+        return list(self.subsets[self.primary].source.judges)
+
     def reader_tables(self) -> list[tables.ReaderTable]:
         """Table 1 and Table I1 as readers see them (none when no subset has a Table 1)."""
         if self.primary is None:
             return []
         frames = {key: sub.table for key, sub in self.subsets.items()}
         primary = self.subsets[self.primary]
-        return [tables.paper_table1(frames, n_resamples=self.n_resamples),
+        return [tables.paper_table1(frames, judges=primary.source.judges,
+                                    n_resamples=self.n_resamples, level=self.level),
                 tables.per_judge_table(primary.table, subset=self.primary,
                                        judges=primary.source.judges)]
 
@@ -127,11 +138,11 @@ class Table1(Shown):
             return {}
         return tables.table1_texts({key: sub.table for key, sub in self.subsets.items()},
                                    judges=self.subsets[self.primary].source.judges,
-                                   n_resamples=self.n_resamples)
+                                   n_resamples=self.n_resamples, level=self.level)
 
     def _repr_html_(self) -> str:
         notes = "".join(f"<p>{escape.html_text(s)}</p>" for s in self.skipped.values())
-        return notes + "".join(t._repr_html_() for t in self.reader_tables())
+        return notes + Tables([t.table() for t in self.reader_tables()])._repr_html_()
 
     def __repr__(self) -> str:
         return "\n\n".join([*self.skipped.values(),
@@ -174,19 +185,21 @@ def table1(run: StageRun[FiguresTablesParams]) -> Table1:
                                                     n=source.n), source)
     n_resamples = (scores.n_resamples if any(s.source.intervals for s in found.values())
                    else None)
-    return Table1(found, skipped, n_resamples)
+    level = scores.ci_level if scores.ci_level is not None else study.CI_LEVEL
+    return Table1(found, skipped, n_resamples, level)
 
 
-def _ranking_caption(sub: SubsetTable, n_resamples: int | None) -> str:
+def _ranking_caption(sub: SubsetTable, n_resamples: int | None, level: float) -> str:
     title = study.SUBSET_TITLES[sub.key]
     if tables.has_intervals(sub.table):
-        how = (f"with 95% bootstrap intervals over conversations ({n_resamples:,} resamples)"
-               if n_resamples else "with 95% bootstrap intervals over conversations")
+        how = f"with {level_text(level)} bootstrap intervals over conversations" + (
+            f" ({n_resamples:,} resamples)" if n_resamples else "")
     else:
         how = ("as point estimates (the released matrices carry no per-conversation grades, "
                "so no interval)")
     later = ("in_study" in sub.table.columns and not bool(sub.table["in_study"].all()))
-    return (f"Each model's three-judge panel mean on {title}, best first, {how}; diamonds mark "
+    return (f"Each model's {panel_name(sub.source.judges)} mean on {title}, best first, "
+            f"{how}; diamonds mark "
             "the judges' own models" + ("; grey: models added after the study." if later
                                         else "."))
 
@@ -206,11 +219,12 @@ def ranking_and_heatmaps(run: StageRun[FiguresTablesParams], t1: Table1) -> figu
         title = study.SUBSET_TITLES[key]
         drawn[f"fig_ranking_{key}"] = (figures.panel_ranking(
             sub.table.set_index("candidate"), subset=title, judge_models=sub.source.judges,
-            cache=run.figure_cache), _ranking_caption(sub, t1.n_resamples))
+            level=t1.level, cache=run.figure_cache),
+            _ranking_caption(sub, t1.n_resamples, t1.level))
         drawn[f"fig_heatmap_{key}"] = (figures.judge_heatmap(
             sub.source.per_judge, subset=title, judges=sub.source.judges,
             cache=run.figure_cache), _heatmap_caption(sub))
-    labels = catalogue.label(list(drawn))
+    labels = catalogue.label(list(drawn), t1.judges)
     shown = {stem: figures.Captioned(drawn[stem][0], f"{labels[stem][0]}. {labels[stem][1]}",
                                      drawn[stem][1]) for stem in labels}
     return figures.Gallery(shown, notes=tuple(t1.skipped.values()))
@@ -241,10 +255,11 @@ def judge_figure(run: StageRun[FiguresTablesParams]) -> JudgeFigure:
             f"Chapter 09 had no graded conversation of {title}, so there is no judge "
             "figure.",)))
     stem = f"fig_judges_{judged.subset}"
-    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title,
+    level = judged.ci_level if judged.ci_level is not None else study.CI_LEVEL
+    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title, level=level,
                              cache=run.figure_cache)
     label, heading, _ = catalogue.label([stem])[stem]
-    how = ("with 95% bootstrap intervals" if judged.intervals else
+    how = (f"with {level_text(level)} bootstrap intervals" if judged.intervals else
            "as point estimates (no per-conversation grades, so no interval)")
     grand = f" {judged.grand_mean:.3f}" if judged.grand_mean is not None else ""
     caption = (f"Left: each judge's severity, its mean over the {judged.n_candidates} models "
@@ -270,7 +285,7 @@ def catalogue_of(category: figures.Captioned, t1: Table1, panels: figures.Galler
     files = {"table1": ["table1.md", "table1.tex",
                         *(f"{table1_stem(k)}.csv" for k in t1.subsets)],
              "table_i1": ["table_i1.md", "table_i1.tex"]}
-    labels = catalogue.label([*readers, *shown])
+    labels = catalogue.label([*readers, *shown], t1.judges)
     items = []
     for stem in labels:
         if stem in readers:
@@ -362,7 +377,7 @@ def judge_agreement(
 
 
 def findings(m: FiguresTablesMetrics, *, judges: JudgesMetrics, top: Sequence[str],
-             subset: str | None, intervals: bool) -> Findings:
+             subset: str | None, intervals: bool, level: float = study.CI_LEVEL) -> Findings:
     """The sentences of "What we found": the files written, the top of the primary subset's
     ranking (``subset``: the first with a Table 1, ``None`` when none has one), what the judges
     agree on (``judge_agreement``, from 09's metrics, naming the subset they were measured on)
@@ -379,7 +394,8 @@ def findings(m: FiguresTablesMetrics, *, judges: JudgesMetrics, top: Sequence[st
     else:
         out.append(f"On {study.SUBSET_TITLES[subset]} the panel puts "
                    f"{', '.join(md_text(study.display_name(c)) for c in top)} on top"
-                   + (" (with 95% intervals in the ranking figure)" if intervals
+                   + (f" (with {level_text(level)} intervals in the ranking figure)"
+                      if intervals
                       else " (point estimates)") + "; " + about + ".")
     if m.published_to_figures:
         out.append("Copies are in `figures/`.")

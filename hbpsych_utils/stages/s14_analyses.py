@@ -5,12 +5,13 @@ this run's verdicts and scores on ``subset``, every sampled reply's score, the r
 modal clinician categories and the reply lengths; paper: one sentence, since the released
 matrices carry no per-criterion grade), :func:`by_tag` (per candidate, for each judge and the
 panel, a score for every rubric axis, HealthBench theme and modal clinician category, with n and
-95% bootstrap intervals: ``evaluation.breakdowns``), :func:`heatmaps` (the panel's scores,
-candidates x axes and candidates x categories), :func:`lengths` (reply lengths and the
-length-adjusted score beside the raw one, with the figure of score against mean reply length:
-``evaluation.length``), :func:`reliability` (with several replies per conversation, worst-at-k
-for k = 1..K and the spread of the overall score across the K runs, with its figure:
-``evaluation.reliability``), :func:`metrics`, :func:`write` and :func:`findings`.
+bootstrap intervals at the profile's ``ci_level``: ``evaluation.breakdowns``),
+:func:`heatmaps` (the panel's scores, candidates x axes and candidates x categories),
+:func:`lengths` (reply lengths and the length-adjusted score beside the raw one, with the figure
+of score against mean reply length: ``evaluation.length``), :func:`reliability` (with several
+replies per conversation, worst-at-k for k = 1..K and the spread of the overall score across the
+K runs, with its figure: ``evaluation.reliability``), :func:`metrics`, :func:`write` and
+:func:`findings`.
 
 The tag breakdown and the lengths are of each conversation's first reply (the one 08 scores);
 worst-at-k and the run spread use every reply. Live writes ``by_tag.csv``, ``lengths.csv``,
@@ -44,7 +45,8 @@ from hbpsych_utils.pipeline.metrics import (
     RunSpread,
 )
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -60,7 +62,8 @@ PANEL = breakdowns.PANEL
 
 @dataclass(frozen=True)
 class FigureText:
-    """A figure's label, title (drawn on it) and caption (shown under it in the chapter)."""
+    """A figure's label, title (drawn on it) and caption (shown under it in the chapter;
+    ``{level}`` stands for the interval level)."""
 
     label: str
     title: str
@@ -73,8 +76,8 @@ FIGURES: dict[str, FigureText] = {
         "Each candidate (rows, best overall panel score first) on each HealthBench rubric axis "
         "(columns): the panel's clipped mean over the conversations in which the criteria "
         "carrying the axis have positive points, each scored on those criteria alone "
-        "(simple-evals' per-tag rule); first reply of each conversation. n, the 95% bootstrap "
-        "interval and each judge's score are in by_tag.csv."),
+        "(simple-evals' per-tag rule); first reply of each conversation. n, the {level} "
+        "bootstrap interval and each judge's score are in by_tag.csv."),
     "categories": FigureText(
         "Figure A2", "Panel score by modal clinician category",
         "Each candidate (rows, best overall panel score first) on the conversations of each "
@@ -91,7 +94,7 @@ FIGURES: dict[str, FigureText] = {
         "Figure A4", "Worst-at-k",
         "For each k, the panel's score of the worst of k replies: per conversation the mean, "
         "over every k-subset of its K replies, of the subset's lowest score, then the clipped "
-        "mean over conversations (HealthBench's reliability analysis); bands are 95% "
+        "mean over conversations (HealthBench's reliability analysis); bands are {level} "
         "bootstrap intervals over conversations. k = 1 is the mean of all replies."),
 }
 """Every figure of the chapter, by key: its label (the compendium's own, A for analyses: none
@@ -107,11 +110,14 @@ def subset_of(stem: str) -> str:
     return stem.rsplit("_", 1)[-1]
 
 
-def captioned(key: str, subset: str, fig: Figure | figures.CachedFigure) -> figures.Captioned:
-    """A figure of the chapter with its label, title (on the subset) and caption."""
+def captioned(key: str, subset: str, fig: Figure | figures.CachedFigure,
+              level: float = study.CI_LEVEL) -> figures.Captioned:
+    """A figure of the chapter with its label, title (on the subset) and caption (its interval
+    level, ``level``)."""
     text = FIGURES[key]
     title = study.SUBSET_TITLES.get(subset, subset)
-    return figures.Captioned(fig, f"{text.label}. {text.title}: {title}", text.caption)
+    return figures.Captioned(fig, f"{text.label}. {text.title}: {title}",
+                             text.caption.replace("{level}", level_text(level)))
 
 
 @dataclass(frozen=True, repr=False)
@@ -175,7 +181,8 @@ class Graded(Shown):
                    if self.samples == 1 else f"{self.samples} replies each")
         title = study.SUBSET_TITLES.get(self.subset, self.subset)
         return (f"{count(n_conv, 'conversation')} of **{title}** graded in this run: "
-                f"{count(n_cand, 'candidate')}, {replies}, {count(len(self.judges), 'judge')}; "
+                f"{count(n_cand, 'candidate')}, {replies}, the "
+                f"{md_text(panel_phrase(self.judges))}; "
                 f"{with_cat:,} of the conversations have a modal clinician category.")
 
 
@@ -226,6 +233,8 @@ class Breakdown(Shown):
     panel_mean: dict[str, float]
     subset: str
     judges: list[str]
+    level: float = study.CI_LEVEL
+    """The level of the tag scores' intervals."""
 
     def order(self) -> list[str]:
         return scoring.ranking(pd.Series(self.panel_mean))
@@ -238,39 +247,45 @@ class Breakdown(Shown):
         """Per tag: the fewest and most conversations any candidate's panel score rests on."""
         panel_rows = self.summary[self.summary["scorer"] == PANEL]
         g = panel_rows.groupby("tag")["n"]
-        return pd.DataFrame({"n (fewest)": g.min(), "n (most)": g.max()}).rename(
-            index=lambda t: f"{t.split(':', 1)[0]}: {breakdowns.label(t)}").rename_axis("")
+        slices = {"axis": "Rubric axis", "theme": "HealthBench theme",
+                  "category": "Modal clinician category"}
+        return pd.DataFrame({"slice": [slices.get(t.split(":", 1)[0], t.split(":", 1)[0])
+                                       for t in g.min().index],
+                             "n_fewest": g.min(), "n_most": g.max()})
 
     def _repr_html_(self) -> str:
         title = study.SUBSET_TITLES.get(self.subset, self.subset)
         tables = [Table(self.wide(PANEL, prefix), caption=f"Panel score by {what}: {title} "
-                        "(clipped mean; rows best overall first)", precision=3)
+                        "(clipped mean; rows best overall first)", value_kind="score")
                   for prefix, what in ((breakdowns.AXIS, "rubric axis"),
                                        (breakdowns.THEME, "HealthBench theme"),
                                        (breakdowns.CATEGORY, "modal clinician category"))]
-        by_judge = pd.concat({study.display_name(j): self.wide(j, breakdowns.AXIS)
-                              for j in self.judges}, names=["judge", "candidate"])
+        by_judge = pd.concat({j: self.wide(j, breakdowns.AXIS) for j in self.judges},
+                             names=["judge", "candidate"])
         tables.append(Table(by_judge, caption=f"Each judge's score by rubric axis: {title}",
-                            precision=3))
-        tables.append(Table(self.n_by_tag(), caption="Conversations behind each tag's score"))
+                            value_kind="score"))
+        tables.append(Table(self.n_by_tag(), caption="Conversations behind each tag's score",
+                            kinds={"slice": "name"}))
         note = ("Simple-evals' per-tag rule: a theme or category takes the conversation's score; "
                 "an axis scores its own criteria over their positive points, where they have "
-                f"any. Every number with its n and 95% interval is in {BY_TAG_FILE}.")
+                f"any. Every number with its n and {level_text(self.level)} interval is in "
+                f"{BY_TAG_FILE}.")
         return Tables(tables, note=note)._repr_html_()
 
 
 def by_tag(run: StageRun[AnalysesParams], source: Graded | Note) -> Breakdown | Note:
     """Per candidate, for each judge and for the panel: a score for every rubric axis, every
     HealthBench theme and every modal clinician category, from the first reply's verdicts
-    (``breakdowns.tag_scores``, ``with_panel``), with n and seeded 95% bootstrap intervals
-    (``breakdowns.summarise``)."""
+    (``breakdowns.tag_scores``, ``with_panel``), with n and seeded bootstrap intervals at
+    ``ci_level`` (``breakdowns.summarise``)."""
     if not isinstance(source, Graded):
         return source
     tags = breakdowns.tag_scores(source.verdicts, source.conversations,
                                  extra_tags=breakdowns.category_tags(source.categories))
     summary = breakdowns.summarise(breakdowns.with_panel(tags, source.judges),
-                                   n_resamples=run.params.n_resamples, seed=run.seed)
-    return Breakdown(summary, source.panel_mean, source.subset, source.judges)
+                                   n_resamples=run.params.n_resamples, seed=run.seed,
+                                   level=run.ci_level)
+    return Breakdown(summary, source.panel_mean, source.subset, source.judges, run.ci_level)
 
 
 def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> Figures | Note:
@@ -289,7 +304,7 @@ def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> Figures |
             continue
         out[figure_stem(key, tags.subset)] = captioned(key, tags.subset, figures.score_heatmap(
             table, title=f"{FIGURES[key].title}: {title}",
-            note="clipped mean; rows best overall first", cache=run.figure_cache))
+            note="clipped mean; rows best overall first", cache=run.figure_cache), tags.level)
     return Figures(out, notes)
 
 
@@ -304,6 +319,7 @@ class Lengths(Shown):
     variant: str
     figure: Figure | figures.CachedFigure
     stem: str
+    level: float = study.CI_LEVEL
 
     def panel(self) -> pd.DataFrame:
         rows = self.table[self.table["scorer"] == PANEL].set_index("candidate")
@@ -316,10 +332,9 @@ class Lengths(Shown):
             f"({length.VARIANT_NAMES[self.variant]} penalty {per_500:g} per "
             f"{length.PER_CHARS} characters from "
             f"{length.CENTER:,}, before the clip) beside the raw one; every judge's in "
-            f"{LENGTHS_FILE}"), precision=4, formats={"adjustment": "{:+.4f}",
-                                                      "mean_chars": "{:,.0f}",
-                                                      "median_chars": "{:,.0f}"})
-        shown = Figures({self.stem: captioned("length", subset_of(self.stem), self.figure)})
+            f"{LENGTHS_FILE}"), level=self.level)
+        shown = Figures({self.stem: captioned("length", subset_of(self.stem), self.figure,
+                                              self.level)})
         return table.html() + "\n" + shown._repr_html_()
 
 
@@ -333,14 +348,15 @@ def lengths(run: StageRun[AnalysesParams], source: Graded | Note) -> Lengths | N
     variant = run.params.length_penalty
     long = breakdowns.with_panel(source.first_scores, source.judges)
     table = length.length_table(long, source.lengths, length.penalty(variant),
-                                n_resamples=run.params.n_resamples, seed=run.seed)
+                                n_resamples=run.params.n_resamples, seed=run.seed,
+                                level=run.ci_level)
     panel_rows = table[table["scorer"] == PANEL].set_index("candidate")
     title = study.SUBSET_TITLES.get(source.subset, source.subset)
     fig = figures.length_scatter(panel_rows, title=f"{FIGURES['length'].title}: {title}",
                                  note=f"{length.VARIANT_NAMES[variant]} penalty, "
                                       f"{length.penalty(variant):g} per 500 characters",
                                  center=length.CENTER, cache=run.figure_cache)
-    return Lengths(table, variant, fig, figure_stem("length", source.subset))
+    return Lengths(table, variant, fig, figure_stem("length", source.subset), run.ci_level)
 
 
 # --- how reliable: worst-at-k and the spread across runs ---------------------------------------
@@ -356,23 +372,24 @@ class Reliability(Shown):
     figure: Figure | figures.CachedFigure
     stem: str
     notes: list[str] = field(default_factory=list)
+    level: float = study.CI_LEVEL
 
     def _repr_html_(self) -> str:
         panel_rows = self.worst[self.worst["scorer"] == PANEL]
         wk = panel_rows.pivot(index="candidate", columns="k", values="clipped_mean")
-        wk.columns = [f"worst-at-{k}" for k in wk.columns]
+        wk.columns = [f"Worst-at-{k}" for k in wk.columns]
         spread = self.spread[self.spread["scorer"] == PANEL].set_index("candidate").drop(
             columns=["scorer"])
-        spread["runs"] = [", ".join(f"{v:.3f}" for v in runs) for runs in spread["runs"]]
         tables = Tables([
-            Table(wk.sort_values("worst-at-1", ascending=False), caption=(
+            Table(wk.sort_values("Worst-at-1", ascending=False), caption=(
                 f"The panel's worst-at-k, k = 1..{self.samples} (clipped mean over "
-                f"conversations; intervals and each judge's in {WORST_FILE})"), precision=4),
+                f"conversations; intervals and each judge's in {WORST_FILE})"),
+                value_kind="score"),
             Table(spread, caption=f"The panel's overall score in each of the {self.samples} "
-                  "runs (one per sample index) and their spread (standard deviation, ddof 0)",
-                  precision=4)], note=" ".join(self.notes))
+                  "runs (one per sample index) and their spread (standard deviation, "
+                  "ddof 0)")], note=" ".join(self.notes))
         shown = Figures({self.stem: captioned("worst_at_k", subset_of(self.stem),
-                                              self.figure)})
+                                              self.figure, self.level)})
         return tables._repr_html_() + "\n" + shown._repr_html_()
 
 
@@ -390,17 +407,19 @@ def reliability(run: StageRun[AnalysesParams], source: Graded | Note) -> Reliabi
                            "06 shows the plan first).")
     long = breakdowns.with_panel(source.scores, source.judges)
     _, n_incomplete = complete(long)
-    worst = worst_at_k_table(long, n_resamples=run.params.n_resamples, seed=run.seed)
+    worst = worst_at_k_table(long, n_resamples=run.params.n_resamples, seed=run.seed,
+                             level=run.ci_level)
     spread = run_spread(long)
     title = study.SUBSET_TITLES.get(source.subset, source.subset)
     fig = figures.worst_at_k_curves(
         worst[worst["scorer"] == PANEL], title=f"{FIGURES['worst_at_k'].title}: {title}",
-        note=f"{source.samples} replies per conversation; 95% bootstrap bands",
+        note=f"{source.samples} replies per conversation; {level_text(run.ci_level)} "
+             "bootstrap bands",
         cache=run.figure_cache)
     notes = ([f"{count(n_incomplete, '(scorer, candidate, conversation) row')} with an "
               "unscored sample left out."] if n_incomplete else [])
     return Reliability(worst, spread, source.samples, n_incomplete, fig,
-                       figure_stem("worst_at_k", source.subset), notes)
+                       figure_stem("worst_at_k", source.subset), notes, run.ci_level)
 
 
 # --- metrics, outputs, findings ------------------------------------------------------------------
@@ -426,7 +445,8 @@ def metrics(run: StageRun[AnalysesParams], source: Graded | Note, tags: Breakdow
     out: dict[str, Any] = {
         "mode": graph.LIVE, "subset": source.subset, "judges": source.judges,
         "n_conversations": int(source.verdicts["prompt_id"].nunique()),
-        "panel_mean": source.panel_mean, "samples": source.samples}
+        "panel_mean": source.panel_mean, "samples": source.samples,
+        "ci_level": run.ci_level}
     if isinstance(tags, Breakdown):
         nested = _nested(tags.summary, ["scorer", "candidate", "tag"],
                          ["n", "clipped_mean", "ci_low", "ci_high", "bootstrap_std"])
@@ -489,8 +509,8 @@ def findings(m: AnalysesMetrics, *, min_n: int = study.SLICE_MIN_N,
         return Findings([PAPER_NOTE])
     out = [f"On **{study.SUBSET_TITLES.get(m.subset, m.subset)}** "
            f"({count(m.n_conversations, 'conversation')}), for "
-           f"{count(len(m.panel_mean), 'candidate')} graded by "
-           f"{count(len(m.judges or []), 'judge')}:"]
+           f"{count(len(m.panel_mean), 'candidate')} graded by the "
+           f"{md_text(panel_phrase(m.judges or []))}:"]
     summary = _summary_frame(m)
     out += _axis_sentences(summary, min_n, close)
     out += _reordering_sentences(summary, m.panel_mean, min_n, close)

@@ -39,7 +39,7 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core.config import JudgeAccuracyParams
-from hbpsych_utils.core.escape import html_text, md_text
+from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import breakdowns, grading, panel
 from hbpsych_utils.evaluation import cost_plan as plans
@@ -52,8 +52,9 @@ from hbpsych_utils.pipeline.metrics import (
     PairwiseF1,
     SubsetCoverage,
 )
-from hbpsych_utils.reporting import figures
-from hbpsych_utils.reporting.display import Findings, Note, Shown, Table, Tables, unavailable
+from hbpsych_utils.reporting import figures, vocabulary
+from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
@@ -122,21 +123,11 @@ class MetaEval(Shown):
     def n_in_subset(self) -> int:
         return int(self.coverage.loc[self.coverage["subset"] == ja.UNION, "rows"].iloc[0])
 
-    def coverage_shown(self) -> pd.DataFrame:
-        c = self.coverage.copy()
-        c["subset"] = [study.SUBSET_TITLES.get(k, k) for k in c["subset"]]
-        c = c.rename(columns={"rows": "labelled rows", "conversations":
-                              "conversations with labelled rows",
-                              "subset_conversations": "conversations in the subset",
-                              "share": "share of the subset's conversations"})
-        return c.set_index("subset")
-
     def _repr_html_(self) -> str:
         labels = self.labels
         by_cat = labels.groupby("category").agg(rows=("row", "size"),
                                                 conversations=("prompt_id", "nunique"),
                                                 majority_met=("majority", "mean"))
-        by_cat = by_cat.rename(columns={"majority_met": "share met (physician majority)"})
         what = ("HealthBench's meta-evaluation file (verified by content)"
                 if self.source == "registry" else
                 "the compendium's format fixture (its completions script the simulator's "
@@ -150,13 +141,15 @@ class MetaEval(Shown):
                 f"of the three){kept}. Graded: {count(len(self.rows), 'row')}, "
                 f"{count(labels['prompt_id'].nunique(), 'conversation')}, "
                 f"{count(self.physicians['physician'].nunique(), 'physician')}, "
-                f"{count(int(labels['n_physicians'].sum()), 'label')}; to be graded by "
-                f"{', '.join(study.display_name(j) for j in self.judges)}. "
+                f"{count(int(labels['n_physicians'].sum()), 'label')}; to be graded by the "
+                f"{panel_phrase(self.judges)}. "
                 f"{count(int(left[ja.THEME].isna().sum()), 'row')} without a HealthBench theme "
                 f"and {count(int(left[ja.PSYCH_CATEGORY].isna().sum()), 'row')} without a Psych "
                 "category are left out of those tables.")
-        return Tables([Table(self.coverage_shown(), caption="Coverage of the Psych subsets "
-                             "by physician-labelled rows", precision=3),
+        return Tables([Table(self.coverage.set_index("subset"), caption=(
+                           "Coverage of the Psych subsets by physician-labelled rows: the rows, "
+                           "the conversations they are on, and their share of the subset's "
+                           "conversations")),
                        Table(by_cat, caption="Rows per category of the file")],
                       note=note)._repr_html_()
 
@@ -215,8 +208,7 @@ class Plan(Shown):
                 f"${self.total_usd:,.4f} in all (re-asks and answers already in the store "
                 "not counted; llm.max_cost caps what a stage may spend).")
         frame = self.table.set_index("judge")
-        return Tables([Table(frame, caption="Cost plan (USD)", precision=4)],
-                      note=note)._repr_html_()
+        return Tables([Table(frame, caption="Cost plan")], note=note)._repr_html_()
 
 
 def cost_plan(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note) -> Plan | Note:
@@ -273,9 +265,9 @@ class Graded(Shown):
         g = v.groupby("judge", sort=False)
         frame = pd.DataFrame({"rows": g.size(), "met": g["criteria_met"].apply(
             lambda s: int((s == True).sum())),  # noqa: E712 - None is neither
-            "not met": g["criteria_met"].apply(lambda s: int((s == False).sum())),  # noqa: E712
+            "not_met": g["criteria_met"].apply(lambda s: int((s == False).sum())),  # noqa: E712
             "recovered": g["recovered"].sum().astype(int),
-            "re-asked": g["attempts"].apply(lambda s: int((s > 1).sum())),
+            "reasked": g["attempts"].apply(lambda s: int((s > 1).sum())),
             "excluded": g["excluded"].sum().astype(int)})
         note = (f"This grading paid ${self.spend_usd:,.4f} (answers already in the store cost "
                 "nothing)" + (f"; earlier attempts in this run folder paid "
@@ -320,25 +312,21 @@ class Accuracy(Shown):
     graded: Graded
     by_theme: pd.DataFrame
     by_psych_category: pd.DataFrame
+    level: float = study.CI_LEVEL
+    """The level of the sensitivity and specificity intervals."""
 
     def _repr_html_(self) -> str:
         t = self.table
-        overall = t[t["category"] == "all"].set_index("judge")
-        shown = pd.DataFrame({
-            "rows": overall["n"], "macro-F1": _marked(overall["macro_f1"]),
-            "F1 met": _marked(overall["f1_met"]), "F1 not met": _marked(overall["f1_not_met"]),
-            "sensitivity": [_ci(r, "sensitivity") for _, r in overall.iterrows()],
-            "specificity": [_ci(r, "specificity") for _, r in overall.iterrows()]},
-            index=overall.index)
-        shown.index = [_rater(j) for j in shown.index]
-        slicings = [(by, frame) for by, frame in (("category", t[t["category"] != "all"]),
-                                                  (ja.PSYCH_CATEGORY, self.by_psych_category),
-                                                  (ja.THEME, self.by_theme))
-                    if not frame.empty]
-        per = [Table(_wide(frame, "macro_f1", "judge").map(_mark), caption="Macro-F1 against "
-                     f"the physician majority, by {SLICING_NAMES[by]}").html()
-               + _undefined_note(_accuracy_undefined(frame, ("macro_f1",)))
-               for by, frame in slicings]
+        overall = t[t["category"] == "all"].set_index("judge")[[
+            "n", "macro_f1", "f1_met", "f1_not_met", "sensitivity", "sensitivity_low",
+            "sensitivity_high", "specificity", "specificity_low", "specificity_high"]]
+        per = [Table(_wide(frame, "macro_f1", "judge"), caption="Macro-F1 against the "
+                     f"physician majority, by {SLICING_NAMES[by]}", value_kind="score",
+                     notes=[_undefined_note(_accuracy_undefined(frame, ("macro_f1",)),
+                                            self.level)])
+               for by, frame in (("category", t[t["category"] != "all"]),
+                                 (ja.PSYCH_CATEGORY, self.by_psych_category),
+                                 (ja.THEME, self.by_theme)) if not frame.empty]
         labels = self.graded.source.labels
         note = (f"The panel is the majority of the judges on a row all of them graded (with an "
                 "even number of judges a tie is not met). Rows without a Psych category "
@@ -346,12 +334,13 @@ class Accuracy(Shown):
                 f"HealthBench theme ({count(int(labels[ja.THEME].isna().sum()), 'row')}) are "
                 "left out of those tables. Every count and interval is in "
                 f"{ACCURACY_FILE}.")
-        first = Table(shown, caption="Each judge and the panel against the physician majority "
-                      "(all rows; 95% intervals resample conversations)")
-        return (Tables([first], note=note)._repr_html_()
-                + _undefined_note(_accuracy_undefined(t[t["category"] == "all"],
-                                                      tuple(ACCURACY_SHOWN)))
-                + "\n" + "\n".join(per))
+        why = _undefined_note(_accuracy_undefined(t[t["category"] == "all"], ACCURACY_SHOWN),
+                              self.level)
+        return Tables([
+            Table(overall, caption="Each judge and the panel against the physician majority "
+                  f"(all rows; {level_text(self.level)} intervals resample conversations)",
+                  level=self.level, notes=[why]), *per],
+            note=note)._repr_html_()
 
 
 def _accuracy_undefined(frame: pd.DataFrame, fields: tuple[str, ...]
@@ -373,61 +362,48 @@ def _slice_label(by: str, value: str) -> str:
 
 
 def _wide(frame: pd.DataFrame, value: str, rater: str) -> pd.DataFrame:
-    out = frame.pivot(index=rater, columns="category", values=value)
-    out.index = [_rater(r) if rater == "judge" else r for r in out.index]
-    return out
+    return frame.pivot(index=rater, columns="category", values=value)
 
 
-UNDEFINED = "—"
-"""How the chapter shows an undefined value (the reason is said under its table)."""
-ACCURACY_SHOWN = {"macro_f1": "macro-F1", "f1_met": "F1 met", "f1_not_met": "F1 not met",
-                  "sensitivity": "sensitivity", "specificity": "specificity",
-                  "sensitivity_low": "sensitivity interval",
-                  "specificity_low": "specificity interval"}
-"""The fields of the accuracy tables whose undefined values the chapter explains."""
-
-
-def _undefined(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _mark(value: Any) -> Any:
-    """A value as a table shows it: an undefined one as :data:`UNDEFINED`."""
-    return UNDEFINED if _undefined(value) else value
-
-
-def _marked(values: pd.Series) -> pd.Series:
-    return values.astype(object).map(_mark)
+UNDEFINED = vocabulary.MISSING
+"""How the chapter shows an undefined value ("—", as the vocabulary shows any value it does
+not have; the reason is said under its table)."""
+ACCURACY_SHOWN = ("macro_f1", "f1_met", "f1_not_met", "sensitivity", "specificity",
+                  "sensitivity_low", "specificity_low")
+"""The fields of the accuracy tables whose undefined values the chapter explains (an
+interval's by its low end)."""
 
 
 def _where(slice_name: str) -> str:
-    return "all rows" if slice_name == "all" else breakdowns.label(str(slice_name))
+    return "all rows" if slice_name == "all" else vocabulary.term_label(slice_name)
 
 
-def _undefined_note(items: list[tuple[str, str, str, str]]) -> str:
-    """Under a table: each reason once, with the (rater, slice, value) it leaves undefined."""
+def _field_label(field: str, level: float) -> str:
+    """The column an undefined value is in, as the table labels it (an interval's by either
+    end, ``sensitivity_low`` or ``low``)."""
+    for end in ("low", "high"):
+        if field.endswith(end):
+            return vocabulary.label(field.removesuffix(end) + "interval", level)
+    return vocabulary.label(field, level)
+
+
+def _undefined_note(items: list[tuple[str, str, str, str]],
+                    level: float = study.CI_LEVEL) -> str:
+    """Under a table: each reason once, with the (rater, slice, value) it leaves undefined;
+    "" when every value is defined."""
     if not items:
         return ""
     by_reason: dict[str, list[str]] = {}
     for who, where, field, reason in items:
-        what = ACCURACY_SHOWN.get(field) if field not in ("macro_f1", "balanced_f1") else None
+        what = _field_label(field, level) if field not in ("macro_f1", "balanced_f1") else None
         by_reason.setdefault(reason, []).append(
             f"{who} on {where}" + (f" ({what})" if what else ""))
     parts = [f"{reason}: {', '.join(dict.fromkeys(cells))}" for reason, cells in
              by_reason.items()]
-    return (f"<p>{UNDEFINED} marks a value that is undefined, never counted as 0 (a class one "
+    return (f"{UNDEFINED} marks a value that is undefined, never counted as 0 (a class one "
             "side never uses has no precision or no recall, so no F1, and simple-evals reports "
             "none there; an interval needs two conversations). Here: "
-            f"{html_text('; '.join(parts))}.</p>")
-
-
-def _ci(row: Any, name: str) -> str:
-    value, lo, hi = row[name], row[f"{name}_low"], row[f"{name}_high"]
-    if _undefined(value):
-        return UNDEFINED
-    if _undefined(lo) or _undefined(hi):
-        return f"{value:.3f} [{UNDEFINED}]"
-    return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
+            f"{'; '.join(parts)}.")
 
 
 def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accuracy | Note:
@@ -447,10 +423,10 @@ def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accur
         overall = by == "category"
         base_table = ja.against_majority(rated, by, overall=overall)
         cis = ja.sens_spec_table(rated, by, overall=overall, n_resamples=run.params.n_resamples,
-                                 seed=run.seed)
+                                 seed=run.seed, level=run.ci_level)
         tables[by] = ja.with_intervals(base_table, cis)
     return Accuracy(tables["category"], graded, _labelled(tables[ja.THEME], ja.THEME),
-                    _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY))
+                    _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY), run.ci_level)
 
 
 def _labelled(frame: pd.DataFrame, by: str) -> pd.DataFrame:
@@ -478,12 +454,12 @@ class Placement(Shown):
         t = self.table if table is None else table
         judges = t[t["kind"].isin(["judge", "panel"])].pivot(index="rater", columns="category",
                                                               values="balanced_f1")
-        judges.index = [_rater(r) for r in judges.index]
+        judges.index.name = None
         phys = t[t["kind"] == "physician"].groupby("category")["balanced_f1"]
         pooled = t[t["kind"] == "physicians"].set_index("category")["balanced_f1"]
         extra = pd.DataFrame([pooled, phys.min(), phys.max()],
-                             index=["physicians pooled", "physicians (lowest)",
-                                    "physicians (highest)"])
+                             index=["Physicians pooled", "Physicians (lowest)",
+                                    "Physicians (highest)"])
         out = pd.concat([judges, extra])
         cols = [*(["all"] if "all" in out.columns else []),
                 *sorted(c for c in out.columns if c != "all")]
@@ -496,11 +472,12 @@ class Placement(Shown):
         frames += [(frame, f"Pairwise balanced F1 by {SLICING_NAMES[by]}")
                    for by, frame in ((ja.PSYCH_CATEGORY, self.by_psych_category),
                                      (ja.THEME, self.by_theme)) if not frame.empty]
-        parts = [Table(self.summary(frame).map(_mark), caption=caption).html()
-                 + _undefined_note(_pairwise_undefined(frame)) for frame, caption in frames]
+        tables = [Table(self.summary(frame), caption=caption, value_kind="score",
+                        notes=[_undefined_note(_pairwise_undefined(frame))])
+                  for frame, caption in frames]
         shown = figures.Captioned(self.figure, f"{FIGURE_LABEL}. {FIGURE_TITLE}",
                                   FIGURE_CAPTION)
-        return "\n".join(parts) + "\n" + shown._repr_html_()
+        return Tables(tables)._repr_html_() + "\n" + shown._repr_html_()
 
 
 def _pairwise_undefined(table: pd.DataFrame) -> list[tuple[str, str, str, str]]:
@@ -562,6 +539,8 @@ class Corrected(Shown):
     """Each judge's criterion-met rate on this run's grading, corrected (Rogan-Gladen)."""
 
     rates: list[ja.CorrectedRate]
+    level: float = study.CI_LEVEL
+    """The level of the corrected rates' intervals."""
 
     @property
     def table(self) -> pd.DataFrame:
@@ -571,16 +550,8 @@ class Corrected(Shown):
                              for r in self.rates])
 
     def _repr_html_(self) -> str:
-        t = self.table.set_index("judge")
-        t.index = [_rater(j) for j in t.index]
-        shown = pd.DataFrame({
-            "verdicts": t["n_verdicts"], "observed met rate": t["observed"],
-            "sensitivity": _marked(t["sensitivity"]), "specificity": _marked(t["specificity"]),
-            "corrected rate": _marked(t["corrected"]),
-            "95% interval": [UNDEFINED if _undefined(lo) or _undefined(hi) else
-                             f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(t["low"], t["high"],
-                                                                        strict=True)]},
-            index=t.index)
+        shown = self.table.set_index("judge")[[
+            "n_verdicts", "observed", "sensitivity", "specificity", "corrected", "low", "high"]]
         note = ("The share of this run's criteria (07, first reply) each judge calls met, and "
                 "the rate it implies once the judge's sensitivity and specificity against the "
                 "physicians are taken out: (observed + specificity - 1) / (sensitivity + "
@@ -591,9 +562,10 @@ class Corrected(Shown):
                 "candidates' replies: the judge errs at the same rates on both.")
         why = _undefined_note([(_rater(r.judge), "this run", field, reason)
                                for r in self.rates
-                               for field, reason in ja.corrected_undefined(r).items()])
-        return Tables([Table(shown, caption="Criterion-met rates, observed and corrected")],
-                      note=note)._repr_html_() + why
+                               for field, reason in ja.corrected_undefined(r).items()],
+                              self.level)
+        return Tables([Table(shown, caption="Criterion-met rates, observed and corrected",
+                             level=self.level, notes=[why])], note=note)._repr_html_()
 
 
 def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corrected | Note:
@@ -619,11 +591,11 @@ def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corre
         cal = rated[rated["judge"] == judge]
         if mine["criteria_met"].notna().any() and not cal.empty:
             rates.append(ja.corrected_rate(judge, mine, cal, n_resamples=run.params.n_resamples,
-                                           seed=run.seed))
+                                           seed=run.seed, level=run.ci_level))
     if not rates:
         return unavailable("No judge graded both this run's replies (07) and the rows, so no "
                            "criterion-met rate can be corrected.")
-    return Corrected(rates)
+    return Corrected(rates, run.ci_level)
 
 
 # --- metrics, outputs, findings ------------------------------------------------------------------
@@ -654,7 +626,7 @@ def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accu
         "n_conversations": int(src.labels["prompt_id"].nunique()),
         "n_physicians": int(src.physicians["physician"].nunique()), "judges": src.judges,
         "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6),
-        "spend_earlier_attempts_usd": graded.paid_earlier}
+        "ci_level": run.ci_level, "spend_earlier_attempts_usd": graded.paid_earlier}
     if isinstance(acc, Accuracy):
         out["against_majority"] = _accuracy_metrics(acc.table)
         out["against_majority_by_theme"] = _accuracy_metrics(acc.by_theme)
