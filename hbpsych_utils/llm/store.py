@@ -179,7 +179,7 @@ class Store:
             if version == SCHEMA_VERSION:
                 return  # another process created or migrated it meanwhile
             if kinds.get("results") == "table" and "result_rows" not in kinds:
-                self._migrate_v1()
+                store_v1.migrate(self._db, self.path, self._name_id, self._config_id)
                 migrated = True
             elif not kinds:
                 self._create()
@@ -196,9 +196,6 @@ class Store:
         for stmt in (*_statements(_TABLES), *_statements(_VIEWS)):
             self._db.execute(stmt)
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    def _migrate_v1(self) -> None:
-        store_v1.migrate(self._db, self.path, self._name_id, self._config_id)
 
     # ---- transactions, names and configs
     def _write(self) -> _Transaction:
