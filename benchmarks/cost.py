@@ -6,8 +6,8 @@ the providers' batch APIs, candidates sync, no caching) and optimised (batch whe
 has a batch API, candidates included; the grader's shared prefix cached at the registry's
 cached-token prices). Tokens are counted from the 72 v1 conversations the offline corpus holds
 and scaled to 610; the plans sit beside the study's own ledger (``spend.jsonl``). Every number
-comes from ``hbpsych_utils.evaluation.cost_plan``; this script only prints it, assumptions
-first, and its JSON summary last.
+comes from ``hbpsych_utils.evaluation.cost_plan`` and ``cost_report``; this script only prints it,
+assumptions first, and its JSON summary last.
 
     HBPSYCH_MIRROR=../shared/mirror python benchmarks/cost.py
 
@@ -34,13 +34,13 @@ def main() -> int:
     import pandas as pd
 
     from hbpsych_utils.core import sources
-    from hbpsych_utils.evaluation import cost_plan, runlog
+    from hbpsych_utils.evaluation import cost_plan, cost_report, runlog
     from hbpsych_utils.llm.models import load_registry
 
     start = time.perf_counter()
     design = cost_plan.study_design("v1")
-    report = cost_plan.study_report(design, load_registry(),
-                                    runlog.read_spend(sources.fetch("run_spend")))
+    report = cost_report.study_report(design, load_registry(),
+                                      runlog.read_spend(sources.fetch("run_spend")))
     s = report.summary()
     d, a = s["design"], s["assumptions"]
 

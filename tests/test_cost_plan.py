@@ -1,4 +1,5 @@
-"""The planned cost of a run (evaluation.cost_plan): counting, caching, scaling, pricing.
+"""The planned cost of a run (evaluation.cost_plan): counting, caching, scaling, pricing; and
+the study re-planned beside its ledger (evaluation.cost_report).
 
 The tiny design below is computed by hand: its texts have lengths chosen so that every token
 count is written out in the test, and the expected dollars are that arithmetic, not the
@@ -15,7 +16,7 @@ from conftest import record_released_corpus, released_jsonl
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
-from hbpsych_utils.evaluation import cost_plan, grading
+from hbpsych_utils.evaluation import cost_plan, cost_report, grading
 from hbpsych_utils.evaluation.cost_plan import (
     AS_STUDY_RAN,
     OPTIMISED,
@@ -283,8 +284,8 @@ def test_ledger_output_tokens_inverts_the_price() -> None:
     """A ledger built from 300 output tokens per reply at the sync price gives 300 back."""
     d = design(n=50)
     spend = {"cand": 50 * (10 * 2 + 300 * 8) / 1e6}
-    assert cost_plan.ledger_output_tokens(spend, d, registry()) == pytest.approx({"cand": 300})
-    assert cost_plan.ledger_reply_scale(spend, d, registry()) == pytest.approx({"cand": 0.3})
+    assert cost_report.ledger_output_tokens(spend, d, registry()) == pytest.approx({"cand": 300})
+    assert cost_report.ledger_reply_scale(spend, d, registry()) == pytest.approx({"cand": 0.3})
 
 
 # ------------------------------------------------------------------ the study
@@ -298,8 +299,8 @@ def test_study_report_on_the_release(mirror: Path) -> None:
     d = cost_plan.study_design()
     assert (d.n_conversations, len(d.conversations)) == (610, 72)
     assert d.candidates == study.CANDIDATES and d.judges == study.JUDGE_PANEL
-    report = cost_plan.study_report(d, load_registry(),
-                                    runlog.read_spend(sources.fetch("run_spend")))
+    report = cost_report.study_report(d, load_registry(),
+                                      runlog.read_spend(sources.fetch("run_spend")))
     s = report.summary()
     lines = released_jsonl("run_spend")
     assert s["study_spend_usd"] == pytest.approx(sum(x["cost"] for x in lines), abs=0.01)

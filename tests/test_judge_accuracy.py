@@ -1,6 +1,7 @@
-"""The judges against physicians (``evaluation.judge_accuracy``, chapter 15's functions): every
-statistic on the format fixture against a count done by hand in the comments, the reader's
-content check, the fixture file, the simulator's scripted verdicts, and the chapter's findings."""
+"""The judges against physicians (``evaluation.judge_accuracy``, ``classification`` and
+``meta_eval_fixture``, chapter 15's functions): every statistic on the format fixture against a
+count done by hand in the comments, the reader's content check, the fixture file, the
+simulator's scripted verdicts, and the chapter's findings."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import pytest
 
 from hbpsych_utils import study
 from hbpsych_utils.core.config import JudgeAccuracyParams
+from hbpsych_utils.evaluation import classification as cl
 from hbpsych_utils.evaluation import judge_accuracy as ja
+from hbpsych_utils.evaluation import meta_eval_fixture as fx
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.llm.testing import simulator
 from hbpsych_utils.reporting import figures, vocabulary
@@ -24,7 +27,7 @@ from hbpsych_utils.stages import s15_judge_accuracy as s15
 
 J1, J2, J3 = study.JUDGE_PANEL
 DATA = Path(__file__).resolve().parent / "data"
-C1, C2, C3, C4 = ja.FIXTURE_CONVERSATIONS
+C1, C2, C3, C4 = fx.FIXTURE_CONVERSATIONS
 SUBSETS = {"v1": {C1, C2, C3, "x1"}, "v2": {C1, C2, C3, C4, "x1"}, "hard": {C1, C2, "x2"}}
 """Small subsets by hand: v1 holds conversations 1-3, v2 also 4, Hard 1-2 (and ids with no row)."""
 THEMES = {C1: "emergency_referrals", C2: "global_health", C3: "hedging"}
@@ -40,7 +43,7 @@ def fixture_verdicts() -> pd.DataFrame:
     """The verdicts the simulator gives on the fixture: FIXTURE_VERDICTS, column k = judge k."""
     return pd.DataFrame([{"judge": j, "row": ja.row_key(i), "criteria_met": v[k]}
                          for k, j in enumerate((J1, J2, J3))
-                         for i, v in enumerate(ja.FIXTURE_VERDICTS)])
+                         for i, v in enumerate(fx.FIXTURE_VERDICTS)])
 
 
 @pytest.fixture()
@@ -60,7 +63,7 @@ def test_the_profile_and_the_docs_count_the_fixtures_rows_as_the_code_makes_them
     from hbpsych_utils.core import paths
 
     rows = ja.fixture_rows()
-    on_subset = sum(r.prompt_id in ja.FIXTURE_CONVERSATIONS for r in rows)
+    on_subset = sum(r.prompt_id in fx.FIXTURE_CONVERSATIONS for r in rows)
     assert (len(rows), on_subset) == (13, 12)
     root = paths.project_root()
     texts = {name: re.sub(r"\s+", " ", (root / name).read_text(encoding="utf-8"))
@@ -77,7 +80,7 @@ def test_the_committed_fixture_is_the_generated_one() -> None:
     assert (DATA / "meta_eval_fixture.jsonl").read_text("utf-8") == ja.fixture_jsonl()
     rows = ja.read_meta_eval(DATA / "meta_eval_fixture.jsonl")
     assert len(rows) == 13 and {r.prompt_id for r in rows} == {C1, C2, C3, C4,
-                                                               ja.FIXTURE_OUTSIDE}
+                                                               fx.FIXTURE_OUTSIDE}
 
 
 def test_rows_outside_the_subset_are_dropped_and_counted() -> None:
@@ -212,23 +215,23 @@ def test_per_theme_and_psych_category_by_hand(joined: pd.DataFrame) -> None:
 
 
 def test_an_empty_class_has_no_f1() -> None:
-    c = ja.confusion([True, True], [True, True])
-    pos, neg = ja.class_f1(c)
-    assert pos == 1.0 and math.isnan(neg) and math.isnan(ja.macro_f1(c))
-    assert math.isnan(ja.sens_spec(c)[1])
+    c = cl.confusion([True, True], [True, True])
+    pos, neg = cl.class_f1(c)
+    assert pos == 1.0 and math.isnan(neg) and math.isnan(cl.macro_f1(c))
+    assert math.isnan(cl.sens_spec(c)[1])
     # a class used by one side only has no F1 either: never predicted (no precision) ...
-    never_met = ja.confusion([True, False, False], [False, False, False])
-    assert math.isnan(ja.class_f1(never_met)[0]) and ja.class_f1(never_met)[1] == 0.8
-    assert ja.f1_undefined(never_met, ja.AGAINST_MAJORITY) == {
+    never_met = cl.confusion([True, False, False], [False, False, False])
+    assert math.isnan(cl.class_f1(never_met)[0]) and cl.class_f1(never_met)[1] == 0.8
+    assert cl.f1_undefined(never_met, ja.AGAINST_MAJORITY) == {
         "f1_met": "no “met” from the judge", "macro_f1": "no “met” from the judge"}
     # ... or never in the truth (no recall); both sides at once: both reasons, each once
-    assert math.isnan(ja.class_f1(ja.confusion([False, False], [True, False]))[0])
-    pooled = ja.f1_undefined(c, ja.PAIRWISE_ROLES["physicians"])
+    assert math.isnan(cl.class_f1(cl.confusion([False, False], [True, False]))[0])
+    pooled = cl.f1_undefined(c, ja.PAIRWISE_ROLES["physicians"])
     assert pooled == {"f1_not_met": "no “not met” from the physicians",
                       "macro_f1": "no “not met” from the physicians"}
     # where both classes are used, the F1 is sklearn's 2tp / (2tp + fp + fn), 0 included
-    zero = ja.confusion([True, False, True], [False, True, False])
-    assert ja.class_f1(zero) == (0.0, 0.0) and ja.f1_undefined(zero, ja.AGAINST_MAJORITY) == {}
+    zero = cl.confusion([True, False, True], [False, True, False])
+    assert cl.class_f1(zero) == (0.0, 0.0) and cl.f1_undefined(zero, ja.AGAINST_MAJORITY) == {}
 
 
 def test_pairwise_balanced_f1_and_the_physicians_by_hand(joined: pd.DataFrame) -> None:
@@ -258,7 +261,7 @@ def test_ac1_among_the_judges_by_hand(joined: pd.DataFrame) -> None:
 
 
 def test_cluster_draws_keep_a_conversation_together() -> None:
-    w = ja.cluster_draws(["a", "a", "b", "c", "c", "c"], 50, np.random.default_rng(1))
+    w = cl.cluster_draws(["a", "a", "b", "c", "c", "c"], 50, np.random.default_rng(1))
     assert w.shape == (50, 6)
     assert (w[:, 0] == w[:, 1]).all() and (w[:, 3] == w[:, 4]).all()
     # every resample draws three conversations: a, b and c weigh 2, 1 and 3 rows
@@ -284,8 +287,8 @@ def test_sens_spec_intervals_use_the_shared_percentile_interval(joined: pd.DataF
     t = t.set_index(["judge", "category"])
     part = joined[joined["judge"] == J3]
     rng = np.random.default_rng([3, sorted(joined["judge"].unique()).index(J3), 0])
-    w = ja.cluster_draws(part["prompt_id"].tolist(), 400, rng)
-    se, _ = ja.sens_spec_draws(part, w)
+    w = cl.cluster_draws(part["prompt_id"].tolist(), 400, rng)
+    se, _ = cl.sens_spec_draws(part, w)
     se = se[np.isfinite(se)]
     r = t.loc[(J3, "all")]
     assert (r.sensitivity_low, r.sensitivity_high) == pytest.approx(
@@ -309,11 +312,11 @@ def test_a_slice_of_one_conversation_has_no_interval(joined: pd.DataFrame) -> No
 
 def test_rogan_gladen_by_hand() -> None:
     # (0.75 + 5/6 - 1) / (5/6 + 5/6 - 1) = (7/12) / (2/3) = 7/8
-    assert ja.rogan_gladen(0.75, 5 / 6, 5 / 6) == pytest.approx(7 / 8)
-    assert ja.rogan_gladen(0.05, 5 / 6, 5 / 6) == 0.0  # clipped
-    assert ja.rogan_gladen(0.99, 0.9, 0.95) == 1.0
-    assert math.isnan(ja.rogan_gladen(0.5, 0.5, 0.5))  # no better than chance
-    assert ja.rogan_gladen(0.3, 1.0, 1.0) == pytest.approx(0.3)
+    assert cl.rogan_gladen(0.75, 5 / 6, 5 / 6) == pytest.approx(7 / 8)
+    assert cl.rogan_gladen(0.05, 5 / 6, 5 / 6) == 0.0  # clipped
+    assert cl.rogan_gladen(0.99, 0.9, 0.95) == 1.0
+    assert math.isnan(cl.rogan_gladen(0.5, 0.5, 0.5))  # no better than chance
+    assert cl.rogan_gladen(0.3, 1.0, 1.0) == pytest.approx(0.3)
 
 
 def _calibration(se_hits: int, sp_hits: int, n: int = 40) -> pd.DataFrame:
@@ -333,7 +336,7 @@ def test_corrected_rate_propagates_calibration_uncertainty() -> None:
         40 / 60)
     # with a perfect judge the interval is the run's own clustered bootstrap, by hand
     rng = np.random.default_rng([9, 1])
-    w = ja.cluster_draws(graded["prompt_id"].tolist(), 400, rng)
+    w = cl.cluster_draws(graded["prompt_id"].tolist(), 400, rng)
     p = w @ graded["criteria_met"].to_numpy(bool) / w.sum(axis=1)
     assert (perfect.low, perfect.high) == pytest.approx(tuple(np.percentile(p, [2.5, 97.5])))
     noisy = ja.corrected_rate("j", graded, _calibration(34, 36), n_resamples=400, seed=9)
@@ -360,12 +363,12 @@ def test_reader_checks_content(tmp_path: Path) -> None:
         ja.read_meta_eval(write(rows + rows[:1]))
     with pytest.raises(ja.MetaEvalError, match=r"5 prompt_id not among HealthBench"):
         ja.read_meta_eval(write(rows), known_prompt_ids={"x"})
-    known = {C1, C2, C3, C4, ja.FIXTURE_OUTSIDE}
+    known = {C1, C2, C3, C4, fx.FIXTURE_OUTSIDE}
     assert len(ja.read_meta_eval(write(rows), known_prompt_ids=known)) == 13
 
 
 def test_the_simulator_obeys_a_scripted_verdict() -> None:
-    marker = ja.sim_marker({J1: True, J2: False})
+    marker = fx.sim_marker({J1: True, J2: False})
     assert simulator.scripted_verdict(J1, f"x {marker} y") is True
     assert simulator.scripted_verdict(J2, marker) is False
     assert simulator.scripted_verdict(J3, marker) is None
@@ -497,8 +500,8 @@ def _fixture_pairs(slicing: str) -> dict[tuple[str, str], list[tuple[bool, bool]
     rows = kept_rows()
     out: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
     for i, r in enumerate(rows):
-        verdicts = dict(zip((J1, J2, J3), ja.FIXTURE_VERDICTS[i], strict=True))
-        verdicts[ja.PANEL] = sum(ja.FIXTURE_VERDICTS[i]) >= 2
+        verdicts = dict(zip((J1, J2, J3), fx.FIXTURE_VERDICTS[i], strict=True))
+        verdicts[ja.PANEL] = sum(fx.FIXTURE_VERDICTS[i]) >= 2
         where = {"category": r.category, ja.THEME: THEMES.get(r.prompt_id),
                  ja.PSYCH_CATEGORY: (study.category_label(CATS[r.prompt_id])
                                      if r.prompt_id in CATS else None)}[slicing]

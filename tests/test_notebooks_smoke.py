@@ -251,7 +251,7 @@ def test_judge_accuracy_on_the_format_fixture_by_hand(run: Path) -> None:
     tests/test_judge_accuracy.py): the first judge tp 5 fp 1 fn 1 tn 5, the second tp 6 fp 3
     tn 3, the third tp 3 fn 3 tn 6; physicians pooled TT 20, FF 24, fp = fn = 14; AC1 2/9. Each
     judge's corrected rate is recomputed from 07's verdicts.csv with plain csv."""
-    from hbpsych_utils.evaluation.judge_accuracy import FIXTURE_VERDICTS
+    from hbpsych_utils.evaluation.meta_eval_fixture import FIXTURE_VERDICTS
 
     m = metrics(run, "15_judge_accuracy")
     j1, j2, j3 = m["judges"]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -30,6 +30,9 @@ from hbpsych_utils.core.records import (
     read_text,
     utf8_lines,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -395,20 +398,22 @@ def describe_corpus(
     """The numbers a reader wants first: size, turns, rubric items and points, languages."""
     import numpy as np
 
-    turns = np.array([c.n_turns for c in conversations]) if conversations else np.zeros(0)
-    n_items = np.array([len(c.rubrics) for c in conversations]) if conversations else np.zeros(0)
+    turns = np.array([c.n_turns for c in conversations])
+    n_items = np.array([len(c.rubrics) for c in conversations])
+    turns_mean, turns_median, turns_max = _spread(turns)
     points = [r.points for c in conversations for r in c.rubrics]
+    positive, negative = _signed_sums(points)
     out = CorpusDescription(
         n_conversations=len(conversations),
-        turns_mean=float(turns.mean()) if turns.size else None,
-        turns_median=float(np.median(turns)) if turns.size else None,
-        turns_max=int(turns.max()) if turns.size else None,
+        turns_mean=turns_mean,
+        turns_median=turns_median,
+        turns_max=turns_max,
         n_multi_turn=int((turns > 1).sum()),
         n_rubric_items=int(n_items.sum()),
-        rubric_items_mean=float(n_items.mean()) if n_items.size else None,
+        rubric_items_mean=_spread(n_items)[0],
         n_negative_items=sum(1 for p in points if p < 0),
-        positive_points_total=sum(p for p in points if p > 0),
-        negative_points_total=sum(p for p in points if p < 0),
+        positive_points_total=positive,
+        negative_points_total=negative,
         points_all_integer=all(isinstance(p, int) for p in points),
     )
     if languages is not None:
@@ -416,6 +421,20 @@ def describe_corpus(
         out["n_non_english"] = len(flagged)
         out["non_english_share"] = len(flagged) / len(conversations) if conversations else None
     return out
+
+
+def _spread(counts: np.ndarray) -> tuple[float | None, float | None, int | None]:
+    """Mean, median and maximum of per-conversation counts; ``None`` each without any."""
+    import numpy as np
+
+    if not counts.size:
+        return None, None, None
+    return float(counts.mean()), float(np.median(counts)), int(counts.max())
+
+
+def _signed_sums(points: list[int | float]) -> tuple[int | float, int | float]:
+    """The sum of the positive points and the sum of the negative ones."""
+    return sum(p for p in points if p > 0), sum(p for p in points if p < 0)
 
 
 def theme_counts(conversations: Iterable[Conversation]) -> dict[str, int]:

@@ -14,8 +14,8 @@ tally and the subset are computed from; ``read_votes`` reads it back from a stag
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -335,71 +335,98 @@ def load_ratings(
     together as one ``RatingsError``.
     """
     path = Path(path)
-    f = str(path)
     check_set(review_set)
     context = {"vocabulary": frozenset(vocabulary)}
     expected = dict(zip(review_set["review_id"], review_set["prompt_id"], strict=True))
-    owner = {pid: rid for rid, pid in expected.items()}
     doc, header, found = _read_file(path, review_set.columns)
-
-    def bad(rid: str | None, fld: str, msg: str) -> None:
-        found.append(Problem(f, rid, fld, msg))
-
     if expected_packet is not None and header.packet != expected_packet:
-        bad(None, "packet", f"expected {expected_packet!r}, got {header.packet!r}")
+        found.append(Problem(str(path), None, "packet",
+                             f"expected {expected_packet!r}, got {header.packet!r}"))
     rows = _rows_of(doc)
     if rows is None:
         raise RatingsError(found)
-
-    seen: set[str] = set()
-    good: list[dict[str, str]] = []
-    n_empty_cat = n_empty_conf = 0
-    for i, r, row, errors in _validated_rows(path, rows, found, context):
-        rid = r.get("review_id")
-        if any(fld == "review_id" for fld, _ in errors):
-            bad(None, f"ratings[{i}].review_id", dict(errors)["review_id"])
-            continue
-        assert isinstance(rid, str)  # RatingRow's check of review_id passed
-        ok = not errors
-        if rid in seen:
-            bad(rid, "review_id", "rated more than once (duplicate review id)")
-            ok = False
-        elif rid not in expected:
-            bad(rid, "review_id", "not a review id of this review set")
-            ok = False
-        seen.add(rid)
-        pid = r.get("prompt_id")
-        if rid in expected and isinstance(pid, str) and pid != expected[rid]:
-            if pid in owner:
-                bad(rid, "prompt_id", f"{pid!r} belongs to review {owner[pid]}, "
-                    f"review {rid} is {expected[rid]!r}")
-            else:
-                bad(rid, "prompt_id", f"unknown prompt id {pid!r} (review {rid} is "
-                    f"{expected[rid]!r})")
-            ok = False
-        for fld, msg in errors:
-            bad(rid, fld, msg)
-        n_empty_cat += r.get("category", "") == ""
-        n_empty_conf += r.get("confidence", "") == ""
-        if ok and row is not None:
-            good.append({k: getattr(row, k) for k in RATING_FIELDS})
-
-    unrated = tuple(sorted(set(expected) - seen))
-    if unrated and not allow_unrated:
-        bad(unrated[0], "review_id",
-            f"{len(unrated)} review id(s) of the set are not rated (first {list(unrated[:5])})")
-    if header.n_total != len(expected):
-        bad(None, "n_total", f"{header.n_total!r}, but the review set has {len(expected)} items")
-    if header.n_rated != len(rows):
-        bad(None, "n_rated", f"{header.n_rated!r}, but the file holds {len(rows)} rating(s)")
+    read = _check_rows(path, rows, found, expected, context)
+    unrated = tuple(sorted(set(expected) - read.seen))
+    found += _counts_against_set(str(path), header, len(expected), len(rows), unrated,
+                                 allow_unrated)
     if found:
         raise RatingsError(found)
-    table = pd.DataFrame(good, columns=list(RATING_FIELDS))
     return Ratings(
         path=path, reviewer=header.reviewer, exported_at=header.exported_at,
-        packet=header.packet, n_total=header.n_total, n_rated=header.n_rated, table=table,
-        n_empty_category=n_empty_cat, n_empty_confidence=n_empty_conf, unrated=unrated,
+        packet=header.packet, n_total=header.n_total, n_rated=header.n_rated,
+        table=pd.DataFrame(read.good, columns=list(RATING_FIELDS)),
+        n_empty_category=read.n_empty_category, n_empty_confidence=read.n_empty_confidence,
+        unrated=unrated,
     )
+
+
+@dataclass
+class _RowsRead:
+    """What the rows of one ratings file gave: the review ids rated, the rows without a
+    problem (``RATING_FIELDS``), and how many left the category or the confidence empty."""
+
+    seen: set[str] = field(default_factory=set)
+    good: list[dict[str, str]] = field(default_factory=list)
+    n_empty_category: int = 0
+    n_empty_confidence: int = 0
+
+
+def _check_rows(path: Path, rows: Sequence[Any], found: list[Problem],
+                expected: Mapping[str, str], context: dict[str, Any]) -> _RowsRead:
+    """Every row checked on its own (``RatingRow``) and against the review set (``expected``:
+    review id -> prompt id); its problems are added to ``found`` in the order of the rows."""
+    f = str(path)
+    owner = {pid: rid for rid, pid in expected.items()}
+    read = _RowsRead()
+    for i, r, row, errors in _validated_rows(path, rows, found, context):
+        if any(fld == "review_id" for fld, _ in errors):
+            found.append(Problem(f, None, f"ratings[{i}].review_id", dict(errors)["review_id"]))
+            continue
+        rid = r.get("review_id")
+        assert isinstance(rid, str)  # RatingRow's check of review_id passed
+        against = _ids_against_set(rid, r.get("prompt_id"), expected, owner, read.seen)
+        read.seen.add(rid)
+        found += [Problem(f, rid, fld, msg) for fld, msg in (*against, *errors)]
+        read.n_empty_category += r.get("category", "") == ""
+        read.n_empty_confidence += r.get("confidence", "") == ""
+        if not against and not errors and row is not None:
+            read.good.append({k: getattr(row, k) for k in RATING_FIELDS})
+    return read
+
+
+def _ids_against_set(rid: str, pid: object, expected: Mapping[str, str],
+                     owner: Mapping[str, str], seen: set[str]) -> list[tuple[str, str]]:
+    """A row's review id and prompt id against the review set (``owner``: prompt id -> review
+    id) and the rows before it (``seen``): ``(field, problem)`` pairs, none when they fit."""
+    out = []
+    if rid in seen:
+        out.append(("review_id", "rated more than once (duplicate review id)"))
+    elif rid not in expected:
+        out.append(("review_id", "not a review id of this review set"))
+    if rid in expected and isinstance(pid, str) and pid != expected[rid]:
+        if pid in owner:
+            why = f"{pid!r} belongs to review {owner[pid]}, review {rid} is {expected[rid]!r}"
+        else:
+            why = f"unknown prompt id {pid!r} (review {rid} is {expected[rid]!r})"
+        out.append(("prompt_id", why))
+    return out
+
+
+def _counts_against_set(f: str, header: RatingsFile, n_set: int, n_rows: int,
+                        unrated: tuple[str, ...], allow_unrated: bool) -> list[Problem]:
+    """The review ids left unrated (unless ``allow_unrated``) and the header's counts against
+    the review set's size and the rows the file holds."""
+    out = []
+    if unrated and not allow_unrated:
+        out.append(Problem(f, unrated[0], "review_id", f"{len(unrated)} review id(s) of the "
+                           f"set are not rated (first {list(unrated[:5])})"))
+    if header.n_total != n_set:
+        out.append(Problem(f, None, "n_total",
+                           f"{header.n_total!r}, but the review set has {n_set} items"))
+    if header.n_rated != n_rows:
+        out.append(Problem(f, None, "n_rated",
+                           f"{header.n_rated!r}, but the file holds {n_rows} rating(s)"))
+    return out
 
 
 def check_format(path: Path | str) -> str:

@@ -424,11 +424,8 @@ def run_screen(
     """
     by_id = {c.prompt_id: c for c in conversations}
     ids = list(by_id)
-    batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
-    records: dict[str, dict[str, str]] = {}
-    provenance: dict[str, str] = {}
-    problems: list[ScreenProblem] = []
-    pending = {b: list(batch) for b, batch in enumerate(batches)}
+    pending = {b: ids[i : i + batch_size] for b, i in enumerate(range(0, len(ids), batch_size))}
+    screened = _Screened()
     for attempt in range(max_reasks + 1):
         if not pending:
             break
@@ -437,40 +434,59 @@ def run_screen(
                          spec.schema(pids))
             for b, pids in pending.items()
         ]
-        replies = ask(prompts)
-        next_pending: dict[int, list[str]] = {}
-        for prompt, reply in zip(prompts, replies, strict=True):
-            if reply.refused:
-                for pid in prompt.prompt_ids:
-                    records[pid] = dict(spec.refusal_record)
-                    provenance[pid] = "model_refused"
-                problems.append({"batch": prompt.batch, "attempt": attempt, "prompt_id": None,
-                                 "problem": "model refused the batch"})
-                continue
-            valid: dict[str, dict[str, str]]
-            if reply.error is not None:
-                valid, issues = {}, [f"no answer: {reply.error}"]
-            else:
-                valid, issues = parse_batch_reply(spec, reply.text, prompt.prompt_ids)
-            for pid, rec in valid.items():
-                records[pid] = rec
-                provenance[pid] = "model"
-            problems += [{"batch": prompt.batch, "attempt": attempt, "prompt_id": None,
-                          "problem": issue} for issue in issues]
-            missing = [p for p in prompt.prompt_ids if p not in valid]
+        pending = {}
+        for prompt, reply in zip(prompts, ask(prompts), strict=True):
+            missing = _take_reply(spec, prompt, reply, screened)
             if missing:
-                next_pending[prompt.batch] = missing
-        pending = next_pending
+                pending[prompt.batch] = missing
     for pids in pending.values():
         for pid in pids:
             failed = dict(spec.refusal_record)
             failed[spec.reason_field] = "no valid record after re-asks"
-            records[pid] = failed
-            provenance[pid] = "screen_failed"
+            screened.keep(pid, failed, "screen_failed")
             log.warning("%s screen: no valid record for %s after %d re-asks", spec.name, pid,
                         max_reasks)
-    rows = [{"prompt_id": pid, **records[pid], "provenance": provenance[pid]} for pid in ids]
-    return LiveScreen(pd.DataFrame(rows), problems)
+    rows = [{"prompt_id": pid, **screened.records[pid], "provenance": screened.provenance[pid]}
+            for pid in ids]
+    return LiveScreen(pd.DataFrame(rows), screened.problems)
+
+
+@dataclass
+class _Screened:
+    """A live screen so far: each item's record and where it came from, and the problems."""
+
+    records: dict[str, dict[str, str]] = field(default_factory=dict)
+    provenance: dict[str, str] = field(default_factory=dict)
+    problems: list[ScreenProblem] = field(default_factory=list)
+
+    def keep(self, pid: str, record: dict[str, str], provenance: str) -> None:
+        self.records[pid] = record
+        self.provenance[pid] = provenance
+
+    def problem(self, prompt: ScreenPrompt, problem: str) -> None:
+        self.problems.append({"batch": prompt.batch, "attempt": prompt.attempt,
+                              "prompt_id": None, "problem": problem})
+
+
+def _take_reply(spec: ScreenSpec, prompt: ScreenPrompt, reply: ScreenReply,
+                screened: _Screened) -> list[str]:
+    """Keep what one batch's reply settles; return the prompt ids to ask again. A refusal
+    settles the whole batch (routed to human review, not re-asked)."""
+    if reply.refused:
+        for pid in prompt.prompt_ids:
+            screened.keep(pid, dict(spec.refusal_record), "model_refused")
+        screened.problem(prompt, "model refused the batch")
+        return []
+    valid: dict[str, dict[str, str]]
+    if reply.error is not None:
+        valid, issues = {}, [f"no answer: {reply.error}"]
+    else:
+        valid, issues = parse_batch_reply(spec, reply.text, prompt.prompt_ids)
+    for pid, rec in valid.items():
+        screened.keep(pid, rec, "model")
+    for issue in issues:
+        screened.problem(prompt, issue)
+    return [p for p in prompt.prompt_ids if p not in valid]
 
 
 SCREEN_MAX_TOKENS = 8192

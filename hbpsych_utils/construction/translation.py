@@ -30,6 +30,7 @@ from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.records import FileRecord, problems, read_text
 
 if TYPE_CHECKING:
+    from hbpsych_utils.llm import Request, Result
     from hbpsych_utils.llm.engine import Engine, Mode
 
 log = logging.getLogger(__name__)
@@ -117,41 +118,64 @@ class Parsed:
 
 def parse_translation(text: str | None, conv: Conversation) -> Parsed:
     """Check a reply against the conversation: its id, and same turn count and roles."""
+    data = _reply_object(text)
+    if isinstance(data, str):
+        return Parsed("invalid", problem=data)
+    problem = _header_problem(data, conv)
+    if problem is not None:
+        return Parsed("invalid", problem=problem)
+    if data["is_english"]:
+        return Parsed("is_english", source_language=data["source_language"])
+    turns = _english_turns(data.get("turns_en"), conv)
+    if isinstance(turns, str):
+        return Parsed("invalid", problem=turns)
+    return Parsed("translated", turns=turns, source_language=data["source_language"])
+
+
+def _reply_object(text: str | None) -> dict[str, Any] | str:
+    """The reply's JSON object (a markdown fence around it tolerated), or what is wrong."""
     if not text:
-        return Parsed("invalid", problem="empty reply")
+        return "empty reply"
     try:
         data = json.loads(re.sub(r"^```(?:json)?\s*|\s*```$", "", text.strip()))
     except json.JSONDecodeError as exc:
-        return Parsed("invalid", problem=f"reply is not valid JSON ({exc.msg})")
+        return f"reply is not valid JSON ({exc.msg})"
     if not isinstance(data, dict):
-        return Parsed("invalid", problem="reply is not a JSON object")
+        return "reply is not a JSON object"
+    return data
+
+
+def _header_problem(data: dict[str, Any], conv: Conversation) -> str | None:
+    """What is wrong with the reply's ``prompt_id``, ``source_language`` or ``is_english``."""
     if data.get("prompt_id") != conv.prompt_id:
-        return Parsed("invalid", problem=f"field 'prompt_id': {data.get('prompt_id')!r} is not "
-                                         f"{conv.prompt_id!r}")
+        return f"field 'prompt_id': {data.get('prompt_id')!r} is not {conv.prompt_id!r}"
     lang = data.get("source_language")
     if not isinstance(lang, str) or not lang.strip():
-        return Parsed("invalid", problem="field 'source_language' missing or empty")
+        return "field 'source_language' missing or empty"
     is_english = data.get("is_english")
     if not isinstance(is_english, bool):
-        return Parsed("invalid", problem=f"field 'is_english': {is_english!r} is not a boolean")
-    if is_english:
-        return Parsed("is_english", source_language=lang)
-    turns = data.get("turns_en")
+        return f"field 'is_english': {is_english!r} is not a boolean"
+    return None
+
+
+def _english_turns(turns: object, conv: Conversation) -> list[dict[str, str]] | str:
+    """The reply's ``turns_en`` as ``{role, content}`` turns, one per turn of the conversation
+    in the same roles, or what is wrong."""
     if not isinstance(turns, list):
-        return Parsed("invalid", problem="field 'turns_en' missing or not a list")
+        return "field 'turns_en' missing or not a list"
     if len(turns) != len(conv.prompt):
-        return Parsed("invalid", problem=f"field 'turns_en': {len(turns)} turn(s), the "
-                                         f"conversation has {len(conv.prompt)}")
+        return (f"field 'turns_en': {len(turns)} turn(s), the conversation has "
+                f"{len(conv.prompt)}")
     out = []
     for i, (t, m) in enumerate(zip(turns, conv.prompt, strict=True)):
         if not isinstance(t, dict) or t.get("role") != m.role:
             role = t.get("role") if isinstance(t, dict) else None
-            return Parsed("invalid", problem=f"field 'turns_en[{i}].role': {role!r}, the "
-                                             f"conversation's turn {i} is {m.role!r}")
+            return (f"field 'turns_en[{i}].role': {role!r}, the conversation's turn {i} is "
+                    f"{m.role!r}")
         if not isinstance(t.get("text"), str) or not t["text"].strip():
-            return Parsed("invalid", problem=f"field 'turns_en[{i}].text' missing or empty")
+            return f"field 'turns_en[{i}].text' missing or empty"
         out.append({"role": m.role, "content": t["text"]})
-    return Parsed("translated", turns=out, source_language=lang)
+    return out
 
 
 class TranslationProblem(TypedDict):
@@ -208,8 +232,6 @@ def translate(
     refusal is kept and not re-asked, as for every other refusal in the study. A reply saying
     the conversation is already English is accepted as such (no translation, not a failure).
     """
-    from hbpsych_utils.llm import ChatMessage, Request
-
     by_id = {c.prompt_id: c for c in conversations}
     outcome: dict[str, Parsed] = {}
     attempts: dict[str, int] = {}
@@ -218,34 +240,17 @@ def translate(
     for attempt in range(max_reasks + 1):
         if not pending:
             break
-        requests = [
-            Request(model=model, messages=tuple(
-                        ChatMessage(m["role"], m["content"])
-                        for m in translation_messages(instructions, by_id[pid])),
-                    temperature=None, max_tokens=max_tokens,
-                    response_schema=translation_schema(by_id[pid]), tag="translate",
-                    sample=attempt, metadata={"prompt_id": pid, "attempt": attempt})
-            for pid in pending
-        ]
+        requests = [_request(model, instructions, by_id[pid], attempt, max_tokens)
+                    for pid in pending]
         results = engine.run(requests, mode=mode if attempt == 0 else "sync")
         again = []
         for pid, res in zip(pending, results, strict=True):
             attempts[pid] = attempt + 1
-            if res.status == "refused" or res.refusal:
-                outcome[pid] = Parsed("refused", problem="model refused to translate")
-                problems.append({"prompt_id": pid, "attempt": attempt, "status": "refused",
-                                 "problem": "model refused to translate"})
-                continue
-            if res.status != "ok":
-                parsed = Parsed("invalid", problem=f"call {res.status}: {res.error or 'no text'}")
-            else:
-                parsed = parse_translation(res.text, by_id[pid])
-            if parsed.status == "invalid":
-                assert parsed.problem is not None  # an invalid reply says why
-                problems.append({"prompt_id": pid, "attempt": attempt, "status": "invalid",
-                                 "problem": parsed.problem})
+            outcome[pid] = _read_result(res, by_id[pid])
+            if outcome[pid].status in ("refused", "invalid"):
+                problems.append(_problem(pid, attempt, outcome[pid]))
+            if outcome[pid].status == "invalid":
                 again.append(pid)
-            outcome[pid] = parsed
         pending = again
     for pid in pending:
         outcome[pid] = Parsed("failed", problem=outcome[pid].problem)
@@ -257,6 +262,36 @@ def translate(
     table = pd.DataFrame(rows, columns=["prompt_id", "status", "source_language", "attempts"])
     translations = {pid: p.turns for pid, p in outcome.items() if p.turns is not None}
     return TranslationRun(translations, table, problems)
+
+
+def _request(model: str, instructions: str, conv: Conversation, attempt: int,
+             max_tokens: int) -> Request:
+    """The call translating ``conv`` at ``attempt`` (0 first; a re-ask is a new sample)."""
+    from hbpsych_utils.llm import ChatMessage, Request
+
+    pid = conv.prompt_id
+    return Request(model=model, messages=tuple(
+                       ChatMessage(m["role"], m["content"])
+                       for m in translation_messages(instructions, conv)),
+                   temperature=None, max_tokens=max_tokens,
+                   response_schema=translation_schema(conv), tag="translate",
+                   sample=attempt, metadata={"prompt_id": pid, "attempt": attempt})
+
+
+def _read_result(res: Result, conv: Conversation) -> Parsed:
+    """A call's result as a checked reply: ``refused``, or :func:`parse_translation`'s verdict
+    (a call that gave no text is ``invalid``, and re-asked)."""
+    if res.status == "refused" or res.refusal:
+        return Parsed("refused", problem="model refused to translate")
+    if res.status != "ok":
+        return Parsed("invalid", problem=f"call {res.status}: {res.error or 'no text'}")
+    return parse_translation(res.text, conv)
+
+
+def _problem(pid: str, attempt: int, parsed: Parsed) -> TranslationProblem:
+    assert parsed.problem is not None  # a refused or invalid reply says why
+    status: Literal["refused", "invalid"] = "refused" if parsed.status == "refused" else "invalid"
+    return {"prompt_id": pid, "attempt": attempt, "status": status, "problem": parsed.problem}
 
 
 def non_english_ids(flags: Mapping[str, object]) -> list[str]:

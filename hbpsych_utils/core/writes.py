@@ -162,16 +162,25 @@ def describe_os_error(exc: OSError, where: Path | None = None) -> str:
     named = [Path(os.fsdecode(p)) for p in (exc.filename2, exc.filename)
              if isinstance(p, str | bytes | os.PathLike)]
     for path in named:
-        for place in (path, *path.parents):
-            if place.is_symlink() and not place.exists():
-                return (f"{place}: a symbolic link that leads nowhere (a loop, or its target is "
-                        "missing): remove it, or point it at a folder")
-            if exc.errno in (errno.ENOTDIR, errno.EEXIST) and place.exists():
-                if place.is_dir():
-                    break
-                return (f"{place}: a file where a folder is needed: move it, or write "
-                        "somewhere else")
+        found = _problem_on_the_way(path, exc.errno)
+        if found is not None:
+            return found
     problem = _ADVICE.get(exc.errno or 0) or exc.strerror or str(exc)
     if not named:  # a caller that knows no path at all: the problem alone, still one line
         return " ".join(problem.split())
     return f"{named[0]}: {' '.join(problem.split())}"
+
+
+def _problem_on_the_way(path: Path, error: int | None) -> str | None:
+    """What on the way to ``path`` (it, or a folder above it) explains the error, in one line:
+    a symbolic link that leads nowhere, or (for "not a folder" and "exists") a file where a
+    folder is needed; ``None`` when the way is clear up to the first folder that exists."""
+    for place in (path, *path.parents):
+        if place.is_symlink() and not place.exists():
+            return (f"{place}: a symbolic link that leads nowhere (a loop, or its target is "
+                    "missing): remove it, or point it at a folder")
+        if error in (errno.ENOTDIR, errno.EEXIST) and place.exists():
+            if place.is_dir():
+                return None
+            return f"{place}: a file where a folder is needed: move it, or write somewhere else"
+    return None

@@ -8,24 +8,17 @@ judge's verdicts can be trusted, and lets a criterion-met rate be corrected for 
 errors. Everything here is plain functions of tables; the chapter (``stages.s15_judge_accuracy``)
 calls them.
 
-Definitions (each a choice, stated once):
+Definitions (each a choice, stated once; those of a rater against a truth in general, each
+class's F1, macro-F1, sensitivity and specificity, the Rogan-Gladen correction and why not PPI,
+are :mod:`.classification`'s):
 
 - **Physician majority**: criterion met when strictly more than half of a row's physicians say
   so (a tie is "not met"), as inspect_evals' ``healthbench_meta_eval`` scorer takes it.
-- **A class's F1** (:func:`class_f1`): the harmonic mean of its precision and its recall,
-  defined only where both are: the grader gives that verdict at least once (else precision is
-  0/0) and the truth holds it at least once (else recall is 0/0). Where either side never
-  uses a class, its F1 is undefined (NaN, ``None`` in ``metrics.json``, "—" in the chapter,
-  with the reason: :func:`f1_undefined`), never 0: that is simple-evals' rule
-  (``healthbench_meta_eval.py`` records a precision only for a verdict the grader gave and a
-  recall only for a label the truth holds, and reports no F1, and no balanced F1, without
-  both).
-- **Macro-F1** (:func:`macro_f1`): the mean of the F1 of the positive class (met) and of the
-  negative class (not met), a judge's verdict against the physician majority, over rows;
-  undefined when either class's F1 is. Where both are defined it equals what inspect_evals'
-  meta-eval scorer reports ("macro F1": scikit-learn's ``f1_score(average="macro")`` on the two
-  labels); where a class is never predicted or never in the truth scikit-learn counts its F1
-  as 0 and halves the other, and the study reports no value instead.
+- **Macro-F1** and **sensitivity / specificity** of a judge: its verdicts against the
+  physician majority, over rows. Intervals come from a bootstrap that resamples conversations
+  (``prompt_id``), keeping every row of a drawn conversation together; seeded
+  (``study.SEED``-derived run seed). A slice of one conversation has no interval
+  (``scoring.percentile_interval``: every resample is the same draw).
 - **Pairwise balanced F1** (:func:`pairwise_f1`): HealthBench's comparison of a grader with
   physicians, as simple-evals' ``healthbench_meta_eval`` computes it: every (grader verdict,
   physician label) pair of every row, the physician taken as truth, pooled; the F1 of each
@@ -33,30 +26,13 @@ Definitions (each a choice, stated once):
   tested against a plain re-implementation of its formula). A physician's leave-one-out
   figure pairs each of its labels with every other physician's label on the same row (the
   others as truth): the physician baseline a grader is placed against.
-- **Sensitivity / specificity** (:func:`sens_spec`): of the rows the physician majority calls
-  met, the share the judge calls met; of those it calls not met, the share the judge calls not
-  met. Intervals come from a bootstrap that resamples conversations (``prompt_id``), keeping
-  every row of a drawn conversation together (:func:`cluster_draws`), because rows of one
-  conversation share its difficulty; seeded (``study.SEED``-derived run seed). A slice of one
-  conversation has no interval (``scoring.percentile_interval``: every resample is the same
-  draw).
 - **Agreement among judges**: Gwet's AC1 (``construction.agreement``, the study's own
   implementation) over rows x judges, on the two-category scale.
-- **Rogan-Gladen correction** (:func:`rogan_gladen`): a criterion-met rate ``p`` observed
-  through a judge of sensitivity ``se`` and specificity ``sp`` estimates the true rate
-  ``(p + sp - 1) / (se + sp - 1)``, clipped to [0, 1]; undefined when ``se + sp <= 1``. Its
-  interval (:func:`corrected_rate`) resamples both the calibration set (conversations, so the
-  judge's se and sp vary) and the graded conversations (so ``p`` varies), and reads the
-  percentiles of the corrected rate: calibration uncertainty is carried into the interval,
-  not ignored.
-
-Why not prediction-powered inference (PPI; the ``ppi_python`` package): PPI corrects an
-estimate with a *labelled subset of the same population* (the rectifier is the mean error of
-the judge on gold labels drawn from the data being estimated). Here the physician labels are of
-HealthBench's meta-evaluation rows, not of this run's graded replies; what transfers is a
-judge's sensitivity and specificity, which is exactly the Rogan-Gladen setting (a test's error
-rates measured on a validation sample, applied to a prevalence elsewhere). PPI would need
-physician labels on a sample of this run's own verdicts.
+- **A corrected criterion-met rate** (:func:`corrected_rate`): Rogan-Gladen with the judge's
+  sensitivity and specificity on the calibration rows. Its interval resamples both the
+  calibration set (conversations, so the judge's se and sp vary) and the graded conversations
+  (so ``p`` varies), and reads the percentiles of the corrected rate: calibration uncertainty
+  is carried into the interval, not ignored.
 """
 
 from __future__ import annotations
@@ -65,7 +41,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -76,6 +52,27 @@ from hbpsych_utils.construction import agreement
 from hbpsych_utils.core import jsonl
 from hbpsych_utils.core.records import FileRecord
 from hbpsych_utils.evaluation import grading, scoring
+from hbpsych_utils.evaluation.classification import (
+    MET,
+    NOT_MET,
+    Roles,
+    class_f1,
+    cluster_draws,
+    confusion,
+    f1_undefined,
+    macro_f1,
+    rogan_gladen,
+    sens_spec,
+    sens_spec_draws,
+    sens_spec_undefined,
+)
+from hbpsych_utils.evaluation.meta_eval_fixture import (
+    FIXTURE_CONVERSATIONS,
+    FIXTURE_LABELS,
+    FIXTURE_OUTSIDE_ROW,
+    FIXTURE_VERDICTS,
+    sim_marker,
+)
 
 if TYPE_CHECKING:
     from hbpsych_utils.llm.models import Registry
@@ -267,105 +264,7 @@ def panel_verdicts(verdicts: pd.DataFrame, judges: Sequence[str],
 
 # --- the statistics -----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Confusion:
-    """Counts of a grader against a truth: ``tp`` met/met, ``fn`` truth met, grader not, ..."""
-
-    tp: int
-    fp: int
-    fn: int
-    tn: int
-
-    @property
-    def n(self) -> int:
-        return self.tp + self.fp + self.fn + self.tn
-
-
-def confusion(truth: Iterable[bool], pred: Iterable[bool]) -> Confusion:
-    t = np.asarray(list(truth), dtype=bool)
-    p = np.asarray(list(pred), dtype=bool)
-    if t.shape != p.shape:
-        raise MetaEvalError(f"{t.size} truths but {p.size} verdicts")
-    return Confusion(int((t & p).sum()), int((~t & p).sum()), int((t & ~p).sum()),
-                     int((~t & ~p).sum()))
-
-
-MET, NOT_MET = "met", "not met"
-"""The two classes, as the reasons name them."""
-
-
-@dataclass(frozen=True)
-class Roles:
-    """Who gives the verdicts and who the truth, as a reason for an undefined value names
-    them (``no “met” from the judge``)."""
-
-    rater: str
-    truth: str
-
-
 AGAINST_MAJORITY = Roles("the judge", "the physician majority")
-
-
-def _f1(hit: int, false_alarm: int, miss: int) -> float:
-    """A class's F1 where both its precision and its recall are defined (the class is
-    predicted at least once and present in the truth at least once), NaN otherwise. Then
-    ``2 * hit / (2 * hit + false_alarm + miss)`` equals ``2PR / (P + R)``, and 0 when P and R
-    are both 0, as simple-evals computes it."""
-    if hit + false_alarm == 0 or hit + miss == 0:
-        return math.nan
-    return 2 * hit / (2 * hit + false_alarm + miss)
-
-
-def class_f1(c: Confusion) -> tuple[float, float]:
-    """The F1 of the positive class (met) and of the negative class (not met); NaN for a class
-    the grader never predicts or the truth never holds (see the module docstring)."""
-    return _f1(c.tp, c.fp, c.fn), _f1(c.tn, c.fn, c.fp)
-
-
-def macro_f1(c: Confusion) -> float:
-    """The mean of the two classes' F1; NaN when either is (see the module docstring)."""
-    pos, neg = class_f1(c)
-    return (pos + neg) / 2
-
-
-def _absent(c: Confusion, roles: Roles) -> dict[str, list[str]]:
-    """Per class, why its F1 is undefined: which side never uses it."""
-    out: dict[str, list[str]] = {MET: [], NOT_MET: []}
-    for k, predicted, present in ((MET, c.tp + c.fp, c.tp + c.fn),
-                                  (NOT_MET, c.tn + c.fn, c.tn + c.fp)):
-        if not predicted:
-            out[k].append(f"no “{k}” from {roles.rater}")
-        if not present:
-            out[k].append(f"no “{k}” from {roles.truth}")
-    return out
-
-
-def f1_undefined(c: Confusion, roles: Roles) -> dict[str, str]:
-    """Why each undefined value among ``f1_met``, ``f1_not_met`` and ``macro_f1`` (the mean of
-    the two) is undefined; empty when all three are defined."""
-    absent = _absent(c, roles)
-    out = {f"f1_{k.replace(' ', '_')}": " and ".join(dict.fromkeys(why))
-           for k, why in absent.items() if why}
-    if out:
-        out["macro_f1"] = " and ".join(dict.fromkeys(out.values()))
-    return out
-
-
-def sens_spec(c: Confusion) -> tuple[float, float]:
-    """Sensitivity tp/(tp+fn) and specificity tn/(tn+fp); NaN without a row of the class."""
-    se = c.tp / (c.tp + c.fn) if c.tp + c.fn else math.nan
-    sp = c.tn / (c.tn + c.fp) if c.tn + c.fp else math.nan
-    return se, sp
-
-
-def sens_spec_undefined(c: Confusion, roles: Roles = AGAINST_MAJORITY) -> dict[str, str]:
-    """Why sensitivity or specificity is undefined (no row of its class in the truth)."""
-    out = {}
-    if not c.tp + c.fn:
-        out["sensitivity"] = f"no “{MET}” from {roles.truth}"
-    if not c.tn + c.fp:
-        out["specificity"] = f"no “{NOT_MET}” from {roles.truth}"
-    return out
 
 
 def _why(reasons: Mapping[str, str | None]) -> dict[str, str] | None:
@@ -499,30 +398,6 @@ def judges_ac1(joined: pd.DataFrame) -> tuple[float, int]:
 
 # --- intervals --------------------------------------------------------------------------------
 
-def cluster_draws(clusters: Sequence[str], n_resamples: int, rng: np.random.Generator
-                  ) -> np.ndarray:
-    """(n_resamples, n_rows) weights: how often each row is drawn when the clusters (one label
-    per row) are resampled with replacement, a drawn cluster bringing all its rows."""
-    codes, uniques = pd.factorize(pd.Series(list(clusters)), sort=True)
-    if len(uniques) == 0:
-        raise MetaEvalError("bootstrap: no conversations to resample")
-    return scoring.resample_counts(len(uniques), n_resamples, rng)[:, codes]
-
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
-
-
-def sens_spec_draws(part: pd.DataFrame, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each resample's sensitivity and specificity (rows weighted by ``w``)."""
-    t = part["majority"].to_numpy(bool)
-    p = part["criteria_met"].to_numpy(bool)
-    se = _ratio(w @ (t & p), w @ t)
-    sp = _ratio(w @ (~t & ~p), w @ ~t)
-    return se, sp
-
-
 def sens_spec_table(joined: pd.DataFrame, by: str = "category", *, overall: bool = True,
                     n_resamples: int = study.N_RESAMPLES, seed: int = study.SEED,
                     level: float = study.CI_LEVEL) -> pd.DataFrame:
@@ -551,23 +426,6 @@ def sens_spec_table(joined: pd.DataFrame, by: str = "category", *, overall: bool
                                            "specificity_low": sp_iv.undefined,
                                            "specificity_high": sp_iv.undefined})})
     return pd.DataFrame(out)
-
-
-@overload
-def rogan_gladen(p: float, se: float, sp: float) -> float: ...
-@overload
-def rogan_gladen(p: np.ndarray, se: float | np.ndarray, sp: float | np.ndarray
-                 ) -> np.ndarray: ...
-def rogan_gladen(p: float | np.ndarray, se: float | np.ndarray, sp: float | np.ndarray
-                 ) -> float | np.ndarray:
-    """The true rate behind an observed rate ``p`` (see the module docstring), clipped to
-    [0, 1]; NaN where ``se + sp <= 1`` (the judge is no better than chance)."""
-    p, se, sp = np.asarray(p, float), np.asarray(se, float), np.asarray(sp, float)
-    youden = se + sp - 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        value = np.where(youden > 0, np.clip((p + sp - 1) / np.where(youden > 0, youden, 1),
-                                             0.0, 1.0), np.nan)
-    return float(value) if value.ndim == 0 else value
 
 
 @dataclass(frozen=True)
@@ -666,67 +524,6 @@ def cost_rows(n_rows: int, mean_input_tokens: float, judges: Sequence[str], regi
 
 # --- the format fixture ---------------------------------------------------------------------------
 
-FIXTURE_PHYSICIANS = ("phys-A", "phys-B", "phys-C", "phys-D")
-
-FIXTURE_CONVERSATIONS: tuple[str, ...] = (
-    "b603f797-58cc-45ea-9957-508f50b261f3",  # v1, v2, Hard; theme emergency_referrals; anxiety
-    "0ffac3f1-44e4-4934-a25c-e6a31fe5a838",  # v1, v2, Hard; global_health; perinatal_mh
-    "9db3e66f-9e4e-4683-9279-65fe41679e8d",  # v1, v2; hedging; perinatal_mh
-    "140c95dc-4791-42a6-a1da-f52c7e525c48",  # v2 only: no modal category in categories_v1
-)
-"""The fixture's four conversations: real HealthBench prompt ids in the Psych subset as the
-smoke run's 05_subset writes it (the smoke corpus holds the first three, so the fourth has no
-theme there; v1's categories do not cover it)."""
-
-FIXTURE_OUTSIDE = "c5f6bb12-a633-4ee4-b6a8-e6f9539472dc"
-"""A HealthBench conversation outside the Psych subset (in the smoke corpus, theme
-emergency_referrals): the fixture's thirteenth row is on it, so the subset filter drops it."""
-
-_C1, _C2, _C3, _C4 = FIXTURE_CONVERSATIONS
-_FIXTURE_LABELS: tuple[tuple[str, str, tuple[bool, ...], tuple[str, ...]], ...] = (
-    # (prompt_id, category, physician labels, physicians): majority met on rows 1-6
-    (_C1, "emergency_referrals", (True, True, True), ("phys-A", "phys-B", "phys-C")),
-    (_C1, "emergency_referrals", (True, True, False), ("phys-A", "phys-B", "phys-D")),
-    (_C1, "emergency_referrals", (True, False, True), ("phys-A", "phys-C", "phys-D")),
-    (_C2, "emergency_referrals", (True, True, True), ("phys-B", "phys-C", "phys-D")),
-    (_C2, "hedging", (True, True, False), ("phys-A", "phys-B", "phys-C")),
-    (_C2, "hedging", (False, True, True), ("phys-A", "phys-B", "phys-D")),
-    (_C3, "hedging", (False, False, False), ("phys-A", "phys-C", "phys-D")),
-    (_C3, "hedging", (False, False, True), ("phys-B", "phys-C", "phys-D")),
-    (_C3, "emergency_referrals", (False, True, False), ("phys-A", "phys-B", "phys-C")),
-    (_C4, "emergency_referrals", (False, False, False), ("phys-A", "phys-B", "phys-D")),
-    (_C4, "hedging", (True, False, False), ("phys-A", "phys-C", "phys-D")),
-    (_C4, "hedging", (False, False, False), ("phys-B", "phys-C", "phys-D")),
-)
-"""Twelve rows in four conversations, three physicians each (majority met on the first six)."""
-
-_FIXTURE_OUTSIDE_ROW = (FIXTURE_OUTSIDE, "emergency_referrals", (True, True, True),
-                        ("phys-A", "phys-B", "phys-C"))
-"""The thirteenth row, outside the subset: unanimously met, every judge scripted to say not met,
-so it would move every statistic were it not filtered out."""
-
-FIXTURE_VERDICTS: tuple[tuple[bool, bool, bool], ...] = (
-    # the first, second and third judge's scripted verdicts, row by row
-    (True, True, True), (True, True, True), (True, True, True),
-    (True, True, False), (True, True, False), (False, True, False),
-    (False, False, False), (False, True, False), (False, True, False),
-    (False, True, False), (False, False, False), (True, False, False),
-)
-"""Against the majority: the first judge misses row 6 and wrongly meets row 12 (tp 5, fn 1,
-tn 5, fp 1); the second meets all six met rows and three of the six others (tp 6, tn 3, fp 3);
-the third meets only three of the met rows and none of the others (tp 3, fn 3, tn 6)."""
-
-SIM_VERDICT_PREFIX = "sim-verdicts"
-"""The marker the loopback simulator obeys in a grader prompt (``llm.testing.simulator``)."""
-
-
-def sim_marker(verdicts: Mapping[str, bool]) -> str:
-    """``[sim-verdicts model=met other=not-met]``: the simulator gives each named model that
-    verdict on a grader prompt carrying it, instead of its hash-chosen one."""
-    parts = " ".join(f"{m}={'met' if v else 'not-met'}" for m, v in verdicts.items())
-    return f"[{SIM_VERDICT_PREFIX} {parts}]"
-
-
 def fixture_rows(judges: Sequence[str] = study.JUDGE_PANEL) -> list[MetaEvalRow]:
     """The format fixture: thirteen rows in the real file's layout, physician labels chosen so
     that every statistic is computable by hand, each completion carrying the simulator's
@@ -739,7 +536,7 @@ def fixture_rows(judges: Sequence[str] = study.JUDGE_PANEL) -> list[MetaEvalRow]
     rows = []
     script = [*FIXTURE_VERDICTS, (False, False, False)]
     for i, ((pid, category, labels, phys), verdicts) in enumerate(
-            zip([*_FIXTURE_LABELS, _FIXTURE_OUTSIDE_ROW], script, strict=True)):
+            zip([*FIXTURE_LABELS, FIXTURE_OUTSIDE_ROW], script, strict=True)):
         n = i + 1
         marker = sim_marker(dict(zip(judges, verdicts, strict=False)))
         conv = (FIXTURE_CONVERSATIONS.index(pid) + 1 if pid in FIXTURE_CONVERSATIONS

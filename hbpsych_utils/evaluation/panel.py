@@ -33,7 +33,7 @@ from hbpsych_utils.core.records import TextRecord
 from hbpsych_utils.evaluation import grading
 
 if TYPE_CHECKING:
-    from hbpsych_utils.llm import Request
+    from hbpsych_utils.llm import Request, Result
     from hbpsych_utils.llm.engine import Engine, Mode
     from hbpsych_utils.llm.run_context import RunReport
 
@@ -273,18 +273,11 @@ def _run(engine: Engine, items: list[_Item], not_graded: pd.DataFrame, sampled: 
             run_ids.append(report.run_id)
         again = []
         for i, res in zip(pending, results, strict=True):
-            if res.status in ("failed", "not_run"):
-                # the engine already retried transport failures; a later run retries the call
-                verdicts[i] = grading.Verdict(None, False, attempt + 1)
-                reasons[i] = "call_failed" if res.status == "failed" else "not_run"
-                continue
-            verdict = grading.parse_verdict(res.text if res.completed else None,
-                                            attempt=attempt + 1)
-            verdicts[i] = verdict
-            if verdict.ok:
-                reasons[i] = "recovered" if verdict.recovered else "parsed"
-            else:
+            verdicts[i], reason = _verdict_of(res, attempt)
+            if reason is None:
                 again.append(i)
+            else:
+                reasons[i] = reason
         pending = again
     for i in pending:
         it = items[i]
@@ -292,6 +285,27 @@ def _run(engine: Engine, items: list[_Item], not_graded: pd.DataFrame, sampled: 
         log.warning("judge %s, candidate %s, %s, criterion %d: no verdict after %d re-asks; "
                     "excluded", it.judge, it.candidate, it.prompt_id, it.criterion_index,
                     max_reasks)
+    table = _verdict_table(items, verdicts, reasons, sampled)
+    return PanelRun(table, not_graded, calls, spend, run_ids, keys)
+
+
+def _verdict_of(res: Result, attempt: int) -> tuple[grading.Verdict, str | None]:
+    """A judge call's verdict and its ``reason`` (``VERDICT_TABLE_COLUMNS``); ``None`` for a
+    reply without a verdict, which is asked again."""
+    if res.status in ("failed", "not_run"):
+        # the engine already retried transport failures; a later run retries the call
+        reason = "call_failed" if res.status == "failed" else "not_run"
+        return grading.Verdict(None, False, attempt + 1), reason
+    verdict = grading.parse_verdict(res.text if res.completed else None, attempt=attempt + 1)
+    if not verdict.ok:
+        return verdict, None
+    return verdict, "recovered" if verdict.recovered else "parsed"
+
+
+def _verdict_table(items: Sequence[_Item], verdicts: Mapping[int, grading.Verdict],
+                   reasons: Mapping[int, str], sampled: bool) -> pd.DataFrame:
+    """One row per item (``VERDICT_TABLE_COLUMNS``, with ``sample`` when replies were
+    sampled)."""
     rows = []
     for i, it in enumerate(items):
         v = verdicts[i]
@@ -303,8 +317,7 @@ def _run(engine: Engine, items: list[_Item], not_graded: pd.DataFrame, sampled: 
     columns = list(VERDICT_TABLE_COLUMNS)
     if sampled:
         columns.insert(3, "sample")
-    table = pd.DataFrame(rows, columns=columns)
-    return PanelRun(table, not_graded, calls, spend, run_ids, keys)
+    return pd.DataFrame(rows, columns=columns)
 
 
 class VerdictRow(TextRecord):

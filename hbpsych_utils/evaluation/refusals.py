@@ -277,6 +277,17 @@ def _reply_of(e: ErrorEvent) -> tuple[str, str]:
     return e.candidate, e.prompt_id
 
 
+def _add_refusal(rows: dict[tuple[str, str], _RefusalRow], key: tuple[str, str],
+                 e: ErrorEvent) -> None:
+    """Count the reply ``key`` once, on its first event, with the most explicit evidence of its
+    events (one that says "refusal" over one that does not)."""
+    evidence = e.detail or "empty reply, not replaced"
+    if key not in rows:
+        rows[key] = {"model": key[0], "prompt_id": key[1], "evidence": evidence, "line": e.line}
+    elif "refusal" in evidence and "refusal" not in rows[key]["evidence"]:
+        rows[key]["evidence"] = evidence
+
+
 def refusal_census(
     events: Iterable[ErrorEvent], *, prompt_ids: Iterable[str] | None = None
 ) -> Census:
@@ -293,18 +304,10 @@ def refusal_census(
         log.warning("error log line %d: unknown kind %r not classified", e.line, e.kind)
     rows: dict[tuple[str, str], _RefusalRow] = {}
     for e in events:
-        if KIND_CLASSES.get(e.kind) != "candidate_empty":
-            continue
-        key = _reply_of(e)
-        if key in replaced or (keep is not None and key[1] not in keep):
-            continue
-        evidence = e.detail or "empty reply, not replaced"
-        if key in rows:  # keep the most explicit evidence
-            if "refusal" in evidence and "refusal" not in rows[key]["evidence"]:
-                rows[key]["evidence"] = evidence
-            continue
-        rows[key] = {"model": key[0], "prompt_id": key[1], "evidence": evidence,
-                     "line": e.line}
+        if KIND_CLASSES.get(e.kind) == "candidate_empty":
+            key = _reply_of(e)
+            if key not in replaced and (keep is None or key[1] in keep):
+                _add_refusal(rows, key, e)
     df = pd.DataFrame(list(rows.values()), columns=["model", "prompt_id", "evidence", "line"])
     df = df.sort_values(["model", "prompt_id"]).reset_index(drop=True)
     return Census(df, sorted(replaced), unclassified)

@@ -98,18 +98,12 @@ async def _sync_into(ctx: RunContext, items: list[Item], results: dict[str, Resu
 
 async def _provider_batches(ctx: RunContext, provider: str, items: list[Item],
                             results: dict[str, Result]) -> None:
-    store = ctx.store
+    """Adopt this provider's open batches that hold these items, submit the rest in chunks,
+    collect every batch, and send what no batch answered through the synchronous path."""
     adapter = ctx.adapter(items[0].provider)
     by_key = {it.key: it for it in items}
-    tracked: list[dict[str, Any]] = []
-    covered: set[str] = set()
-    for b in store.open_batches(provider):
-        keys = [k for k in store.batch_keys(b["batch_id"]) if k in by_key and k not in covered]
-        if keys:
-            covered.update(keys)
-            tracked.append({**b, "keys": keys, "reserved": 0.0,
-                            "submitted": time.time()})
-            ctx.report.batches.append(b["batch_id"])
+    tracked = _adopt(ctx, provider, by_key)
+    covered = {k for b in tracked for k in b["keys"]}
     fallback: list[Item] = []
     by_model: dict[str, list[Item]] = {}
     for it in items:
@@ -117,26 +111,9 @@ async def _provider_batches(ctx: RunContext, provider: str, items: list[Item],
             by_model.setdefault(it.body["model"], []).append(it)
     for model, its in by_model.items():
         for chunk in chunk_items(its, adapter.max_batch_items, adapter.max_batch_bytes):
-            if ctx.fatal is not None:
-                _not_run(ctx, chunk, results, f"not run: {ctx.fatal}")
-                continue
-            est = sum(it.est_cost(batch=True) for it in chunk)
-            if not ctx.budget.try_reserve(est):
-                _not_run(ctx, chunk, results, ctx.budget.message())
-                continue
-            submitted = await _submit(ctx, adapter, model, chunk)
-            if submitted is None:
-                ctx.budget.finish(est, 0.0)
-                fallback.extend(chunk)
-                continue
-            bid, info = submitted
-            keys = [it.key for it in chunk]
-            store.add_batch(bid, provider, model, keys, info)
-            ctx.report.batches.append(bid)
-            # the same fields as an adopted batch (Store.open_batches), so messages name both
-            tracked.append({"batch_id": bid, "provider": provider, "model": model,
-                            "info": info, "keys": keys, "reserved": est,
-                            "submitted": time.time()})
+            submitted, unsent = await _send_chunk(ctx, adapter, provider, model, chunk, results)
+            tracked += [submitted] if submitted is not None else []
+            fallback += unsent
     outs = await asyncio.gather(*[_finish(ctx, adapter, b, by_key, results) for b in tracked])
     for out in outs:
         fallback.extend(out)
@@ -145,6 +122,47 @@ async def _provider_batches(ctx: RunContext, provider: str, items: list[Item],
         results.update(await run_sync(ctx, fallback))
     elif fallback:
         _not_run(ctx, fallback, results, f"not run: {ctx.fatal}")
+
+
+def _adopt(ctx: RunContext, provider: str, by_key: dict[str, Item]) -> list[dict[str, Any]]:
+    """The provider's open batches (oldest first) that hold keys of this run, each with the
+    keys it holds that no earlier one claimed: polled and collected, never sent again."""
+    tracked: list[dict[str, Any]] = []
+    covered: set[str] = set()
+    for b in ctx.store.open_batches(provider):
+        keys = [k for k in ctx.store.batch_keys(b["batch_id"])
+                if k in by_key and k not in covered]
+        if keys:
+            covered.update(keys)
+            tracked.append({**b, "keys": keys, "reserved": 0.0, "submitted": time.time()})
+            ctx.report.batches.append(b["batch_id"])
+    return tracked
+
+
+async def _send_chunk(ctx: RunContext, adapter: Any, provider: str, model: str,
+                      chunk: list[Item], results: dict[str, Result]
+                      ) -> tuple[dict[str, Any] | None, list[Item]]:
+    """Submit one chunk as a batch, recorded in the store: its record to track, or ``None``
+    and the items for the synchronous path (a submission that failed). Not sent at all when an
+    error stopped the run or the budget cannot cover it (its items are ``not_run``)."""
+    if ctx.fatal is not None:
+        _not_run(ctx, chunk, results, f"not run: {ctx.fatal}")
+        return None, []
+    est = sum(it.est_cost(batch=True) for it in chunk)
+    if not ctx.budget.try_reserve(est):
+        _not_run(ctx, chunk, results, ctx.budget.message())
+        return None, []
+    submitted = await _submit(ctx, adapter, model, chunk)
+    if submitted is None:
+        ctx.budget.finish(est, 0.0)
+        return None, chunk
+    bid, info = submitted
+    keys = [it.key for it in chunk]
+    ctx.store.add_batch(bid, provider, model, keys, info)
+    ctx.report.batches.append(bid)
+    # the same fields as an adopted batch (Store.open_batches), so messages name both
+    return {"batch_id": bid, "provider": provider, "model": model, "info": info, "keys": keys,
+            "reserved": est, "submitted": time.time()}, []
 
 
 def _not_run(ctx: RunContext, items: list[Item], results: dict[str, Result], why: str) -> None:
@@ -172,28 +190,46 @@ async def _submit(ctx: RunContext, adapter: Any, model: str, chunk: list[Item]
 async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict[str, Item],
                   results: dict[str, Result]) -> list[Item]:
     """Poll one batch to its end, store its answers; return the items that need sync calls."""
-    store = ctx.store
-    bid = b["batch_id"]
     items = [by_key[k] for k in b["keys"]]
     outcome, info = await _poll(ctx, adapter, b)
     replies: dict[str, Reply | CallError] | None = None
+    problem = outcome
     if outcome == "done":
-        replies, problem = await _collect(ctx, adapter, bid, info)
-    else:
-        problem = outcome
-    if outcome == "gone":  # the provider has no such batch: nothing was billed, re-send
-        store.set_batch_status(bid, "abandoned", info)
-        ctx.budget.finish(b["reserved"], 0.0)
+        replies, problem = await _collect(ctx, adapter, b["batch_id"], info)
+    if outcome == "gone" or replies is None:
+        return _uncollected(ctx, b, info, items, results, problem, gone=outcome == "gone")
+    stored, spent, fallback = _sort_replies(ctx, b, items, replies,
+                                            time.time() - b["submitted"])
+    # answers, billed empty replies and the collected mark: one transaction
+    stored = ctx.record_batch(b["batch_id"], info, stored, spent)  # as stored: scrubbed of keys
+    results.update({r.key: r for r in stored})
+    ctx.budget.finish(b["reserved"], sum(r.cost for r in stored) + sum(x.cost for x in spent))
+    return fallback
+
+
+def _uncollected(ctx: RunContext, b: dict[str, Any], info: dict[str, Any], items: list[Item],
+                 results: dict[str, Result], problem: str, *, gone: bool) -> list[Item]:
+    """A batch without readable results. One the provider does not know (``gone``) billed
+    nothing: it is abandoned and its items re-sent. Otherwise its status or results could not
+    be read: it stays open for the next run, and its items are ``not_run`` in this one."""
+    bid = b["batch_id"]
+    ctx.store.set_batch_status(bid, "abandoned" if gone else OPEN_BATCH, info)
+    ctx.budget.finish(b["reserved"], 0.0)
+    if gone:
         return items
-    if replies is None:  # status or results unreadable: keep it open for the next run
-        store.set_batch_status(bid, OPEN_BATCH, info)
-        ctx.budget.finish(b["reserved"], 0.0)
-        ctx.report.uncollected += len(items)
-        _not_run(ctx, items, results,
-                 f"batch {bid} ({b['provider']}): {problem}; it stays open and the next "
-                 "run collects it")
-        return []
-    turnaround = time.time() - b["submitted"]
+    ctx.report.uncollected += len(items)
+    _not_run(ctx, items, results,
+             f"batch {bid} ({b['provider']}): {problem}; it stays open and the next "
+             "run collects it")
+    return []
+
+
+def _sort_replies(ctx: RunContext, b: dict[str, Any], items: list[Item],
+                  replies: dict[str, Reply | CallError], turnaround: float
+                  ) -> tuple[list[Result], list[SpendLine], list[Item]]:
+    """A collected batch's replies as the answers to store, the ledger lines of the empty
+    replies it billed, and the items for the synchronous path (errored, expired, missing or
+    empty); a fatal item error stops the run."""
     stored: list[Result] = []
     spent: list[SpendLine] = []
     fallback: list[Item] = []
@@ -207,16 +243,12 @@ async def _finish(ctx: RunContext, adapter: Any, b: dict[str, Any], by_key: dict
             spent += [line] if line is not None else []
         if isinstance(rep, CallError) and rep.kind == "fatal" and ctx.fatal is None:
             ctx.fatal = ProviderFatalError(
-                f"provider {b['provider']} ({it.spec.name}): batch {bid}: {rep} — stopping the "
-                "run; finished calls are stored and will be reused")
+                f"provider {b['provider']} ({it.spec.name}): batch {b['batch_id']}: {rep} — "
+                "stopping the run; finished calls are stored and will be reused")
         # errored or expired (CallError), missing (None) or empty: the synchronous path, unless
         # an error stopped the run (then they are not run)
         fallback.append(it)
-    # answers, billed empty replies and the collected mark: one transaction
-    stored = ctx.record_batch(bid, info, stored, spent)  # as stored: scrubbed of API keys
-    results.update({r.key: r for r in stored})
-    ctx.budget.finish(b["reserved"], sum(r.cost for r in stored) + sum(x.cost for x in spent))
-    return fallback
+    return stored, spent, fallback
 
 
 async def _poll(ctx: RunContext, adapter: Any, b: dict[str, Any]

@@ -249,26 +249,47 @@ def resolve_decoding(spec: ModelSpec, kind: ProviderKind, temperature: float | N
     ``seed_param`` (or its API family's) when it has one, and dropped otherwise (Anthropic).
     """
     out: dict[str, Any] = {}
+    sent_temperature = _temperature(spec, temperature)
+    if sent_temperature is not None:
+        out["temperature"] = sent_temperature
+    cap = _token_cap(spec, kind, max_tokens)
+    if cap is not None:
+        out[spec.max_tokens_param or _DEFAULT_CAP_PARAM[kind]] = cap
+    seed_param = spec.seed_param or _DEFAULT_SEED_PARAM[kind]
+    if seed is not None and seed_param is not None:
+        out[seed_param] = int(seed)
+    out.update(spec.params)
+    if kind == "anthropic":
+        _room_beyond_thinking(out, spec)
+    return out
+
+
+def _temperature(spec: ModelSpec, requested: float | None) -> float | None:
+    """The temperature sent: the model's fixed one, else the request's where the model takes
+    one (``free``), else none."""
     if isinstance(spec.temperature, float | int) and not isinstance(spec.temperature, bool):
-        out["temperature"] = float(spec.temperature)
-    elif spec.temperature == "free" and temperature is not None:
-        out["temperature"] = float(temperature)
-    cap = max_tokens
+        return float(spec.temperature)
+    if spec.temperature == "free" and requested is not None:
+        return float(requested)
+    return None
+
+
+def _token_cap(spec: ModelSpec, kind: ProviderKind, requested: int | None) -> int | None:
+    """The output cap sent: the request's (Anthropic's required default without one), lowered
+    to the model's ``max_tokens_cap``."""
+    cap = requested
     if cap is None and kind == "anthropic":
         cap = spec.default_max_tokens
     if cap is not None and spec.max_tokens_cap is not None:
         cap = min(cap, spec.max_tokens_cap)
-    if cap is not None:
-        out[spec.max_tokens_param or _DEFAULT_CAP_PARAM[kind]] = int(cap)
-    seed_param = spec.seed_param or _DEFAULT_SEED_PARAM[kind]
-    if seed is not None and seed_param is not None:
-        out[seed_param] = int(seed)
-    for k, v in spec.params.items():
-        out[k] = v
+    return None if cap is None else int(cap)
+
+
+def _room_beyond_thinking(out: dict[str, Any], spec: ModelSpec) -> None:
+    """Anthropic requires ``max_tokens`` above the thinking budget: raise it by the answer's
+    room so that thinking does not eat the answer."""
     thinking = out.get("thinking")
-    if kind == "anthropic" and isinstance(thinking, dict) and thinking.get("budget_tokens"):
-        # Anthropic requires max_tokens > thinking budget; keep the answer's room intact.
+    if isinstance(thinking, dict) and thinking.get("budget_tokens"):
         budget = int(thinking["budget_tokens"])
         if out.get("max_tokens", 0) <= budget:
             out["max_tokens"] = budget + int(out.get("max_tokens") or spec.default_max_tokens)
-    return out

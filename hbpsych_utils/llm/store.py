@@ -20,142 +20,46 @@ same text as the store. Each reply stored with a key's value replaced is counted
 opened, not per write: reading the environment on every write cost the engine about 5% of its
 calls per second in the overhead benchmark.)
 
-Layout (schema 2, about a third of the first layout's bytes per judge result): a request key
-is stored as its 32 bytes (any key that is not 64 lowercase hex characters as text); provider,
-model, run id, mode, tag and stop reason are ids into ``names``; a resolved decoding config is
-stored once in ``configs`` and rows hold its id; a text of at least ``COMPRESS_FROM`` bytes is
-stored zlib-compressed when that is shorter (``text_zlib`` = 1); ``result_rows`` are appended in
-write order (a unique index finds a key) so that a ledger line refers to its result by row id
-instead of repeating the key. The views ``results``, ``ledger`` and ``batch_items`` show the
-tables as the first layout had them (hex keys, names, JSON config; a compressed text shows as
-its zlib bytes, with ``text_zlib`` = 1) for reading with plain SQL; the API here is the way to
-read and write. A store in the first layout is migrated when opened, once, in one transaction.
+The layout on disk (schema 2: keys as bytes, names and configs as ids, long texts compressed,
+views in the first layout's shape for plain SQL) is :mod:`.store_schema`'s; a store in the first
+layout is migrated when opened, once, in one transaction (:mod:`.store_v1`). What the ledger
+says was paid is read by :mod:`.store_ledger`; the errors of a file this code cannot read are
+in :mod:`.store_errors`.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 import sqlite3
 import threading
 import time
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hbpsych_utils.core.secrets import scrubber
+from hbpsych_utils.llm import store_ledger, store_v1
 from hbpsych_utils.llm.requests import COMPLETED, Result
+from hbpsych_utils.llm.store_errors import StoreError, damaged, emptied, unreadable
+from hbpsych_utils.llm.store_schema import (
+    _COLS,
+    _FINAL,
+    _LEDGER_COLS,
+    _STATUS,
+    _STATUS_NAME,
+    _TABLES,
+    _VIEWS,
+    SCHEMA_VERSION,
+    _decode_text,
+    _encode_text,
+    _statements,
+    db_key,
+    key_str,
+)
 
 STORE_NAME = "llm_store.sqlite"
 """The store's file in a run folder: one per run, shared by its stages."""
-SCHEMA_VERSION = 2
-COMPRESS_FROM = 128
-"""Texts of at least this many UTF-8 bytes are stored zlib-compressed when that is shorter."""
-
-_STATUS = {"ok": 0, "refused": 1, "failed": 2, "not_run": 3}
-_STATUS_NAME = {v: k for k, v in _STATUS.items()}
-_FINAL = tuple(_STATUS[s] for s in COMPLETED)
-
-_TABLES = """
-CREATE TABLE names (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE
-);
-CREATE TABLE configs (
-    id INTEGER PRIMARY KEY,
-    config TEXT NOT NULL UNIQUE
-);
-CREATE TABLE result_rows (
-    id INTEGER PRIMARY KEY,
-    key BLOB NOT NULL UNIQUE,
-    provider INTEGER NOT NULL,
-    model INTEGER NOT NULL,
-    status INTEGER NOT NULL,
-    text,
-    text_zlib INTEGER NOT NULL DEFAULT 0,
-    stop_reason INTEGER,
-    refusal INTEGER NOT NULL DEFAULT 0,
-    input_tokens INTEGER NOT NULL DEFAULT 0,
-    output_tokens INTEGER NOT NULL DEFAULT 0,
-    cache_read_tokens INTEGER NOT NULL DEFAULT 0,
-    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
-    cost REAL NOT NULL DEFAULT 0,
-    latency REAL NOT NULL DEFAULT 0,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    error TEXT,
-    mode INTEGER,
-    config INTEGER,
-    tag INTEGER,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE batches (
-    id INTEGER PRIMARY KEY,
-    batch_id TEXT NOT NULL UNIQUE,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    status TEXT NOT NULL,
-    n_items INTEGER NOT NULL,
-    submitted_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    info TEXT
-);
-CREATE INDEX ix_batches_status ON batches(status);
-CREATE TABLE batch_members (
-    batch INTEGER NOT NULL,
-    key BLOB NOT NULL,
-    PRIMARY KEY (batch, key)
-) WITHOUT ROWID;
-CREATE TABLE ledger_lines (
-    id INTEGER PRIMARY KEY,
-    ts REAL NOT NULL,
-    run INTEGER,
-    provider INTEGER NOT NULL,
-    model INTEGER NOT NULL,
-    result INTEGER,
-    key BLOB,
-    mode INTEGER,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    cache_read_tokens INTEGER NOT NULL DEFAULT 0,
-    cache_write_tokens INTEGER NOT NULL DEFAULT 0,
-    cost REAL NOT NULL
-)
-"""
-# ledger_lines.result is a result_rows id (the line of a stored result); ledger_lines.key is set
-# instead when the call has no row of its own (an empty reply that was retried).
-
-_HEX_KEY = "CASE WHEN typeof({c}) = 'blob' THEN lower(hex({c})) ELSE {c} END"
-_VIEWS = f"""
-CREATE VIEW results AS SELECT
-    {_HEX_KEY.format(c="r.key")} AS key, p.name AS provider, m.name AS model,
-    CASE r.status WHEN 0 THEN 'ok' WHEN 1 THEN 'refused' WHEN 2 THEN 'failed'
-        ELSE 'not_run' END AS status,
-    r.text AS text, r.text_zlib AS text_zlib, s.name AS stop_reason, r.refusal AS refusal,
-    r.input_tokens AS input_tokens, r.output_tokens AS output_tokens,
-    r.cache_read_tokens AS cache_read_tokens, r.cache_write_tokens AS cache_write_tokens,
-    r.cost AS cost, r.latency AS latency, r.attempts AS attempts, r.error AS error,
-    mo.name AS mode, c.config AS config, COALESCE(t.name, '') AS tag, r.updated_at AS updated_at
-FROM result_rows r JOIN names p ON p.id = r.provider JOIN names m ON m.id = r.model
-    LEFT JOIN names s ON s.id = r.stop_reason LEFT JOIN names mo ON mo.id = r.mode
-    LEFT JOIN configs c ON c.id = r.config LEFT JOIN names t ON t.id = r.tag;
-CREATE VIEW ledger AS SELECT
-    l.id AS id, l.id AS rowid, l.ts AS ts, ru.name AS run_id, p.name AS provider,
-    m.name AS model, {_HEX_KEY.format(c="COALESCE(l.key, r.key)")} AS key, mo.name AS mode,
-    l.input_tokens AS input_tokens, l.output_tokens AS output_tokens,
-    l.cache_read_tokens AS cache_read_tokens, l.cache_write_tokens AS cache_write_tokens,
-    l.cost AS cost
-FROM ledger_lines l JOIN names p ON p.id = l.provider JOIN names m ON m.id = l.model
-    LEFT JOIN names ru ON ru.id = l.run LEFT JOIN names mo ON mo.id = l.mode
-    LEFT JOIN result_rows r ON r.id = l.result;
-CREATE VIEW batch_items AS SELECT b.batch_id AS batch_id, {_HEX_KEY.format(c="i.key")} AS key
-FROM batch_members i JOIN batches b ON b.id = i.batch
-"""
-
-_COLS = ("key", "provider", "model", "status", "text", "text_zlib", "stop_reason", "refusal",
-         "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost",
-         "latency", "attempts", "error", "mode", "config", "tag", "updated_at")
 
 # A final row (ok/refused) is never replaced; anything else may be.
 _UPSERT = (
@@ -164,8 +68,6 @@ _UPSERT = (
     + ", ".join(f"{c}=excluded.{c}" for c in _COLS[1:])
     + f" WHERE result_rows.status NOT IN ({', '.join(map(str, _FINAL))})"
 )
-_LEDGER_COLS = ("ts", "run", "provider", "model", "result", "key", "mode", "input_tokens",
-                "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost")
 _LEDGER_INSERT = (f"INSERT INTO ledger_lines ({', '.join(_LEDGER_COLS)}) "
                   f"VALUES ({', '.join('?' * len(_LEDGER_COLS))})")
 # the line of a stored result: its row id, looked up in the same transaction as the upsert
@@ -206,51 +108,6 @@ class SpendLine:
     cache_write_tokens: int = 0
 
 
-class StoreError(RuntimeError):
-    """A store this code cannot read (damaged, or a newer or unknown layout); the message names
-    the file and, for a damaged one, what to do."""
-
-
-_DAMAGE = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
-"""SQLite's names for a file that is not a database, or one whose pages are damaged."""
-
-
-def damaged(path: Path, problem: str, *, readable: bool) -> StoreError:
-    """The error for a damaged store: the file, the problem, how to move it aside (with its
-    journal files, which must not meet a new store of the same name) and what is lost.
-    ``readable``: SQLite can still read some of it (damaged pages, not a file that is no
-    database at all)."""
-    moves = " && ".join(f"mv {shlex.quote(str(f))} {shlex.quote(str(path))}.damaged{suffix}"
-                        for f, suffix in ((path, ""), (Path(f"{path}-wal"), "-wal"),
-                                          (Path(f"{path}-shm"), "-shm"))
-                        if f == path or f.exists())
-    salvage = (f" (sqlite3's .recover can salvage some rows of {path.name}.damaged, but runs do "
-               "not read them back)" if readable else "")
-    return StoreError(
-        f"{path}: damaged ({problem}). Move it aside ({moves}) and run again. The answers paid "
-        f"for in it are lost: the new store the run starts pays for those calls again{salvage}")
-
-
-def unreadable(path: Path, exc: sqlite3.DatabaseError) -> StoreError:
-    """The error for a store SQLite refused to open or read."""
-    if exc.sqlite_errorname in _DAMAGE:
-        return damaged(path, str(exc), readable=exc.sqlite_errorname != "SQLITE_NOTADB")
-    return StoreError(f"{path}: cannot be read ({exc})")
-
-
-def emptied(path: Path) -> bool:
-    """Whether ``path`` is an empty file (0 bytes).
-
-    SQLite takes such a file for a new database and would start over in it, paying again for
-    every answer the store held. A store this code opened is at least one page long: setting
-    its journal mode, the first thing :class:`Store` does, writes the header (its write-ahead
-    log, if one is left beside an emptied file, cannot be read without it)."""
-    try:
-        return Path(path).stat().st_size == 0
-    except FileNotFoundError:
-        return False
-
-
 def check(path: Path) -> None:
     """Raise :class:`StoreError` if the store at ``path`` (an existing file) is damaged or
     empty (:func:`emptied`), before anything reads it. ``PRAGMA quick_check`` reads every page
@@ -271,44 +128,6 @@ def check(path: Path) -> None:
     if problems != ["ok"]:
         more = f", and {len(problems) - 1} more problems" if len(problems) > 1 else ""
         raise damaged(path, f"quick_check: {problems[0]}{more}", readable=True)
-
-
-def db_key(key: str) -> bytes | str:
-    """The stored form of a request key: its 32 bytes when it is 64 lowercase hex characters
-    (every key ``request_key`` makes), the string itself otherwise."""
-    if len(key) == 64:
-        try:
-            raw = bytes.fromhex(key)
-        except ValueError:
-            return key
-        if raw.hex() == key:
-            return raw
-    return key
-
-
-def key_str(value: bytes | str) -> str:
-    return value.hex() if isinstance(value, bytes) else value
-
-
-def _encode_text(text: str | None) -> tuple[str | bytes | None, int]:
-    if text is None:
-        return None, 0
-    raw = text.encode("utf-8")
-    if len(raw) >= COMPRESS_FROM:
-        packed = zlib.compress(raw, 6)
-        if len(packed) < len(raw):
-            return packed, 1
-    return text, 0
-
-
-def _decode_text(value: str | bytes | None, zipped: int) -> str | None:
-    if zipped:
-        return zlib.decompress(value).decode("utf-8")  # type: ignore[arg-type]
-    return value  # type: ignore[return-value]
-
-
-def _statements(script: str) -> Iterator[str]:
-    return (s for s in (p.strip() for p in script.split(";")) if s)
 
 
 class Store:
@@ -360,7 +179,7 @@ class Store:
             if version == SCHEMA_VERSION:
                 return  # another process created or migrated it meanwhile
             if kinds.get("results") == "table" and "result_rows" not in kinds:
-                self._migrate_v1()
+                store_v1.migrate(self._db, self.path, self._name_id, self._config_id)
                 migrated = True
             elif not kinds:
                 self._create()
@@ -377,68 +196,6 @@ class Store:
         for stmt in (*_statements(_TABLES), *_statements(_VIEWS)):
             self._db.execute(stmt)
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    def _migrate_v1(self) -> None:
-        """Copy every row, batch (with its keys) and ledger line of the first layout."""
-        db = self._db
-        db.execute("ALTER TABLE batches RENAME TO v1_batches")
-        db.execute("DROP INDEX IF EXISTS ix_batches_status")
-        for stmt in _statements(_TABLES):
-            db.execute(stmt)
-        read = db.cursor()
-        read.execute(
-            "SELECT key, provider, model, status, text, stop_reason, refusal, input_tokens, "
-            "output_tokens, cost, latency, attempts, error, mode, config, tag, updated_at "
-            "FROM results ORDER BY key")
-        while chunk := read.fetchmany(5000):
-            rows = []
-            for (key, provider, model, status, text, stop, refusal, tin, tout, cost, latency,
-                 attempts, error, mode, config, tag, updated) in chunk:
-                if status not in _STATUS:
-                    raise StoreError(f"{self.path}: results row {key}: field status: "
-                                     f"{status!r} is not one of {sorted(_STATUS)}")
-                packed, zipped = _encode_text(text)
-                rows.append((db_key(key), self._name_id(provider), self._name_id(model),
-                             _STATUS[status], packed, zipped, self._name_id(stop),
-                             int(refusal or 0), tin, tout, 0, 0, cost, latency, attempts, error,
-                             self._name_id(mode), self._config_id(json.loads(config or "{}")),
-                             self._name_id(tag or None), updated))
-            db.executemany(f"INSERT INTO result_rows ({', '.join(_COLS)}) "
-                           f"VALUES ({', '.join('?' * len(_COLS))})", rows)
-        read.execute("SELECT batch_id, provider, model, status, n_items, submitted_at, "
-                     "updated_at, info FROM v1_batches ORDER BY submitted_at, rowid")
-        db.executemany("INSERT INTO batches (batch_id, provider, model, status, n_items, "
-                       "submitted_at, updated_at, info) VALUES (?,?,?,?,?,?,?,?)",
-                       read.fetchall())
-        # an item whose batch row is missing (not made by this code) keeps a batch of its own
-        db.execute("INSERT INTO batches (batch_id, provider, model, status, n_items, "
-                   "submitted_at, updated_at, info) SELECT batch_id, '', '', 'orphaned', "
-                   "COUNT(*), 0, 0, NULL FROM batch_items WHERE batch_id NOT IN "
-                   "(SELECT batch_id FROM batches) GROUP BY batch_id")
-        batch_ids = dict(db.execute("SELECT batch_id, id FROM batches"))
-        read.execute("SELECT batch_id, key FROM batch_items ORDER BY batch_id, key")
-        while chunk := read.fetchmany(5000):
-            db.executemany("INSERT INTO batch_members (batch, key) VALUES (?, ?)",
-                           [(batch_ids[b], db_key(k)) for b, k in chunk])
-        read.execute("SELECT id, ts, run_id, provider, model, key, mode, input_tokens, "
-                     "output_tokens, cost FROM ledger ORDER BY id")
-        while chunk := read.fetchmany(5000):
-            lines = []
-            for line_id, ts, run_id, provider, model, key, mode, tin, tout, cost in chunk:
-                stored = key if key is None else db_key(key)
-                row = None if key is None else db.execute(
-                    "SELECT id FROM result_rows WHERE key = ?", (stored,)).fetchone()
-                lines.append((line_id, ts, self._name_id(run_id), self._name_id(provider),
-                              self._name_id(model), row[0] if row else None,
-                              None if row else stored, self._name_id(mode), tin, tout, 0, 0,
-                              cost))
-            db.executemany(f"INSERT INTO ledger_lines (id, {', '.join(_LEDGER_COLS)}) "
-                           f"VALUES (?, {', '.join('?' * len(_LEDGER_COLS))})", lines)
-        for table in ("results", "batch_items", "ledger", "v1_batches"):
-            db.execute(f"DROP TABLE {table}")  # their indexes go with them
-        for stmt in _statements(_VIEWS):
-            db.execute(stmt)
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # ---- transactions, names and configs
     def _write(self) -> _Transaction:
@@ -526,23 +283,34 @@ class Store:
         final = self._final_keys(r.key for r in scrubbed) if scrubbed else set()
         rows = [self._row(r, now) for r in stored]
         self._db.executemany(_UPSERT, rows)
-        paid = [
+        paid = self._paid_lines(results, rows, run_id, now) if ledger else []
+        if paid:
+            self._db.executemany(_LEDGER_OF_RESULT, paid)
+        self._mark_scrubbed(scrubbed, final, now)
+        return stored
+
+    def _paid_lines(self, results: Sequence[Result], rows: Sequence[tuple[Any, ...]],
+                    run_id: str | None, now: float) -> list[tuple[Any, ...]]:
+        """The ledger line of each result that cost anything, referring to its row."""
+        return [
             (now, self._name_id(run_id), row[1], row[2], row[0], row[16], r.input_tokens,
              r.output_tokens, r.cache_read_tokens, r.cache_write_tokens, r.cost)
             for r, row in zip(results, rows, strict=True)
-            if ledger and (r.cost or r.input_tokens or r.output_tokens
-                           or r.cache_read_tokens or r.cache_write_tokens)
+            if r.cost or r.input_tokens or r.output_tokens
+            or r.cache_read_tokens or r.cache_write_tokens
         ]
-        if paid:
-            self._db.executemany(_LEDGER_OF_RESULT, paid)
-        # a final row is never replaced: the count of its first write stands
+
+    def _mark_scrubbed(self, scrubbed: Sequence[Result], final: set[bytes | str],
+                       now: float) -> None:
+        """Count the key values replaced in each of ``scrubbed`` (replies before scrubbing) that
+        had no final row yet: a final row is never replaced, the count of its first write
+        stands."""
         marks = [(db_key(r.key), name, n, now) for r in scrubbed if db_key(r.key) not in final
                  for name, n in sorted(self._clean.count(r.text or "").items())]
         if marks:
             self._db.execute(_SCRUBBED)
             self._db.executemany(f"INSERT OR REPLACE INTO {SCRUBBED_TABLE} "
                                  "(key, variable, occurrences, at) VALUES (?, ?, ?, ?)", marks)
-        return stored
 
     def _final_keys(self, keys: Iterable[str]) -> set[bytes | str]:
         """The stored forms of those of ``keys`` that already have a final row."""
@@ -633,67 +401,22 @@ class Store:
     def spend(self, run_id: str | None = None) -> dict[str, Any]:
         """Total calls, tokens and cost, overall or for one run, with a per-model breakdown."""
         with self._lock:
-            where, args = "", ()
-            if run_id:
-                got = self._db.execute("SELECT id FROM names WHERE name = ?",
-                                       (run_id,)).fetchone()
-                where, args = "WHERE run = ?", (got[0] if got else -1,)
-            rows = self._db.execute(
-                "SELECT provider, model, mode, COUNT(*), SUM(input_tokens), SUM(output_tokens), "
-                "SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost) "
-                f"FROM ledger_lines {where} GROUP BY provider, model, mode", args).fetchall()
-            named = [(self._name(p), self._name(m), self._name(mo), *rest)
-                     for p, m, mo, *rest in rows]
-        named.sort(key=lambda r: (r[0], r[1], r[2] is not None, r[2] or ""))
-        by_model = [
-            {"provider": p, "model": m, "mode": mo, "calls": n, "input_tokens": ti or 0,
-             "output_tokens": to or 0, "cache_read_tokens": cr or 0,
-             "cache_write_tokens": cw or 0, "cost": round(c or 0.0, 6)}
-            for p, m, mo, n, ti, to, cr, cw, c in named
-        ]
-        return {
-            "calls": sum(r["calls"] for r in by_model),
-            "input_tokens": sum(r["input_tokens"] for r in by_model),
-            "output_tokens": sum(r["output_tokens"] for r in by_model),
-            "cache_read_tokens": sum(r["cache_read_tokens"] for r in by_model),
-            "cache_write_tokens": sum(r["cache_write_tokens"] for r in by_model),
-            "cost": round(sum(r["cost"] for r in by_model), 6),
-            "by_model": by_model,
-        }
+            return store_ledger.spend(self._db, self._name, run_id)
 
     def paid_by_run(self, keys: Iterable[str]) -> dict[str, float]:
         """USD the ledger holds for the answers to ``keys``, by the engine run that paid (its
         run id; "" for a line without one): every call bought for them, whichever run of this
         store made it, so a stage run again after an interruption can tell what its earlier
-        attempts paid for the answers it reused. A line without a stored result of its own (an
-        empty reply, retried) counts under its key."""
-        wanted = {db_key(k) for k in keys}
-        out: dict[str, float] = {}
+        attempts paid for the answers it reused."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT l.run, COALESCE(l.key, r.key), l.cost FROM ledger_lines l "
-                "LEFT JOIN result_rows r ON r.id = l.result").fetchall()
-            for run, key, cost in rows:
-                if key in wanted:
-                    name = self._name(run) or ""
-                    out[name] = out.get(name, 0.0) + cost
-        return out
+            return store_ledger.paid_by_run(self._db, self._name, keys)
 
     def spend_by_tag(self) -> list[dict[str, Any]]:
         """The ledger by the tag and model of the result each line paid for, so a caller that
         tags its requests (grading tags each reply's candidate) can say what one part of a run
-        cost: calls, cost and the first and last charge (Unix time). A line without a stored
-        result of its own (an empty reply retried) counts under its key's result; one whose key
-        never got a result has tag ``""``."""
+        cost: calls, cost and the first and last charge (Unix time)."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT r.tag, COALESCE(r.model, l.model), COUNT(*), SUM(l.cost), MIN(l.ts), "
-                "MAX(l.ts) FROM ledger_lines l LEFT JOIN result_rows r ON r.id = "
-                "COALESCE(l.result, (SELECT id FROM result_rows WHERE key = l.key)) "
-                "GROUP BY r.tag, COALESCE(r.model, l.model)").fetchall()
-            return [{"tag": self._name(tag) or "", "model": self._name(model), "calls": n,
-                     "cost": round(cost or 0.0, 6), "first_ts": first, "last_ts": last}
-                    for tag, model, n, cost, first, last in rows]
+            return store_ledger.spend_by_tag(self._db, self._name)
 
     # ---- scrubbed replies
     def scrubbed(self) -> list[dict[str, Any]]:

@@ -144,28 +144,42 @@ def classify_error(code: int | None, body: Any, headers: Any = None, *,
     status = err.get("status") or ""
     text = str(err.get("message") or (body if not isinstance(body, dict) else ""))
     violations = base.rpc_quota_violations(details)
-    quotas = "; ".join(base.describe_quota(v) for v in violations[:4])
-    reason_codes = base.error_codes(*(d.get("reason")
-                                      for d in base.rpc_details(details, "ErrorInfo")))
-    reasons = " ".join(reason_codes)
-    msg = (f"{prefix}HTTP {code}: {status} {clip(text, 300)}"
-           + (f" [reason: {reasons}]" if reasons else "")
-           + (f" [quota: {quotas}]" if quotas else ""))
     daily = [v for v in violations if base.is_daily_quota(v)]
     if code == 429 and daily:
         return base.CallError(
             "fatal", f"HTTP 429: {status} daily quota exhausted: "
             f"{'; '.join(base.describe_quota(v) for v in daily)}. Per-day quotas reset at "
             "midnight Pacific time; re-run after the reset (or raise the quota)", code)
+    reason_codes = base.error_codes(*(d.get("reason")
+                                      for d in base.rpc_details(details, "ErrorInfo")))
+    msg = _error_message(prefix, code, status, text, reason_codes, violations)
+    retry = _retry_delay(headers, details, text)
+    if retry is not None and code == 429:
+        msg += f" (retry in {retry:g}s)"
+    fields = base.ErrorFields(code, (*reason_codes, *base.error_codes(status)), text)
+    return base.classify_error(fields, msg, retry, model_call=model_call)
+
+
+def _error_message(prefix: str, code: int | None, status: str, text: str,
+                   reason_codes: tuple[str, ...], violations: list[dict[str, Any]]) -> str:
+    """One line: HTTP code, status, the message (cut), the ``ErrorInfo`` reasons and the first
+    quota violations."""
+    reasons = " ".join(reason_codes)
+    quotas = "; ".join(base.describe_quota(v) for v in violations[:4])
+    return (f"{prefix}HTTP {code}: {status} {clip(text, 300)}"
+            + (f" [reason: {reasons}]" if reasons else "")
+            + (f" [quota: {quotas}]" if quotas else ""))
+
+
+def _retry_delay(headers: Any, details: Any, text: str) -> float | None:
+    """The wait Gemini asks for: a retry header, else ``RetryInfo.retryDelay``, else the
+    message's "Please retry in 27.2s" (read from the whole message)."""
     retry = base.parse_retry_after(headers)
     if retry is None:
         retry = base.rpc_retry_delay(details)
     if retry is None:
         retry = base.retry_hint(text)
-    if retry is not None and code == 429:
-        msg += f" (retry in {retry:g}s)"
-    fields = base.ErrorFields(code, (*reason_codes, *base.error_codes(status)), text)
-    return base.classify_error(fields, msg, retry, model_call=model_call)
+    return retry
 
 
 def _httpx_transport() -> Any:
@@ -193,15 +207,20 @@ def _enum(v: Any) -> str | None:
     return str(getattr(v, "value", v))
 
 
+def _usage(usage: Any) -> tuple[int, int, int]:
+    """Prompt tokens (cached ones included), output tokens (thoughts included) and cached
+    prompt tokens of a response's ``usage_metadata`` (zeros without one)."""
+    if not usage:
+        return 0, 0, 0
+    tout = int(usage.candidates_token_count or 0) + int(usage.thoughts_token_count or 0)
+    return (int(getattr(usage, "prompt_token_count", 0) or 0), tout,
+            int(usage.cached_content_token_count or 0))
+
+
 def parse_response(resp: Any) -> base.Reply:
     """A ``GenerateContentResponse`` (sync, or an inlined batch response) as a Reply; the
     prompt count includes ``cachedContentTokenCount``, the tokens served from the cache."""
-    usage = resp.usage_metadata
-    tin = int(getattr(usage, "prompt_token_count", 0) or 0) if usage else 0
-    tout = cached = 0
-    if usage:
-        tout = int(usage.candidates_token_count or 0) + int(usage.thoughts_token_count or 0)
-        cached = int(usage.cached_content_token_count or 0)
+    tin, tout, cached = _usage(resp.usage_metadata)
     cands = resp.candidates or []
     if not cands:
         fb = resp.prompt_feedback
