@@ -369,7 +369,7 @@ def test_a_run_says_where_a_reply_quoting_a_key_was_replaced_and_names_a_placeho
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "lm-studio")
     write_profile(project, "01_corpus")
-    out = project / "out"
+    out = project / "outputs"
     with Simulator() as sim:
         url = sim.base_urls_for(load_registry())["openai"]
         notebook(project / "notebooks" / "01_corpus.ipynb",
