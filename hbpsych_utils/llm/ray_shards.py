@@ -55,6 +55,8 @@ INSTALL = ("pip install -e '.[ray]' (or HBPSYCH_EXTRAS=all bash run_tests.sh, wh
 CALLS_PER_ACTOR = 16
 """Calls in flight per actor when the number of actors is not given."""
 MAX_ACTORS = 8
+ACTOR_CPUS = 0.1
+"""CPUs an actor reserves: it mostly waits for its HTTP calls."""
 OPENAI_URL = "https://api.openai.com/v1"
 
 
@@ -199,6 +201,7 @@ def run_export(engine: Any, export: Path, manifest: Manifest, out_dir: Path, *,
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False,
                  configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
     clean = scrubber()
     written: list[tuple[Path, int]] = []
     try:
@@ -206,9 +209,14 @@ def run_export(engine: Any, export: Path, manifest: Manifest, out_dir: Path, *,
             lim = engine.limits[s.provider]
             n = actors or max(1, min(MAX_ACTORS, math.ceil(lim.concurrency / CALLS_PER_ACTOR)))
             endpoint = endpoint_for(engine, s.provider, n)
-            ds = ray.data.read_binary_files([str(export / s.file)]).flat_map(_split_lines)
+            batch_size = max(1, endpoint.in_flight * 4)  # lines an actor takes at a time
+            ds = (ray.data.read_binary_files([str(export / s.file)]).flat_map(_split_lines)
+                  .repartition(max(1, math.ceil(s.lines / batch_size))))
+            # an actor waits on the network: it holds a sliver of a CPU, so that the actors
+            # never take every CPU from the task that reads the shard (a 2-core machine)
             ds = ds.map_batches(Caller, fn_constructor_kwargs={"endpoint": endpoint},
-                                concurrency=n, batch_size=max(1, endpoint.in_flight * 4))
+                                compute=ray.data.ActorPoolStrategy(size=n),
+                                num_cpus=ACTOR_CPUS, batch_size=batch_size)
             lines = [str(x) for batch in ds.iter_batches(batch_size=4096)
                      for x in batch["line"]]
             path = out_dir / (Path(s.file).stem + ".output.jsonl")
