@@ -222,3 +222,26 @@ def test_the_next_judge_calls_follow_the_panels_attempts(engine: Engine) -> None
     assert [(r.metadata["criterion_index"], r.sample) for r in second] == [(2, 0), (1, 1)]
     store(second[1], "ok", "Still unsure.")  # the last re-ask spent: excluded, nothing next
     assert [(r.metadata["criterion_index"], r.sample) for r in nxt()] == [(2, 0)]
+
+
+def test_the_commands_answer_bad_arguments_in_one_line(tmp_path: Path, capsys) -> None:
+    from hbpsych_utils.__main__ import main
+
+    outputs = ["--outputs", str(tmp_path / "out")]
+    assert main(["shards", "default", "--stage", "07_grading", *outputs]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "paper mode" in err and "07_grading" in err
+    assert main(["shards", "smoke", "--stage", "08_scores", *outputs]) == 2
+    assert "invalid choice" in capsys.readouterr().err
+    assert main(["shards", "smoke", "--stage", "07_grading", "--size", "0", *outputs]) == 2
+    assert "below 1" in capsys.readouterr().err
+    assert main(["shards", "smoke", "--stage", "07_grading", *outputs]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no run folder of profile 'smoke'" in err
+    (tmp_path / "out" / "smoke").mkdir(parents=True)
+    assert main(["import-results", "smoke", str(tmp_path / "none.jsonl"), *outputs]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "r.jsonl").write_text("{}\n")
+    assert main(["import-results", "smoke", str(tmp_path / "r.jsonl"), *outputs]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no export to match results against" in err
