@@ -245,3 +245,31 @@ def test_the_commands_answer_bad_arguments_in_one_line(tmp_path: Path, capsys) -
     assert main(["import-results", "smoke", str(tmp_path / "r.jsonl"), *outputs]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no export to match results against" in err
+
+
+@pytest.mark.slow
+def test_a_ray_actor_retries_a_transient_error_and_stops_at_an_account_error() -> None:
+    """What one ``ray-shards`` actor does with each line (plain Python: no Ray needed): a 503 is
+    retried, a quota error ends its line as an error line and the actor sends nothing more,
+    ending the other lines as not sent; every line gets one output line."""
+    from hbpsych_utils.llm.ray_shards import Caller, Endpoint
+    from hbpsych_utils.llm.testing import Fault, Simulator
+
+    lines = [json.dumps({"custom_id": f"{i:064x}", "method": "POST",
+                         "url": "/v1/chat/completions",
+                         "body": {"model": GPT, "messages": [{"role": "user",
+                                                              "content": f"line {i}"}]}})
+             for i in range(4)]
+    with Simulator(faults=[Fault("http_503", match="line 0", times=1),
+                           Fault("quota", match="line 1")]) as sim:
+        endpoint = Endpoint(url=sim.base_urls["openai"] + "/chat/completions", key_env=None,
+                            in_flight=1, rpm=None, tpm=None, max_attempts=3,
+                            backoff_base=0.01, backoff_max=0.05, timeout=30)
+        out = [json.loads(x) for x in Caller(endpoint)({"line": lines})["line"]]
+        sent = [e["user"] for e in sim.log]
+    assert [o["custom_id"] for o in out] == [f"{i:064x}" for i in range(4)]
+    assert out[0]["response"]["status_code"] == 200 and sent.count("line 0") == 2
+    assert out[1]["response"]["status_code"] == 429
+    assert "insufficient_quota" in json.dumps(out[1]["response"]["body"])
+    assert [o["error"]["code"] for o in out[2:]] == ["not_sent", "not_sent"]
+    assert "line 2" not in sent and "line 3" not in sent

@@ -204,6 +204,11 @@ class Engine:
         self._check_keys({it.provider.name for it in pending})
         return pending, cached, plan, keys
 
+    def require_keys(self, providers: Iterable[str]) -> None:
+        """:class:`ConfigError` naming every key variable ``providers`` need and the environment
+        lacks (a loopback endpoint needs none)."""
+        self._check_keys(providers)
+
     def _check_keys(self, providers: Iterable[str]) -> None:
         missing = []
         for name in sorted(providers):

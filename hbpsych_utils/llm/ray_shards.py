@@ -45,7 +45,8 @@ from typing import Any
 from hbpsych_utils.core.secrets import scrubber
 from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.llm.cost import estimate_input_tokens
-from hbpsych_utils.llm.providers.base import classify_status, parse_retry_after
+from hbpsych_utils.llm.providers.base import classify_error, parse_retry_after
+from hbpsych_utils.llm.providers.openai_chat import openai_fields
 from hbpsych_utils.llm.run_context import Limiter
 from hbpsych_utils.llm.shards import Manifest, known_requests
 
@@ -101,6 +102,9 @@ class Caller:
         self._headers = {"content-type": "application/json",
                          **({"authorization": f"Bearer {key}"} if key else {})}
         self._limiter = Limiter(endpoint.rpm, endpoint.tpm)
+        self._fatal: str | None = None
+        """An account-level error met by this actor (quota, key, model): the engine would stop
+        its run, so the actor sends nothing more and ends its other lines as error lines."""
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list[str]]:
         lines = [str(x) for x in batch["line"]]
@@ -130,6 +134,9 @@ class Caller:
         data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         ep = self.endpoint
         for attempt in range(1, ep.max_attempts + 1):
+            if self._fatal is not None:
+                return _output(key, None, None, {"code": "not_sent",
+                                                 "message": f"not sent: {self._fatal}"})
             await self._limiter.acquire(estimate_input_tokens(len(line)))
             try:
                 resp = await client.post(ep.url, content=data, headers=self._headers)
@@ -146,13 +153,19 @@ class Caller:
                 parsed = None
             if resp.status_code == 200 and isinstance(parsed, dict):
                 return _output(key, 200, parsed, None, rid)
-            err = classify_status(resp.status_code, resp.text[:2000],
-                                  parse_retry_after(resp.headers))
+            # the engine's classes, read from the error object's code and type as the engine's
+            # OpenAI adapter reads them (a body that is no JSON object: its status and text)
+            error = parsed.get("error", parsed) if isinstance(parsed, dict) else resp.text[:2000]
+            err = classify_error(openai_fields(resp.status_code, error),
+                                 f"HTTP {resp.status_code}: {resp.text[:500]}",
+                                 parse_retry_after(resp.headers))
             if err.kind == "transient" and attempt < ep.max_attempts:
                 if err.retry_after:
                     self._limiter.pause(err.retry_after)
                 await asyncio.sleep(self._backoff(attempt, err.retry_after))
                 continue
+            if err.kind == "fatal":
+                self._fatal = str(err)
             if not isinstance(parsed, dict):
                 parsed = {"error": {"message": resp.text[:2000], "type": "server_error",
                                     "code": resp.status_code}}
@@ -194,6 +207,7 @@ def run_export(engine: Any, export: Path, manifest: Manifest, out_dir: Path, *,
     """Every shard of ``export`` through Ray Data; one output file per shard (module doc).
     Returns each output file with its number of lines."""
     known_requests([export])  # every shard as exported (sha256), before anything is sent
+    engine.require_keys({s.provider for s in manifest.shards})
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the machine
     import ray
 

@@ -261,6 +261,7 @@ def _command(name: str, argv: list[str]) -> str:
 
 def _answer(run: Callable[[], int]) -> int:
     from hbpsych_utils.core.writes import describe_os_error
+    from hbpsych_utils.llm.models import ConfigError
     from hbpsych_utils.llm.shards import ShardsError
     from hbpsych_utils.llm.store import StoreError
 
@@ -273,7 +274,7 @@ def _answer(run: Callable[[], int]) -> int:
     except OSError as exc:
         print(f"error: {describe_os_error(exc)}", file=sys.stderr)
         return EXIT_FAILED
-    except (ShardsError, StoreError, ValueError) as exc:
+    except (ShardsError, StoreError, ValueError, ConfigError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_FAILED
 
