@@ -173,15 +173,19 @@ def test_a_shard_changed_after_export_is_refused(engine: Engine, tmp_path: Path)
         known_requests([out])
 
 
-def test_an_engine_that_sends_nothing_answers_from_the_store_or_names_what_is_missing(
+def test_an_engine_whose_calls_are_made_elsewhere_answers_from_the_store_or_names_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``external=True``: the exportable calls (OpenAI-wire providers) come from the store or
+    the run stops before the first call, naming how many are missing; no key is needed to plan.
+    The calls no export holds (Anthropic's API here) are not counted: the engine sends them."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     store = tmp_path / "myprofile" / "llm_store.sqlite"
-    engine = Engine(store, progress=False, send=False, stage="07_grading")
+    engine = Engine(store, progress=False, external=True, stage="07_grading")
     reqs = _requests(3, GPT)
-    assert engine.plan(reqs).calls == 3  # no key needed: nothing would be sent
-    with pytest.raises(NotSent, match=r"3 model call\(s\).*shards myprofile --stage 07_grading"):
-        engine.run(reqs)
+    assert engine.plan(reqs).calls == 3
+    with pytest.raises(NotSent, match=r"^3 model call\(s\) .*\(gpt-4\.1-2025-04-14: 3\).*"
+                       r"shards myprofile --stage 07_grading"):
+        engine.run([*reqs, *_requests(2, CLAUDE)])
     for r in reqs:
         engine.store.put(Result(key=engine.resolve(r).key, model=GPT, provider="openai",
                                 status="ok", text="stored"))

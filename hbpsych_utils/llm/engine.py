@@ -48,7 +48,7 @@ from hbpsych_utils.llm.models import (
     load_registry,
     resolve_decoding,
 )
-from hbpsych_utils.llm.providers import Adapter, adapter_class, make_adapter
+from hbpsych_utils.llm.providers import OPENAI_WIRE_KINDS, Adapter, adapter_class, make_adapter
 from hbpsych_utils.llm.providers.base import cache_arranged
 from hbpsych_utils.llm.requests import Request, Result, request_key
 from hbpsych_utils.llm.run_context import (
@@ -69,7 +69,8 @@ NO_KEY = "no-key-needed"
 
 
 class NotSent(RuntimeError):
-    """An engine that sends nothing (``send=False``) was asked for answers its store lacks."""
+    """An engine whose exportable calls are made elsewhere (``external=True``) was asked for
+    answers of such calls its store lacks."""
 
     def __init__(self, calls: int, models: str, store: Path, stage: str | None) -> None:
         self.calls = calls
@@ -77,7 +78,8 @@ class NotSent(RuntimeError):
         stage = stage or "STAGE"
         super().__init__(
             f"{calls:,} model call(s) are not answered in the store {store} ({models}), and "
-            f"{stage}'s calls are made elsewhere (llm.external), so none is sent from here: "
+            f"{stage}'s calls to OpenAI-compatible APIs are made elsewhere (llm.external), so "
+            "none is sent from here: "
             f"export them with `python -m hbpsych_utils shards {profile} --stage {stage}`, run "
             f"the shards, import their output with `python -m hbpsych_utils import-results "
             f"{profile} OUTPUT`, then run the profile again (docs/scale.md)")
@@ -104,9 +106,10 @@ class Engine:
     ``openai_compatible``) -> base URL, overriding the registry (point a profile at the
     simulator or a local server). limits: provider -> {concurrency, rpm, tpm} overrides.
     max_cost: USD cap on this engine's new spend per run. env: where keys are read from
-    (default ``os.environ``). send: False for work made elsewhere (exported as batch shards,
-    :mod:`hbpsych_utils.llm.shards`): every answer must come from the store, and a run that
-    would send anything raises :class:`NotSent` before the first call; ``stage`` names the
+    (default ``os.environ``). external: the calls that can be exported as batch shards (to a
+    provider of ``OPENAI_WIRE_KINDS``: :mod:`hbpsych_utils.llm.shards`) are made elsewhere and
+    must be answered in the store: a run missing any raises :class:`NotSent` before the first
+    call; the other calls (Anthropic's, Google's APIs) are sent as usual. ``stage`` names the
     stage whose calls those are, for its message.
     """
 
@@ -116,7 +119,7 @@ class Engine:
                  max_cost: float | None = None, max_attempts: int = 6,
                  backoff_base: float = 1.0, backoff_max: float = 60.0, timeout: float = 600.0,
                  progress: bool = True, poll_interval: float = 30.0,
-                 env: Mapping[str, str] | None = None, send: bool = True,
+                 env: Mapping[str, str] | None = None, external: bool = False,
                  stage: str | None = None) -> None:
         self.registry = registry if isinstance(registry, Registry) else load_registry(registry)
         self.store = store if isinstance(store, Store) else Store(store)
@@ -132,7 +135,7 @@ class Engine:
         self.timeout = timeout
         self.progress = progress
         self.poll_interval = poll_interval
-        self.send = send
+        self.external = external
         self.stage = stage
         self._env = env if env is not None else os.environ
         self.limits: dict[str, Limits] = {}
@@ -233,15 +236,18 @@ class Engine:
 
     def plan(self, requests: Sequence[Request], mode: Mode = "sync") -> Plan:
         """Calls, estimated tokens and cost, and how many are already stored. No network."""
-        if not self.send:  # nothing is sent, so no key is needed
+        if self.external:  # the exported calls are not sent: no key is needed for them
             return self._plan_stored(requests, mode)
         return self._prepare(requests, mode)[2]
 
-    def _plan_stored(self, requests: Sequence[Request], mode: str) -> Plan:
+    def _plan_stored(self, requests: Sequence[Request], mode: str, *,
+                     exportable: bool = False) -> Plan:
+        """The plan, from the store alone (``exportable``: of the exportable calls only)."""
         items = {}
         for req in requests:
             it = self.resolve(req)
-            items.setdefault(it.key, it)
+            if not exportable or it.provider.kind in OPENAI_WIRE_KINDS:
+                items.setdefault(it.key, it)
         stored = self.store.completed_keys(items)
         plan = Plan(requests=len(requests), unique=len(items), cached=len(stored), mode=mode)
         for key, it in items.items():
@@ -252,8 +258,9 @@ class Engine:
         return plan
 
     def _refuse_to_send(self, requests: Sequence[Request], mode: str) -> None:
-        """:class:`NotSent` when any of ``requests`` is not answered in the store."""
-        plan = self._plan_stored(requests, mode)
+        """:class:`NotSent` when an exportable one of ``requests`` is not answered in the
+        store."""
+        plan = self._plan_stored(requests, mode, exportable=True)
         if plan.calls:
             models = ", ".join(f"{m}: {row['calls']:,}" for m, row in sorted(plan.by_model.items()))
             raise NotSent(plan.calls, models, self.store.path, self.stage)
@@ -285,7 +292,7 @@ class Engine:
         return box["value"]
 
     async def arun(self, requests: Sequence[Request], mode: Mode = "sync") -> list[Result]:
-        if not self.send:
+        if self.external:
             self._refuse_to_send(requests, mode)
         pending, cached, plan, keys = self._prepare(requests, mode)
         run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]

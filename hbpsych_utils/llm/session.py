@@ -48,8 +48,9 @@ def open_engine(
 
     ``first_user_turns`` (prompt id -> the conversation's first user message) lets a simulator
     fault name a conversation by ``prompt_id``. ``stage``: the stage that opens it; a stage the
-    settings name in ``external`` (its calls are made elsewhere, from exported shards) gets an
-    engine that answers from the store only and sends nothing."""
+    settings name in ``external`` (its calls to OpenAI-compatible APIs are made elsewhere, from
+    exported shards) gets an engine that answers those from the store only and never sends
+    them (``Engine(external=True)``)."""
     registry = profile_registry(settings.get("registry_file"))
     base_urls = dict(settings.get("base_urls") or {})
     limits = dict(settings.get("limits") or {})
@@ -67,6 +68,6 @@ def open_engine(
         engine = Engine(Path(run_dir) / STORE_NAME, registry, base_urls=base_urls,
                         limits=limits or None, max_cost=settings.get("max_cost"),
                         progress=progress,
-                        send=stage is None or stage not in (settings.get("external") or ()),
+                        external=stage is not None and stage in (settings.get("external") or ()),
                         stage=stage)
         yield engine

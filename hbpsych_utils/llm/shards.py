@@ -45,7 +45,7 @@ from hbpsych_utils.core.records import NotUTF8, utf8_lines
 from hbpsych_utils.core.writes import write_json, write_text
 from hbpsych_utils.llm.cost import Plan, call_cost
 from hbpsych_utils.llm.models import ConfigError, Registry
-from hbpsych_utils.llm.providers import CallError
+from hbpsych_utils.llm.providers import OPENAI_WIRE_KINDS, CallError
 from hbpsych_utils.llm.requests import Request, Result
 from hbpsych_utils.llm.run_context import Item, is_answer
 from hbpsych_utils.llm.store import Store
@@ -57,8 +57,8 @@ DEFAULT_SIZE = 50_000
 MAX_SHARD_BYTES = 190 * 1024 * 1024
 """Bytes per shard, under OpenAI's 200 MB input file limit (the engine's batch path uses the
 same cap)."""
-WIRE_KINDS = ("openai", "openai_compatible")
-"""Provider kinds whose requests are OpenAI Chat Completions bodies, so Batch lines as they are."""
+WIRE_KINDS = OPENAI_WIRE_KINDS
+"""Provider kinds whose requests are exported (OpenAI Chat Completions bodies)."""
 IMPORT_MODE = "import"
 """The mode an imported answer is stored with (the engine's own are ``sync`` and ``batch``)."""
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
@@ -189,7 +189,8 @@ def export(engine: Any, requests: Sequence[Request], out_dir: Path, *, profile: 
             provider=it.provider.name, kind=it.provider.kind,
             requests=(prev.requests if prev else 0) + 1,
             why=f"{it.provider.name} speaks the {it.provider.kind} API, not OpenAI's Chat "
-                "Completions: run it from the engine (llm.mode: batch uses its own batch API)")
+                "Completions: the stage's engine sends these calls itself (with llm.mode: "
+                "batch, through that provider's batch API), llm.external or not")
     plan = Plan(requests=len(requests), unique=n_unique, cached=n_stored, mode="batch")
     shards: list[ShardFile] = []
     out_dir.mkdir(parents=True, exist_ok=True)
