@@ -277,3 +277,17 @@ def test_a_ray_actor_retries_a_transient_error_and_stops_at_an_account_error() -
     assert "insufficient_quota" in json.dumps(out[1]["response"]["body"])
     assert [o["error"]["code"] for o in out[2:]] == ["not_sent", "not_sent"]
     assert "line 2" not in sent and "line 3" not in sent
+
+
+def test_the_stages_a_profile_may_name_external_are_the_ones_shards_exports() -> None:
+    from typing import get_args
+
+    from hbpsych_utils.core.config import LLMSettings, ProfileError, load_profile
+    from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.runner import shards
+
+    (literal,) = get_args(LLMSettings.model_fields["external"].annotation)
+    assert set(get_args(literal)) == {graph.GENERATION, graph.GRADING} == set(shards.STAGES)
+    assert load_profile("smoke", {"llm.external": ["07_grading"]}).llm.external == ["07_grading"]
+    with pytest.raises(ProfileError, match="llm.external"):
+        load_profile("smoke", {"llm.external": ["08_scores"]})
