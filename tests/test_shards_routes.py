@@ -2,10 +2,12 @@
 and verdicts as the engine's own run, nothing lost or twice, and a following run sends nothing.
 
 One loopback simulator serves every run of the module (the profile points its providers at it
-by ``llm.base_urls``, so its log sees every request a run sends). The engine's own run (A) grades
-through its batch path. The export's run (B) has ``llm.external: [07_grading]``: 06 generates
-through the engine, 07 stops asking for its calls; ``shards`` exports them (1,224 judge calls of
-one judge: a 1,000-line shard and the rest). Each route runs in a copy of B's folder: the
+by ``llm.base_urls``, so its log sees every request a run sends). The engine's own run (A)
+generates and grades through its batch path. The export's run (B) has ``llm.external:
+[06_generation, 07_grading]``: 06's GPT-4.1 and DeepSeek calls are exported, run through the
+simulator's Batch endpoint and imported, and 06 sends its Anthropic and Google calls itself; 07
+then stops asking for its calls, and ``shards`` exports them (1,224 judge calls of one judge: a
+1,000-line shard and the rest). Each grading route runs in a copy of B's folder: the
 simulator's Batch endpoint (submitted with the OpenAI SDK, as a lab submits to OpenAI), a
 replay that writes what ``vllm run-batch`` writes, and Ray Data in local mode (the ray extra;
 skipped without it, except where it was installed: ``HBPSYCH_EXTRAS=all``).
@@ -112,26 +114,77 @@ class Setup:
         return first, sum(again["added"].values()), len(self.sim.log) - before
 
 
+def _via_batch_api(sim: Simulator, export: Path, out: Path) -> None:
+    """Each shard of ``export`` submitted to the simulator's Batch endpoint with the OpenAI SDK,
+    as a lab submits to OpenAI; the output files written into ``out``."""
+    import openai
+
+    out.mkdir(parents=True)
+    client = openai.OpenAI(api_key="not-a-key", base_url=sim.base_urls["openai"])
+    for s in read_manifest(export).shards:
+        f = client.files.create(file=(s.file, (export / s.file).read_bytes()), purpose="batch")
+        b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+                                  completion_window="24h")
+        while b.status not in ("completed", "failed", "expired", "cancelled"):
+            time.sleep(0.1)
+            b = client.batches.retrieve(b.id)
+        assert b.status == "completed" and b.request_counts.completed == s.lines
+        (out / f"{b.id}.jsonl").write_bytes(client.files.content(b.output_file_id).read())
+
+
+def _stopped_at(run: Path, stage: str) -> str:
+    """The failure record of a stage that stopped asking for its calls."""
+    text = (run / stage / "failed.json").read_text()
+    assert "NotSent" in text
+    return text
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Iterator[Setup]:
     root = tmp_path_factory.mktemp("scale")
     registry = load_registry()
     with _environ(HBPSYCH_MIRROR=str(mirror)), Simulator() as sim:
         urls = sim.base_urls_for(registry)
-        # A: the engine's own run, its grading through the batch path
+        # A: the engine's own run, its generation and grading through the batch path
         assert _run(_profile(root / "profile-a", urls, []), root / "a")
         a_uploads = list(sim.state.files.values())
         a_log = sim.log
-        # B: the same profile with grading made elsewhere: 07 stops, asking for its calls
-        b_profile = _profile(root / "profile-b", urls, [GRADING])
+        # B: the same profile with both stages' OpenAI-compatible calls made elsewhere
+        b_profile = _profile(root / "profile-b", urls, ["06_generation", GRADING])
+        b_run = root / "b" / "scale"
+        assert not _run(b_profile, root / "b")  # 06 stops before its first call
+        assert "48 model call(s)" in _stopped_at(b_run, "06_generation")
+        generation = b_run / "shards" / "generation"
+        assert main(["shards", str(b_profile), "--stage", "06_generation",
+                     "--outputs", str(root / "b"), "--output", str(generation)]) == 0
+        _via_batch_api(sim, generation, root / "generation-output")
+        assert main(["import-results", str(b_profile), str(root / "generation-output"),
+                     "--outputs", str(root / "b")]) == 0
+        # 06 now sends only its Anthropic and Google calls; 07 stops asking for its judge's
         assert not _run(b_profile, root / "b")
-        failed = json.loads((root / "b" / "scale" / GRADING / "failed.json").read_text())
-        assert "NotSent" in json.dumps(failed) and "1,224 model call(s)" in json.dumps(failed)
-        export = root / "b" / "scale" / "shards" / "grading"
+        assert "1,224 model call(s)" in _stopped_at(b_run, GRADING)
+        export = b_run / "shards" / "grading"
         assert main(["shards", str(b_profile), "--stage", GRADING, "--size", "1000",
                      "--outputs", str(root / "b"), "--output", str(export)]) == 0
         yield Setup(sim, root, root / "a" / "scale", b_profile, root / "b", export, a_uploads,
                     a_log)
+
+
+def _responses(run: Path) -> pd.DataFrame:
+    cols = ["model", "prompt_id", "status", "text", "stop_reason", "refusal", "config"]
+    table = pd.read_json(run / "06_generation" / "responses.jsonl", lines=True)[cols]
+    return table.sort_values(cols[:2]).reset_index(drop=True)
+
+
+def test_exported_generation_gives_the_engines_replies(setup: Setup) -> None:
+    """06 exported: the GPT-4.1 and DeepSeek calls (the OpenAI-compatible ones), not Claude's
+    and Gemini's, which the stage then sent itself; the replies are the engine's own run's."""
+    manifest = read_manifest(setup.b_root / "scale" / "shards" / "generation")
+    assert {s.model: s.lines for s in manifest.shards} == {
+        "gpt-4.1-2025-04-14": 24, "deepseek-v4-flash": 24}
+    assert {m: n.requests for m, n in manifest.not_exported.items()} == {
+        "claude-haiku-4-5-20251001": 24, "gemini-2.5-flash": 24}
+    pd.testing.assert_frame_equal(_responses(setup.b_root / "scale"), _responses(setup.a))
 
 
 def _batch_lines(blobs: list[bytes]) -> list[bytes]:
@@ -170,22 +223,9 @@ def _check_route(setup: Setup, root: Path, results: Path) -> None:
 
 
 def test_the_simulators_batch_endpoint_route(setup: Setup) -> None:
-    import openai
-
     root, export = setup.copy_of_b("batch-api")
-    out = root / "batch-output"
-    out.mkdir()
-    client = openai.OpenAI(api_key="not-a-key", base_url=setup.sim.base_urls["openai"])
-    for s in read_manifest(export).shards:
-        f = client.files.create(file=(s.file, (export / s.file).read_bytes()), purpose="batch")
-        b = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
-                                  completion_window="24h")
-        while b.status not in ("completed", "failed", "expired", "cancelled"):
-            time.sleep(0.1)
-            b = client.batches.retrieve(b.id)
-        assert b.status == "completed" and b.request_counts.completed == s.lines
-        (out / f"{b.id}.jsonl").write_bytes(client.files.content(b.output_file_id).read())
-    _check_route(setup, root, out)
+    _via_batch_api(setup.sim, export, root / "batch-output")
+    _check_route(setup, root, root / "batch-output")
 
 
 def test_the_vllm_run_batch_route(setup: Setup) -> None:
