@@ -204,42 +204,55 @@ def _first_turns(conversations: Any) -> dict[str, str]:
             for c in conversations}
 
 
-def stage_requests(run_dir: Path, profile: Any, stage: str, engine_of: Callable[..., Any]
-                   ) -> tuple[list[Any], Any]:
-    """The requests ``stage`` would send next, and an open engine (a context manager's value
-    held by the caller through ``engine_of(first_user_turns)``)."""
+def held_corpus(run_dir: Path, stage: str) -> list[Any]:
+    """The corpus 01_corpus recorded (re-read and checked), as ``stage`` reads it."""
     from hbpsych_utils.construction import corpus
+    from hbpsych_utils.pipeline import graph
+
+    return corpus.load_recorded(_Upstream(run_dir, stage).upstream(graph.CORPUS,
+                                                                    graph.CORPUS_RECORD))
+
+
+@contextmanager
+def stage_engine(profile: Any, run_dir: Path, stage: str, held: list[Any]) -> Iterator[Any]:
+    """The engine ``stage`` opens (its store, base URLs, limits, simulator and its faults)."""
+    from hbpsych_utils.llm.session import open_engine
+
+    with open_engine(profile.llm.model_dump(mode="json"), run_dir,
+                     first_user_turns=_first_turns(held), progress=False, stage=stage) as engine:
+        yield engine
+
+
+def stage_requests(run_dir: Path, profile: Any, stage: str, held: list[Any], engine: Any
+                   ) -> list[Any]:
+    """The requests ``stage`` would send next, built by the functions the stage calls, from the
+    profile and its upstream files (``held``: the run's corpus)."""
     from hbpsych_utils.construction import subset as subsets
     from hbpsych_utils.core import sources
     from hbpsych_utils.evaluation import generation, grading, panel
     from hbpsych_utils.pipeline import graph
 
     files = _Upstream(run_dir, stage)
-    held = corpus.load_recorded(files.upstream(graph.CORPUS, graph.CORPUS_RECORD))
+    by_id = {c.prompt_id: c for c in held}
     if stage == graph.GENERATION:
         params = profile.generation
-        by_id = {c.prompt_id: c for c in held}
         wanted = subsets.stage_ids(files, params.subset)
         selected = [by_id[i] for i in wanted if i in by_id][:params.n_conversations]
-        requests = generation.generation_requests(
+        return generation.generation_requests(
             selected, params.candidates, temperature=params.temperature,
             max_tokens=params.max_tokens, samples=params.samples, seed=profile.seed)
-        return requests, engine_of(_first_turns(held))
     params = profile.grading
     responses = generation.read_responses(files.upstream(graph.GENERATION, graph.RESPONSES))
     more = files.upstream_optional(graph.GENERATION, graph.RESPONSE_SAMPLES)
     responses = generation.with_samples(
         responses, None if more is None else generation.read_sample_responses(more))
-    by_id = {c.prompt_id: c for c in held}
     template = grading.load_template(sources.fetch(grading.TEMPLATE_ARTIFACT))
-    engine = engine_of(_first_turns(held))
-    requests = panel.next_requests(
+    return panel.next_requests(
         engine, responses, by_id, params.judge_panel(), template,
         temperature=params.temperature, max_tokens=params.max_tokens,
         max_reasks=params.max_reasks,
         response_schema=grading.VERDICT_SCHEMA if params.response_schema else None,
         prompt_caching=profile.llm.prompt_caching)
-    return requests, engine
 
 
 def _live(profile: Any, stage: str) -> None:
@@ -302,9 +315,9 @@ def _shards(args: argparse.Namespace, command: str) -> int:
                            EXIT_USAGE)
     with _locked(run_dir, command):
         _upstream_current(run_dir, profile, args.stage)
-        settings = profile.llm.model_dump(mode="json")
-        with _EngineHolder(settings, run_dir, args.stage) as holder:
-            requests, engine = stage_requests(run_dir, profile, args.stage, holder.open)
+        held = held_corpus(run_dir, args.stage)
+        with stage_engine(profile, run_dir, args.stage, held) as engine:
+            requests = stage_requests(run_dir, profile, args.stage, held, engine)
             manifest = shards.export(engine, requests, out, profile=profile.name,
                                      stage=args.stage, size=args.size)
     print(f"{args.stage} of profile {profile.name!r}: {manifest.requests:,} distinct call(s) "
@@ -322,28 +335,6 @@ def _shards(args: argparse.Namespace, command: str) -> int:
         print(f"next: run the shards (docs/scale.md), then python -m hbpsych_utils "
               f"import-results {profile.name} OUTPUT")
     return 0
-
-
-class _EngineHolder:
-    """Opens the stage's engine once (as the stage would, simulator included) and closes it."""
-
-    def __init__(self, settings: dict[str, Any], run_dir: Path, stage: str) -> None:
-        self.settings, self.run_dir, self.stage = settings, run_dir, stage
-        self._cm: Any = None
-
-    def open(self, first_user_turns: dict[str, str]) -> Any:
-        from hbpsych_utils.llm.session import open_engine
-
-        self._cm = open_engine(self.settings, self.run_dir, first_user_turns=first_user_turns,
-                               progress=False, stage=self.stage)
-        return self._cm.__enter__()
-
-    def __enter__(self) -> _EngineHolder:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._cm is not None:
-            self._cm.__exit__(*exc)
 
 
 # ---------------------------------------------------------------- import-results
@@ -442,15 +433,9 @@ def _ray(args: argparse.Namespace) -> int:
     if not ray_shards.available():
         raise CommandError(f"error: ray-shards needs Ray Data, which is not installed: "
                            f"{ray_shards.INSTALL}")
-    from hbpsych_utils.construction import corpus
-    from hbpsych_utils.pipeline import graph
-
     # the corpus lets a simulator's faults name a conversation, as in the stage's own run
-    held = corpus.load_recorded(_Upstream(run_dir, manifest.stage).upstream(
-        graph.CORPUS, graph.CORPUS_RECORD))
-    settings = profile.llm.model_dump(mode="json")
-    with _EngineHolder(settings, run_dir, manifest.stage) as holder:
-        engine = holder.open(_first_turns(held))
+    held = held_corpus(run_dir, manifest.stage)
+    with stage_engine(profile, run_dir, manifest.stage, held) as engine:
         written = ray_shards.run_export(engine, export, manifest, out, address=args.address,
                                         actors=args.actors)
     for path, n in written:
