@@ -289,5 +289,5 @@ def test_the_stages_a_profile_may_name_external_are_the_ones_shards_exports() ->
     (literal,) = get_args(LLMSettings.model_fields["external"].annotation)
     assert set(get_args(literal)) == {graph.GENERATION, graph.GRADING} == set(shards.STAGES)
     assert load_profile("smoke", {"llm.external": ["07_grading"]}).llm.external == ["07_grading"]
-    with pytest.raises(ProfileError, match="llm.external"):
+    with pytest.raises(ProfileError, match=r"llm\.external"):
         load_profile("smoke", {"llm.external": ["08_scores"]})
