@@ -11,7 +11,11 @@ no name is given); ``profiles`` lists the profiles; ``ids --subset v1|v2|hard|PA
 per-conversation HealthBench results you already have (simple-evals, Inspect logs, or this
 compendium's score export), with no new generation or grading (``filter-results --help``);
 ``publish [PROFILE] [--subset v1|v2] [--output DIR] [--outputs DIR]`` writes an existing run's
-scores as mindbench-results v1 artifacts, one per candidate (``publish --help``).
+scores as mindbench-results v1 artifacts, one per candidate (``publish --help``);
+``shards PROFILE --stage 06_generation|07_grading [--size N]`` writes the calls a stage would
+send next as OpenAI Batch JSONL shards, ``import-results PROFILE FILE_OR_DIR`` reads Batch output
+(OpenAI's, ``vllm run-batch``'s, Ray's) into the run's store, and ``ray-shards PROFILE [EXPORT]``
+runs shards with Ray Data (docs/scale.md).
 
 Every command answers a bad argument in one line with exit code 2 (a profile name that is not a
 plain name, an outputs root in the project's source tree, a seed or count out of range, an
@@ -60,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+_SHARD_COMMANDS = {"shards": "shards_main", "import-results": "import_main",
+                   "ray-shards": "ray_main"}
+
+
 def _dispatch(argv: list[str], ending: bool) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -89,8 +97,13 @@ def _dispatch(argv: list[str], ending: bool) -> int:
         return interop.main(rest)
     if command == "profiles":
         return _profiles(rest)
+    if command in _SHARD_COMMANDS:  # a stage's calls made elsewhere (runner.shards)
+        from hbpsych_utils.runner import shards
+
+        return getattr(shards, _SHARD_COMMANDS[command])(rest)
     print(f"error: unknown command {command!r} (expected one of: run, book, publish, fetch, "
-          "profiles, ids, export, filter-results; python -m hbpsych_utils --help)",
+          "profiles, ids, export, filter-results, shards, import-results, ray-shards; "
+          "python -m hbpsych_utils --help)",
           file=sys.stderr)
     return EXIT_USAGE
 

@@ -7,18 +7,20 @@
 #   3. ./.venv, created when missing and installed from the lock when stale: exactly the locked
 #      versions, each checked against its sha256 (pip --require-hashes), then this package itself,
 #      editable and without dependencies. Base interpreter: $HBPSYCH_BASE_PYTHON or python3.
-# The lock is requirements.lock (dependencies + dev extra), or requirements-inspect.lock with
-# HBPSYCH_EXTRAS=inspect (adds the Inspect task's extra; .ci/run sets it).
+# The lock is requirements.lock (dependencies + dev extra), requirements-inspect.lock with
+# HBPSYCH_EXTRAS=inspect (adds the Inspect task's extra), or requirements-all.lock with
+# HBPSYCH_EXTRAS=all (every extra: Inspect and Ray Data; .ci/run sets it).
 # "Stale" means the lock or pyproject.toml changed since the last install (a stamp file remembers
 # their hash). Packages installed by hand (e.g. scripts/install_local_model.sh) stay; going back
-# from the inspect lock to the default one leaves Inspect installed (delete .venv to drop it).
+# from a lock with extras to the default one leaves them installed (delete .venv to drop them).
 
 _here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 case "${HBPSYCH_EXTRAS:-}" in
   "") _lock="$_here/requirements.lock" ;;
   inspect) _lock="$_here/requirements-inspect.lock" ;;
+  all) _lock="$_here/requirements-all.lock" ;;
   *)
-    echo "error: HBPSYCH_EXTRAS=${HBPSYCH_EXTRAS}: unknown extra set (allowed: inspect, or unset)" >&2
+    echo "error: HBPSYCH_EXTRAS=${HBPSYCH_EXTRAS}: unknown extra set (allowed: inspect, all, or unset)" >&2
     return 1 2>/dev/null || exit 1 ;;
 esac
 

@@ -3,10 +3,11 @@
 # versions with sha256 hashes, for CPython 3.11 on Linux x86_64:
 #
 #   requirements.lock          [project.dependencies] + the dev extra (the default .venv)
-#   requirements-inspect.lock  the same + the inspect extra (HBPSYCH_EXTRAS=inspect; .ci/run)
+#   requirements-inspect.lock  the same + the inspect extra (HBPSYCH_EXTRAS=inspect)
+#   requirements-all.lock      the same + every extra: inspect and ray (HBPSYCH_EXTRAS=all; .ci/run)
 #
-# The inspect lock is resolved first and seeds the default one, so every package the two share
-# has the same version in both (tests/test_environment.py checks it).
+# The full lock is resolved first and seeds the other two, so every package they share has the
+# same version in all three (tests/test_environment.py checks it).
 #
 #   bash scripts/lock.sh                          # after editing pyproject.toml's dependencies
 #   bash scripts/lock.sh --upgrade                # move every pin to the newest allowed release
@@ -24,7 +25,8 @@ set -euo pipefail
 
 UV_VERSION="0.13.9"
 LOCK="requirements.lock"
-FULL_LOCK="requirements-inspect.lock"
+INSPECT_LOCK="requirements-inspect.lock"
+FULL_LOCK="requirements-all.lock"
 PLATFORM="x86_64-manylinux_2_28"
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -51,6 +53,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # uv keeps the versions it finds in the output file (unless told to upgrade them).
 if [ -f "$FULL_LOCK" ]; then cp "$FULL_LOCK" "$work/full.txt"
+elif [ -f "$INSPECT_LOCK" ]; then cp "$INSPECT_LOCK" "$work/full.txt"
 elif [ -f "$LOCK" ]; then cp "$LOCK" "$work/full.txt"; fi
 
 compile() {  # compile OUTPUT [uv options...]
@@ -61,6 +64,8 @@ compile() {  # compile OUTPUT [uv options...]
         --no-progress --quiet --output-file "$out" "$@"
 }
 compile "$work/full.txt" --all-extras "$@"
+cp "$work/full.txt" "$work/inspect.txt"
+compile "$work/inspect.txt" --extra dev --extra inspect "$@"
 cp "$work/full.txt" "$work/lock.txt"
 compile "$work/lock.txt" --extra dev "$@"
 
@@ -102,4 +107,5 @@ write_lock() {  # write_lock RESOLVED TARGET WHAT
     echo "wrote $2: $(grep -cE '^[A-Za-z0-9][A-Za-z0-9._-]*==' "$2") packages pinned with hashes"
 }
 write_lock "$work/lock.txt" "$LOCK" "the dependencies and the dev extra of pyproject.toml"
-write_lock "$work/full.txt" "$FULL_LOCK" "the dependencies and every extra (dev, inspect)"
+write_lock "$work/inspect.txt" "$INSPECT_LOCK" "the dependencies and the dev and inspect extras"
+write_lock "$work/full.txt" "$FULL_LOCK" "the dependencies and every extra (dev, inspect, ray)"

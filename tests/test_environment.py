@@ -1,8 +1,9 @@
 """The declared, locked and conda environments agree.
 
 pyproject.toml declares the dependencies; requirements.lock (made by scripts/lock.sh) pins them
-and the dev extra with hashes for the .venv that scripts/ensure_env.sh installs, and
-requirements-inspect.lock pins the same plus the optional inspect extra; environment.yml lists
+and the dev extra with hashes for the .venv that scripts/ensure_env.sh installs,
+requirements-inspect.lock pins the same plus the optional inspect extra and
+requirements-all.lock every optional extra (inspect, ray); environment.yml lists
 the dependencies and the dev extra as conda-forge packages. None of these tests needs the network.
 """
 
@@ -25,12 +26,16 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements.lock"
-FULL_LOCK = ROOT / "requirements-inspect.lock"
-LOCKS = (LOCK, FULL_LOCK)
-REGENERATE = "run `bash scripts/lock.sh` and commit requirements.lock and requirements-inspect.lock"
-OPTIONAL_EXTRAS = {"inspect"}
-"""Extras that requirements.lock and environment.yml leave out (requirements-inspect.lock has
-them): installing the package without them must not install them."""
+INSPECT_LOCK = ROOT / "requirements-inspect.lock"
+FULL_LOCK = ROOT / "requirements-all.lock"
+LOCKS = (LOCK, INSPECT_LOCK, FULL_LOCK)
+REGENERATE = ("run `bash scripts/lock.sh` and commit requirements.lock, requirements-inspect.lock "
+              "and requirements-all.lock")
+OPTIONAL_EXTRAS = {"inspect", "ray"}
+"""Extras that requirements.lock and environment.yml leave out (requirements-all.lock has
+them all): installing the package without them must not install them."""
+LOCK_EXTRAS = {LOCK: set(), INSPECT_LOCK: {"inspect"}, FULL_LOCK: OPTIONAL_EXTRAS}
+"""The optional extras each lock holds."""
 
 # The platform the lock targets (scripts/lock.sh: --python-version 3.11, Linux x86_64).
 LOCK_MARKERS = {
@@ -59,14 +64,14 @@ def _project() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def _declared(*, optional: bool = True) -> list[str]:
-    """Every requirement string of [project.dependencies] and of every extra (without the
-    OPTIONAL_EXTRAS when ``optional`` is False)."""
+def _declared(*, optional: set[str] = OPTIONAL_EXTRAS) -> list[str]:
+    """Every requirement string of [project.dependencies] and of every extra, of the
+    OPTIONAL_EXTRAS only those in ``optional``."""
     project = _project()
     extras = project.get("optional-dependencies", {})
     return [*project.get("dependencies", []),
             *(r for name, reqs in extras.items() for r in reqs
-              if optional or name not in OPTIONAL_EXTRAS)]
+              if name in optional or name not in OPTIONAL_EXTRAS)]
 
 
 def _spec_hash() -> str:
@@ -111,18 +116,25 @@ def test_lock_is_current_with_pyproject(lock: Path) -> None:
     )
 
 
-def test_default_lock_leaves_the_optional_extras_out() -> None:
-    """requirements.lock (what run_all.sh installs) has no Inspect, nor any package that only
-    the optional extras need; the two locks agree on every package they share."""
-    pins, full = _pins(LOCK), _pins(FULL_LOCK)
-    optional = {canonicalize_name(Requirement(r).name)
-                for name, reqs in _project()["optional-dependencies"].items()
-                if name in OPTIONAL_EXTRAS for r in reqs}
-    assert optional and optional <= set(full)
-    assert optional & set(pins) == set()
+def _extra_names(extras: set[str]) -> set[str]:
+    return {canonicalize_name(Requirement(r).name)
+            for name, reqs in _project()["optional-dependencies"].items()
+            if name in extras for r in reqs}
+
+
+@pytest.mark.parametrize("lock", (LOCK, INSPECT_LOCK), ids=lambda p: p.name)
+def test_lock_leaves_the_other_optional_extras_out(lock: Path) -> None:
+    """requirements.lock (what run_all.sh installs) has neither Inspect nor Ray, and the inspect
+    lock no Ray: none of the packages only the extras it leaves out need; every lock agrees
+    with the full one on every package they share."""
+    pins, full = _pins(lock), _pins(FULL_LOCK)
+    held, left = _extra_names(LOCK_EXTRAS[lock]), _extra_names(OPTIONAL_EXTRAS - LOCK_EXTRAS[lock])
+    assert left and left <= set(full)
+    assert held <= set(pins)
+    assert left & set(pins) == set()
     assert set(pins) < set(full)
     assert {n: (v, full[n]) for n, v in pins.items() if full[n] != v} == {}, (
-        f"the two locks pin shared packages differently: {REGENERATE}"
+        f"the locks pin shared packages differently: {REGENERATE}"
     )
 
 
@@ -130,7 +142,7 @@ def test_default_lock_leaves_the_optional_extras_out() -> None:
 def test_lock_satisfies_every_declared_requirement(lock: Path) -> None:
     pins = _pins(lock)
     problems = []
-    for text in _declared(optional=lock == FULL_LOCK):
+    for text in _declared(optional=LOCK_EXTRAS[lock]):
         req = Requirement(text)
         if req.marker is not None and not req.marker.evaluate(LOCK_MARKERS):
             continue
@@ -145,7 +157,7 @@ def test_lock_satisfies_every_declared_requirement(lock: Path) -> None:
 @pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
 def test_every_pin_is_exact_and_hashed(lock: Path) -> None:
     entries = _lock_entries(lock)
-    assert len(entries) >= len(_declared(optional=lock == FULL_LOCK))
+    assert len(entries) >= len(_declared(optional=LOCK_EXTRAS[lock]))
     unhashed = [e.split()[0] for e in entries if "--hash=sha256:" not in e]
     assert unhashed == [], "pins without a sha256 hash (pip --require-hashes would refuse them)"
     _pins(lock)  # every entry is name==version
@@ -223,7 +235,7 @@ def test_ensure_env_installs_the_lock_and_reinstalls_when_it_changes(tmp_path: P
 
 
 @pytest.mark.slow
-def test_ensure_env_with_the_inspect_extra_installs_its_lock(tmp_path: Path) -> None:
+def test_ensure_env_with_extras_installs_their_lock(tmp_path: Path) -> None:
     root, log = _fake_python(tmp_path)
     assert _source_ensure_env(root).returncode == 0
     log.write_text("")
@@ -231,6 +243,11 @@ def test_ensure_env_with_the_inspect_extra_installs_its_lock(tmp_path: Path) -> 
     assert result.returncode == 0 and "requirements-inspect.lock" in result.stderr
     assert f"--require-hashes -r {root}/requirements-inspect.lock" in log.read_text()
     assert (root / ".venv" / ".hbpsych-lock").read_text().strip() == "requirements-inspect.lock"
+    log.write_text("")
+    every = _source_ensure_env(root, extras="all")
+    assert every.returncode == 0 and "requirements-all.lock" in every.stderr
+    assert f"--require-hashes -r {root}/requirements-all.lock" in log.read_text()
+    assert (root / ".venv" / ".hbpsych-lock").read_text().strip() == "requirements-all.lock"
     bad = _source_ensure_env(root, extras="gpu")
     assert bad.returncode != 0 and "HBPSYCH_EXTRAS=gpu" in bad.stderr and "inspect" in bad.stderr
 
@@ -267,7 +284,7 @@ def _as_pypi(spec: str) -> tuple[str, str]:
 
 def test_environment_yml_matches_pyproject() -> None:
     declared = {canonicalize_name(r.name): str(r.specifier)
-                for r in map(Requirement, _declared(optional=False))}
+                for r in map(Requirement, _declared(optional=set()))}
     declared = {k: ",".join(sorted(v.split(","))) for k, v in declared.items()}
     conda, pip = _conda_and_pip()
     listed = dict(_as_pypi(d) for d in [*conda, *pip]

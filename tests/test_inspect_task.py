@@ -4,8 +4,8 @@ simulator through Inspect's OpenAI-compatible provider, graded by a three-judge 
 The scores are recomputed here from what the judges actually answered (the simulator's log),
 with the compendium's own grading and scoring, and compared with the log Inspect wrote and with
 what ``filter-results`` reads from it. Needs the inspect extra: skipped without it, except when
-the environment was installed with it (``HBPSYCH_EXTRAS=inspect``, as ``.ci/run`` does), where
-a missing Inspect is a failure.
+the environment was installed with it (``HBPSYCH_EXTRAS=inspect``, or ``all`` as ``.ci/run``
+sets it), where a missing Inspect is a failure.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-if os.environ.get("HBPSYCH_EXTRAS") == "inspect":
+if os.environ.get("HBPSYCH_EXTRAS") in ("inspect", "all"):
     import inspect_ai  # noqa: F401  (the extra was installed: it must be importable)
 else:
     pytest.importorskip("inspect_ai")

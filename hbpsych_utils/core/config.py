@@ -90,6 +90,13 @@ class LLMSettings(Section):
     """USD cap on new spend per stage; work beyond it is left for a later run."""
     registry_file: str | None = None
     """Model registry; ``None`` is params/models.yaml."""
+    external: list[Literal["06_generation", "07_grading"]] = []
+    """Stages whose model calls to OpenAI-compatible APIs are made elsewhere: exported as batch
+    shards (``python -m hbpsych_utils shards``), run by a provider's Batch API, ``vllm
+    run-batch`` or Ray Data, and imported into the run's store (``import-results``). Their
+    engine answers those from the store only and never sends them (a call still missing stops
+    the stage, naming the command that exports it); calls to Anthropic's and Google's APIs,
+    which are not exported, it sends as usual (docs/scale.md)."""
     prompt_caching: bool = True
     """Grading: arrange judge calls for the providers' prompt caches (the criteria of one reply
     share a prefix; same prompts, same verdicts, cheaper calls). Recorded in the ``config`` of

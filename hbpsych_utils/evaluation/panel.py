@@ -320,6 +320,48 @@ def _verdict_table(items: Sequence[_Item], verdicts: Mapping[int, grading.Verdic
     return pd.DataFrame(rows, columns=columns)
 
 
+def next_requests(
+    engine: Any,
+    responses: pd.DataFrame,
+    conversations: Mapping[str, Conversation],
+    judges: Sequence[str],
+    template: str,
+    *,
+    temperature: float = study.STUDY_TEMPERATURE,
+    max_tokens: int = grading.MAX_TOKENS,
+    max_reasks: int = grading.DEFAULT_MAX_REASKS,
+    response_schema: Mapping[str, Any] | None = None,
+    prompt_caching: bool = False,
+    tag: str = GRADE_TAG,
+) -> list[Any]:
+    """The judge calls :func:`grade`, given the same arguments, would send next, found from
+    the engine's store without sending anything (what ``shards`` exports).
+
+    For each criterion, as :func:`grade` walks its attempts: the first ask when the store has
+    no answer to it; the next re-ask when every stored attempt so far is an answer without a
+    verdict (at most ``max_reasks``); nothing when a stored attempt has a verdict or the
+    re-asks are spent. A failed call is asked again, as the next run would."""
+    items, _ = _items(responses, conversations, judges, template, temperature, max_tokens)
+    out: list[Any] = []
+    waiting = list(range(len(items)))
+    for attempt in range(max_reasks + 1):
+        if not waiting:
+            break
+        requests = [_request(items[i], attempt, response_schema, prompt_caching, tag)
+                    for i in waiting]
+        keys = [engine.resolve(r).key for r in requests]
+        stored = engine.store.get_many(keys, completed_only=True)
+        again = []
+        for i, req, key in zip(waiting, requests, keys, strict=True):
+            res = stored.get(key)
+            if res is None:
+                out.append(req)
+            elif not grading.parse_verdict(res.text, attempt=attempt + 1).ok:
+                again.append(i)
+        waiting = again
+    return out
+
+
 class VerdictRow(TextRecord):
     """One row of ``verdicts.csv`` (``VERDICT_TABLE_COLUMNS``; ``attempts`` and ``reason`` may be
     absent from tables written by other tools)."""

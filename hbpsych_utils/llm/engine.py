@@ -48,7 +48,7 @@ from hbpsych_utils.llm.models import (
     load_registry,
     resolve_decoding,
 )
-from hbpsych_utils.llm.providers import Adapter, adapter_class, make_adapter
+from hbpsych_utils.llm.providers import OPENAI_WIRE_KINDS, Adapter, adapter_class, make_adapter
 from hbpsych_utils.llm.providers.base import cache_arranged
 from hbpsych_utils.llm.requests import Request, Result, request_key
 from hbpsych_utils.llm.run_context import (
@@ -66,6 +66,23 @@ log = logging.getLogger("hbpsych_utils.llm")
 
 Mode = Literal["sync", "batch"]
 NO_KEY = "no-key-needed"
+
+
+class NotSent(RuntimeError):
+    """An engine whose exportable calls are made elsewhere (``external=True``) was asked for
+    answers of such calls its store lacks."""
+
+    def __init__(self, calls: int, models: str, store: Path, stage: str | None) -> None:
+        self.calls = calls
+        profile = store.parent.name  # the store lives in the run folder, named after its profile
+        stage = stage or "STAGE"
+        super().__init__(
+            f"{calls:,} model call(s) are not answered in the store {store} ({models}), and "
+            f"{stage}'s calls to OpenAI-compatible APIs are made elsewhere (llm.external), so "
+            "none is sent from here: "
+            f"export them with `python -m hbpsych_utils shards {profile} --stage {stage}`, run "
+            f"the shards, import their output with `python -m hbpsych_utils import-results "
+            f"{profile} OUTPUT`, then run the profile again (docs/scale.md)")
 
 
 def _endpoint_class(url: str | None) -> str:
@@ -89,7 +106,11 @@ class Engine:
     ``openai_compatible``) -> base URL, overriding the registry (point a profile at the
     simulator or a local server). limits: provider -> {concurrency, rpm, tpm} overrides.
     max_cost: USD cap on this engine's new spend per run. env: where keys are read from
-    (default ``os.environ``).
+    (default ``os.environ``). external: the calls that can be exported as batch shards (to a
+    provider of ``OPENAI_WIRE_KINDS``: :mod:`hbpsych_utils.llm.shards`) are made elsewhere and
+    must be answered in the store: a run missing any raises :class:`NotSent` before the first
+    call; the other calls (Anthropic's, Google's APIs) are sent as usual. ``stage`` names the
+    stage whose calls those are, for its message.
     """
 
     def __init__(self, store: str | Path | Store, registry: Registry | str | Path | None = None,
@@ -98,7 +119,8 @@ class Engine:
                  max_cost: float | None = None, max_attempts: int = 6,
                  backoff_base: float = 1.0, backoff_max: float = 60.0, timeout: float = 600.0,
                  progress: bool = True, poll_interval: float = 30.0,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, external: bool = False,
+                 stage: str | None = None) -> None:
         self.registry = registry if isinstance(registry, Registry) else load_registry(registry)
         self.store = store if isinstance(store, Store) else Store(store)
         self.base_urls = dict(base_urls or {})
@@ -113,6 +135,8 @@ class Engine:
         self.timeout = timeout
         self.progress = progress
         self.poll_interval = poll_interval
+        self.external = external
+        self.stage = stage
         self._env = env if env is not None else os.environ
         self.limits: dict[str, Limits] = {}
         unknown = set(limits or {}) - set(self.registry.providers)
@@ -183,6 +207,11 @@ class Engine:
         self._check_keys({it.provider.name for it in pending})
         return pending, cached, plan, keys
 
+    def require_keys(self, providers: Iterable[str]) -> None:
+        """:class:`ConfigError` naming every key variable ``providers`` need and the environment
+        lacks (a loopback endpoint needs none)."""
+        self._check_keys(providers)
+
     def _check_keys(self, providers: Iterable[str]) -> None:
         missing = []
         for name in sorted(providers):
@@ -207,7 +236,34 @@ class Engine:
 
     def plan(self, requests: Sequence[Request], mode: Mode = "sync") -> Plan:
         """Calls, estimated tokens and cost, and how many are already stored. No network."""
+        if self.external:  # the exported calls are not sent: no key is needed for them
+            return self._plan_stored(requests, mode)
         return self._prepare(requests, mode)[2]
+
+    def _plan_stored(self, requests: Sequence[Request], mode: str, *,
+                     exportable: bool = False) -> Plan:
+        """The plan, from the store alone (``exportable``: of the exportable calls only)."""
+        items = {}
+        for req in requests:
+            it = self.resolve(req)
+            if not exportable or it.provider.kind in OPENAI_WIRE_KINDS:
+                items.setdefault(it.key, it)
+        stored = self.store.completed_keys(items)
+        plan = Plan(requests=len(requests), unique=len(items), cached=len(stored), mode=mode)
+        for key, it in items.items():
+            if key not in stored:
+                batch = mode == "batch" and it.provider.batch
+                plan.add(it.spec.name, it.provider.name, it.est_in, it.est_out,
+                         it.est_cost(batch))
+        return plan
+
+    def _refuse_to_send(self, requests: Sequence[Request], mode: str) -> None:
+        """:class:`NotSent` when an exportable one of ``requests`` is not answered in the
+        store."""
+        plan = self._plan_stored(requests, mode, exportable=True)
+        if plan.calls:
+            models = ", ".join(f"{m}: {row['calls']:,}" for m, row in sorted(plan.by_model.items()))
+            raise NotSent(plan.calls, models, self.store.path, self.stage)
 
     def spend(self, run_id: str | None = None) -> dict[str, Any]:
         """The ledger: actual spend overall (or of one run), per provider/model/mode."""
@@ -245,6 +301,8 @@ class Engine:
         return box["value"]
 
     async def arun(self, requests: Sequence[Request], mode: Mode = "sync") -> list[Result]:
+        if self.external:
+            self._refuse_to_send(requests, mode)
         pending, cached, plan, keys = self._prepare(requests, mode)
         run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
         report = RunReport(run_id=run_id, mode=mode, plan=plan.as_dict(), cached=len(cached))

@@ -42,11 +42,15 @@ def open_engine(
     *,
     first_user_turns: Mapping[str, str] | None = None,
     progress: bool = True,
+    stage: str | None = None,
 ) -> Iterator[Engine]:
     """The run's engine (and simulator, when the settings ask for one) for a ``with`` block.
 
     ``first_user_turns`` (prompt id -> the conversation's first user message) lets a simulator
-    fault name a conversation by ``prompt_id``."""
+    fault name a conversation by ``prompt_id``. ``stage``: the stage that opens it; a stage the
+    settings name in ``external`` (its calls to OpenAI-compatible APIs are made elsewhere, from
+    exported shards) gets an engine that answers those from the store only and never sends
+    them (``Engine(external=True)``)."""
     registry = profile_registry(settings.get("registry_file"))
     base_urls = dict(settings.get("base_urls") or {})
     limits = dict(settings.get("limits") or {})
@@ -63,5 +67,7 @@ def open_engine(
             limits = {p: {"rpm": None, "tpm": None} for p in registry.providers} | limits
         engine = Engine(Path(run_dir) / STORE_NAME, registry, base_urls=base_urls,
                         limits=limits or None, max_cost=settings.get("max_cost"),
-                        progress=progress)
+                        progress=progress,
+                        external=stage is not None and stage in (settings.get("external") or ()),
+                        stage=stage)
         yield engine

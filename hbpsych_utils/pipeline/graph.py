@@ -251,7 +251,8 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
             Read((EVALUATION_MODE, "generation.subset", "generation.candidates",
                   "grading.judges", "llm.mode", "llm.prompt_caching", "llm.registry_file")),
             Read(("generation.n_conversations", "generation.temperature",
-                  "generation.max_tokens", "generation.samples", *LLM_CALL_KEYS), IN_LIVE,
+                  "generation.max_tokens", "generation.samples", "llm.external",
+                  *LLM_CALL_KEYS), IN_LIVE,
                  "paper mode summarises the released generation logs and plans the study's "
                  "design; these settings apply to a live generation"),
             Read(("seed",), SAMPLING, "one reply per conversation is sent without a seed; "
@@ -267,7 +268,8 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         reads=(
             Read((EVALUATION_MODE,)),
             Read(("grading.judges", "grading.temperature", "grading.max_tokens",
-                  "grading.max_reasks", "grading.response_schema", *GRADING_CALL_KEYS),
+                  "grading.max_reasks", "grading.response_schema", "llm.external",
+                  *GRADING_CALL_KEYS),
                  IN_LIVE, "paper mode reads the released grading logs; the judges and their "
                  "settings apply when grading live"),
         ),
@@ -565,8 +567,10 @@ def describe_markdown() -> str:
 def _shown_keys(keys: tuple[str, ...]) -> list[str]:
     """Keys as the table shows them: the engine's call settings as one entry."""
     if set(LLM_CALL_KEYS) <= set(keys):
-        rest = [k for k in keys if k not in LLM_CALL_KEYS and k != "llm.prompt_caching"]
-        engine = ("the engine's settings (`llm.*`)" if "llm.prompt_caching" in keys
-                  else "the engine's settings (`llm.*` but `prompt_caching`)")
+        rest = [k for k in keys if not k.startswith("llm.")]
+        left = [k.removeprefix("llm.") for k in ("llm.prompt_caching", "llm.external")
+                if k not in keys]
+        engine = ("the engine's settings (`llm.*`" + (" but " + " and ".join(
+            f"`{k}`" for k in left) if left else "") + ")")
         return [f"`{k}`" for k in rest] + [engine]
     return [f"`{k}`" for k in keys]

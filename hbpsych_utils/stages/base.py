@@ -94,7 +94,7 @@ class StageRun(Generic[P]):
         turns = {c.prompt_id: next(m.content for m in c.prompt if m.role == "user")
                  for c in conversations}
         return open_engine(self.llm.model_dump(mode="json"), self.stage.root,
-                           first_user_turns=turns)
+                           first_user_turns=turns, stage=self.name)
 
 
 def _section_model(name: str) -> type[Section] | None:

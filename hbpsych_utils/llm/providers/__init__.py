@@ -14,6 +14,10 @@ from functools import cache
 from hbpsych_utils.llm.models import ProviderKind, ProviderSpec
 from hbpsych_utils.llm.providers.base import Adapter, CallError, Reply
 
+OPENAI_WIRE_KINDS = ("openai", "openai_compatible")
+"""Provider kinds whose wire body is an OpenAI Chat Completions request: a Batch line as it is,
+for OpenAI's Batch API, ``vllm run-batch`` and any OpenAI-compatible server."""
+
 
 @cache
 def adapter_class(kind: ProviderKind) -> type[Adapter]:
@@ -39,4 +43,5 @@ def make_adapter(provider: ProviderSpec, api_key: str, base_url: str | None,
     return adapter_class(provider.kind)(provider, api_key, base_url, timeout)
 
 
-__all__ = ["Adapter", "CallError", "Reply", "adapter_class", "make_adapter"]
+__all__ = ["OPENAI_WIRE_KINDS", "Adapter", "CallError", "Reply", "adapter_class",
+           "make_adapter"]

@@ -37,6 +37,18 @@ from hbpsych_utils.llm.providers.base import (
 from hbpsych_utils.llm.requests import Request
 
 _DONE = ("completed", "failed", "expired", "cancelled")
+BATCH_URL = "/v1/chat/completions"
+"""The endpoint of every Batch line this compendium writes (OpenAI's Batch API, vLLM's
+``run-batch`` and Ray Data read the same lines)."""
+
+
+def batch_line(key: str, body: dict[str, Any]) -> str:
+    """One line of an OpenAI Batch input file (no newline): the request key as ``custom_id``
+    and the wire body exactly as a synchronous call sends it. The engine's batch path and the
+    exported shards (:mod:`hbpsych_utils.llm.shards`) both write it, so a shard line is
+    byte-identical to the line the engine would upload."""
+    return json.dumps({"custom_id": key, "method": "POST", "url": BATCH_URL, "body": body},
+                      ensure_ascii=False)
 
 
 class OpenAIAdapter(Adapter):
@@ -103,12 +115,9 @@ class OpenAIAdapter(Adapter):
     # ---- batch
     async def batch_submit(self, model: str, items: list[tuple[str, dict[str, Any]]]
                            ) -> tuple[str, dict[str, Any]]:
-        data = "".join(
-            json.dumps({"custom_id": key, "method": "POST", "url": "/v1/chat/completions",
-                        "body": body}, ensure_ascii=False) + "\n"
-            for key, body in items).encode("utf-8")
+        data = "".join(batch_line(key, body) + "\n" for key, body in items).encode("utf-8")
         f = await self.client.files.create(file=("batch.jsonl", data), purpose="batch")
-        b = await self.client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
+        b = await self.client.batches.create(input_file_id=f.id, endpoint=BATCH_URL,
                                              completion_window="24h")
         return b.id, {"input_file_id": f.id, "status": b.status}
 
@@ -127,20 +136,30 @@ class OpenAIAdapter(Adapter):
             content = await self.client.files.content(fid)
             for line in jsonl.lines(content.text):  # on "\n" only: see core.jsonl
                 rec = json.loads(line)
-                key = rec.get("custom_id")
-                resp = rec.get("response") or {}
-                if resp.get("status_code") == 200 and not rec.get("error"):
-                    try:
-                        out[key] = parse_chat(resp.get("body") or {})
-                    except MalformedReply as exc:
-                        out[key] = CallError("transient", str(exc))
-                else:  # an item the model call refused, or one the batch never ran
-                    err = rec.get("error") or (resp.get("body") or {}).get("error") or {}
-                    status = resp.get("status_code") or 500
-                    out[key] = classify_error(
-                        openai_fields(status, err),
-                        f"batch item error: HTTP {status}: {clip(json.dumps(err), 300)}")
+                out[rec.get("custom_id")] = batch_result(rec)
         return out
+
+
+def batch_result(rec: dict[str, Any]) -> Reply | CallError:
+    """One line of a Batch output or error file as the engine reads a reply: the parsed answer
+    of a 200 without an error, else the item's error, classified. Reads OpenAI's lines and
+    ``vllm run-batch``'s (whose ``error`` is the server's error object, ``{"error": {...}}``,
+    or a plain message, with no response body)."""
+    resp = rec.get("response")
+    resp = resp if isinstance(resp, dict) else {}
+    body = resp.get("body")
+    if resp.get("status_code") == 200 and not rec.get("error"):
+        try:
+            return parse_chat(body if isinstance(body, dict) else {})
+        except MalformedReply as exc:
+            return CallError("transient", str(exc))
+    # an item the model call refused, or one the batch never ran
+    err = rec.get("error") or (body.get("error") if isinstance(body, dict) else None) or {}
+    if isinstance(err, dict) and isinstance(err.get("error"), dict):
+        err = err["error"]
+    status = resp.get("status_code") or 500
+    return classify_error(openai_fields(status, err),
+                          f"batch item error: HTTP {status}: {clip(json.dumps(err), 300)}")
 
 
 def openai_fields(status: int | None, error: Any) -> ErrorFields:

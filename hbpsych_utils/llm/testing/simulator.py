@@ -41,7 +41,8 @@ Anthropic ``thinking.budget_tokens`` below 1024 or not below ``max_tokens``; a G
 others: 0-24576; -1 is dynamic). A Gemini budget above ``maxOutputTokens`` is accepted, as on
 the real API: thoughts count against the cap (see ``reasoning_at_cap``).
 Every model call (sync, or batch item when processed) is appended to ``log`` (api, model,
-system and last user message cut to 200 characters, the user message's sha256, status, fault,
+system and last user message cut to 200 characters, the user message's sha256, the body's
+(``body_sha256``, of its canonical JSON: :func:`body_sha256`), status, fault,
 ``start`` and ``t``: when it arrived and when it was answered, ``cache_read`` / ``cache_write``;
 ``reply``: for a call or batch item that was answered, the answer text exactly as sent, read
 from the response body as the engine reads it: empty for a refusal, cut at the cap).
@@ -84,6 +85,7 @@ from hbpsych_utils.llm.faults import (
     FAULT_KINDS,
     STOP_FAULT_KINDS,
 )
+from hbpsych_utils.llm.requests import canonical_json
 
 FaultKind = str
 """One of ``FAULT_KINDS`` (checked when a :class:`Fault` is made)."""
@@ -905,6 +907,7 @@ class Simulator:
         msgs, schema, cap = _NORM[api](body)
         h = sim_hash(model, msgs, schema, request_seed(api, body))
         entry = {"api": api, "tenant": tenant, "model": model, "hash": h, "kind": "sync",
+                 "body_sha256": body_sha256(body),
                  "user": _last_user(msgs), "user_sha256": _last_user_sha256(msgs),
                  "system": "\n".join(t for r, t in msgs if r == "system")[:200],
                  "start": time.time()}
@@ -1191,6 +1194,7 @@ class Simulator:
         if kind not in ("batch_item_missing", *_ITEM_FAILURES, *_ERROR_FAULTS):
             use = st.caches.lookup(api, "", model, body, msgs)
         entry = {"api": api, "tenant": "", "model": model, "hash": h, "kind": "batch",
+                 "body_sha256": body_sha256(body),
                  "user": _last_user(msgs), "user_sha256": _last_user_sha256(msgs),
                  "status": 0 if kind == "batch_item_missing" else 200, "fault": kind,
                  "start": time.time(), "cache_read": use.read, "cache_write": use.write}
@@ -1701,6 +1705,14 @@ def _last_user(msgs: list[tuple[str, str]]) -> str:
         if role == "user":
             return text[:200]
     return ""
+
+
+def body_sha256(body: Any) -> str:
+    """sha256 of a request body as received, in canonical JSON (sorted keys, no spaces, UTF-8:
+    ``llm.requests.canonical_json``): equal for two bodies exactly when they are the same JSON,
+    key order and the client's spacing aside (an int and a float, a null and a missing key
+    differ)."""
+    return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
 
 
 def _last_user_sha256(msgs: list[tuple[str, str]]) -> str:
