@@ -321,7 +321,7 @@ def _verdict_table(items: Sequence[_Item], verdicts: Mapping[int, grading.Verdic
 
 
 def next_requests(
-    engine: Any,
+    engine: Engine,
     responses: pd.DataFrame,
     conversations: Mapping[str, Conversation],
     judges: Sequence[str],
@@ -330,10 +330,10 @@ def next_requests(
     temperature: float = study.STUDY_TEMPERATURE,
     max_tokens: int = grading.MAX_TOKENS,
     max_reasks: int = grading.DEFAULT_MAX_REASKS,
-    response_schema: Mapping[str, Any] | None = None,
+    response_schema: Mapping[str, object] | None = None,
     prompt_caching: bool = False,
     tag: str = GRADE_TAG,
-) -> list[Any]:
+) -> list[Request]:
     """The judge calls :func:`grade`, given the same arguments, would send next, found from
     the engine's store without sending anything (what ``shards`` exports).
 
@@ -342,7 +342,7 @@ def next_requests(
     verdict (at most ``max_reasks``); nothing when a stored attempt has a verdict or the
     re-asks are spent. A failed call is asked again, as the next run would."""
     items, _ = _items(responses, conversations, judges, template, temperature, max_tokens)
-    out: list[Any] = []
+    out: list[Request] = []
     waiting = list(range(len(items)))
     for attempt in range(max_reasks + 1):
         if not waiting:

@@ -34,7 +34,7 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -332,95 +332,102 @@ def _same_model(asked: str, answered: str | None) -> bool:
 def import_results(store: Store, registry: Registry, exports: Sequence[Path],
                    outputs: Sequence[Path], *, chunk: int = 5000) -> ImportReport:
     """Read Batch output files into ``store`` (module doc); refused lines are in the report."""
-    from hbpsych_utils.llm.providers.openai_chat import batch_result
-
     known = known_requests(exports)
     report = ImportReport(run_id=time.strftime("%Y%m%dT%H%M%S") + "-import-"
                           + uuid.uuid4().hex[:8])
     seen: dict[str, tuple[str, bool]] = {}
     """key -> (where its first result in this import is, whether that was an answer)"""
     pending: list[Result] = []
-
-    def flush() -> None:
-        if pending:
-            store.put_many(pending, run_id=report.run_id)
-            pending.clear()
-
     for path in outputs:
         for lineno, line in utf8_lines(path):
             if not isinstance(line, NotUTF8) and not line.strip():
                 continue
             report.lines += 1
-            where = (str(path), lineno)
-            if isinstance(line, NotUTF8):
-                report.refused.append(Refused(*where, None, "corrupted: not UTF-8"))
+            checked = _checked_line(line, (str(path), lineno), known, seen)
+            if isinstance(checked, Refused):
+                report.refused.append(checked)
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                report.refused.append(Refused(*where, None, f"corrupted: not JSON ({exc.msg})"))
-                continue
-            key = rec.get("custom_id") if isinstance(rec, dict) else None
-            if not isinstance(key, str) or not key:
-                report.refused.append(Refused(*where, None, "corrupted: no custom_id"))
-                continue
-            hit = known.get(key)
-            if hit is None:
-                report.refused.append(Refused(
-                    *where, key, "foreign custom_id: no shard exported into this run holds it"))
-                continue
-            first = seen.get(key)
-            if first is not None and first[1]:
-                report.refused.append(Refused(
-                    *where, key, f"a second result for this custom_id in this import (the "
-                                 f"first, {first[0]}, is stored)"))
-                continue
-            response = rec.get("response")
-            body = response.get("body") if isinstance(response, dict) else None
-            answered = _answered_by(body)
-            if not _same_model(hit.api_model, answered):
-                report.refused.append(Refused(
-                    *where, key, f"does not match its shard ({hit.where}): answered by model "
-                                 f"{answered!r}, the shard asked {hit.api_model!r}"))
-                continue
+            key, hit, rec = checked
             if store.completed_keys([key]):
                 report.already_stored += 1
                 continue
-            e = hit.entry
-            try:
-                spec = registry.model(e.model)
-            except ConfigError as exc:
-                raise ShardsError(f"{hit.where}: {exc}") from None
-            got = batch_result(rec)
-            answer = not isinstance(got, CallError) and is_answer(got)
+            result, why = _imported_result(rec, key, hit, registry)
             # a failure may be followed by the answer of a retry; an answer is final
-            seen[key] = (f"{path}:{lineno}", answer)
-            if isinstance(got, CallError) or not is_answer(got):
-                why = str(got) if isinstance(got, CallError) else "empty reply without a refusal"
-                report.failures.append(Refused(*where, key, why))
-                pending.append(Result(key=key, model=e.model, provider=e.provider,
-                                      status="failed", error=f"imported: {why}", attempts=1,
-                                      mode=IMPORT_MODE, config=dict(e.config), tag=e.tag))
+            seen[key] = (f"{path}:{lineno}", why is None)
+            pending.append(result)
+            if why is not None:
+                report.failures.append(Refused(str(path), lineno, key, why))
             else:
-                batch = registry.providers[e.provider].batch
-                pending.append(Result(
-                    key=key, model=e.model, provider=e.provider,
-                    status="refused" if got.refusal else "ok", text=got.text,
-                    stop_reason=got.stop_reason, refusal=got.refusal,
-                    input_tokens=got.input_tokens, output_tokens=got.output_tokens,
-                    cache_read_tokens=got.cache_read_tokens,
-                    cache_write_tokens=got.cache_write_tokens,
-                    cost=call_cost(spec.price, got.input_tokens, got.output_tokens, batch,
-                                   cache_read_tokens=got.cache_read_tokens,
-                                   cache_write_tokens=got.cache_write_tokens),
-                    attempts=1, mode=IMPORT_MODE, config=dict(e.config), tag=e.tag))
-                report.added[e.model] += 1
-                if got.refusal:
-                    report.refusals[e.model] += 1
+                report.added[result.model] += 1
+                if result.refusal:
+                    report.refusals[result.model] += 1
             if len(pending) >= chunk:
-                flush()
-    flush()
+                store.put_many(pending, run_id=report.run_id)
+                pending.clear()
+    if pending:
+        store.put_many(pending, run_id=report.run_id)
     return report
+
+
+def _checked_line(line: str | NotUTF8, where: tuple[str, int], known: Mapping[str, _Known],
+                  seen: Mapping[str, tuple[str, bool]]
+                  ) -> Refused | tuple[str, _Known, dict[str, Any]]:
+    """One output line's key, its shard's request and the record, or why it is refused: not
+    UTF-8 or JSON, no ``custom_id``, a key no shard of the run holds, a second result after an
+    answer, or an answer by another model than the shard asked."""
+    if isinstance(line, NotUTF8):
+        return Refused(*where, None, "corrupted: not UTF-8")
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return Refused(*where, None, f"corrupted: not JSON ({exc.msg})")
+    key = rec.get("custom_id") if isinstance(rec, dict) else None
+    if not isinstance(key, str) or not key:
+        return Refused(*where, None, "corrupted: no custom_id")
+    hit = known.get(key)
+    if hit is None:
+        return Refused(*where, key, "foreign custom_id: no shard exported into this run holds it")
+    first = seen.get(key)
+    if first is not None and first[1]:
+        return Refused(*where, key, f"a second result for this custom_id in this import (the "
+                                    f"first, {first[0]}, is stored)")
+    response = rec.get("response")
+    answered = _answered_by(response.get("body") if isinstance(response, dict) else None)
+    if not _same_model(hit.api_model, answered):
+        return Refused(*where, key, f"does not match its shard ({hit.where}): answered by model "
+                                    f"{answered!r}, the shard asked {hit.api_model!r}")
+    return key, hit, rec
+
+
+def _imported_result(rec: dict[str, Any], key: str, hit: _Known, registry: Registry
+                     ) -> tuple[Result, str | None]:
+    """The store row of one accepted output line, and why it is a failure (``None`` for an
+    answer): an error line or an empty reply without a refusal is stored as failed, so the next
+    run asks again; an answer is priced as the engine prices a batch answer."""
+    from hbpsych_utils.llm.providers.openai_chat import batch_result
+
+    e = hit.entry
+    try:
+        spec = registry.model(e.model)
+    except ConfigError as exc:
+        raise ShardsError(f"{hit.where}: {exc}") from None
+    got = batch_result(rec)
+    if isinstance(got, CallError) or not is_answer(got):
+        why = str(got) if isinstance(got, CallError) else "empty reply without a refusal"
+        return Result(key=key, model=e.model, provider=e.provider, status="failed",
+                      error=f"imported: {why}", attempts=1, mode=IMPORT_MODE,
+                      config=dict(e.config), tag=e.tag), why
+    batch = registry.providers[e.provider].batch
+    return Result(
+        key=key, model=e.model, provider=e.provider,
+        status="refused" if got.refusal else "ok", text=got.text,
+        stop_reason=got.stop_reason, refusal=got.refusal,
+        input_tokens=got.input_tokens, output_tokens=got.output_tokens,
+        cache_read_tokens=got.cache_read_tokens, cache_write_tokens=got.cache_write_tokens,
+        cost=call_cost(spec.price, got.input_tokens, got.output_tokens, batch,
+                       cache_read_tokens=got.cache_read_tokens,
+                       cache_write_tokens=got.cache_write_tokens),
+        attempts=1, mode=IMPORT_MODE, config=dict(e.config), tag=e.tag), None
 
 
 def output_files(target: Path) -> list[Path]:
