@@ -33,7 +33,7 @@ from hbpsych_utils import runner
 from hbpsych_utils.core import config
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph, state
-from hbpsych_utils.runner import run as run_module
+from hbpsych_utils.runner import plan as run_plan
 
 
 def empty_notebook(path: Path) -> None:
@@ -80,7 +80,7 @@ def warm(profile_name: str, repeat: int) -> None:
             state.code_hash.cache_clear()
             state.clear_hash_cache()
             start = time.perf_counter()
-            steps = run_module.plan(profile, out, state.expected_inputs(profile))
+            steps = run_plan.plan(profile, out, state.expected_inputs(profile))
             plans.append(time.perf_counter() - start)
             if any(s.run for s in steps):
                 sys.exit(f"a warm run of {profile_name} would run "
