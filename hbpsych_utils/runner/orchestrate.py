@@ -72,25 +72,33 @@ def _run_locked(ctx: schedule.RunContext, steps: list[Step], unread: list[str],
     to_run = [s.stage for s in steps if s.run]
     for line in first_lines(rec, steps, unread, len(to_run)):
         rec.echo(line)
+    board = _run_notebooks(ctx, to_run, watch, jobs)
     result = RunResult(profile=ctx.profile.name, outputs=rec.out, notebooks=rec.notebooks,
-                       up_to_date=[s.stage for s in steps if not s.run and s.current])
-    board = schedule.board(ctx.profile, to_run)
-    clear_staging(rec.out)
-    with watch.running_notebooks():
-        schedule.run_notebooks(ctx, board, watch, jobs)
-        clear_staging(rec.out)
-        if not to_run:
-            rec.write()
-        if watch.requested:  # Ctrl-C after the last notebook finished
-            raise RunInterrupted(ctx.profile.name, rec.out, [], "the run (every notebook "
-                                 "ran; the book was not built)")
-    result.failures = [s for s in to_run if s in board.failed]
-    result.not_run = [s for s in to_run if s in board.not_run]
+                       up_to_date=[s.stage for s in steps if not s.run and s.current],
+                       failures=[s for s in to_run if s in board.failed],
+                       not_run=[s for s in to_run if s in board.not_run])
     where = (f"the book ({and_list(result.failures)} failed)" if result.failures
              else "the book (every notebook ran)")
     build_book(result, watch, rec.echo, where)
     rec.echo(summary(result, steps))
     return result
+
+
+def _run_notebooks(ctx: schedule.RunContext, to_run: list[str], watch: execute.RunWatch,
+                   jobs: int) -> schedule.Board:
+    """The plan's notebooks, each recorded as it ends (the manifest written once when none
+    runs); the staging folder gone after them."""
+    board = schedule.board(ctx.profile, to_run)
+    clear_staging(ctx.recorder.out)
+    with watch.running_notebooks():
+        schedule.run_notebooks(ctx, board, watch, jobs)
+        clear_staging(ctx.recorder.out)
+        if not to_run:
+            ctx.recorder.write()
+        if watch.requested:  # Ctrl-C after the last notebook finished
+            raise RunInterrupted(ctx.profile.name, ctx.recorder.out, [], "the run (every "
+                                 "notebook ran; the book was not built)")
+    return board
 
 
 def _check_store(rec: Recorder) -> None:

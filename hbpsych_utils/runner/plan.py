@@ -55,34 +55,44 @@ class Selection:
 def plan(profile: Profile, run_dir: Path, expected: Mapping[str, state.Inputs], *,
          only: list[str] | None = None, force: bool = False) -> list[Step]:
     """What runs and why, for each of the profile's stages in order (see the module doc)."""
-    stages = list(expected)
-    named = frozenset(only or ())
+    named = _named(profile, list(expected), only)
+    selection = Selection(named, frozenset(graph.dependents(named, profile) if named else ()),
+                          force)
+    steps: list[Step] = []
+    running: set[str] = set()
+    for name in expected:
+        current, why = state.self_state(run_dir, name, expected[name])
+        run, reason = selection.decide(name, current, why)
+        if run and named:
+            stale = _stale_upstream(profile, run_dir, expected, name, running)
+            if stale:
+                run, reason = False, _left_as_is(name, why, stale, named)
+        if run:
+            running.add(name)
+        steps.append(Step(name, run, reason, current))
+    return steps
+
+
+def _named(profile: Profile, stages: list[str], only: list[str] | None) -> frozenset[str]:
+    """The stages ``--only`` names (none: no ``--only``); one that is not the profile's is a
+    ``ProfileError``."""
     unknown = [s for s in only or () if s not in stages]
     if unknown:
         raise ProfileError(
             f"--only {' '.join(unknown)}: not a notebook of profile {profile.name!r} "
             f"(expected some of: {', '.join(stages) or 'none'})")
-    selection = Selection(named, frozenset(graph.dependents(named, profile) if named else ()),
-                          force)
-    steps: list[Step] = []
-    running: set[str] = set()
-    for name in stages:
-        current, why = state.self_state(run_dir, name, expected[name])
-        run, reason = selection.decide(name, current, why)
-        if run and named:
-            stale = _stale_upstream(profile, run_dir, expected, name, running)
-            if stale and name in named:
-                raise ProfileError(
-                    f"--only {name}: its upstream {_names(stale)} not current, so {name} would "
-                    f"read stale inputs; add {' '.join(stale)} to --only, or run without --only")
-            if stale:
-                run, reason = False, (f"not current ({why}); left as is: its upstream "
-                                      f"{_names(stale)} not current and not selected by "
-                                      "--only")
-        if run:
-            running.add(name)
-        steps.append(Step(name, run, reason, current))
-    return steps
+    return frozenset(only or ())
+
+
+def _left_as_is(name: str, why: str, stale: list[str], named: frozenset[str]) -> str:
+    """Why a dependent selected by ``--only`` is left as it is: an upstream of it that is not
+    current is not selected. For a stage ``--only`` names, that is a ``ProfileError``."""
+    if name in named:
+        raise ProfileError(
+            f"--only {name}: its upstream {_names(stale)} not current, so {name} would read "
+            f"stale inputs; add {' '.join(stale)} to --only, or run without --only")
+    return (f"not current ({why}); left as is: its upstream {_names(stale)} not current and "
+            "not selected by --only")
 
 
 def _stale_upstream(profile: Profile, run_dir: Path, expected: Mapping[str, state.Inputs],
