@@ -794,10 +794,13 @@ def test_run_all_writes_a_relative_outputs_folder_where_it_was_started(
                                       "notebooks: [01_corpus]\n")
     env = {**os.environ, "HBPSYCH_ROOT": str(project), "HBPSYCH_PYTHON": sys.executable}
     for profile, name in (("p", "p"), ("mine.yaml", "mine")):
-        proc = subprocess.run(["bash", str(RUN_ALL), profile, "--outputs", "rel"], cwd=caller,
+        args = [profile, "--outputs", "rel", "--jobs", "1"]  # run_all.sh passes --jobs on
+        proc = subprocess.run(["bash", str(RUN_ALL), *args], cwd=caller,
                               env=env, text=True, capture_output=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert (caller / "rel" / name / "01_corpus" / "build.json").is_file()
+        manifest = json.loads((caller / "rel" / name / "manifest.json").read_text())
+        assert manifest["command"] == f"bash {shlex.quote(str(RUN_ALL))} {shlex.join(args)}"
     assert not (RUN_ALL.parent / "rel").exists()
 
 
