@@ -3,6 +3,7 @@ only what depends on it, and Ctrl-C that stops every running notebook with one l
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -77,6 +79,42 @@ def test_jobs_must_be_a_whole_number_of_at_least_one(capsys) -> None:
         assert len(err.splitlines()) == 1 and err.startswith("error: hbpsych run: argument "
                                                              "--jobs: ")
         assert "1 or more" in err
+
+
+def test_an_error_that_ends_the_run_lets_the_notebook_beside_it_finish(
+        project: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """A full disk while papermill saves 01's executed copy ends the run (one line naming the
+    file, exit 1), but only once 02, running beside it, has ended and been recorded: no
+    kernel is left behind; 03, which reads both, never starts."""
+    from hbpsych_utils.runner import execute
+
+    write_profile(project, "01_corpus", "02_screening", "03_review_round1")
+    for name in ("01_corpus", "02_screening", "03_review_round1"):
+        notebook(project / "notebooks" / f"{name}.ipynb", "y = 1")
+    beside = threading.Event()
+    ran: list[str] = []
+
+    def fake(nb: Path, target: Path, params: dict, staging: Path, *_: object) -> None:
+        ran.append(nb.stem)
+        if nb.stem == "01_corpus":
+            assert beside.wait(10)  # 02 is running
+            raise OSError(errno.ENOSPC, "No space left on device")
+        beside.set()
+        time.sleep(1)  # still running when 01 ends the run
+        (staging / nb.stem).mkdir(parents=True)
+        (staging / nb.stem / "t.csv").write_text("n\n1\n")
+
+    monkeypatch.setattr(execute, "execute", fake)
+    out = project / "outputs"
+    assert runner.main(["p", "--outputs", str(out), "--jobs", "2"]) == runner.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err == (f"error: {out / 'p' / 'notebooks' / '01_corpus.ipynb'}: no space left on "
+                   "the device: free some space, then run again\n")
+    assert sorted(ran) == ["01_corpus", "02_screening"]
+    manifest = json.loads((out / "p" / "manifest.json").read_text())
+    assert [(n["notebook"], n["status"]) for n in manifest["notebooks"]] == [
+        ("02_screening", "ok")]
+    assert (out / "p" / "02_screening" / "t.csv").read_text() == "n\n1\n"
 
 
 # --- two branches at once: one fails, the other completes (slow) --------------------------------

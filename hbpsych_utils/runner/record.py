@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hbpsych_utils.core.config import Profile
-from hbpsych_utils.core.writes import scrub_file, take_replaced
+from hbpsych_utils.core.writes import take_replaced
 from hbpsych_utils.pipeline import graph, stage, state
 from hbpsych_utils.runner import manifest
 from hbpsych_utils.runner.step import Outcome
@@ -134,11 +134,6 @@ class Recorder:
         """After a step: where keys were replaced, and the manifest."""
         self.say_scrubbed()
         self.write()
-
-
-def scrub_executed(target: Path) -> None:
-    """The executed copy without the keys a cell may have shown (what a server sent back)."""
-    scrub_file(target)
 
 
 def clear_staging(out: Path) -> None:

@@ -17,8 +17,9 @@ A notebook that fails stops the notebooks downstream of it (recorded ``not_run``
 and nothing else: the other branches run to the end. Ctrl-C stops them all: no notebook starts
 once it is pressed, the running ones are interrupted (``execute.RunWatch``), and once each is
 recorded the run ends with one :class:`~hbpsych_utils.runner.result.RunInterrupted` naming
-them. An error that ends the run (a full disk while papermill saves an executed copy) lets the
-running notebooks finish and is then raised.
+them. An error that ends the run (a full disk while papermill saves an executed copy or the
+runner writes a record) lets the running notebooks finish and is then raised: no kernel is left
+behind.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hbpsych_utils.core.config import Profile
-from hbpsych_utils.core.writes import with_path
+from hbpsych_utils.core.writes import scrub_file, with_path
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.runner import execute
-from hbpsych_utils.runner.record import Recorder, scrub_executed
+from hbpsych_utils.runner.record import Recorder
 from hbpsych_utils.runner.result import RunInterrupted, and_list, stopped_at
 from hbpsych_utils.runner.step import Job, Outcome, execute_step
 
@@ -123,8 +124,11 @@ def run_notebooks(ctx: RunContext, board_: Board, watch: execute.RunWatch, jobs:
                 break  # Ctrl-C, or an error that ends the run: nothing more starts
             _record(ctx, board_, _next(done), watch)
         except KeyboardInterrupt:  # a Ctrl-C the kernels did not take: stop them at once
+            watch.requested = True
             watch.stopping()
             watch.kill_kernels()
+        except Exception as exc:  # ends the run, once the running notebooks have ended
+            board_.fatal = board_.fatal or exc
     if board_.fatal is not None:
         raise board_.fatal
     if watch.requested:
@@ -169,7 +173,7 @@ def _record(ctx: RunContext, board_: Board, outcome: Outcome, watch: execute.Run
     del board_.running[job.stage]
     board_.ended.add(job.stage)
     watch.finished(job.stage)
-    scrub_executed(job.target)  # a cell may have shown what a server sent back
+    scrub_file(job.target)  # a cell may have shown what a server sent back
     if outcome.raised is not None:
         exc = outcome.raised
         board_.fatal = board_.fatal or (with_path(exc, job.target)
