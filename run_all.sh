@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run every notebook of a profile in order:
+# Run the notebooks of a profile, independent ones at once (--jobs N, default the machine's
+# cores; --jobs 1 runs them one after another in the graph's order):
 #   bash run_all.sh [PROFILE] [--only NOTEBOOK ...] [--set section.key=value ...] [--outputs DIR]
+#                   [--jobs N]
 # PROFILE defaults to `default`. Executed notebooks, tables, figures, metrics and the run
 # manifest go to outputs/<PROFILE>/. `python -m hbpsych_utils run --help` lists the options and
 # exit codes. One run per outputs folder at a time; after Ctrl-C, the same command resumes.

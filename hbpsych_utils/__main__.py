@@ -41,22 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(argv, ending)
     except KeyboardInterrupt:  # before a command's own handling: its imports, its arguments
-        try:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # nothing stops the one line now
-        except ValueError:  # not the main thread
-            pass
-        exec("None")  # clears CPython's note of an interrupted exec (runner.cli._quiet)
-        import shlex
-
-        command = shlex.join(["python", "-m", "hbpsych_utils", *argv])
-        print(f"interrupted: {command} stopped by Ctrl-C before it finished; run it again",
-              file=sys.stderr)
-        if not ending and previous is not None:
-            try:
-                signal.signal(signal.SIGINT, previous)
-            except ValueError:
-                pass
-        return EXIT_INTERRUPTED
+        return _interrupted(argv, restore=None if ending else previous)
     except SystemExit as exc:  # argparse's answer (one line, or help), as a return code
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or 0
@@ -66,6 +51,28 @@ def main(argv: list[str] | None = None) -> int:
 
 _SHARD_COMMANDS = {"shards": "shards_main", "import-results": "import_main",
                    "ray-shards": "ray_main"}
+
+
+def _interrupted(argv: list[str], restore: object) -> int:
+    """The one line of a command stopped before it could say so itself; Ctrl-C is ignored
+    while it is written, then ``restore`` (the caller's handler) comes back, if given."""
+    _set_sigint(signal.SIG_IGN)  # nothing stops the one line now
+    exec("None")  # clears CPython's note of an interrupted exec (runner.cli._quiet)
+    import shlex
+
+    command = shlex.join(["python", "-m", "hbpsych_utils", *argv])
+    print(f"interrupted: {command} stopped by Ctrl-C before it finished; run it again",
+          file=sys.stderr)
+    if restore is not None:
+        _set_sigint(restore)
+    return EXIT_INTERRUPTED
+
+
+def _set_sigint(handler: object) -> None:
+    try:
+        signal.signal(signal.SIGINT, handler)  # type: ignore[arg-type]
+    except ValueError:  # not the main thread
+        pass
 
 
 def _dispatch(argv: list[str], ending: bool) -> int:

@@ -125,8 +125,9 @@ def test_stage_outputs_are_swapped_in_on_success_and_retired_on_failure(project:
     assert (kept / "partial.csv").read_text() == "n\n2\n"  # what the failed attempt wrote
     assert Path(record["executed"]) == out / "notebooks" / "01_corpus.ipynb"
     manifest = manifest_of(out)
+    # 03 reads 01: not run behind it; 02 reads nothing of 01 (replay) and is current
     assert [(n["notebook"], n["status"]) for n in manifest["notebooks"]] == [
-        ("01_corpus", "failed")]
+        ("01_corpus", "failed"), ("03_review_round1", "not_run")]
     assert manifest["notebooks"][0]["failure_record"] == [str(out / "01_corpus" / "failed.json")]
     assert not {"input_1", "input_2", "input_3"} & set(manifest["artifacts"])  # no stale inputs
     states = {s["stage"]: s["state"] for s in manifest["stages"]}
@@ -385,7 +386,9 @@ def test_kernel_that_never_starts_for_real_is_one_clean_error(project: Path) -> 
         "kernel_info); starting it once more",
         "FAILED: 01_corpus: its kernel did not start (2 attempts): RuntimeError: Kernel died "
         "before replying to kernel_info",
-        f"book: {out / 'p' / 'book' / 'index.html'}"]  # the book marks 01 failed
+        f"book: {out / 'p' / 'book' / 'index.html'}",  # the book marks 01 failed
+        f"profile 'p': 0 notebooks ran, 1 failed (01_corpus), 0 up to date; outputs in "
+        f"{out / 'p'}"]
     entry = manifest_of(out / "p")["notebooks"][0]
     assert entry["status"] == "failed" and entry["error"]["kernel"] == "did not start (2 attempts)"
 
@@ -506,12 +509,14 @@ def test_ctrl_c_forwarded_to_the_kernel_stops_the_cell(project: Path) -> None:
 
 @pytest.mark.slow
 def test_ctrl_c_swallowed_by_a_cell_still_stops_before_the_next(project: Path) -> None:
-    # 02 (replay) does not read 01: only the Ctrl-C keeps it from running
+    # 02 (replay) does not read 01: only the Ctrl-C keeps it from running (one notebook at a
+    # time: with two, 02 would start beside 01)
     write_profile(project, "01_corpus", "02_screening")
     notebook(project / "notebooks" / "01_corpus.ipynb", SWALLOWED_SIGINT, MARKER)
     notebook(project / "notebooks" / "02_screening.ipynb", MARKER)
     with pytest.raises(runner.RunInterrupted) as caught:
-        runner.run_profile("p", outputs_root=project / "outputs", echo=lambda _: None)
+        runner.run_profile("p", outputs_root=project / "outputs", echo=lambda _: None,
+                           jobs=1)
     assert caught.value.notebook == "01_corpus"
     out = project / "outputs" / "p"
     assert not (out / "after.txt").exists()  # neither the next cell nor 02 ran
@@ -528,7 +533,8 @@ def test_ctrl_c_after_a_notebook_finished_stops_before_the_next(project: Path) -
              "from hbpsych_utils.pipeline.stage import Stage", swallow)
     notebook(project / "notebooks" / "02_screening.ipynb", MARKER)
     with pytest.raises(runner.RunInterrupted) as caught:
-        runner.run_profile("p", outputs_root=project / "outputs", echo=lambda _: None)
+        runner.run_profile("p", outputs_root=project / "outputs", echo=lambda _: None,
+                           jobs=1)
     assert caught.value.where == "02_screening (before it started)"
     out = project / "outputs" / "p"
     assert not (out / "after.txt").exists()
@@ -693,7 +699,8 @@ def test_ctrl_c_reaches_a_kernel_only_while_a_cell_runs() -> None:
     handler = signal.getsignal(signal.SIGINT)
     try:
         with RunWatch() as watch, watch.running_notebooks():
-            watch.kernels.append(SimpleNamespace(provisioner=SimpleNamespace(pgid=kernel.pid)))
+            watch.notebook("01_corpus").kernels.append(
+                SimpleNamespace(provisioner=SimpleNamespace(pgid=kernel.pid)))
             os.kill(os.getpid(), signal.SIGINT)  # while the kernel starts: noted only
             assert watch.requested and kernel.poll() is None
             os.kill(os.getpid(), signal.SIGINT)  # again: killed
@@ -721,8 +728,10 @@ def test_file_system_errors_are_one_line_naming_the_path(
     def read_only(*args: object, **kwargs: object) -> None:
         raise PermissionError(errno.EACCES, "Permission denied", str(out / "p"))
 
+    from hbpsych_utils.runner import orchestrate
+
     out = project / "outputs"
-    monkeypatch.setattr(runner.run, "_run_locked", read_only)
+    monkeypatch.setattr(orchestrate, "_run_locked", read_only)
     assert runner.main(["p", "--outputs", str(out)]) == runner.EXIT_FAILED
     assert capsys.readouterr().err == (f"error: {out / 'p'}: permission denied: "
                                        "make it writable, or write somewhere else\n")
@@ -785,10 +794,13 @@ def test_run_all_writes_a_relative_outputs_folder_where_it_was_started(
                                       "notebooks: [01_corpus]\n")
     env = {**os.environ, "HBPSYCH_ROOT": str(project), "HBPSYCH_PYTHON": sys.executable}
     for profile, name in (("p", "p"), ("mine.yaml", "mine")):
-        proc = subprocess.run(["bash", str(RUN_ALL), profile, "--outputs", "rel"], cwd=caller,
+        args = [profile, "--outputs", "rel", "--jobs", "1"]  # run_all.sh passes --jobs on
+        proc = subprocess.run(["bash", str(RUN_ALL), *args], cwd=caller,
                               env=env, text=True, capture_output=True, timeout=300, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert (caller / "rel" / name / "01_corpus" / "build.json").is_file()
+        manifest = json.loads((caller / "rel" / name / "manifest.json").read_text())
+        assert manifest["command"] == f"bash {shlex.quote(str(RUN_ALL))} {shlex.join(args)}"
     assert not (RUN_ALL.parent / "rel").exists()
 
 

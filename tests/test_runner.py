@@ -1,5 +1,6 @@
 """run_all's engine: the profile's stages in the graph's order, the parameters each declares
-injected, the first failure stops the run, a second run does only what changed, ``--only``."""
+injected, a failure stops what depends on it and nothing else, a second run does only what
+changed, ``--only``."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 import pytest
 from conftest import notebook, write_profile
 
-from hbpsych_utils import runner
+from hbpsych_utils import runner, study
 from hbpsych_utils.core import config
 from hbpsych_utils.pipeline import state
-from hbpsych_utils.runner import run as run_module
+from hbpsych_utils.runner import plan as run_plan
 
 SEEN = "open(f'{outputs_root}/{profile}/seen.txt', 'a').write(f'{NAME} {VALUE}\\n')"
 """A cell that appends the notebook's ``NAME`` and ``VALUE`` to ``seen.txt`` of the run."""
@@ -24,33 +25,51 @@ def states(out: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_runs_in_order_and_stops_at_first_failure(project: Path) -> None:
-    # Listed out of order: the graph's order is the run order. 08 (paper mode) reads
-    # nothing of 01 or 02: it would run if the run went on.
-    write_profile(project, "08_scores", "02_screening", "01_corpus",
+def test_runs_in_order_and_a_failure_stops_only_what_depends_on_it(project: Path) -> None:
+    # Listed out of order: the graph's order is the run order (one at a time with jobs=1).
+    # 03 reads 02, which fails, so 03 does not run; 08 (paper mode) reads nothing of 01, 02
+    # or 03, so it runs after the failure.
+    write_profile(project, "08_scores", "03_review_round1", "02_screening", "01_corpus",
                   text="corpus: {max_conversations: 42}\n")
     notebook(project / "notebooks" / "01_corpus.ipynb",
              f"NAME, VALUE = 'first', max_conversations\n{SEEN}", max_conversations=None)
     notebook(project / "notebooks" / "02_screening.ipynb", "x = 1",
              "raise ValueError('boom here')")
-    notebook(project / "notebooks" / "08_scores.ipynb", f"NAME, VALUE = 'never', seed\n{SEEN}",
+    notebook(project / "notebooks" / "03_review_round1.ipynb", f"NAME, VALUE = 'never', 0\n{SEEN}")
+    notebook(project / "notebooks" / "08_scores.ipynb", f"NAME, VALUE = 'last', seed\n{SEEN}",
              seed=0)
     lines: list[str] = []
-    result = runner.run_profile("p", outputs_root=project / "outputs", echo=lines.append)
+    result = runner.run_profile("p", outputs_root=project / "outputs", echo=lines.append,
+                                jobs=1)
     assert not result.ok and result.failed == "02_screening"
+    assert (result.failures, result.not_run) == (["02_screening"], ["03_review_round1"])
     out = project / "outputs" / "p"
-    assert (out / "seen.txt").read_text() == "first 42\n"  # 08 never ran
+    assert (out / "seen.txt").read_text() == f"first 42\nlast {study.SEED}\n"  # 03 never ran
+    assert [line for line in lines if line.startswith("[")] == [
+        "[1/4] 01_corpus ...", f"[1/4] 01_corpus done in {result.notebooks[0]['seconds']:.1f}s",
+        "[2/4] 02_screening ...",
+        "[3/4] 08_scores ...", f"[3/4] 08_scores done in {result.notebooks[3]['seconds']:.1f}s"]
     failure = next(line for line in lines if line.startswith("FAILED"))
     assert "02_screening" in failure and "cell 3 (raise ValueError" in failure
     assert "boom here" in failure
+    assert "not current until it succeeds: 03_review_round1" in failure
+    assert lines[-1] == (f"profile 'p': 2 notebooks ran, 1 failed (02_screening), 1 not run "
+                         f"as an upstream failed (03_review_round1), 0 up to date; outputs in "
+                         f"{out}")
     manifest = json.loads((out / "manifest.json").read_text())
     assert [(n["notebook"], n["status"]) for n in manifest["notebooks"]] == [
-        ("01_corpus", "ok"), ("02_screening", "failed")]
+        ("01_corpus", "ok"), ("02_screening", "failed"), ("03_review_round1", "not_run"),
+        ("08_scores", "ok")]
     assert manifest["notebooks"][1]["error"] == {
         "cell": 3, "ename": "ValueError", "evalue": "boom here"}
+    assert manifest["notebooks"][2] == {
+        "notebook": "03_review_round1", "status": "not_run", "seconds": 0.0, "started": False,
+        "reason": "its upstream 02_screening failed"}
     assert (out / "notebooks" / "02_screening.ipynb").is_file()
+    assert not (out / "notebooks" / "03_review_round1.ipynb").exists()
     assert states(out) == {**{s: "not_in_profile" for s in states(out)}, "01_corpus": "current",
-                           "02_screening": "failed", "08_scores": "not_run"}
+                           "02_screening": "failed", "03_review_round1": "not_run",
+                           "08_scores": "current"}
 
 
 @pytest.mark.slow
@@ -111,7 +130,7 @@ def test_a_second_run_does_only_what_changed(project: Path) -> None:
         notebook(project / "notebooks" / f"{name}.ipynb",
                  f"NAME, VALUE = {name!r}, {param}\n{SEEN}", **{param: None})
     root, out = project / "outputs", project / "outputs" / "p"
-    assert runner.run_profile("p", outputs_root=root, echo=lambda _: None).ok
+    assert runner.run_profile("p", outputs_root=root, echo=lambda _: None, jobs=1).ok
     first = (out / "seen.txt").read_text()
     assert first.splitlines() == ["01_corpus None", "02_screening None", "03_review_round1 150"]
 
@@ -129,7 +148,7 @@ def test_a_second_run_does_only_what_changed(project: Path) -> None:
     # 01 reads corpus.max_conversations; 03 reads 01, so it runs again; 02 (replay) does not.
     lines.clear()
     result = runner.run_profile("p", outputs_root=root, echo=lines.append,
-                                overrides={"corpus.max_conversations": 5})
+                                overrides={"corpus.max_conversations": 5}, jobs=1)
     assert [n["notebook"] for n in result.notebooks] == ["01_corpus", "03_review_round1"]
     assert result.up_to_date == ["02_screening"]
     assert "  01_corpus: runs (corpus.max_conversations changed (null → 5))" in lines
@@ -138,7 +157,7 @@ def test_a_second_run_does_only_what_changed(project: Path) -> None:
                                                                "03_review_round1 150"]
     # --force runs every stage of the profile, current or not
     result = runner.run_profile("p", outputs_root=root, echo=lambda _: None, force=True,
-                                overrides={"corpus.max_conversations": 5})
+                                overrides={"corpus.max_conversations": 5}, jobs=1)
     assert [n["notebook"] for n in result.notebooks] == [
         "01_corpus", "02_screening", "03_review_round1"]
 
@@ -159,7 +178,7 @@ def built(project: Path, out: Path, *stages: str, text: str = "") -> config.Prof
 
 
 def planned(profile: config.Profile, out: Path, **kw) -> dict[str, tuple[bool, str]]:
-    steps = run_module.plan(profile, out, state.expected_inputs(profile), **kw)
+    steps = run_plan.plan(profile, out, state.expected_inputs(profile), **kw)
     return {s.stage: (s.run, s.reason) for s in steps}
 
 

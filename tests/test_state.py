@@ -180,7 +180,7 @@ def test_a_runner_build_records_the_sha256_of_every_file_it_wrote(tmp_path: Path
 
 def test_scores_cut_in_half_is_not_current_and_the_plan_runs_it_saying_why(
         tmp_path: Path) -> None:
-    from hbpsych_utils.runner import run as run_module
+    from hbpsych_utils.runner import plan as run_plan
 
     expected = built(tmp_path)
     folder = wrote(tmp_path, graph.GRADING, expected[graph.GRADING], GRADING_FILES)
@@ -189,7 +189,7 @@ def test_scores_cut_in_half_is_not_current_and_the_plan_runs_it_saying_why(
     got = states(tmp_path)
     assert got[graph.GRADING].state == "not_current"
     assert got[graph.GRADING].reason == "its output scores.csv changed since it was written"
-    steps = {s.stage: s for s in run_module.plan(DEFAULT, tmp_path, expected)}
+    steps = {s.stage: s for s in run_plan.plan(DEFAULT, tmp_path, expected)}
     assert (steps[graph.GRADING].run, steps[graph.GRADING].reason) == (
         True, "its output scores.csv changed since it was written")
     assert [s for s, step in steps.items() if step.run] == [graph.GRADING]
@@ -212,7 +212,7 @@ def test_scores_cut_in_half_is_not_current_and_the_plan_runs_it_saying_why(
 
 
 def test_a_deleted_or_nul_executed_notebook_is_not_current(tmp_path: Path) -> None:
-    from hbpsych_utils.runner import run as run_module
+    from hbpsych_utils.runner import plan as run_plan
 
     expected = built(tmp_path)
     wrote(tmp_path, graph.SCORES, expected[graph.SCORES], {"metrics.json": b"{}"},
@@ -227,7 +227,7 @@ def test_a_deleted_or_nul_executed_notebook_is_not_current(tmp_path: Path) -> No
     got = states(tmp_path)
     assert (got[graph.SCORES].state, got[graph.SCORES].reason) == ("not_current", reason)
     assert got[graph.FIGURES].reason == "its upstream 08_scores is not current"
-    steps = {s.stage: s for s in run_module.plan(DEFAULT, tmp_path, expected)}
+    steps = {s.stage: s for s in run_plan.plan(DEFAULT, tmp_path, expected)}
     assert (steps[graph.SCORES].run, steps[graph.SCORES].reason) == (True, reason)
     [problem] = state.damaged_outputs(tmp_path)
     assert (problem.stage, problem.file, problem.problem) == (
@@ -239,7 +239,7 @@ def test_a_deleted_or_nul_executed_notebook_is_not_current(tmp_path: Path) -> No
 def test_a_record_without_hashes_is_not_verified_and_is_run_again(tmp_path: Path) -> None:
     """An older version's record: nothing vouches for its files, so the stage is not current
     and the runner runs it again (not refused: nothing is known to be wrong)."""
-    from hbpsych_utils.runner import run as run_module
+    from hbpsych_utils.runner import plan as run_plan
 
     expected = built(tmp_path)
     path = state.build_path(tmp_path, graph.JUDGES)
@@ -249,7 +249,7 @@ def test_a_record_without_hashes_is_not_verified_and_is_run_again(tmp_path: Path
     got = states(tmp_path)
     assert (got[graph.JUDGES].state, got[graph.JUDGES].reason) == (
         "not_current", state.UNVERIFIED)
-    steps = {s.stage: s for s in run_module.plan(DEFAULT, tmp_path, expected)}
+    steps = {s.stage: s for s in run_plan.plan(DEFAULT, tmp_path, expected)}
     assert [s for s, step in steps.items() if step.run] == [graph.JUDGES]
     assert steps[graph.JUDGES].reason == state.UNVERIFIED
     assert state.damaged_outputs(tmp_path) == []

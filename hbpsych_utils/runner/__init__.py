@@ -1,6 +1,8 @@
-"""Running a profile (the top layer): the command line (``cli``), the plan and its execution
-(``run``), one notebook's kernel (``execute``), the profile's references checked at the door
-(``checks``) and the run manifest (``manifest``)."""
+"""Running a profile (the top layer): the command line (``cli``); the run (``run``, started by
+``orchestrate``): what runs and why (``plan``), the notebooks up to ``--jobs`` at a time
+(``schedule``), one notebook (``step``) and its kernel (``execute``), what is recorded as each
+ends (``record``), the book at the end (``book_step``), how the run ended (``result``); the
+profile's references checked at the door (``checks``) and the run manifest (``manifest``)."""
 
 from hbpsych_utils.runner.cli import (
     EXIT_FAILED,

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from hbpsych_utils.construction.corpus import load_corpus
 from hbpsych_utils.construction.ratings import RatingsError, check_format, reviewer_collisions
@@ -121,17 +122,30 @@ def _model_problems(profile: Profile, registry: Registry) -> list[str]:
 
 
 def _llm_problems(llm: LLMSettings, registry: Registry) -> list[str]:
+    """``llm.faults``, ``llm.limits`` and ``llm.base_urls`` against the registry."""
+    return [*_fault_problems(llm, registry), *_limit_problems(llm, registry),
+            *_base_url_problems(llm, registry)]
+
+
+def _fault_problems(llm: LLMSettings, registry: Registry) -> list[str]:
+    """Each simulator fault's kind must be the simulator's, its model the registry's (by name
+    or by the name the provider's API knows it by)."""
     problems = []
-    if llm.faults:
-        wire = set(registry.models) | {m.api_model for m in registry.models.values()}
-        for i, fault in enumerate(llm.faults):
-            if fault.kind not in FAULT_KINDS:
-                problems.append(f"llm.faults[{i}].kind: unknown fault kind {fault.kind!r} "
-                                f"(expected one of: {', '.join(FAULT_KINDS)})")
-            if fault.model is not None and fault.model not in wire:
-                problems.append(f"llm.faults[{i}].model: unknown model {fault.model!r} "
-                                f"(expected a model of {registry.source}: "
-                                f"{', '.join(sorted(registry.models))})")
+    wire = set(registry.models) | {m.api_model for m in registry.models.values()}
+    for i, fault in enumerate(llm.faults or []):
+        if fault.kind not in FAULT_KINDS:
+            problems.append(f"llm.faults[{i}].kind: unknown fault kind {fault.kind!r} "
+                            f"(expected one of: {', '.join(FAULT_KINDS)})")
+        if fault.model is not None and fault.model not in wire:
+            problems.append(f"llm.faults[{i}].model: unknown model {fault.model!r} "
+                            f"(expected a model of {registry.source}: "
+                            f"{', '.join(sorted(registry.models))})")
+    return problems
+
+
+def _limit_problems(llm: LLMSettings, registry: Registry) -> list[str]:
+    """Each ``llm.limits`` entry must name a registry provider and hold valid limits."""
+    problems = []
     providers = ", ".join(registry.providers)
     for name, values in llm.limits.items():
         if name not in registry.providers:
@@ -140,12 +154,21 @@ def _llm_problems(llm: LLMSettings, registry: Registry) -> list[str]:
         try:
             LimitOverride.model_validate(values)
         except ValidationError as exc:
-            for err in exc.errors():
-                key = f"llm.limits.{name}." + ".".join(str(p) for p in err["loc"])
-                problems.append(
-                    f"{key}: unknown key (expected one of: {', '.join(LimitOverride.model_fields)})"
-                    if err["type"] == "extra_forbidden" else
-                    f"{key}: {err['msg']} (got {err.get('input')!r})")
+            problems += [_limit_error(f"llm.limits.{name}", err) for err in exc.errors()]
+    return problems
+
+
+def _limit_error(where: str, err: ErrorDetails) -> str:
+    key = f"{where}." + ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return f"{key}: unknown key (expected one of: {', '.join(LimitOverride.model_fields)})"
+    return f"{key}: {err['msg']} (got {err.get('input')!r})"
+
+
+def _base_url_problems(llm: LLMSettings, registry: Registry) -> list[str]:
+    """Each ``llm.base_urls`` entry must name a registry provider or provider kind, with an
+    http(s) URL."""
+    problems = []
     targets = {*registry.providers, *(p.kind for p in registry.providers.values())}
     for name, url in llm.base_urls.items():
         if name not in targets:

@@ -28,7 +28,8 @@ from typing import Any
 from hbpsych_utils.core import arguments, paths, runlock
 from hbpsych_utils.core.secrets import scrub
 from hbpsych_utils.core.wording import count
-from hbpsych_utils.runner.run import RunInterrupted, book_call, run_profile
+from hbpsych_utils.runner.book_step import book_call
+from hbpsych_utils.runner.run import RunInterrupted, run_profile
 
 EXIT_FAILED, EXIT_USAGE, EXIT_LOCKED, EXIT_INTERRUPTED = 1, 2, 3, 130
 
@@ -67,11 +68,28 @@ def parser() -> argparse.ArgumentParser:
                     "dependents are then not current)")
     ap.add_argument("--force", action="store_true", help="run every stage of the profile, "
                     "current or not (with --only: the named stages and all their dependents)")
+    ap.add_argument("--jobs", type=jobs, default=None, metavar="N",
+                    help="how many notebooks run at once, each as soon as the notebooks it "
+                    "reads from have succeeded (default: the machine's cores, "
+                    f"{os.cpu_count() or 1} here; 1 runs them one after another)")
     ap.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override one profile value, e.g. --set judges.subset=hard or --set seed=123 "
         "(the value is read as YAML; repeat for several)")
     return ap
+
+
+def jobs(text: str) -> int:
+    """``--jobs``: a whole number of notebooks, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (expected how many "
+                                         "notebooks run at once: 1 or more)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (expected how many "
+                                         "notebooks run at once: 1 or more)")
+    return value
 
 
 def _run_folder_arguments(ap: argparse.ArgumentParser) -> None:
@@ -173,7 +191,7 @@ def _main(args: argparse.Namespace, command: str) -> int:
         overrides = config.parse_overrides(args.overrides)
         result = run_profile(
             args.profile, outputs_root=args.outputs, only=args.only, overrides=overrides,
-            force=args.force, command=command,
+            force=args.force, jobs=args.jobs, command=command,
         )
     except (config.ProfileError, paths.UnsafePath) as exc:
         _say(f"error: {exc}")

@@ -3,8 +3,13 @@
 The kernels talk to this process over CurveZMQ-encrypted sockets (which also keeps ipykernel's
 "running over TCP without encryption" warning out of the run's output). A kernel that fails
 before the first cell starts is started once more; one that dies, or a second failure to
-start, is reported as the notebook's failure. Ctrl-C is forwarded to the running kernel once
-(:class:`RunWatch`), and no further cell starts; a second one kills the kernel and stops at once.
+start, is reported as the notebook's failure. Ctrl-C is forwarded to the running kernels once
+(:class:`RunWatch`), and no further cell starts; a second one kills them and stops at once.
+
+Several notebooks may run at once, each in a thread of this process (``runner.schedule``), so
+nothing here changes the process's state for one notebook: its kernel is given its staging
+folder, the caller's directory and the project folder as its working directory when it starts
+(:meth:`NotebookWatch.kernel_manager_class`), not through ``os.environ`` or ``chdir``.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import logging
 import os
 import shutil
 import signal
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,25 +57,28 @@ class RunWatch:
     """Ctrl-C and cell progress during a run, from the moment it starts until it returns.
 
     While notebooks run (:meth:`running_notebooks`), the first Ctrl-C is noted and forwarded to
-    the running cell's kernel (its own process group: jupyter_client starts kernels in a new
-    session, so the terminal's SIGINT reaches only this process; a kernel still starting is not
-    sent it, it would print a traceback of its own); the cell stops with ``KeyboardInterrupt``
-    and papermill shuts the kernel down as after any failing cell. No further cell starts once
-    it is noted. A second Ctrl-C kills the kernel, and the run stops as soon as nbclient sees
-    it gone (within a second); a third raises ``KeyboardInterrupt`` here at once. Before the
-    notebooks and while the book is built, Ctrl-C raises ``KeyboardInterrupt`` at once, as
-    Python's own handler would, and is noted too: one that a library swallows (a bare
-    ``except:``) still stops the run at the next check of :attr:`requested`. Once the runner
-    records an interruption (:meth:`stopping`), Ctrl-C is ignored, so that the record is
-    written whole."""
+    the kernels of the running cells (each kernel has its own process group: jupyter_client
+    starts kernels in a new session, so the terminal's SIGINT reaches only this process; a
+    kernel still starting is not sent it, it would print a traceback of its own); each cell
+    stops with ``KeyboardInterrupt`` and papermill shuts its kernel down as after any failing
+    cell. No further cell starts once it is noted. A second Ctrl-C kills the kernels, and the
+    run stops as soon as nbclient sees them gone (within a second); a third raises
+    ``KeyboardInterrupt`` here at once. Before the notebooks and while the book is built,
+    Ctrl-C raises ``KeyboardInterrupt`` at once, as Python's own handler would, and is noted
+    too: one that a library swallows (a bare ``except:``) still stops the run at the next
+    check of :attr:`requested`. Once the runner records an interruption (:meth:`stopping`),
+    Ctrl-C is ignored, so that the record is written whole.
+
+    Each running notebook has a :class:`NotebookWatch` (:meth:`notebook`), which the notebook's
+    thread updates; the signal handler runs in the main thread and reads them."""
 
     def __init__(self) -> None:
         self.requested = False
-        self.cell_index: int | None = None
-        self.kernels: list[Any] = []
+        self._notebooks: dict[str, NotebookWatch] = {}
+        self._lock = threading.Lock()
         self._previous: Any = None
         self._installed = False
-        self._forward = False  # notebooks are running: the first Ctrl-C goes to the kernel
+        self._forward = False  # notebooks are running: the first Ctrl-C goes to the kernels
         self._killed = False
         self._ignore = False
 
@@ -96,24 +105,42 @@ class RunWatch:
 
     @contextmanager
     def running_notebooks(self) -> Iterator[None]:
-        """Notebooks run in this block: the first Ctrl-C goes to the running kernel."""
+        """Notebooks run in this block: the first Ctrl-C goes to the running kernels."""
         self._forward = True
         try:
             yield
         finally:
             self._forward = False
 
+    def notebook(self, name: str) -> NotebookWatch:
+        """The watch of notebook ``name``, which starts now (its kernels are signalled with
+        the others' until :meth:`finished`)."""
+        watch = NotebookWatch(self, name)
+        with self._lock:
+            self._notebooks[name] = watch
+        return watch
+
+    def finished(self, name: str) -> None:
+        """Notebook ``name`` returned: its kernels are no longer signalled."""
+        with self._lock:
+            self._notebooks.pop(name, None)
+
     def stopping(self) -> None:
         """The runner records an interruption: further Ctrl-C is ignored."""
         self._ignore = True
+
+    def kill_kernels(self) -> bool:
+        """Kill the running notebooks' kernels (the runner stops at once); whether any was."""
+        self._killed = self._signal_kernels(signal.SIGKILL) or self._killed
+        return self._killed
 
     def _on_sigint(self, signum: int, frame: object) -> None:
         if self._ignore:
             return
         first, self.requested = not self.requested, True
         if self._forward and first:
-            if self.cell_index is not None:  # a starting kernel is stopped by on_cell_start
-                self._signal_kernels(signal.SIGINT)
+            # a starting kernel is stopped by on_cell_start
+            self._signal_kernels(signal.SIGINT, in_cells_only=True)
             return
         if self._forward and not self._killed and self._signal_kernels(signal.SIGKILL):
             # a second Ctrl-C: nbclient sees its kernel die within a second and stops cleanly
@@ -123,48 +150,77 @@ class RunWatch:
             return
         raise KeyboardInterrupt
 
-    def _signal_kernels(self, signum: int) -> bool:
-        """Send ``signum`` to the kernels' process groups; whether any was sent it."""
+    def _signal_kernels(self, signum: int, in_cells_only: bool = False) -> bool:
+        """Send ``signum`` to the process groups of the running notebooks' kernels (with
+        ``in_cells_only``, of those running a cell); whether any was sent it."""
+        with self._lock:
+            watches = list(self._notebooks.values())
         sent = False
-        for km in self.kernels:
-            pgid = getattr(getattr(km, "provisioner", None), "pgid", None)
-            if pgid and pgid != os.getpgrp():  # the kernel's own group, never this one
-                try:
-                    os.killpg(pgid, signum)
-                    sent = True
-                except OSError:
-                    pass
+        for watch in watches:
+            if in_cells_only and watch.cell_index is None:
+                continue
+            for km in list(watch.kernels):
+                pgid = getattr(getattr(km, "provisioner", None), "pgid", None)
+                if pgid and pgid != os.getpgrp():  # the kernel's own group, never this one
+                    try:
+                        os.killpg(pgid, signum)
+                        sent = True
+                    except OSError:
+                        pass
         return sent
 
     def _after_ctrl_c(self, record: logging.LogRecord) -> bool:
-        """After Ctrl-C, nbclient's lines about the kernel it stops are not news: the runner's
+        """After Ctrl-C, nbclient's lines about the kernels it stops are not news: the runner's
         one line says what stopped."""
         return not self.requested
 
+
+class NotebookWatch:
+    """One notebook of a run as Ctrl-C sees it: the cell its kernel runs and the kernels
+    started for it (a retried start makes a second), updated from the notebook's thread."""
+
+    def __init__(self, run: RunWatch, name: str) -> None:
+        self.run, self.name = run, name
+        self.cell_index: int | None = None
+        self.kernels: list[Any] = []
+
+    @property
+    def requested(self) -> bool:
+        """Ctrl-C was pressed during the run."""
+        return self.run.requested
+
     def start_notebook(self) -> None:
+        """A kernel is about to start (again): no cell has run on it."""
         self.cell_index = None
-        self.kernels.clear()
 
     def on_cell_start(self, cell: Any = None, cell_index: int | None = None, **_: Any) -> None:
         """nbclient's ``on_cell_start`` hook."""
-        if self.requested:
+        if self.run.requested:
             raise StopRequested
         self.cell_index = cell_index
 
-    def kernel_manager_class(self) -> type:
-        """nbclient's default kernel manager, remembering each kernel it starts for Ctrl-C.
+    def kernel_manager_class(self, env: Mapping[str, str] | None = None,
+                             cwd: str | None = None) -> type:
+        """nbclient's default kernel manager, remembering each kernel it starts for Ctrl-C,
+        and starting it with ``env`` added to this process's environment and in ``cwd``.
 
         It also skips the SIGINT jupyter_client sends before every shutdown request: an idle
         kernel (nbclient shuts it down after the last cell) needs none, and one still
         finishing a reply logs "KeyboardInterrupt caught in kernel." into the run's output."""
         from jupyter_client import AsyncKernelManager
 
-        watch = self
+        watch, extra = self, dict(env or {})
 
         class WatchedKernelManager(AsyncKernelManager):
             def __init__(self, **kwargs: Any) -> None:
                 super().__init__(**kwargs)
                 watch.kernels.append(self)
+
+            async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
+                kw["env"] = {**kw.get("env", os.environ), **extra}
+                if cwd is not None:
+                    kw.setdefault("cwd", cwd)
+                await super().start_kernel(**kw)
 
             async def _async_interrupt_kernel(self) -> None:
                 if not self.shutting_down:
@@ -181,29 +237,19 @@ class KernelStartLog(logging.Filter):
         return not record.getMessage().startswith("Error occurred while starting new kernel")
 
 
-@contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    """``os.environ[name] = value`` for the duration (kernels inherit it at start-up)."""
-    previous = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
-
-
 def _reset(folder: Path) -> None:
+    """Nothing of an earlier attempt in ``folder``; its parent made (the stage makes the
+    folder when it first writes)."""
     if folder.exists():
         shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
 
 
 def execute(notebook: Path, target: Path, params: dict[str, Any], staging: Path,
-            watch: RunWatch, echo: Callable[[str], None]) -> None:
-    """Execute ``notebook`` into ``target`` with its stage writing into ``staging``.
+            watch: NotebookWatch, echo: Callable[[str], None]) -> None:
+    """Execute ``notebook`` into ``target`` with its stage writing into
+    ``staging/<notebook's name>`` (emptied first; other notebooks of the run may be writing
+    beside it).
 
     A kernel that fails before the first cell starts is started once more; a second failure,
     or a kernel that dies during a cell, is raised as ``KernelFailure``."""
@@ -212,24 +258,24 @@ def execute(notebook: Path, target: Path, params: dict[str, Any], staging: Path,
     from hbpsych_utils.pipeline import stage
 
     errors = _kernel_errors()
+    env = {stage.STAGING_ENV: str(staging / notebook.stem),
+           paths.CALLER_DIR_ENV: str(paths.caller_dir())}
     for attempt in (1, 2):
-        _reset(staging)
+        _reset(staging / notebook.stem)
         watch.start_notebook()
         try:
-            with (_environment(stage.STAGING_ENV, str(staging / notebook.stem)),
-                  _environment(paths.CALLER_DIR_ENV, str(paths.caller_dir()))):
-                papermill.execute_notebook(
-                    str(notebook),
-                    str(target),
-                    parameters=params,
-                    kernel_name="python3",
-                    cwd=str(paths.project_root()),
-                    progress_bar=False,
-                    log_output=False,
-                    config=kernel_config(),
-                    on_cell_start=watch.on_cell_start,
-                    kernel_manager_class=watch.kernel_manager_class(),
-                )
+            papermill.execute_notebook(
+                str(notebook),
+                str(target),
+                parameters=params,
+                kernel_name="python3",
+                progress_bar=False,
+                log_output=False,
+                config=kernel_config(),
+                on_cell_start=watch.on_cell_start,
+                kernel_manager_class=watch.kernel_manager_class(
+                    env, cwd=str(paths.project_root())),
+            )
             return
         except errors as exc:
             if watch.cell_index is None and attempt == 1 and not watch.requested:
