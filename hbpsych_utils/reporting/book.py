@@ -52,7 +52,13 @@ from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
 from hbpsych_utils.pipeline.state import StageState
-from hbpsych_utils.reporting import catalogue, ledger, vocabulary
+from hbpsych_utils.reporting import (
+    catalogue,
+    ledger,
+    ledger_conditions,
+    ledger_numbers,
+    vocabulary,
+)
 
 BOOK_DIR = "book"
 """The book's folder inside a run folder ``outputs/<profile>/``."""
@@ -547,7 +553,7 @@ def _compared_words(r: ledger.Row) -> str:
 def _printed(paper: str) -> str:
     """A value as the paper prints it: a number as text, a model's name verbatim as code (the
     paper names models by machine name, "kimi-k2.6"; the rest of the page by display name)."""
-    return _cell(paper) if ledger.printed(paper).number is not None else _code(paper)
+    return _cell(paper) if ledger_numbers.printed(paper).number is not None else _code(paper)
 
 
 def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
@@ -572,11 +578,11 @@ def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
              f"**{summary.sentence()}**\n"]
     table = []
     for r in rows:
-        stage = ledger.stage_of(r.number)
+        stage = ledger_numbers.stage_of(r.number)
         run = (_nowrap(_chapter_link(vocabulary.models_named(r.run), stage, chapters)) if r.run
                else "–")
         word = ledger.STATUS_WORDS[r.status]
-        note = r.note if r.status == ledger.TWEAKED else vocabulary.models_named(r.note)
+        note = r.note if r.status == ledger_conditions.TWEAKED else vocabulary.models_named(r.note)
         status = (f"**{word}**" if r.status != ledger.EQUAL and r.status != ledger.NOT_COMPUTABLE
                   else word) + (f": {_cell(note)}" if note else "")
         if r.status != r.compared:
@@ -593,7 +599,7 @@ def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
                  "conditions.\n")
     groups: dict[str, list[ledger.Row]] = {}
     for r in rows:
-        groups.setdefault(ledger.conditions(r.number).sentence(), []).append(r)
+        groups.setdefault(ledger_conditions.conditions(r.number).sentence(), []).append(r)
     parts.append(_table(["§", _nowrap("numbers"), "the paper's conditions"], [
         (", ".join(_nowrap(_cell(sec)) for sec in dict.fromkeys(r.number.section for r in g)),
          str(len(g)), _cell(conditions)) for conditions, g in groups.items()]))
@@ -1087,8 +1093,8 @@ def write_sources(profile_dir: Path, src: Path) -> str:
                          stage_command(profile, nb.stem, manifest, profile_dir.parent))
         chapters.append(nb.stem)
     try:
-        rows = ledger.ledger(metrics, run=ledger.RunConditions(run, states))
-    except ledger.LedgerError as exc:
+        rows = ledger.ledger(metrics, run=ledger_conditions.RunConditions(run, states))
+    except ledger_numbers.LedgerError as exc:
         raise BookError(str(exc)) from exc
     (src / f"{LEDGER_PAGE}.md").write_text(ledger_markdown(rows, metrics, chapters),
                                            encoding="utf-8")
