@@ -819,7 +819,10 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
     sources (``src``) as downloads, while they are still the files it wrote; one that reports
     stages changed since says so, with the command that publishes again ("" when nothing was
     published)."""
-    from hbpsych_utils.reporting import publish  # with pandas: loaded only to build a book
+    from hbpsych_utils.reporting import (  # with pandas: loaded only to build a book
+        publish,
+        publish_contract,
+    )
 
     try:
         shown = publish.for_book(profile_dir)
@@ -860,8 +863,8 @@ def published_markdown(profile_dir: Path, src: Path, profile: str) -> str:
                      f"`{publish.EXPORT_MANIFEST} <{rel}/{publish.EXPORT_MANIFEST}>`.\n")
         rows = []
         for name in names:
-            items = publish.items_name(name.removeprefix(f"{publish.BENCHMARK_SLUG}--")
-                                       .removesuffix(".json"))
+            items = publish_contract.items_name(
+                name.removeprefix(f"{publish_contract.BENCHMARK_SLUG}--").removesuffix(".json"))
             rows.append((_code(name), f"{{download}}`artifact <{rel}/{name}>`",
                          f"{{download}}`per item <{rel}/{items}>`" if items in rec.files
                          else "–", _code(rec.files[name][:12])))
