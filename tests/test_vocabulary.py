@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from hbpsych_utils import study
 from hbpsych_utils.core import config
 from hbpsych_utils.pipeline import graph
-from hbpsych_utils.reporting import book, figures, labels, tables, vocabulary
+from hbpsych_utils.reporting import book, book_chapters, figures, labels, tables, vocabulary
 from hbpsych_utils.reporting.vocabulary import Table, facts
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
@@ -194,7 +194,7 @@ def test_the_book_puts_the_runs_own_command_under_each_table() -> None:
     html = "<p>a</p>" + origin.html() + origin.html()
     command = book.stage_command("smoke", "09_judges", {"overrides": {"judges.subset": "hard"}})
     assert command == "bash run_all.sh smoke --only 09_judges --set 'judges.subset=\"hard\"'"
-    out = book.with_command(html, command)
+    out = book_chapters.with_command(html, command)
     assert out.count("judges.subset") == 2 and "/tmp/x" not in out
 
 

@@ -415,6 +415,18 @@ PREFERENCE_SERIES = (("self_preference_raw", "raw", OKABE_ITO[1], "o", -0.14),
 """Self-preference's two series: statistic, legend label, colour, marker, row offset."""
 
 
+def _preference_labels(ax: Axes, found: Mapping[str, Sequence[Estimate | None]],
+                       ci: bool) -> None:
+    """Each self-preference marker's signed value beyond its interval's end."""
+    span = np.diff(ax.get_xlim())[0]
+    for stat, _, colour, _, dy in PREFERENCE_SERIES:
+        for y, v in enumerate(found[stat]):
+            if v is not None:
+                ax.text((v[2] if ci else v[0]) + 0.03 * span, y + dy, f"{v[0]:+.3f}",
+                        va="center", fontsize=7.5,
+                        color=colour if colour != OKABE_ITO[1] else "#8a5a00")
+
+
 def _preference_panel(ax: Axes, found: Mapping[str, Sequence[Estimate | None]], ci: bool,
                       nj: int) -> bool:
     """Raw and severity-corrected self-preference per judge (markers with intervals, each
@@ -430,13 +442,7 @@ def _preference_panel(ax: Axes, found: Mapping[str, Sequence[Estimate | None]], 
             first = False
             values += [v[1], v[2]] if ci else [v[0]]
     _pad_limits(ax, values)
-    span = np.diff(ax.get_xlim())[0]
-    for stat, _, colour, _, dy in PREFERENCE_SERIES:
-        for y, v in enumerate(found[stat]):
-            if v is not None:
-                ax.text((v[2] if ci else v[0]) + 0.03 * span, y + dy, f"{v[0]:+.3f}",
-                        va="center", fontsize=7.5,
-                        color=colour if colour != OKABE_ITO[1] else "#8a5a00")
+    _preference_labels(ax, found, ci)
     # why a judge has no self-preference: a single judge has no other judges to compare with
     missing = ("no other judge to compare with" if nj == 1 else "own model not a candidate")
     for y, (raw, corrected) in enumerate(zip(found["self_preference_raw"],

@@ -60,6 +60,7 @@ from hbpsych_utils.reporting.interop_records import (
     InputSummary,
     InteropError,
     LoadedResults,
+    RunStatus,
 )
 from hbpsych_utils.reporting.interop_report import (
     SubsetReport,
@@ -137,31 +138,40 @@ def load_results(
     records: list[ConversationScore] = []
     inputs: list[InputSummary] = []
     hb_frames: list[pd.DataFrame] = []
-    hb_paths: list[Path] = []
     for p in map(Path, paths):
         kind = detect_format(p) if fmt == "auto" else fmt
         if not p.is_file():
             raise InteropError(f"{p}: no such file")
-        if kind == "simple-evals":
-            recs, run = simple_evals_run(p, model, None, criteria)
-            details: dict[str, Any] = {}
-            m = SIMPLE_EVALS_NAME.match(p.name)
-            if m:
-                details["eval"] = m.group("eval")
-        elif kind == "inspect":
-            recs, details, run = read_inspect(p, model, scorer=scorer, criteria=criteria)
-        else:
+        if kind == "hbpsych":
             frame = read_hbpsych(p)
             hb_frames.append(frame)
-            hb_paths.append(p)
             inputs.append(InputSummary(str(p), kind, tuple(sorted(frame["candidate"].unique())),
                                        len(frame), {"judges": sorted(frame["judge"].unique())}))
             continue
+        recs, details, run = _read_log(p, kind, model, scorer, criteria)
         records.extend(recs)
         inputs.append(InputSummary(str(p), kind, tuple(sorted({r.model for r in recs})),
                                    len(recs), details, run))
     if hb_frames:
         records.extend(hbpsych_panel_scores(pd.concat(hb_frames, ignore_index=True)))
+    return LoadedResults(_one_per_conversation(records), inputs)
+
+
+def _read_log(p: Path, kind: str, model: str | None, scorer: str | None, criteria: bool
+              ) -> tuple[list[ConversationScore], dict[str, Any], RunStatus]:
+    """A simple-evals or Inspect log's scores, what it says of itself (the eval, or the task
+    and status) and how its run ended."""
+    if kind == "inspect":
+        return read_inspect(p, model, scorer=scorer, criteria=criteria)
+    recs, run = simple_evals_run(p, model, None, criteria)
+    m = SIMPLE_EVALS_NAME.match(p.name)
+    return recs, ({"eval": m.group("eval")} if m else {}), run
+
+
+def _one_per_conversation(records: Sequence[ConversationScore]
+                          ) -> dict[str, dict[str, ConversationScore]]:
+    """The scores by model and conversation; a second one for the same pair is an error naming
+    both."""
     by_model: dict[str, dict[str, ConversationScore]] = {}
     for r in records:
         seen = by_model.setdefault(r.model, {})
@@ -173,7 +183,7 @@ def load_results(
                 "repeated inputs list one more than once)"
             )
         seen[r.prompt_id] = r
-    return LoadedResults(by_model, inputs)
+    return by_model
 
 
 def check_known_ids(results: LoadedResults, known_ids: Collection[str]) -> None:
