@@ -4,11 +4,11 @@ run's value and status, then what each number depends on (its conditions in the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from hbpsych_utils.reporting import ledger, ledger_conditions, ledger_numbers, vocabulary
 from hbpsych_utils.reporting.book_markdown import cell, chapter_link, code, nowrap, table
+from hbpsych_utils.reporting.run_metrics import RunMetrics
 
 
 def _compared_words(r: ledger.Row) -> str:
@@ -26,7 +26,7 @@ def _printed(paper: str) -> str:
     return cell(paper) if ledger_numbers.printed(paper).number is not None else code(paper)
 
 
-def ledger_markdown(rows: Sequence[ledger.Row], metrics: Mapping[str, Any],
+def ledger_markdown(rows: Sequence[ledger.Row], metrics: RunMetrics,
                     chapters: Sequence[str]) -> str:
     """The reproduction ledger's page: the summary, every printed number by section, then what
     each number depends on (its conditions in the paper's run)."""

@@ -104,7 +104,9 @@ def provenance_markdown(manifest: Mapping[str, Any] | None, chapters: Sequence[s
 def _run(manifest: Mapping[str, Any]) -> list[str]:
     git = manifest.get("git") or {}
     commit = git.get("commit") or "unknown (not a git checkout)"
-    dirty = {True: " (with uncommitted changes)", False: " (clean)"}.get(git.get("dirty"), "")
+    changes = git.get("dirty")
+    dirty = ("" if not isinstance(changes, bool) else " (with uncommitted changes)" if changes
+             else " (clean)")
     return ["## Run\n", table(["", ""], [
         ("profile", code(manifest.get("profile", "?"))),
         ("package version", code(manifest.get("package_version", "?"))),

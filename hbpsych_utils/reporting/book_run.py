@@ -18,18 +18,20 @@ from hbpsych_utils.core import paths, records
 from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
+from hbpsych_utils.pipeline.metrics import Metrics
 from hbpsych_utils.pipeline.state import StageState
 from hbpsych_utils.reporting import vocabulary
 from hbpsych_utils.reporting.book_markdown import cell, code
+from hbpsych_utils.reporting.run_metrics import RunMetrics, of
 
 
 class BookError(RuntimeError):
     """A run folder the book cannot be built from (names the folder or file)."""
 
 
-def read_metrics(profile_dir: Path) -> dict[str, Any]:
+def read_metrics(profile_dir: Path) -> dict[str, Metrics]:
     """Every stage's ``metrics.json`` in a run folder, typed (``pipeline.metrics``), by stage."""
-    out: dict[str, Any] = {}
+    out: dict[str, Metrics] = {}
     for stage in metrics_models.MODELS:
         if (Path(profile_dir) / stage / graph.METRICS).is_file():
             try:
@@ -90,11 +92,11 @@ def stage_command(profile: str, stage: str, manifest: Mapping[str, Any] | None,
                                     options=outputs_option(outputs_root) + sets)
 
 
-def run_judges(metrics: Mapping[str, Any], profile: Profile | None) -> tuple[list[str], str]:
+def run_judges(metrics: RunMetrics, profile: Profile | None) -> tuple[list[str], str]:
     """The judges whose verdicts this run's scores rest on, and where they come from: the
     judges 07 graded with (live), or the study's panel behind the released matrices (paper)."""
-    grading = metrics.get(graph.GRADING)
-    if getattr(grading, "mode", None) == graph.LIVE:
+    grading = of(metrics, metrics_models.GRADING)
+    if isinstance(grading, metrics_models.GradingLiveMetrics):
         return list(grading.judges), "graded this run's replies"
     if profile is not None and profile.evaluation_mode == graph.LIVE:
         return profile.grading.judge_panel(), "are the profile's"
@@ -108,9 +110,9 @@ def outputs_option(outputs_root: Path | None) -> str:
     return f" --outputs {shlex.quote(str(Path(outputs_root).resolve()))}"
 
 
-def corpus_partial(metrics: Mapping[str, Any]) -> bool:
+def corpus_partial(metrics: RunMetrics) -> bool:
     """Whether the run used a partial corpus (01_corpus says ``complete: false``)."""
-    corpus = metrics.get(graph.CORPUS)
+    corpus = of(metrics, metrics_models.CORPUS)
     return corpus is not None and corpus.complete is False
 
 
@@ -123,12 +125,12 @@ def corpus_chapters(profile: Profile | None) -> list[str]:
             if s == graph.CORPUS or graph.CORPUS in graph.spec(s).upstream(profile)]
 
 
-def partial_banner(metrics: Mapping[str, Any], profile: Profile | None = None) -> str:
+def partial_banner(metrics: RunMetrics, profile: Profile | None = None) -> str:
     """The sentence every page of a partial-corpus book carries ("" for a complete corpus):
     how much of the corpus the run had, and which chapters that limits."""
-    if not corpus_partial(metrics):
+    c = of(metrics, metrics_models.CORPUS)
+    if c is None or c.complete is not False:
         return ""
-    c = metrics[graph.CORPUS]
     numbers = [s[:2] for s in corpus_chapters(profile)]
     which = (f"chapter {numbers[0]} computes" if len(numbers) == 1 else
              f"chapters {', '.join(numbers[:-1])} and {numbers[-1]} compute")

@@ -188,21 +188,22 @@ def heatmap(ax: Axes, values: np.ndarray, cmap: str) -> None:
     mesh = ax.collections[0]
     for text in ax.texts:  # seaborn's annotations, in the colour that reads best on the cell
         x, y = text.get_position()
-        text.set_color(_ink(mesh.cmap(mesh.norm(values[int(y), int(x)]))))
+        text.set_color(_ink(tuple(mesh.cmap(mesh.norm(values[int(y), int(x)])))))
     for i, k in zip(*np.nonzero(np.isnan(values)), strict=True):
         ax.text(k + 0.5, i + 0.5, "–", ha="center", va="center", fontsize=7.5, color="black")
     ax.tick_params(length=0)
     cbar = mesh.colorbar
+    assert cbar is not None  # seaborn draws it (cbar=True)
     cbar.ax.set_title("clipped\nmean\nscore", fontsize=7.5, loc="left", pad=4)
     cbar.outline.set_visible(False)
 
 
-def _ink(background: tuple[float, float, float, float]) -> str:
+def _ink(background: Sequence[float]) -> str:
     """Black or white text, whichever reads on ``background``: black where its perceived
     brightness (Rec. 601 weights on the sRGB values) is above one half. seaborn's own rule
     (relative luminance above 0.408) puts white on the cividis map's mid tones, where it
     reads poorly."""
-    r, g, b, _ = background
+    r, g, b = background[:3]
     return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
 
 

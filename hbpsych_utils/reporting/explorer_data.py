@@ -22,6 +22,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from hbpsych_utils.construction import corpus, subset
@@ -95,6 +97,8 @@ class ExplorerData:
     """Where each table came from (``load_run`` fills it, for error messages)."""
 
     # derived in __post_init__
+    by_id: dict[str, Conversation] = field(init=False, repr=False)
+    """The conversations by prompt id."""
     ids: tuple[str, ...] = field(init=False)
     """Conversations with at least one response or verdict, in corpus order."""
     candidates: tuple[str, ...] = field(init=False)
@@ -113,7 +117,7 @@ class ExplorerData:
                 if c.prompt_id in by_id:
                     raise ExplorerError(f"conversations: duplicate prompt_id {c.prompt_id!r}")
                 by_id[c.prompt_id] = c
-        self.conversations = by_id
+        self.conversations = self.by_id = by_id
         tables = dict(self.tables)
         for name in ("responses", "verdicts", "scores"):
             tables.setdefault(name, _Table(f"<{name} table>"))
@@ -141,7 +145,7 @@ class ExplorerData:
     # ---- validation ----------------------------------------------------------------------
 
     def _unknown_id(self, df: pd.DataFrame, table: _Table) -> None:
-        known = df["prompt_id"].isin(self.conversations.keys())
+        known = df["prompt_id"].isin(self.by_id.keys())
         if not known.all():
             pos = int((~known).to_numpy().nonzero()[0][0])
             raise ExplorerError(
@@ -169,7 +173,7 @@ class ExplorerData:
         table = self.tables["verdicts"]
         self._unknown_id(df, table)
         idx = df["criterion_index"]
-        n_rubrics = df["prompt_id"].map({k: len(c.rubrics) for k, c in self.conversations.items()})
+        n_rubrics = df["prompt_id"].map({k: len(c.rubrics) for k, c in self.by_id.items()})
         bad = (idx < 0) | (idx >= n_rubrics)
         if bad.any():
             pos = int(bad.to_numpy().nonzero()[0][0])
@@ -207,7 +211,7 @@ class ExplorerData:
     # ---- indexes (built once, on first use) ----------------------------------------------
 
     @cached_property
-    def _verdict_rows(self) -> dict[str, Any]:
+    def _verdict_rows(self) -> dict[str, npt.NDArray[np.intp]]:
         return self.verdicts.groupby("prompt_id", sort=False).indices
 
     @cached_property
@@ -248,7 +252,7 @@ class ExplorerData:
     def _ensure_scores(self, prompt_id: str) -> None:
         if not self.scores_computed or prompt_id in self._scored_ids:
             return
-        conv = self.conversations[prompt_id]
+        conv = self.by_id[prompt_id]
         table = _scores_from_complete_groups(self.verdict_table(prompt_id), {prompt_id: conv})
         self._score_lookup.update(
             ((pid, cand, judge), (float(score), str(status)))
@@ -290,7 +294,7 @@ class ExplorerData:
 
     def score(self, prompt_id: str, candidate: str, judge: str) -> tuple[float, str] | None:
         """(score, status) of one judge for one candidate's reply; None when never scored."""
-        if prompt_id in self.conversations:
+        if prompt_id in self.by_id:
             self._ensure_scores(prompt_id)
         return self._score_lookup.get((prompt_id, candidate, judge))
 
@@ -409,7 +413,7 @@ def load_files(
 
 def known_conversation(data: ExplorerData, prompt_id: str) -> Conversation:
     """The run's conversation ``prompt_id`` (an id outside its corpus is an error)."""
-    conv = data.conversations.get(prompt_id)
+    conv = data.by_id.get(prompt_id)
     if conv is None:
         raise ExplorerError(f"prompt_id {prompt_id!r} is not in this run's corpus")
     return conv

@@ -79,8 +79,8 @@ def resolve_subset(spec: str) -> Subset:
     ids = data["prompt_ids"]
     if len(set(ids)) != len(ids):
         raise InteropError(f"{path}: field 'prompt_ids': repeated ids")
-    name = data.get("name") if isinstance(data.get("name"), str) else path.stem
-    return Subset(spec, name, tuple(sorted(ids)))
+    name = data.get("name")
+    return Subset(spec, name if isinstance(name, str) else path.stem, tuple(sorted(ids)))
 
 
 def subset_argument(text: str) -> str:
@@ -107,11 +107,11 @@ def subset_report(
     missing = tuple(i for i in subset.ids if i not in scores)
     unscored = tuple(i for i in subset.ids if i in scores and scores[i].score is None)
     values = [scores[i].score for i in subset.ids if i in scores and scores[i].score is not None]
+    est: float | None = None
+    lo = hi = None
     if values:
         ci = scoring.bootstrap_ci(values, n_resamples=n_resamples, seed=seed, level=level)
         est, lo, hi = ci.estimate, interval_end(ci.low), interval_end(ci.high)
-    else:
-        est = lo = hi = None
     return SubsetReport(model, subset.key, subset.name, len(subset.ids), len(values), est, lo,
                         hi, missing, unscored)
 

@@ -129,8 +129,9 @@ def simple_evals_run(path: Path | str, model: str | None, data: Any, criteria: b
         out.append(ConversationScore(model, ex.prompt_id, ex.score, where, graded))
     counted = next((doc.metrics[k] for k in _SIMPLE_EVALS_COUNTS if k in (doc.metrics or {})),
                    None)
-    whole = not isinstance(counted, int | float) or int(counted) == len(out)
-    error = None if whole else (f"its metrics count {int(counted)} graded examples, its "
+    expected = int(counted) if isinstance(counted, int | float) else None
+    whole = expected is None or expected == len(out)
+    error = None if whole else (f"its metrics count {expected} graded examples, its "
                                 f"example_level_metadata holds {len(out)}")
     return out, RunStatus("complete" if whole else "incomplete", None, len(out), len(out), 0,
                           error)

@@ -54,7 +54,8 @@ from hbpsych_utils.reporting.ledger_conditions import (
     departure,
 )
 from hbpsych_utils.reporting.ledger_numbers import PaperNumber, Printed, load_numbers, printed
-from hbpsych_utils.reporting.ledger_values import MEASURES, Metrics, Missing, Value, at
+from hbpsych_utils.reporting.ledger_values import MEASURES, Missing, Value, at
+from hbpsych_utils.reporting.run_metrics import RunMetrics
 
 EQUAL: Final = "equal"
 DIFFERS: Final = "differs"
@@ -130,7 +131,7 @@ def _row(number: PaperNumber, run: str, status: Comparison, note: str = "") -> R
                compared_note=note)
 
 
-def run_value(number: PaperNumber, metrics: Metrics) -> Value:
+def run_value(number: PaperNumber, metrics: RunMetrics) -> Value:
     """This run's value for one printed number."""
     if number.measure is not None:
         return MEASURES[number.measure](metrics, *number.args)
@@ -162,7 +163,7 @@ def judge(number: PaperNumber, value: Value, run: RunConditions | None = None) -
 # --- the ledger -----------------------------------------------------------------------------
 
 
-def ledger(metrics: Metrics, numbers: Sequence[PaperNumber] | None = None,
+def ledger(metrics: RunMetrics, numbers: Sequence[PaperNumber] | None = None,
            run: RunConditions | None = None) -> list[Row]:
     """Every printed number beside this run's value, in the data file's order; with ``run``
     (the run's profile and stage states), each judged against the paper's conditions first."""

@@ -89,8 +89,9 @@ def printed(text: str) -> Printed:
         number = Decimal(body)
     except InvalidOperation:
         return Printed(text, None, 0, False, False)
-    decimals = -number.as_tuple().exponent if "." in body else 0
-    return Printed(text, number, int(decimals), percent, body.startswith(("+", "-")), grouped)
+    exponent = number.as_tuple().exponent  # an int for a finite number
+    decimals = -exponent if "." in body and isinstance(exponent, int) else 0
+    return Printed(text, number, decimals, percent, body.startswith(("+", "-")), grouped)
 
 
 def stage_of(number: PaperNumber) -> str:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import metrics as m
+from hbpsych_utils.pipeline.metrics import M, StageMetrics
+from hbpsych_utils.reporting.run_metrics import RunMetrics, of
 
 
 @dataclass(frozen=True)
@@ -28,26 +30,22 @@ class Missing:
 
 Value = float | int | str | Missing
 
-Metrics = Mapping[str, Any]
-
-
 def chapter(stage: str) -> str:
     """A stage as a reader knows it: "chapter 08 (Scores and the leaderboard)"."""
     return f"chapter {stage[:2]} ({graph.spec(stage).title})"
 
 
-def _stage(metrics: Metrics, stage: str) -> Any:
-    m = metrics.get(stage)
-    if m is None:
-        return Missing(f"{chapter(stage)} did not run")
-    return m
+def _stage(metrics: RunMetrics, stage: StageMetrics[M]) -> M | Missing:
+    """A stage's metrics as its model, or why the run has none."""
+    found = of(metrics, stage)
+    return found if found is not None else Missing(f"{chapter(stage.stage)} did not run")
 
 
-def at(metrics: Metrics, path: Sequence[str]) -> Value:
+def at(metrics: RunMetrics, path: Sequence[str]) -> Value:
     """The value at ``[stage, field, key, ...]`` of the stages' metrics, or why it is missing."""
-    node = _stage(metrics, path[0])
-    if isinstance(node, Missing):
-        return node
+    node: object = metrics.get(path[0])
+    if node is None:
+        return Missing(f"{chapter(path[0])} did not run")
     for part in path[1:]:
         node = node.get(part) if isinstance(node, Mapping) else getattr(node, part, None)
         if node is None:
@@ -57,14 +55,14 @@ def at(metrics: Metrics, path: Sequence[str]) -> Value:
     return Missing(f"{chapter(path[0])} reports no single value for it")
 
 
-def _per_judge_only(scores: Any) -> Missing:
+def _per_judge_only(scores: m.ScoresMetrics) -> Missing:
     return Missing("needs per-conversation grades; the released matrices hold one mean per "
                    "candidate and judge" if scores.point_estimates_only
                    else "this run's paired comparisons do not include this pair")
 
 
-def _ranked(metrics: Metrics, rank: str) -> Value:
-    scores = _stage(metrics, graph.SCORES)
+def _ranked(metrics: RunMetrics, rank: str) -> Value:
+    scores = _stage(metrics, m.SCORES)
     if isinstance(scores, Missing):
         return scores
     i = int(rank) - 1
@@ -72,8 +70,8 @@ def _ranked(metrics: Metrics, rank: str) -> Value:
         f"this run ranks {len(scores.ranking)} candidates")
 
 
-def _rank_range(metrics: Metrics, first: str, last: str, end: str) -> Value:
-    scores = _stage(metrics, graph.SCORES)
+def _rank_range(metrics: RunMetrics, first: str, last: str, end: str) -> Value:
+    scores = _stage(metrics, m.SCORES)
     if isinstance(scores, Missing):
         return scores
     models = scores.ranking[int(first) - 1:int(last)]
@@ -83,8 +81,8 @@ def _rank_range(metrics: Metrics, first: str, last: str, end: str) -> Value:
     return min(values) if end == "low" else max(values)
 
 
-def _top_under_judge(metrics: Metrics, judge: str) -> Value:
-    scores = _stage(metrics, graph.SCORES)
+def _top_under_judge(metrics: RunMetrics, judge: str) -> Value:
+    scores = _stage(metrics, m.SCORES)
     if isinstance(scores, Missing):
         return scores
     means = scores.per_judge.get(judge)
@@ -93,12 +91,12 @@ def _top_under_judge(metrics: Metrics, judge: str) -> Value:
     return max(means, key=lambda m: means[m])
 
 
-def _pair_rows(scores: Any) -> list[Any]:
+def _pair_rows(scores: m.ScoresMetrics) -> list[m.PairedDifferenceRow]:
     return list(scores.paired_differences or [])
 
 
-def _separated_pairs(metrics: Metrics, how: str) -> Value:
-    scores = _stage(metrics, graph.SCORES)
+def _separated_pairs(metrics: RunMetrics, how: str) -> Value:
+    scores = _stage(metrics, m.SCORES)
     if isinstance(scores, Missing):
         return scores
     rows = _pair_rows(scores)
@@ -106,10 +104,13 @@ def _separated_pairs(metrics: Metrics, how: str) -> Value:
         return _per_judge_only(scores)
     if how == "holm":
         return sum(r.p_holm < study.ALPHA for r in rows)
-    return sum(r.ci_low > 0 or r.ci_high < 0 for r in rows)
+    # an undefined interval (None) separates nothing
+    return sum(r.ci_low is not None and r.ci_high is not None and (r.ci_low > 0 or r.ci_high < 0)
+               for r in rows)
 
 
-def _pair(scores: Any, a: str, b: str) -> tuple[Any, float] | None:
+def _pair(scores: m.ScoresMetrics, a: str, b: str
+          ) -> tuple[m.PairedDifferenceRow, float] | None:
     """The paired row of ``a`` and ``b`` and the sign that turns it into ``a − b``."""
     for r in _pair_rows(scores):
         if (r.a, r.b) == (a, b):
@@ -119,10 +120,10 @@ def _pair(scores: Any, a: str, b: str) -> tuple[Any, float] | None:
     return None
 
 
-def _difference(metrics: Metrics, a: str, b: str) -> Value:
+def _difference(metrics: RunMetrics, a: str, b: str) -> Value:
     """``a − b``: the paired estimate where the run made one, else the panel means' difference
     (the same number when both are means over the same conversations)."""
-    scores = _stage(metrics, graph.SCORES)
+    scores = _stage(metrics, m.SCORES)
     if isinstance(scores, Missing):
         return scores
     found = _pair(scores, a, b)
@@ -133,75 +134,79 @@ def _difference(metrics: Metrics, a: str, b: str) -> Value:
     return scores.panel_mean[a] - scores.panel_mean[b]
 
 
-def _difference_interval(metrics: Metrics, a: str, b: str, end: str) -> Value:
-    scores = _stage(metrics, graph.SCORES)
+def _difference_interval(metrics: RunMetrics, a: str, b: str, end: str) -> Value:
+    scores = _stage(metrics, m.SCORES)
     if isinstance(scores, Missing):
         return scores
     found = _pair(scores, a, b)
     if found is None:
         return _per_judge_only(scores)
     r, sign = found
+    if r.ci_low is None or r.ci_high is None:
+        return Missing("the interval is undefined in this run")
     ends = (sign * r.ci_low, sign * r.ci_high)
     return min(ends) if end == "low" else max(ends)
 
 
-def _best_pair_ac1(metrics: Metrics, stage: str) -> Value:
-    m = _stage(metrics, stage)
-    if isinstance(m, Missing):
-        return m
-    pairs = [v for v in (m.ac1_pairs or {}).values() if v is not None and math.isfinite(v)]
+def _best_pair_ac1(metrics: RunMetrics, stage: str) -> Value:
+    rnd = _stage(metrics, m.MODELS[stage])
+    if isinstance(rnd, Missing):
+        return rnd
+    if not isinstance(rnd, m.RoundMetrics):
+        return Missing(f"{chapter(stage)} is not a review round")
+    pairs = [v for v in (rnd.ac1_pairs or {}).values() if v is not None and math.isfinite(v)]
     if not pairs:
         return Missing(f"{chapter(stage)} has no pairwise agreement in this run")
     return max(pairs)
 
 
-def _categories_at_most(metrics: Metrics, limit: str) -> Value:
-    m = _stage(metrics, graph.SUBSET)
-    if isinstance(m, Missing):
-        return m
-    return sum(1 for cat, n in m.category_counts.items()
+def _categories_at_most(metrics: RunMetrics, limit: str) -> Value:
+    found = _stage(metrics, m.SUBSET)
+    if isinstance(found, Missing):
+        return found
+    return sum(1 for cat, n in found.category_counts.items()
                if cat != NO_CATEGORY_MAJORITY and n <= int(limit))
 
 
-def _kendall_tau(metrics: Metrics, a: str, b: str) -> Value:
-    m = _stage(metrics, graph.JUDGES)
-    if isinstance(m, Missing):
-        return m
+def _kendall_tau(metrics: RunMetrics, a: str, b: str) -> Value:
+    found = _stage(metrics, m.JUDGES)
+    if isinstance(found, Missing):
+        return found
     for key in (f"{a}|{b}", f"{b}|{a}"):
-        if m.kendall_tau.get(key) is not None:
-            return m.kendall_tau[key]
+        if (tau := found.kendall_tau.get(key)) is not None:
+            return tau
     return Missing(f"this run has no τ for {a} and {b}")
 
 
-def _self_preference_interval(metrics: Metrics, judge: str, end: str) -> Value:
-    m = _stage(metrics, graph.JUDGES)
-    if isinstance(m, Missing):
-        return m
-    for r in m.intervals or []:
+def _self_preference_interval(metrics: RunMetrics, judge: str, end: str) -> Value:
+    found = _stage(metrics, m.JUDGES)
+    if isinstance(found, Missing):
+        return found
+    for r in found.intervals or []:
         if r.stat == "self_preference_corrected" and r.judge == judge:
             v = r.low if end == "low" else r.high
             return v if v is not None else Missing("the interval is undefined in this run")
     return Missing("needs per-conversation grades; the released matrices hold one mean per "
-                   "candidate and judge" if m.mode == "paper"
+                   "candidate and judge" if found.mode == "paper"
                    else f"this run has no interval for {judge}")
 
 
-def _refusing_models(metrics: Metrics) -> Value:
-    m = _stage(metrics, graph.REFUSALS)
-    if isinstance(m, Missing):
-        return m
-    return sum(1 for n in m.refusals.values() if n > 0)
+def _refusing_models(metrics: RunMetrics) -> Value:
+    found = _stage(metrics, m.REFUSALS)
+    if isinstance(found, Missing):
+        return found
+    return sum(1 for n in found.refusals.values() if n > 0)
 
 
-def _mean_without_refusals(metrics: Metrics, model: str) -> Value:
-    m = _stage(metrics, graph.REFUSALS)
-    if isinstance(m, Missing):
-        return m
-    for r in m.sensitivity or []:
+def _mean_without_refusals(metrics: RunMetrics, model: str) -> Value:
+    found = _stage(metrics, m.REFUSALS)
+    if isinstance(found, Missing):
+        return found
+    for r in found.sensitivity or []:
         if r.candidate == model and r.mean_excluded is not None:
             return r.mean_excluded
     return Missing("needs per-conversation grades; the released matrices hold one mean per "
-                   "candidate and judge" if m.mode == "paper"
+                   "candidate and judge" if found.mode == "paper"
                    else f"this run has no refusal sensitivity for {model}")
 
 

@@ -86,7 +86,7 @@ def _counts(t: pd.DataFrame, order: Sequence[str],
         return pd.array(t["n_panel"].to_numpy(), dtype="Int64")
     if n is None:
         return pd.array([pd.NA] * len(order), dtype="Int64")
-    if isinstance(n, Integral):
+    if isinstance(n, int | Integral):
         return pd.array([int(n)] * len(order), dtype="Int64")
     lookup = dict(n.items())
     absent = [c for c in order if c not in lookup]
