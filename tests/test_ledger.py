@@ -17,7 +17,13 @@ from hbpsych_utils.core import config
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.state import StageState
-from hbpsych_utils.reporting import book, ledger, ledger_conditions, ledger_numbers
+from hbpsych_utils.reporting import (
+    book,
+    ledger,
+    ledger_conditions,
+    ledger_numbers,
+    ledger_values,
+)
 from hbpsych_utils.reporting.ledger import DIFFERS, EQUAL, NOT_COMPUTABLE
 from hbpsych_utils.reporting.ledger_conditions import (
     NOT_CURRENT,
@@ -85,6 +91,25 @@ def test_a_missing_value_is_not_computable_with_its_reason():
                                                "needs per-conversation grades")
     nan = ledger.compare(_number("0.631"), float("nan"))
     assert nan.status == NOT_COMPUTABLE
+
+
+def test_a_pair_whose_interval_is_undefined_separates_nothing_and_has_no_interval() -> None:
+    """A paired difference over one conversation has no interval (``None`` ends): it is not
+    counted as separated, and its interval's ends are not computable, with the reason."""
+    pair = {"a": "m1", "b": "m2", "difference": 0.1, "p_value": 1.0, "n": 1, "p_holm": 1.0}
+    scores = metrics_models.SCORES.validate({
+        "mode": "live", "include_later": False, "subset": "v1",
+        "panel_mean": {"m1": 0.5, "m2": 0.4}, "ranking": ["m1", "m2"],
+        "per_judge": {"j": {"m1": 0.5, "m2": 0.4}}, "point_estimates_only": False,
+        "by_subset": {}, "paired_differences": [
+            pair | {"ci_low": None, "ci_high": None},
+            pair | {"a": "m2", "b": "m3", "ci_low": 0.01, "ci_high": 0.2}]})
+    metrics = {graph.SCORES: scores}
+    assert ledger_values.MEASURES["separated_pairs"](metrics, "uncorrected") == 1
+    low = ledger_values.MEASURES["difference_interval"](metrics, "m1", "m2", "low")
+    assert low == Missing("the interval is undefined in this run")
+    high = ledger_values.MEASURES["difference_interval"](metrics, "m3", "m2", "high")
+    assert high == pytest.approx(-0.01)  # m3 − m2: the pair's interval, negated
 
 
 # --- the data file ------------------------------------------------------------------------------
