@@ -23,8 +23,12 @@ ipywidgets view is replaced by a note; the static HTML the stage displays after 
 search without result summaries (those fetch pages, which ``file://`` forbids; the search index
 is a script the page loads). Upstream addresses are links a reader may follow; the book itself
 requests nothing outside its folder. The headline numbers and the ledger come from tested
-functions of the stages' metrics (``headline_numbers``, ``reporting.ledger``); the pages only
+functions of the stages' metrics (``book_headlines``, ``reporting.ledger``); the pages only
 lay them out.
+
+Each page is written by a module of its own (``book_landing``, ``book_ledger``,
+``book_figures``, ``book_provenance``; the chapters by ``book_chapters``), which read the run
+folder through ``book_run``; this module writes the Sphinx sources and builds the site.
 """
 
 from __future__ import annotations
