@@ -41,7 +41,6 @@ import sys
 import zipfile
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -57,6 +56,7 @@ from hbpsych_utils.reporting.interop_hbpsych import (
 from hbpsych_utils.reporting.interop_inspect import is_inspect_json, read_inspect
 from hbpsych_utils.reporting.interop_records import (
     ConversationScore,
+    Details,
     InputSummary,
     InteropError,
     LoadedResults,
@@ -158,7 +158,7 @@ def load_results(
 
 
 def _read_log(p: Path, kind: str, model: str | None, scorer: str | None, criteria: bool
-              ) -> tuple[list[ConversationScore], dict[str, Any], RunStatus]:
+              ) -> tuple[list[ConversationScore], Details, RunStatus]:
     """A simple-evals or Inspect log's scores, what it says of itself (the eval, or the task
     and status) and how its run ended."""
     if kind == "inspect":

@@ -52,6 +52,7 @@ from hbpsych_utils.reporting.interop_records import (
     TEXT,
     VERDICTS,
     ConversationScore,
+    Details,
     GradedRubric,
     InputRecord,
     InteropError,
@@ -199,7 +200,7 @@ def _inspect_sample(
 
 def _inspect_header(
     spec: InspectEvalSpec, path: Path, model: str | None
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, Details]:
     if "meta_eval" in spec.task:
         raise InteropError(
             f"{path}: field 'eval.task' is {spec.task!r}: the meta-evaluation grades the judge, "
@@ -252,7 +253,7 @@ Sampled = list[tuple[ConversationScore, InspectSample]]
 def read_inspect(
     path: Path | str, model: str | None = None, *, scorer: str | None = None, data: Any = None,
     criteria: bool = False,
-) -> tuple[list[ConversationScore], dict[str, Any], RunStatus]:
+) -> tuple[list[ConversationScore], Details, RunStatus]:
     """Per-conversation scores of an Inspect HealthBench log (``.eval`` zip or ``.json``), its
     task and status, and how its run ended (with ``criteria``, each sample's per-criterion
     results too: :func:`inspect_criteria`)."""
@@ -272,7 +273,7 @@ def read_inspect(
 
 
 def _read_eval_zip(path: Path, model: str | None, scorer: str | None, criteria: bool
-                   ) -> tuple[InspectHeader, dict[str, Any], Sampled]:
+                   ) -> tuple[InspectHeader, Details, Sampled]:
     """A ``.eval`` zip: its header (``header.json``, or ``_journal/start.json`` while the run
     is going), task and status, and every ``samples/*.json`` member in name order."""
     try:
@@ -300,7 +301,7 @@ def _read_eval_zip(path: Path, model: str | None, scorer: str | None, criteria: 
 
 
 def _read_json_log(path: Path, model: str | None, scorer: str | None, data: Any,
-                   criteria: bool) -> tuple[InspectLog, dict[str, Any], Sampled]:
+                   criteria: bool) -> tuple[InspectLog, Details, Sampled]:
     """A ``.json`` log (``data`` when already read): the log, its task and status, and its
     samples in order."""
     if data is None and path.suffix.lower() == ".eval":

@@ -81,13 +81,18 @@ class RunStatus:
                 "n_scored": self.n_scored, "n_errored": self.n_errored, "error": self.error}
 
 
+Details = dict[str, str | list[str] | None]
+"""What an input says of itself, reported beside it: simple-evals' ``eval``, an Inspect log's
+``task`` and ``status``, the judges of the compendium's export."""
+
+
 @dataclass(frozen=True)
 class InputSummary:
     path: str
     format: str
     models: tuple[str, ...]
     records: int
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=dict)
     run: RunStatus | None = None
     """How the run behind the file ended (None: the compendium's own score export)."""
 
