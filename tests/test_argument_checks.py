@@ -38,9 +38,11 @@ def one_error_line(err: str) -> str:
     ("generation: {candidates: [a, b, a]}", "generation.candidates", "'a' listed more than once"),
     ("seed: -1", "seed", "greater than or equal to 0"),
     (f"seed: {study.MAX_SEED + 1}", "seed", f"less than or equal to {study.MAX_SEED}"),
-    (f"scores: {{n_resamples: {study.MAX_RESAMPLES + 1}}}", "scores.n_resamples",
+    (f"n_resamples: {study.MAX_RESAMPLES + 1}", "n_resamples",
      f"less than or equal to {study.MAX_RESAMPLES}"),
-    ("judges: {n_resamples: 1000000000}", "judges.n_resamples", "less than or equal to"),
+    ("n_resamples: 9", "n_resamples", "greater than or equal to 10"),
+    ("judges: {n_resamples: 1000}", "judges.n_resamples",
+     "a run has one number of bootstrap resamples: set n_resamples at the top of the profile"),
 ])
 def test_bad_values_are_refused_when_the_profile_loads(tmp_path: Path, text: str, key: str,
                                                        problem: str) -> None:
@@ -55,10 +57,10 @@ def test_bad_values_are_refused_when_the_profile_loads(tmp_path: Path, text: str
 def test_the_limits_themselves_are_accepted(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(f"description: x\nseed: {study.MAX_SEED}\n"
-                    f"scores: {{n_resamples: {study.MAX_RESAMPLES}}}\n"
+                    f"n_resamples: {study.MAX_RESAMPLES}\n"
                     "grading: {judges: [gpt-4.1]}\n")
     profile = config.load_profile(path)
-    assert (profile.seed, profile.scores.n_resamples) == (study.MAX_SEED, study.MAX_RESAMPLES)
+    assert (profile.seed, profile.n_resamples) == (study.MAX_SEED, study.MAX_RESAMPLES)
     assert config.load_profile(path, {"seed": 0}).seed == 0
 
 

@@ -63,17 +63,18 @@ def test_keys_read_depend_on_the_mode() -> None:
         "evaluation_mode": "paper", "scores.subsets": ["v1", "hard"],
         "scores.include_later": False}
     live = graph.keys_read(SMOKE, graph.SCORES)
-    assert {"scores.n_resamples", "scores.top_k", "seed"} <= set(live)
+    assert {"n_resamples", "scores.top_k", "seed"} <= set(live)
     assert "scores.include_later" not in live
     # 06 prices the grading the profile configures, in either mode
     assert "grading.judges" in graph.keys_read(DEFAULT, graph.GENERATION)
 
 
 def test_a_tweak_no_stage_reads_is_explained() -> None:
-    why = graph.unread_reason(DEFAULT, "scores.n_resamples")
+    why = graph.unread_reason(DEFAULT, "scores.top_k")
     assert why is not None and "08_scores" in why and "live mode" in why
     assert "paper mode" in why and "point estimates" in why
-    assert graph.unread_reason(SMOKE, "scores.n_resamples") is None
+    assert graph.unread_reason(SMOKE, "scores.top_k") is None
+    assert graph.unread_reason(DEFAULT, "n_resamples") is None  # 11's replay bootstraps
     assert graph.unread_reason(DEFAULT, "judges.subset") is None
     assert graph.unread_reason(DEFAULT, "seed") is None  # 11's replay bootstrap is seeded
     llm = graph.unread_reason(DEFAULT, "llm.limits.openai.rpm")
@@ -94,8 +95,8 @@ def test_a_tweak_no_stage_reads_is_explained() -> None:
 
 
 def test_file_keys_are_the_keys_the_yaml_sets() -> None:
-    assert graph.file_keys(DEFAULT) == ["name", "description", "seed", "corpus.allow_partial",
-                                        "corpus.invalid_records"]
+    assert graph.file_keys(DEFAULT) == ["name", "description", "seed", "ci_level", "n_resamples",
+                                        "corpus.allow_partial", "corpus.invalid_records"]
     assert "evaluation_mode" in graph.file_keys(SMOKE)
 
 
@@ -143,11 +144,11 @@ def test_keys_of_a_profile_file_that_no_stage_reads_are_listed(tmp_path: Path) -
     from hbpsych_utils.runner import checks
 
     path = tmp_path / "paperish.yaml"
-    path.write_text("corpus:\n  allow_partial: true\nscores:\n  n_resamples: 200\n"
+    path.write_text("corpus:\n  allow_partial: true\nscores:\n  top_k: 3\n"
                     "judges:\n  subset: hard\n")
     profile, unread = checks.load_for_run(path)
-    assert profile.scores.n_resamples == 200
-    assert len(unread) == 1 and unread[0].startswith("scores.n_resamples: 08_scores reads it "
+    assert profile.scores.top_k == 3
+    assert len(unread) == 1 and unread[0].startswith("scores.top_k: 08_scores reads it "
                                                      "only in live mode")
     _, none = checks.load_for_run(path, {"evaluation_mode": "live"})
     assert none == []

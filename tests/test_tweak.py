@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(("args", "error"), [
     (["default", "--set", "nosuch.key=1"], "nosuch: unknown key (expected one of:"),
     (["--set", "nosuch.key=1"], "nosuch: unknown key (expected one of:"),
-    (["default", "--set", "scores.n_resamples=100"],
+    (["default", "--set", "scores.top_k=3"],
      "no stage reads this key, so the tweak would change nothing:\n"
-     "  - scores.n_resamples: 08_scores reads it only in live mode"),
+     "  - scores.top_k: 08_scores reads it only in live mode"),
 ], ids=["profile-first", "set-first", "unread-in-paper-mode"])
 def test_run_all_rejects_a_bad_or_unread_key_before_running(tmp_path: Path, args: list[str],
                                                             error: str) -> None:
@@ -42,7 +42,7 @@ def test_run_all_rejects_a_bad_or_unread_key_before_running(tmp_path: Path, args
 
 
 @pytest.mark.parametrize(("overrides", "why"), [
-    ({"scores.n_resamples": 100},
+    ({"scores.top_k": 3},
      "08_scores reads it only in live mode (paper mode reads the released matrices, which "
      "carry one clipped mean per candidate and judge (point estimates only); bootstrap "
      "intervals and paired differences need per-conversation grades, in live mode); this "
@@ -67,8 +67,8 @@ def test_a_set_some_stage_reads_is_accepted() -> None:
     profile, unread = checks.load_for_run("default", {"judges.subset": "hard", "seed": 3})
     assert (profile.judges.subset, profile.seed) == ("hard", 3)
     assert unread == []
-    smoke, _ = checks.load_for_run("smoke", {"scores.n_resamples": 100, "llm.max_cost": 5})
-    assert smoke.scores.n_resamples == 100  # live: 08 bootstraps, the engine is called
+    smoke, _ = checks.load_for_run("smoke", {"n_resamples": 100, "llm.max_cost": 5})
+    assert smoke.n_resamples == 100  # live: the bootstraps are drawn, the engine is called
 
 
 @pytest.mark.slow

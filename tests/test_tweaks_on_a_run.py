@@ -42,10 +42,10 @@ def states(run: Path) -> dict[str, dict]:
 
 def test_a_tweak_no_stage_reads_is_refused_before_anything_runs(tmp_path: Path, capsys) -> None:
     code = runner.main(["default", "--outputs", str(tmp_path), "--set",
-                        "scores.n_resamples=5000"])
+                        "scores.top_k=3"])
     err = capsys.readouterr().err
     assert code == runner.EXIT_USAGE
-    assert "scores.n_resamples" in err and "paper mode" in err and "08_scores" in err
+    assert "scores.top_k" in err and "paper mode" in err and "08_scores" in err
     assert not (tmp_path / "default").exists()
 
 

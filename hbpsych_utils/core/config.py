@@ -244,7 +244,6 @@ class ScoresParams(Section):
     subsets: list[Literal["v1", "v2", "hard"]] = ["v1", "hard"]
     include_later: bool = False
     """Also show the three candidates added after the study (flagged ``in_study: false``)."""
-    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
     top_k: int = Field(default=5, ge=2)
     """Live mode: paired differences among the top-k candidates, Holm-adjusted."""
 
@@ -253,7 +252,6 @@ class JudgesParams(Section):
     """09_judges: rank agreement, severity and self-preference of the judge panel."""
 
     subset: Literal["v1", "v2", "hard"] = "v1"
-    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
 
 
 class RefusalsParams(Section):
@@ -307,7 +305,6 @@ class AnalysesParams(Section):
 
     subset: Literal["v1", "v2", "hard"] = "v1"
     """Which subset 05_subset wrote to analyse (this run's graded conversations of it)."""
-    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
     length_penalty: Literal["healthbench", "hard", "consensus", "professional"] = "healthbench"
     """The HealthBench variant whose penalty the length-adjusted score uses (reported beside the
     raw score; ``evaluation.length.PENALTIES``). HealthBench-Psych is drawn from the full
@@ -324,7 +321,6 @@ class JudgeAccuracyParams(Section):
     simulator's verdicts (smoke and tests)."""
     max_rows: int | None = Field(default=None, ge=1)
     """Live mode: only the first N rows of the file (``None``: all of them)."""
-    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
 
 
 class Profile(BaseModel):
@@ -341,6 +337,9 @@ class Profile(BaseModel):
     ci_level: float = Field(default=study.CI_LEVEL, gt=0, lt=1)
     """The level of every interval a run computes and shows (percentile bootstrap intervals):
     0.95 in the study. Every caption, label and finding states it from here."""
+    n_resamples: int = Field(default=study.N_RESAMPLES, ge=10, le=study.MAX_RESAMPLES)
+    """The resamples of every bootstrap of the run (Table 1, the judges' statistics, the
+    analyses, the judges' accuracy, the harness run's breakdown): 1,000 in the study."""
     notebooks: list[str] | None = None
     """Notebook stems to run, in order; ``None`` runs every notebook in ``notebooks/``."""
     evaluation_mode: Literal["paper", "live"] = "paper"
@@ -370,6 +369,15 @@ class Profile(BaseModel):
     @classmethod
     def _plain_name(cls, value: str) -> str:
         return paths.plain_name(value, "profile name")
+
+
+TOP_LEVEL_ONLY = {
+    "mode": "the evaluation stages share one mode: set evaluation_mode (paper or live) at the "
+            "top of the profile instead",
+    "n_resamples": "a run has one number of bootstrap resamples: set n_resamples at the top of "
+                   "the profile instead (beside seed and ci_level)",
+}
+"""Section keys that exist only at the top of a profile, and what to write instead."""
 
 
 NOT_PROFILES = frozenset({"models"})
@@ -509,10 +517,9 @@ def _describe(path: Path, exc: ValidationError, where: str) -> str:
     lines = [f"profile {path.stem!r} {where} is invalid:"]
     for err in exc.errors():
         key = ".".join(str(p) for p in err["loc"])
-        if err["type"] == "extra_forbidden" and err["loc"][-1] == "mode" and len(
-                err["loc"]) == 2:
-            lines.append(f"  - {key}: the evaluation stages share one mode: set "
-                         "evaluation_mode (paper or live) at the top of the profile instead")
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 2 and str(
+                err["loc"][-1]) in TOP_LEVEL_ONLY:
+            lines.append(f"  - {key}: {TOP_LEVEL_ONLY[str(err['loc'][-1])]}")
         elif err["type"] == "extra_forbidden":
             model = _model_at(err["loc"][:-1])
             allowed = ", ".join(model.model_fields) if model else "?"

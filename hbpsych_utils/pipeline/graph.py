@@ -139,6 +139,10 @@ class StageSpec:
     """Registry artifacts it may fetch; an entry with a dot is a profile key naming one."""
     parameters: Mapping[str, str] | None = None
     """Notebook parameters taken from another section: parameter name -> profile key."""
+    needs: Mapping[str, str] | None = None
+    """Mode -> what the chapter needs that the mode has not, when the mode leaves it nothing to
+    show ("a live run"): the chapter says so once, at its top, and the landing page marks it
+    "needs ..." instead of "current"."""
 
     def upstream(self, profile: Profile) -> list[str]:
         """The stages it reads from under ``profile``, in run order."""
@@ -282,14 +286,14 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
             Read(("scores.include_later",), IN_PAPER,
                  "live mode scores the candidates this run generated; the three candidates "
                  "added after the study exist only in the released matrices"),
-            Read(("scores.n_resamples", "scores.top_k", "seed", "ci_level"), IN_LIVE,
+            Read(("scores.top_k", "seed", "ci_level", "n_resamples"), IN_LIVE,
                  _RELEASED_MATRICES),
         ),
         artifacts=_MATRICES),
     StageSpec(
         JUDGES, "The judges", "judges", _evaluation_mode, (PAPER, LIVE), inputs=_GRADED_SUBSETS,
         reads=(Read((EVALUATION_MODE, "judges.subset")),
-               Read(("judges.n_resamples", "seed", "ci_level"), IN_LIVE, _RELEASED_MATRICES)),
+               Read(("seed", "ci_level", "n_resamples"), IN_LIVE, _RELEASED_MATRICES)),
         artifacts=_MATRICES),
     StageSpec(
         REFUSALS, "Refusals", "refusals", _evaluation_mode, (PAPER, LIVE),
@@ -303,7 +307,8 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         inputs=(Input(CORPUS, (CORPUS_RECORD,)),),
         reads=(
             Read((EVALUATION_MODE, "harness_validation.mode", "harness_validation.published",
-                  "harness_validation.published_source", "seed", "ci_level")),
+                  "harness_validation.published_source", "seed", "ci_level",
+                  "n_resamples")),
             Read(("harness_validation.candidate", "harness_validation.judge",
                   "harness_validation.temperature", "harness_validation.max_tokens",
                   "harness_validation.n_conversations", *GRADING_CALL_KEYS), IN_LIVE,
@@ -322,6 +327,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         artifacts=_MATRICES),
     StageSpec(
         EXPLORER, "Explorer: inside the grades", None, _evaluation_mode, (PAPER, LIVE),
+        needs={PAPER: "a live run"},
         inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),
                 Input(GENERATION, (RESPONSES,), IN_LIVE),
                 Input(GRADING, (VERDICTS, SCORES_TABLE), IN_LIVE),
@@ -330,29 +336,29 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         artifacts=("harness_scores",)),
     StageSpec(
         ANALYSES, "Where and how reliably models fail", "analyses", _evaluation_mode,
-        (PAPER, LIVE),
+        (PAPER, LIVE), needs={PAPER: "a live run"},
         inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),
                 Input(SUBSET, (*_SUBSET_IDS, CATEGORIES_V1), IN_LIVE),
                 Input(GENERATION, (RESPONSES, RESPONSE_SAMPLES), IN_LIVE),
                 Input(GRADING, (METRICS, VERDICTS, VERDICT_SAMPLES, SCORES_TABLE, SCORE_SAMPLES),
                       IN_LIVE)),
         reads=(Read((EVALUATION_MODE,)),
-               Read(("analyses.subset", "analyses.n_resamples", "analyses.length_penalty",
-                     "seed", "ci_level"), IN_LIVE,
+               Read(("analyses.subset", "analyses.length_penalty", "seed", "ci_level",
+                     "n_resamples"), IN_LIVE,
                     "paper mode has the released matrices only (one clipped mean per candidate "
                     "and judge): no per-criterion grade, reply or second sample to analyse")),
     ),
     StageSpec(
         JUDGE_ACCURACY, "Are the judges right?", "judge_accuracy", _evaluation_mode,
-        (PAPER, LIVE),
+        (PAPER, LIVE), needs={PAPER: "the physician labels"},
         inputs=(Input(CORPUS, (CORPUS_RECORD,), IN_LIVE),
                 Input(SUBSET, (*_SUBSET_IDS, CATEGORIES_V1), IN_LIVE),
                 Input(GRADING, (VERDICTS, METRICS), IN_LIVE)),
         reads=(Read((EVALUATION_MODE,)),
                Read(("judge_accuracy.meta_eval", "judge_accuracy.max_rows",
-                     "judge_accuracy.n_resamples", "grading.judges", "grading.temperature",
+                     "grading.judges", "grading.temperature",
                      "grading.max_tokens", "grading.max_reasks", "seed", "ci_level",
-                     *GRADING_CALL_KEYS),
+                     "n_resamples", *GRADING_CALL_KEYS),
                     IN_LIVE,
                     "paper mode neither downloads the physicians' labels (online only) nor "
                     "calls a judge; they are graded in live mode")),
@@ -383,6 +389,11 @@ def spec(name: str) -> StageSpec:
             from None
 
 
+def needs(name: str, mode: str | None) -> str | None:
+    """What chapter ``name`` needs that ``mode`` has not (``StageSpec.needs``), or ``None``."""
+    return (spec(name).needs or {}).get(mode or "")
+
+
 def stage_mode(profile: Profile, name: str) -> str | None:
     """The mode stage ``name`` runs in under ``profile`` (``None`` for a stage without modes)."""
     return spec(name).mode_of(profile)
@@ -397,7 +408,7 @@ def profile_stages(profile: Profile) -> list[str]:
 
 
 def value_at(profile: Profile | Mapping[str, Any], key: str) -> Any:
-    """The value of a dotted profile key (``scores.n_resamples``, ``seed``), as JSON data."""
+    """The value of a dotted profile key (``scores.top_k``, ``seed``), as JSON data."""
     node: Any = profile.model_dump(mode="json") if isinstance(profile, Profile) else profile
     for part in key.split("."):
         node = node[part]
@@ -441,9 +452,9 @@ def _reads_any(name: str, prefix: str) -> bool:
 
 def parameter_names(name: str) -> list[str]:
     """What stage ``name``'s notebook declares in its ``parameters`` cell, in order: the run
-    (``profile``, ``outputs_root``), its resolved ``mode``, ``seed``, ``ci_level`` and the
-    ``llm`` settings where it reads them, its section's fields, and values from other
-    sections."""
+    (``profile``, ``outputs_root``), its resolved ``mode``, ``seed``, ``ci_level``,
+    ``n_resamples`` and the ``llm`` settings where it reads them, its section's fields, and
+    values from other sections."""
     s = spec(name)
     out = ["profile", "outputs_root"]
     if s.modes:
@@ -452,6 +463,8 @@ def parameter_names(name: str) -> list[str]:
         out.append("seed")
     if _reads_any(name, "ci_level"):
         out.append("ci_level")
+    if _reads_any(name, "n_resamples"):
+        out.append("n_resamples")
     if _reads_any(name, "llm"):
         out.append("llm")
     out += section_fields(name)
@@ -473,7 +486,7 @@ def notebook_parameters(profile: Profile, name: str, outputs_root: str) -> dict[
             out[param] = outputs_root
         elif param == "mode":
             out[param] = s.mode_of(profile)
-        elif param in ("seed", "ci_level", "llm"):
+        elif param in ("seed", "ci_level", "n_resamples", "llm"):
             out[param] = values[param]
         elif param in cross:
             out[param] = value_at(values, cross[param])

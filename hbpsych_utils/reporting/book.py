@@ -52,7 +52,7 @@ from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
 from hbpsych_utils.pipeline.state import StageState
-from hbpsych_utils.reporting import catalogue, ledger, vocabulary
+from hbpsych_utils.reporting import catalogue, display, ledger, vocabulary
 
 BOOK_DIR = "book"
 """The book's folder inside a run folder ``outputs/<profile>/``."""
@@ -507,6 +507,8 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
         word = (STATE_WORDS[st.state] if st is not None else "unknown")
         if st is not None and not st.current:
             word = f"**{word}**: {_cell(st.reason)}"
+        elif (need := graph.needs(stage, mode)) is not None:
+            word = f"needs {need}"
         rows.append((_chapter_link(f"{stage[:2]} · {graph.spec(stage).title}", stage, chapters),
                      _cell(shown), word))
     parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
@@ -918,6 +920,7 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "", command: str = "") 
         raise BookError(f"{src}: not a Jupyter notebook ({type(exc).__name__}: "
                         f"{(str(exc).strip().splitlines() or [''])[0][:200]})") from None
     nb.metadata.pop("widgets", None)
+    nb.cells = display.without_sections_not_in_run(nb.cells)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue

@@ -195,9 +195,9 @@ def intervals(run: StageRun[JudgesParams], source: Source) -> Table | Note:
                            "no intervals.")
     table = judge_stats.bootstrap_judge_stats(
         source.source.scores, judges=source.judges, own=source.own,
-        n_resamples=run.params.n_resamples, seed=run.seed, level=run.ci_level)
+        n_resamples=int(run.value('n_resamples')), seed=run.seed, level=run.ci_level)
     return Table(table, caption=f"Bootstrap intervals on {_title(source.subset)} "
-                 f"({level_text(run.ci_level)}, {run.params.n_resamples:,} resamples)",
+                 f"({level_text(run.ci_level)}, {int(run.value('n_resamples')):,} resamples)",
                  index=False, level=run.ci_level)
 
 

@@ -422,7 +422,8 @@ def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accur
     for by in ja.SLICINGS:
         overall = by == "category"
         base_table = ja.against_majority(rated, by, overall=overall)
-        cis = ja.sens_spec_table(rated, by, overall=overall, n_resamples=run.params.n_resamples,
+        cis = ja.sens_spec_table(rated, by, overall=overall,
+                                 n_resamples=int(run.value('n_resamples')),
                                  seed=run.seed, level=run.ci_level)
         tables[by] = ja.with_intervals(base_table, cis)
     return Accuracy(tables["category"], graded, _labelled(tables[ja.THEME], ja.THEME),
@@ -590,7 +591,8 @@ def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corre
         mine = run_verdicts[run_verdicts["judge"] == judge]
         cal = rated[rated["judge"] == judge]
         if mine["criteria_met"].notna().any() and not cal.empty:
-            rates.append(ja.corrected_rate(judge, mine, cal, n_resamples=run.params.n_resamples,
+            rates.append(ja.corrected_rate(judge, mine, cal,
+                                 n_resamples=int(run.value('n_resamples')),
                                            seed=run.seed, level=run.ci_level))
     if not rates:
         return unavailable("No judge graded both this run's replies (07) and the rows, so no "
