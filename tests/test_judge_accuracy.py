@@ -9,21 +9,22 @@ import json
 import math
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import chapter_parameters
 
 from hbpsych_utils import study
-from hbpsych_utils.core.config import JudgeAccuracyParams
 from hbpsych_utils.evaluation import classification as cl
 from hbpsych_utils.evaluation import judge_accuracy as ja
 from hbpsych_utils.evaluation import meta_eval_fixture as fx
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.llm.testing import simulator
+from hbpsych_utils.pipeline import graph
 from hbpsych_utils.reporting import figures, vocabulary
 from hbpsych_utils.stages import s15_judge_accuracy as s15
+from hbpsych_utils.stages.base import shown
 
 J1, J2, J3 = study.JUDGE_PANEL
 DATA = Path(__file__).resolve().parent / "data"
@@ -396,22 +397,28 @@ def test_cost_rows_price_each_call() -> None:
     assert batch.usd == pytest.approx(t.usd * price.batch_discount)
 
 
-def _live_run() -> SimpleNamespace:
-    return SimpleNamespace(mode="live", seed=5, params=JudgeAccuracyParams(n_resamples=50),
-                           figure_cache=None, ci_level=0.95)
+KNOBS = {"n_resamples": 50, "seed": 5, "level": 0.95}
+
+
+def _source() -> s15.MetaEval:
+    return s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
+                        13, ja.coverage(ja.fixture_rows(), SUBSETS), THEMES, CATS, [],
+                        pd.DataFrame())
+
+
+def _steps(graded: s15.Graded) -> tuple[s15.Accuracy, s15.Placement]:
+    acc = s15.accuracy(graded, **KNOBS)
+    place = s15.placement(graded, level=0.95, cache=None)
+    assert isinstance(acc, s15.Accuracy) and isinstance(place, s15.Placement)
+    return acc, place
 
 
 def test_the_chapter_on_the_fixture_verdicts() -> None:
-    everything = ja.fixture_rows()
-    source = s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
-                          13, ja.coverage(everything, SUBSETS), THEMES, CATS)
+    source = _source()
     v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
-    graded = s15.Graded(source, v, 0.0)
-    run = _live_run()
-    acc = s15.accuracy(run, graded)
-    place = s15.placement(run, graded)
-    assert isinstance(acc, s15.Accuracy) and isinstance(place, s15.Placement)
-    m = s15.metrics(run, graded, acc, place, s15.unavailable("none"))
+    graded = s15.Graded(source, v, 0.0, 0.0)
+    acc, place = _steps(graded)
+    m = s15.metrics(s15.Inputs("live", source), graded, acc, place, None)
     assert m.against_majority[J1]["all"].macro_f1 == pytest.approx(5 / 6)
     assert m.judges_ac1 == pytest.approx(2 / 9) and m.n_rows == 12 and m.n_physicians == 4
     assert m.pairwise["physicians"]["all"].balanced_f1 == pytest.approx(
@@ -455,19 +462,27 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     below = m.model_copy(update={"pairwise": {**m.pairwise, J3: {"all": s15.PairwiseF1(
         kind="judge", pairs=36, balanced_f1=0.5)}}})
     assert "(0.500) is below the physicians' range" in str(s15.findings(below))
-    html = place._repr_html_() + acc._repr_html_() + source._repr_html_()
+    html = shown(place)._repr_html_() + shown(acc)._repr_html_() + shown(source)._repr_html_()
     assert "Figure J1" in html and "Emergency referrals" in html  # the theme, in prose
     assert "Perinatal mental health" in html and "Panel (majority of the judges)" in html
 
 
-def test_paper_mode_is_one_sentence() -> None:
-    run = SimpleNamespace(mode="paper")
-    note = s15.meta_eval(run)
-    assert str(note) == s15.PAPER_NOTE and "online only" in s15.PAPER_NOTE
-    assert s15.accuracy(run, note) is note and s15.placement(run, note) is note
-    m = s15.metrics(run, note, note, note, note)
+def test_paper_mode_says_once_that_it_needs_the_physician_labels(tmp_path) -> None:
+    run = s15.start(**chapter_parameters(graph.JUDGE_ACCURACY, tmp_path))
+    data = s15.meta_eval(run, meta_eval="registry", max_rows=None, judges=None)
+    top = str(shown(data))
+    assert data.rows is None and "This chapter needs the physician labels" in top
+    assert "online only" in top and "A live run adds" in top
+    plan = s15.cost_plan(data.rows, llm=run.llm)
+    graded = s15.grade(data.rows, run, temperature=0.0, max_tokens=10, max_reasks=0)
+    acc = s15.accuracy(graded, **KNOBS)
+    assert plan is graded is acc is None  # not executed: nothing is downloaded or called
+    assert s15.placement(graded, level=0.95, cache=tmp_path) is None
+    assert s15.corrected(acc, **KNOBS) is None and s15.agreement(graded) is None
+    m = s15.metrics(data, graded, acc, None, None)
     assert m.model_dump(exclude_unset=True) == {"mode": "paper"}
-    assert list(s15.findings(m)) == [s15.PAPER_NOTE]
+    assert s15.findings(m) is None
+    assert not (tmp_path / "default" / graph.JUDGE_ACCURACY / "stage.json").exists()
 
 
 # --- simple-evals' semantics, re-implemented from its definition ---------------------------------
@@ -518,14 +533,11 @@ def _fixture_pairs(slicing: str) -> dict[tuple[str, str], list[tuple[bool, bool]
 
 
 def _chapter_metrics() -> tuple[s15.JudgeAccuracyMetrics, s15.Placement, s15.Accuracy]:
-    source = s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
-                          13, ja.coverage(ja.fixture_rows(), SUBSETS), THEMES, CATS)
+    source = _source()
     v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
-    graded = s15.Graded(source, v, 0.0)
-    run = _live_run()
-    acc, place = s15.accuracy(run, graded), s15.placement(run, graded)
-    assert isinstance(acc, s15.Accuracy) and isinstance(place, s15.Placement)
-    return s15.metrics(run, graded, acc, place, s15.unavailable("none")), place, acc
+    graded = s15.Graded(source, v, 0.0, 0.0)
+    acc, place = _steps(graded)
+    return s15.metrics(s15.Inputs("live", source), graded, acc, place, None), place, acc
 
 
 def test_pairwise_f1_follows_simple_evals_on_every_slice() -> None:
@@ -600,18 +612,18 @@ def test_the_chapter_shows_undefined_as_a_dash_with_the_reason() -> None:
     """The pairwise and accuracy tables show an undefined value as "—" (never a number, never
     "nan"), and say under the table why, naming the rater and the slice."""
     _, place, acc = _chapter_metrics()
-    summary = place.summary()
+    summary = s15._placement_summary(place.table)
     assert math.isnan(summary.loc[J2, "emergency_referrals"])
     assert math.isnan(summary.loc[J3, "hedging"])
     assert summary.loc[J1, "all"] == pytest.approx((24 / 35 + 26 / 37) / 2)
     # laid out by the vocabulary: the undefined cells read "—", under the theme's prose name
-    shown = vocabulary.lay_out(summary, value_kind="score")
-    rows = {r[0]: dict(zip(shown.labels, r, strict=True)) for r in shown.texts}
+    laid = vocabulary.lay_out(summary, value_kind="score")
+    rows = {r[0]: dict(zip(laid.labels, r, strict=True)) for r in laid.texts}
     assert rows["Claude Haiku 4.5"]["Emergency referrals"] == s15.UNDEFINED == "—"
     hedging = study.THEME_LABELS["hedging"]  # "Responding under uncertainty"
     assert rows["Gemini 2.5 Flash"][hedging] == s15.UNDEFINED
     assert rows["GPT-4.1"]["All"] == f"{(24 / 35 + 26 / 37) / 2:.3f}"
-    html = place._repr_html_() + acc._repr_html_()
+    html = shown(place)._repr_html_() + shown(acc)._repr_html_()
     text = re.sub(r"data:[^\"']+", "", html)  # the figure's embedded image
     assert not re.search(r"\bnan\b", text, flags=re.IGNORECASE)
     assert s15.UNDEFINED in html

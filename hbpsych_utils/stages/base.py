@@ -307,13 +307,14 @@ def resolver(fn: F) -> F:
 
 def needs(fn: Callable[Concatenate[T, P], R]) -> Callable[Concatenate[T | None, P], R | None]:
     """A step that needs what its first argument holds: without it (``None``: the run has not
-    got it, as the chapter's resolver said once at its top) the step is not executed and
-    returns ``None``, which :func:`show` shows as nothing and metrics, outputs and findings
-    receive as ``None``."""
+    got it, as the chapter's resolver said once at its top; or a result whose ``empty`` is
+    true: it holds nothing, as its own view says) the step is not executed and returns
+    ``None``, which :func:`show` shows as nothing and metrics, outputs and findings receive as
+    ``None``."""
 
     @functools.wraps(fn)
     def step(data: T | None, /, *args: P.args, **kwargs: P.kwargs) -> R | None:
-        if data is None:
+        if data is None or getattr(data, "empty", False) is True:
             return None
         return fn(data, *args, **kwargs)
 
