@@ -221,6 +221,8 @@ def test_rank_agreement_shows_an_undefined_tau_as_a_dash_with_the_reason():
     flat = TABLE.assign(J2=0.5)
     shown = s09_judges.RankAgreement("v1", judges.kendall_taus(flat, J), 3, 4,
                                      judges.kendall_tau_undefined(flat, J))
-    html = shown._repr_html_()
+    from hbpsych_utils.stages.base import shown as chapter_shows
+
+    html = chapter_shows(shown)._repr_html_()
     assert html.count("—") >= 2 and "gave every candidate the same score" in html
     assert "nan" not in html.lower()
