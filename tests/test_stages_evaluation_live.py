@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import record_released_corpus, released_jsonl
+from conftest import chapter_parameters, record_released_corpus, released_jsonl
 from pydantic import ValidationError
 
 from hbpsych_utils import study
@@ -33,10 +34,11 @@ from hbpsych_utils.pipeline.metrics import (
     ReleasedLength,
     TagScore,
 )
+from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.vocabulary import Table
 from hbpsych_utils.stages import base, s06_generation, s07_grading, s11_harness_validation
-from hbpsych_utils.stages.base import run_chapter
+from hbpsych_utils.stages.base import StageRun, run_chapter, shown
 
 
 def text(sentences: Findings) -> str:
@@ -277,7 +279,7 @@ def test_07_live_only_sections_say_why_in_paper_mode() -> None:
 REPLAY11 = HarnessMetrics(
     mode="replay", n_scored=1000, clipped_mean=0.1574, bootstrap_std=0.0089, published=None,
     delta=None, published_source="",
-    settings=s11_harness_validation.settings_of(HarnessValidationParams()))
+    settings=s11_harness_validation.RELEASED_SETTINGS)
 
 
 def test_11_difference_in_bootstrap_sds_only_with_a_published_figure() -> None:
@@ -336,15 +338,15 @@ def test_11_comparison_with_the_released_run_only_on_common_conversations() -> N
 def test_11_models_default_to_the_study_harness_model() -> None:
     params = HarnessValidationParams()
     assert params.candidate is None and params.judge is None
-    assert s11_harness_validation.settings_of(params).model_dump() == {
+    given = {"temperature": params.temperature, "max_tokens": params.max_tokens}
+    assert s11_harness_validation.settings(candidate=None, judge=None, **given).model_dump() == {
         "candidate": study.HARNESS_MODEL, "judge": study.HARNESS_MODEL,
         "temperature": study.REFERENCE_TEMPERATURE, "max_tokens": study.GRADER_MAX_TOKENS}
-    other = HarnessValidationParams(candidate="c", judge="j")
-    assert s11_harness_validation.settings_of(other).candidate == "c"
-    assert s11_harness_validation.settings_of(other).judge == "j"
-    # replay reports the released run's settings, whatever the section's live settings say
-    assert s11_harness_validation.settings_of(other, graph.REPLAY).candidate == \
-        study.HARNESS_MODEL
+    other = s11_harness_validation.settings(candidate="c", judge="j", **given)
+    assert (other.candidate, other.judge) == ("c", "j")
+    # the released run's settings are the study's defaults of the section
+    assert s11_harness_validation.RELEASED_SETTINGS == s11_harness_validation.settings(
+        candidate=None, judge=None, **given)
 
 
 # ------------------------------------------------------------------ paper/replay on the release
@@ -408,20 +410,28 @@ def test_06_paper_does_not_generate(paper_root: Path) -> None:
     assert isinstance(s06_generation.responses(run, source), s06_generation.ReleasedGeneration)
 
 
+def _replay11(root: Path, **values: object) -> StageRun:
+    return s11_harness_validation.start(**chapter_parameters(graph.HARNESS, root, profile="t",
+                                                             **values))
+
+
 def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     scores = [x["score"] for x in released_jsonl("harness_scores")]
-    run = s11_harness_validation.start({"profile": "t", "outputs_root": paper_root,
-                                        "published": 0.2, "published_source": "test"})
+    run = _replay11(paper_root, published=0.2, published_source="test", n_resamples=200)
     assert run.mode == graph.REPLAY
-    released = s11_harness_validation.released_run(run)
-    rerun = s11_harness_validation.live_rerun(run, released)
-    assert isinstance(rerun, Note)
-    summary = s11_harness_validation.summary(run, released, rerun)
-    difference = s11_harness_validation.published_difference(summary)
-    comparison = s11_harness_validation.released_comparison(released, rerun)
-    assert isinstance(comparison, Note)
-    breakdown = s11_harness_validation.released_breakdown(run, released)
-    lengths = s11_harness_validation.released_length(run)
+    released = s11_harness_validation.released_run(run, n_conversations=None)
+    assert released.rerun is None  # replay: nothing to run again
+    rerun = s11_harness_validation.live_rerun(released.rerun, run, candidate=None, judge=None,
+                                              temperature=0.5, max_tokens=10)
+    assert rerun is None
+    summary = s11_harness_validation.summary(released, rerun, published=0.2,
+                                             published_source="test", n_resamples=200, seed=1)
+    difference = shown(s11_harness_validation.published_difference(summary))
+    comparison = s11_harness_validation.released_comparison(rerun, released)
+    assert comparison is None
+    breakdown = s11_harness_validation.released_breakdown(released.graded, n_resamples=200,
+                                                          seed=1, level=0.9)
+    lengths = s11_harness_validation.released_length(released)
     m = s11_harness_validation.metrics(summary, comparison, breakdown, lengths)
     s11_harness_validation.write(run, m, rerun, comparison, breakdown)
     assert isinstance(difference, Table)
@@ -429,7 +439,7 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     assert m.n_scored == len(scores)
     assert m.clipped_mean == pytest.approx(min(1, max(0, sum(scores) / len(scores))))
     assert m.delta == pytest.approx(m.clipped_mean - 0.2)
-    assert m.settings.candidate == study.HARNESS_MODEL
+    assert m.settings.candidate == study.HARNESS_MODEL and m.ci_level == 0.9
     assert "n_common_with_released" not in base.metrics_json(m)
     assert sorted(p.name for p in run.stage.final_dir.glob("*.csv")) == [
         s11_harness_validation.BREAKDOWN_FILE]
@@ -437,16 +447,16 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     # the released run by tag, on the conversations whose rubrics the partial corpus holds
     assert m.released_breakdown is not None and m.released_breakdown.n_with_rubric == 193
     assert m.released_length is not None and m.released_length.n == len(scores)
-    html = breakdown._repr_html_()
-    assert "193 of the 1,000" in html and "Context awareness" in html
+    html = shown(breakdown)._repr_html_()
+    assert "193 of the 1,000" in html and "Context awareness" in html and "90%" in html
 
 
 def test_11_no_published_figure_is_said_not_shown(paper_root: Path) -> None:
-    run = s11_harness_validation.start({"profile": "t", "outputs_root": paper_root,
-                                        "published": None})
-    released = s11_harness_validation.released_run(run)
-    summary = s11_harness_validation.summary(run, released, Note("replay"))
-    difference = s11_harness_validation.published_difference(summary)
+    run = _replay11(paper_root, published=None)
+    released = s11_harness_validation.released_run(run, n_conversations=None)
+    summary = s11_harness_validation.summary(released, None, published=None,
+                                             published_source="", n_resamples=100, seed=1)
+    difference = shown(s11_harness_validation.published_difference(summary))
     assert isinstance(difference, Note) and "No published figure" in difference.text
 
 
@@ -513,8 +523,8 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
     assert again.spend_usd == 0  # a re-run is answered from the run's store
     assert generation.read_responses(folder06 / graph.RESPONSES)["cached"].all()
 
-    run11 = s11_harness_validation.start({**live, "n_conversations": 2})
-    h = run_chapter(graph.HARNESS, run11.parameters)
+    h = run_chapter(graph.HARNESS, {**live, "n_conversations": 2})
+    run11 = SimpleNamespace(stage=Stage("t", graph.HARNESS, live_root))
     assert (h.mode, h.n_scored) == ("live", 2)
     assert h.settings.judge == study.HARNESS_MODEL
     released = {x["prompt_id"]: x["score"] for x in released_jsonl("harness_scores")}
