@@ -207,10 +207,12 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
         header = next(csv.reader(fh))
     assert [c for c in header if c in study.JUDGE_PANEL] == two
     # the heatmap, drawn again from the same files: one column per judge used
-    stage = s12_figures_tables.start({"profile": "smoke", "outputs_root": tmp_path,
-                                      "mode": "live", "publish": False})
+    stage = s12_figures_tables.start(profile="smoke", outputs_root=tmp_path, mode="live",
+                                     subsets=["v1", "hard"], publish=False)
     shutil.rmtree(stage.figure_cache)  # drawn, not copied from the run's figure cache
-    panels = s12_figures_tables.ranking_and_heatmaps(stage, s12_figures_tables.table1(stage))
+    data = s12_figures_tables.inputs(stage, subsets=["v1", "hard"])
+    panels = s12_figures_tables.ranking_and_heatmaps(s12_figures_tables.table1(data),
+                                                     cache=stage.figure_cache)
     heatmap = panels.figures["fig_heatmap_v1"].figure.axes[0]
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in two]
