@@ -115,8 +115,9 @@ def test_notebook_06_gets_the_grading_panel_it_prices(tmp_path: Path) -> None:
     values = graph.notebook_parameters(config.load_profile("smoke"), graph.GENERATION,
                                        str(tmp_path))
     assert values["judges"] is None  # smoke's null judges: the study's panel, which 06 prices
-    run = s06_generation.start({**values, "outputs_root": tmp_path})
-    assert config.GradingParams(judges=run.value("judges")).judge_panel() == list(
+    run = s06_generation.start(**{**values, "outputs_root": tmp_path})
+    assert run.parameters["judges"] is None
+    assert config.GradingParams(judges=values["judges"]).judge_panel() == list(
         study.JUDGE_PANEL)
     tweaked = config.load_profile("smoke", {"grading.judges": [judge]})
     assert graph.notebook_parameters(tweaked, graph.GENERATION, str(tmp_path))["judges"] == [

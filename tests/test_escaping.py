@@ -241,7 +241,8 @@ FINDINGS = {
         category_counts={HOSTILE: 1}, n_no_category_majority=0)),
     "06": lambda: s06_generation.findings(
         GenerationPaperMetrics(mode="paper", n_candidates_charged=1, spend_generate_usd=1.0,
-                               anomalies={HOSTILE: 1}), pd.Series({HOSTILE: 1.0})),
+                               anomalies={HOSTILE: 1}),
+        s06_generation.ReleasedGeneration(pd.Series({HOSTILE: 1.0}), pd.DataFrame())),
     "07": lambda: s07_grading.findings(GradingPaperMetrics(
         mode="paper", grader_template_sha256="a", spend_grade_usd=1.0,
         spend_by_judge={HOSTILE: 1.0}, anomalies={HOSTILE: 1}, n_no_verdict=0)),

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import chapter_parameters
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, ratings, review_set, screening, subset, translation
@@ -629,10 +630,31 @@ def test_a_list_or_mapping_given_as_text_points_to_papermills_yaml_option(
 
     module = importlib.import_module(f"hbpsych_utils.stages.s{stage}")
     with pytest.raises(ParameterError) as info:
-        module.start({parameter: text, "outputs_root": tmp_path})
+        module.start(**chapter_parameters(stage, tmp_path, **{parameter: text}))
     message = str(info.value)
     assert f"{parameter} = {text!r}" in message and option in message
     assert f"notebook {stage}:" in message and "-p passes text" in message
     value = yaml.safe_load(option.removeprefix("-y ").strip("'"))[parameter]
-    run = module.start({parameter: value, "outputs_root": tmp_path})  # what -y passes
+    run = module.start(**chapter_parameters(stage, tmp_path, **{parameter: value}))  # -y
     assert run.parameters[parameter] == value
+
+
+def test_a_chapter_starts_from_every_parameter_by_name(tmp_path: Path) -> None:
+    """A chapter's start takes each parameter of its parameters cell by name: one missing or
+    unknown is refused, naming it and the parameters the cell declares; a value is checked as
+    strictly as the profile's field (a resample count given as text is refused, not read)."""
+    from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.stages import s08_scores
+    from hbpsych_utils.stages.base import ParameterError
+
+    params = chapter_parameters(graph.SCORES, tmp_path)
+    del params["seed"]
+    with pytest.raises(ParameterError, match=r"notebook 08_scores: missing seed \(its start "
+                       r"takes every parameter .*: profile, outputs_root, mode, seed"):
+        s08_scores.start(**params)
+    with pytest.raises(ParameterError, match=r"unknown n_resample\b"):
+        s08_scores.start(**chapter_parameters(graph.SCORES, tmp_path, n_resample=10))
+    with pytest.raises(ParameterError, match=r"n_resamples = '200'"):
+        s08_scores.start(**chapter_parameters(graph.SCORES, tmp_path, n_resamples="200"))
+    with pytest.raises(ParameterError, match=r"ci_level = 1.5: Input should be less than 1"):
+        s08_scores.start(**chapter_parameters(graph.SCORES, tmp_path, ci_level=1.5))

@@ -89,7 +89,8 @@ def test_06_and_07_say_when_earlier_attempts_paid_for_answers_they_reused() -> N
 
 
 def test_06_paper_findings_name_the_anomalies_logged() -> None:
-    spend = pd.Series({"x": 3.0, "y": 1.0}, name="usd")
+    spend = s06_generation.ReleasedGeneration(pd.Series({"x": 3.0, "y": 1.0}, name="usd"),
+                                              pd.DataFrame())
     m = GenerationPaperMetrics(mode="paper", n_candidates_charged=2, spend_generate_usd=4.0,
                                anomalies={"call_failed": 1, "empty_response": 14})
     found = text(s06_generation.findings(m, spend))
@@ -118,7 +119,8 @@ def test_06_metrics_from_a_responses_table() -> None:
     generated = s06_generation.Responses(table, pd.DataFrame(), plan_est_cost=1.0000004,
                                          spend=0.1234567, stopped_by_budget=False,
                                          paid_earlier=0.5)
-    m = s06_generation.metrics(source, generated)
+    m = s06_generation.metrics(s06_generation.Inputs("live", source, None, None), generated,
+                               None)
     assert m.spend_earlier_attempts_usd == 0.5
     assert isinstance(m, GenerationLiveMetrics)
     assert (m.n_responses, m.n_ok, m.n_refused, m.n_failed) == (4, 2, 1, 1)
@@ -139,12 +141,15 @@ def test_06_metrics_and_findings_with_samples() -> None:
         "sample": [0, 0, 1, 1, 2, 2], "seed": [None, None, 8, 8, 9, 9]})
     convs = [Conversation("p1", (), ()), Conversation("p2", (), ())]
     source = s06_generation.Conversations("v1", ["a"], convs, 2, convs)
-    m = s06_generation.metrics(source, s06_generation.Responses(
-        table, pd.DataFrame(), plan_est_cost=1.0, spend=0.5, stopped_by_budget=False))
+    m = s06_generation.metrics(s06_generation.Inputs("live", source, None, None),
+                               s06_generation.Responses(table, pd.DataFrame(),
+                                                        plan_est_cost=1.0, spend=0.5,
+                                                        stopped_by_budget=False,
+                                                        paid_earlier=0.0), None)
     assert (m.n_responses, m.n_ok, m.n_refused, m.n_failed) == (2, 2, 0, 0)
     assert (m.samples, m.n_sample_responses, m.n_sample_ok, m.n_sample_refused,
             m.n_sample_failed) == (3, 4, 2, 1, 1)
-    found = text(s06_generation.findings(m))
+    found = text(s06_generation.findings(m, None))
     assert "answered each conversation 3 times: 4 further replies (2 answered, 1 refused, " \
            "1 failed)" in found
     assert typed.parse(graph.GENERATION, base.metrics_json(m)) == m
@@ -154,13 +159,14 @@ def test_06_paper_metrics_from_the_released_logs() -> None:
     spend = pd.Series({"x": 3.00004, "y": 1.0}, name="usd").rename_axis("candidate")
     anomalies = pd.DataFrame({"call_failed": [1, 0], "empty_response": [0, 2]},
                              index=pd.Index(["x", "y"], name="model"))
-    logs = s06_generation.ReleasedLogs(pd.DataFrame(), [])
-    m = s06_generation.metrics(logs, s06_generation.ReleasedGeneration(spend, anomalies))
+    data = s06_generation.Inputs("paper", None, s06_generation.ReleasedLogs(pd.DataFrame(), []),
+                                 None)
+    m = s06_generation.metrics(data, None, s06_generation.ReleasedGeneration(spend, anomalies))
     assert m == GenerationPaperMetrics(mode="paper", n_candidates_charged=2,
                                        spend_generate_usd=4.0,
                                        anomalies={"call_failed": 1, "empty_response": 2})
-    empty = s06_generation.metrics(logs, s06_generation.ReleasedGeneration(spend,
-                                                                           pd.DataFrame()))
+    empty = s06_generation.metrics(data, None, s06_generation.ReleasedGeneration(
+        spend, pd.DataFrame()))
     assert empty.anomalies == {}
 
 
@@ -243,12 +249,13 @@ def test_07_metrics_from_a_panel_run(tmp_path: Path) -> None:
                             Counter({1: 4, 2: 2, 3: 1, 4: 1}),
                             spend={"k": {"spend_usd": 0.1000004, "input_tokens": 10,
                                          "cache_read_tokens": 2, "cache_write_tokens": 0}})
-    run = s07_grading.start({"profile": "t", "outputs_root": tmp_path, "mode": "live",
-                             "judges": ["j", "k"]})
     template = s07_grading.GraderTemplate("<<conversation>> <<rubric_item>>", "abc")
-    found = s07_grading.PanelVerdicts(["j", "k"], graded, {}, 1.5, paid_earlier=0.25)
+    found = s07_grading.PanelVerdicts(["j", "k"], graded, {}, 1.5, paid_earlier=0.25,
+                                      temperature=0.0, response_schema=False,
+                                      prompt_caching=True)
     scores = s07_grading.Scores(pd.DataFrame({"score": [float("nan"), 0.0, 1.0]}))
-    m = s07_grading.metrics(run, template, found, scores)
+    data = s07_grading.Inputs("live", s07_grading.Replies(pd.DataFrame(), {}, ["j", "k"]), None)
+    m = s07_grading.metrics(data, template, found, scores)
     assert (m.spend_usd, m.spend_earlier_attempts_usd) == (0.1, 0.25)
     assert isinstance(m, GradingLiveMetrics)
     assert m.judges == ["j", "k"] and m.grader_template_sha256 == "abc"
@@ -265,13 +272,19 @@ def test_07_metrics_from_a_panel_run(tmp_path: Path) -> None:
     assert typed.parse(graph.GRADING, written) == m
 
 
-def test_07_live_only_sections_say_why_in_paper_mode() -> None:
+def test_07_live_only_sections_are_not_executed_in_paper_mode() -> None:
     released = s07_grading.ReleasedGrading(
         pd.DataFrame({"ts": [None], "phase": ["grade"], "who": ["j"], "cost": [1.0]}), [])
-    for section in (s07_grading.census(released), s07_grading.conversation_scores(released)):
-        assert isinstance(section, Note) and section.text.endswith(".")
-    assert isinstance(s07_grading.spend(released), Table)
-    assert "no anomalies" in released._repr_html_()
+    data = s07_grading.Inputs("paper", None, released)
+    verdicts = s07_grading.panel_verdicts(data.replies, None, None, temperature=0.0,
+                                          max_tokens=1, max_reasks=0, response_schema=False)
+    assert verdicts is None  # nothing is graded: the released logs are read instead
+    for section in (s07_grading.census(verdicts), s07_grading.conversation_scores(verdicts),
+                    s07_grading.spend(verdicts)):
+        assert section is None
+    assert isinstance(shown(s07_grading.released_spend(data.released)), Table)
+    assert "no anomalies" in shown(released)._repr_html_()
+    assert "not released" in str(shown(data))
 
 
 # ------------------------------------------------------------------------------ 11 findings
@@ -361,9 +374,8 @@ def paper_root(tmp_path: Path, mirror: Path) -> Path:
 def test_06_and_07_paper_from_the_released_logs(paper_root: Path) -> None:
     spend = released_jsonl("run_spend")
     errors = released_jsonl("run_errors")
-    run06 = s06_generation.start({"profile": "t", "outputs_root": paper_root})
-    assert run06.mode == graph.PAPER
-    gen = run_chapter(graph.GENERATION, run06.parameters)
+    gen = run_chapter(graph.GENERATION, chapter_parameters(graph.GENERATION, paper_root,
+                                                           profile="t"))
     assert isinstance(gen, GenerationPaperMetrics)
     by_model: dict[str, float] = {}
     for s in spend:
@@ -373,28 +385,32 @@ def test_06_and_07_paper_from_the_released_logs(paper_root: Path) -> None:
     assert gen.spend_generate_usd == pytest.approx(sum(by_model.values()), abs=1e-4)
     kinds = Counter(e["kind"] for e in errors if e["phase"] == "generate")
     assert gen.anomalies == dict(sorted(kinds.items()))
-    folder = run06.stage.final_dir
+    folder = paper_root / "t" / graph.GENERATION
     assert json.loads((folder / graph.METRICS).read_text()) == base.metrics_json(gen)
     table = pd.read_csv(folder / "spend_by_candidate.csv")
     assert table.columns.tolist() == ["candidate", "usd"]
     assert table["candidate"].iloc[0] == max(by_model, key=by_model.get)
+    released = s06_generation.ReleasedGeneration(table.set_index("candidate")["usd"],
+                                                 pd.DataFrame())
     assert "most expensive was " + study.display_name(max(by_model, key=by_model.get)) in text(
-        s06_generation.findings(gen, table.set_index("candidate")["usd"]))
+        s06_generation.findings(gen, released))
 
     # 07 as its chapter makes the calls
-    run07 = s07_grading.start({"profile": "t", "outputs_root": paper_root})
+    run07 = s07_grading.start(**chapter_parameters(graph.GRADING, paper_root, profile="t"))
+    data = s07_grading.inputs(run07, judges=None)
     template = s07_grading.grader_template(run07)
-    verdicts = s07_grading.panel_verdicts(run07, template)
-    assert isinstance(verdicts, s07_grading.ReleasedGrading)
+    verdicts = s07_grading.panel_verdicts(data.replies, run07, template, temperature=0.0,
+                                          max_tokens=1, max_reasks=0, response_schema=False)
+    assert verdicts is None and data.released is not None
     census = s07_grading.census(verdicts)
     scores = s07_grading.conversation_scores(verdicts)
-    assert isinstance(census, Note) and isinstance(scores, Note)
-    grade = s07_grading.metrics(run07, template, verdicts, scores)
-    s07_grading.write(run07, grade, verdicts, census, scores)
+    grade = s07_grading.metrics(data, template, verdicts, scores)
+    s07_grading.write(run07, grade, data, verdicts, census, scores)
     assert isinstance(grade, GradingPaperMetrics)
     no_verdict = [e for e in errors if e["kind"] == "grade_no_verdict"]
     assert grade.n_no_verdict == len(no_verdict)
-    assert verdicts.no_verdict["prompt_id"].tolist() == [e["prompt_id"] for e in no_verdict]
+    assert data.released.no_verdict["prompt_id"].tolist() == [e["prompt_id"]
+                                                              for e in no_verdict]
     assert grade.spend_grade_usd == pytest.approx(
         sum(s["cost"] for s in spend if s["phase"] == "grade"), abs=1e-4)
     assert set(grade.spend_by_judge) == {s["who"] for s in spend if s["phase"] == "grade"}
@@ -403,11 +419,17 @@ def test_06_and_07_paper_from_the_released_logs(paper_root: Path) -> None:
 
 
 def test_06_paper_does_not_generate(paper_root: Path) -> None:
-    run = s06_generation.start({"profile": "t", "outputs_root": paper_root})
-    source = s06_generation.inputs(run)
-    assert isinstance(source, s06_generation.ReleasedLogs)
-    assert "responses are not released" in source._repr_markdown_()
-    assert isinstance(s06_generation.responses(run, source), s06_generation.ReleasedGeneration)
+    params = chapter_parameters(graph.GENERATION, paper_root, profile="t")
+    run = s06_generation.start(**params)
+    data = s06_generation.inputs(run, subset="v1", candidates=[], n_conversations=None,
+                                 samples=1, judges=None)
+    assert data.live is None and data.released is not None
+    assert "responses are not released" in str(shown(data))
+    assert s06_generation.responses(data.live, run, temperature=0.0, max_tokens=1, samples=1,
+                                    seed=1) is None
+    assert isinstance(s06_generation.released_generation(data.released),
+                      s06_generation.ReleasedGeneration)
+    assert data.basis is not None and data.basis.judges == list(study.JUDGE_PANEL)
 
 
 def _replay11(root: Path, **values: object) -> StageRun:
@@ -487,16 +509,20 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
 
     cands = list(study.JUDGE_PANEL[:2])
     live = {"profile": "t", "outputs_root": live_root, "mode": "live", "llm": SIMULATED}
-    run06 = s06_generation.start({**live, "candidates": cands})
-    source = s06_generation.inputs(run06)
-    assert isinstance(source, s06_generation.Conversations) and len(source.selected) == 3
-    plan = s06_generation.cost_plan(run06, source)
-    assert isinstance(plan, Table)
-    sent = s06_generation.responses(run06, source)
+    params = chapter_parameters(graph.GENERATION, live_root, **live, candidates=cands)
+    run06 = s06_generation.start(**params)
+    data = s06_generation.inputs(run06, subset="v1", candidates=cands, n_conversations=None,
+                                 samples=1, judges=None)
+    assert data.live is not None and len(data.live.selected) == 3
+    plan = s06_generation.cost_plan(data.basis, llm=run06.llm)
+    assert isinstance(shown(plan), Table)
+    sent = s06_generation.responses(data.live, run06, temperature=params["temperature"],
+                                    max_tokens=params["max_tokens"], samples=1,
+                                    seed=params["seed"])
     assert isinstance(sent, s06_generation.Responses)
     assert sent.plan.loc["total", "calls"] == 6  # the engine's plan, before any call was sent
-    m = s06_generation.metrics(source, sent)
-    s06_generation.write(run06, m, plan, sent)
+    m = s06_generation.metrics(data, sent, None)
+    s06_generation.write(run06, m, plan, sent, None)
     assert isinstance(m, GenerationLiveMetrics)
     assert (m.n_conversations, m.n_responses, m.n_ok) == (3, 6, 6)
     assert set(m.decoding_sent) == set(cands)
@@ -506,8 +532,8 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
     assert len(back) == 6 and set(back["model"]) == set(cands)
     assert {p.name for p in folder06.glob("*.csv")} == {"summary.csv", "cost_plan.csv"}
 
-    run07 = s07_grading.start({**live})
-    g = run_chapter(graph.GRADING, run07.parameters)
+    g = run_chapter(graph.GRADING, live)
+    run07 = SimpleNamespace(stage=Stage("t", graph.GRADING, live_root))
     assert isinstance(g, GradingLiveMetrics)
     assert g.judges == list(study.JUDGE_PANEL)  # None resolved to the study's panel
     folder07 = run07.stage.final_dir
@@ -518,7 +544,7 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
     assert {p.name for p in folder07.glob("*.csv")} == {"verdicts.csv", "scores.csv",
                                                        "census.csv"}
 
-    again = run_chapter(graph.GENERATION, {**live, "candidates": cands})
+    again = run_chapter(graph.GENERATION, params)
     assert isinstance(again, GenerationLiveMetrics)
     assert again.spend_usd == 0  # a re-run is answered from the run's store
     assert generation.read_responses(folder06 / graph.RESPONSES)["cached"].all()

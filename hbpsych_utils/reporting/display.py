@@ -2,10 +2,11 @@
 marker of a result this run has not (shown as nothing; the book drops a section that shows only
 markers), and the base of a result that is shown through its rich representation.
 
-A stage's science step returns something a notebook shows with a bare ``display(...)``: Jupyter
-and the book (MyST-NB) render the rich representation, never a Python repr. Tables are laid
-out by the display vocabulary (``reporting.vocabulary``), which escapes every text that comes
-from data or from a profile where it is put into HTML (``core.escape``).
+A stage's science step returns a typed result that says which item shows it (its ``view``:
+a table of the display vocabulary, ``reporting.vocabulary``, a figure, one of these); a chapter
+shows it with ``stages.base.show``, and Jupyter and the book (MyST-NB) render the rich
+representation, never a Python repr. The vocabulary escapes every text that comes from data or
+from a profile where it is put into HTML (``core.escape``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from hbpsych_utils.core import escape
 
 @dataclass(frozen=True)
 class Note:
-    """A sentence or two of Markdown: what a section shows, or why this mode cannot show it."""
+    """A sentence or two of Markdown: what a section shows, or what a run lacks."""
 
     text: str
 
@@ -73,11 +74,6 @@ def without_sections_not_in_run(cells: Sequence[Any]) -> list[Any]:
                 cell["outputs"] = [o for o in cell.get("outputs", []) if not is_not_in_run(o)]
             kept.append(cell)
     return kept
-
-
-def unavailable(reason: str) -> Note:
-    """The one sentence a section shows when the resolved mode cannot produce it."""
-    return Note(reason)
 
 
 @dataclass(frozen=True)

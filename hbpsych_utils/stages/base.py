@@ -238,48 +238,11 @@ def start(name: str, parameters: Mapping[str, Any]) -> StageRun:
                     parameters=given)
 
 
-@dataclass(frozen=True)
-class LegacyRun(StageRun):
-    """TRANSITION ONLY: a chapter not yet moved to knobs in the calls (removed when all are)."""
-
-    params: Any = None
-    seed: int = 0
-    ci_level: float = 0.0
-
-    def value(self, parameter: str) -> Any:
-        return self.parameters.get(parameter)
-
-
-def _legacy_start(name: str, namespace: Mapping[str, Any]) -> LegacyRun:
-    from hbpsych_utils.core.config import load_profile
-
-    given = {p: namespace[p] for p in graph.parameter_names(name) if p in namespace}
-    spec = graph.spec(name)
-    defaults = graph.notebook_parameters(load_profile("default"), name, "../outputs")
-    if spec.modes:
-        defaults["mode"] = spec.modes[0]
-    given = {**defaults, **given}
-    run = start(name, given)
-    model = _section_model(name)
-    params = None
-    if model is not None:
-        fields = {f: given[f] for f in graph.section_fields(name)}
-        if "mode" in model.model_fields:
-            fields["mode"] = given["mode"]
-        params = model.model_validate(fields)
-    return LegacyRun(**{f: getattr(run, f) for f in StageRun.__dataclass_fields__},
-                     params=params, seed=int(given.get("seed", 0)),
-                     ci_level=float(given.get("ci_level", 0.95)))
-
-
-def starter(name: str, legacy: Any = None) -> Callable[..., StageRun]:
+def starter(name: str) -> Callable[..., StageRun]:
     """Stage ``name``'s ``start``: its run from every parameter of its parameters cell, given
     by name (:func:`start`)."""
 
-    def start_chapter(namespace: Mapping[str, Any] | None = None, /,
-                      **parameters: Any) -> StageRun:
-        if namespace is not None:
-            return _legacy_start(name, namespace)
+    def start_chapter(**parameters: Any) -> StageRun:
         return start(name, parameters)
 
     start_chapter.__doc__ = (f"Chapter {name}'s run from its parameters ("
