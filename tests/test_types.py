@@ -1,5 +1,5 @@
 """The type check: mypy, as pyproject.toml's ``[tool.mypy]`` configures it, passes on the
-packages it names (``pipeline`` and ``evaluation`` among them), and a stage's metrics read back
+packages it names (``pipeline``, ``evaluation`` and ``stages`` among them), and a stage's metrics read back
 as that stage's model, to the type checker too. The settings are kept honest: no module's
 errors are switched off wholesale, and only third-party packages may be untyped."""
 
@@ -33,7 +33,8 @@ def _checked(config: dict) -> set[str]:
 
 def test_the_type_check_covers_the_lower_layers_with_strict_settings() -> None:
     config = _config()
-    assert {f"{PACKAGE}.pipeline", f"{PACKAGE}.evaluation"} <= _checked(config)
+    assert {f"{PACKAGE}.pipeline", f"{PACKAGE}.evaluation", f"{PACKAGE}.stages"} <= _checked(
+        config)
     for flag in ("check_untyped_defs", "disallow_untyped_defs", "disallow_incomplete_defs",
                  "disallow_any_generics", "strict_equality", "warn_unused_ignores"):
         assert config.get(flag) is True, flag

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -42,7 +42,8 @@ from hbpsych_utils.pipeline import graph
 
 BUILD_RECORD = "build.json"
 FAILURE_RECORD = "failed.json"
-RUNNER, HAND = "runner", "hand"
+RUNNER: Final = "runner"
+HAND: Final = "hand"
 EXECUTED_DIR = "notebooks"
 """Where the runner writes each stage's executed notebook, inside the run folder."""
 

@@ -24,7 +24,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol
 
 import matplotlib
 import numpy as np
@@ -101,10 +101,15 @@ def _cached(cache: Path | None, key: str) -> CachedFigure | None:
     return CachedFigure(key, files)
 
 
-F = TypeVar("F", bound=Callable[..., Figure])
+class Keyed(Protocol):
+    """A figure function keyed by its inputs: it also takes ``cache=`` and may return the
+    figure saved before (:func:`_keyed`)."""
+
+    def __call__(self, *args: Any, cache: Path | None = None,
+                 **kwargs: Any) -> Figure | CachedFigure: ...
 
 
-def _keyed(draw: F) -> F:
+def _keyed(draw: Callable[..., Figure]) -> Keyed:
     """Key a figure function by its inputs; with ``cache=`` (a folder), return the files saved
     for the same key instead of drawing (see the module doc)."""
 
@@ -120,7 +125,7 @@ def _keyed(draw: F) -> F:
         setattr(fig, _INPUTS_KEY, key)
         return fig
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _subplots(*grid: int, figsize: tuple[float, float], layout: str | None = None,

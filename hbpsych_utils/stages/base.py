@@ -37,7 +37,16 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Concatenate,
+    Literal,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+)
 
 from pydantic import BaseModel, ValidationError, create_model
 
@@ -81,7 +90,7 @@ class StageRun:
     mode: str | None
     llm: LLMSettings
     stage: Stage
-    by: str
+    by: Literal["runner", "hand"]
     """``runner`` or ``hand``."""
     parameters: dict[str, Any] = field(default_factory=dict)
     """The notebook parameters as given (what a hand build records)."""
@@ -224,7 +233,8 @@ def start(name: str, parameters: Mapping[str, Any]) -> StageRun:
     # a plain name and a folder outside the sources, before anything below is removed
     paths.run_folder(outputs_root, profile)
     root = outputs_root / profile
-    by = state.RUNNER if staging_dir(root, name) is not None else state.HAND
+    by: Literal["runner", "hand"] = (state.RUNNER if staging_dir(root, name) is not None
+                                     else state.HAND)
     write_dir = None
     if by == state.HAND:
         write_dir = root / HAND_DIR / name
@@ -335,7 +345,7 @@ class Written:
 
     stage: str
     files: list[str]
-    by: str
+    by: Literal["runner", "hand"]
 
     def view(self) -> display.Note:
         where = ("swapped into place when the notebook succeeds" if self.by == state.RUNNER

@@ -18,6 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from hbpsych_utils.construction import corpus
+from hbpsych_utils.construction.corpus import Conversation, CorpusDescription
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
@@ -46,7 +47,7 @@ class Loaded:
     options: dict[str, Any]
 
     @property
-    def conversations(self) -> list[corpus.Conversation]:
+    def conversations(self) -> list[Conversation]:
         return self.corpus.conversations
 
     def view(self) -> Note:
@@ -113,7 +114,7 @@ def languages(loaded: Loaded, *, detect: bool) -> Languages:
 class Description:
     """What a reader wants first: the corpus's numbers, its themes and its turns."""
 
-    stats: dict[str, Any]
+    stats: CorpusDescription
     """``corpus.describe_corpus``: size, turns, rubric items and points, languages."""
     themes: pd.DataFrame
     turns: pd.DataFrame
@@ -121,7 +122,8 @@ class Description:
     n_hard_in_corpus: int
 
     def view(self) -> Tables:
-        shown = {key: self.stats[key] for key in STATS if self.stats.get(key) is not None}
+        stats: dict[str, Any] = dict(self.stats)
+        shown = {key: stats[key] for key in STATS if stats.get(key) is not None}
         return Tables([
             facts(shown, caption="The corpus"),
             Table(self.themes, caption="Conversations per HealthBench theme"),
@@ -167,21 +169,21 @@ def turns_figure(description: Description) -> figures.Captioned:
 def metrics(loaded: Loaded, description: Description) -> CorpusMetrics:
     """01's metrics: where the corpus came from, its coverage, and its description."""
     stats, coverage = description.stats, loaded.corpus.coverage
-    return CorpusMetrics(
-        corpus_source=loaded.corpus.source,
-        complete=coverage.complete,
-        n_conversations=stats["n_conversations"],
-        n_expected=coverage.n_expected,
-        coverage=coverage.fraction,
-        n_skipped=len(loaded.corpus.report.skipped),
-        n_hard_ids=description.n_hard_ids,
-        n_hard_in_corpus=description.n_hard_in_corpus,
-        n_rubric_items=stats["n_rubric_items"],
-        n_non_english=stats.get("n_non_english"),
-        non_english_share=stats.get("non_english_share"),
-        ids_sha256=corpus.ids_hash(c.prompt_id for c in loaded.conversations),
+    return CorpusMetrics.model_validate({
+        "corpus_source": loaded.corpus.source,
+        "complete": coverage.complete,
+        "n_conversations": stats["n_conversations"],
+        "n_expected": coverage.n_expected,
+        "coverage": coverage.fraction,
+        "n_skipped": len(loaded.corpus.report.skipped),
+        "n_hard_ids": description.n_hard_ids,
+        "n_hard_in_corpus": description.n_hard_in_corpus,
+        "n_rubric_items": stats["n_rubric_items"],
+        "n_non_english": stats.get("n_non_english"),
+        "non_english_share": stats.get("non_english_share"),
+        "ids_sha256": corpus.ids_hash(c.prompt_id for c in loaded.conversations),
         **{k: v for k, v in stats.items() if k not in _SPREAD},
-    )
+    })
 
 
 def write(run: StageRun, m: CorpusMetrics, loaded: Loaded, description: Description,

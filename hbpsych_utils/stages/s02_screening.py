@@ -71,7 +71,7 @@ class Screen:
 
     table: pd.DataFrame
     note: str
-    log: list[dict[str, Any]] | None = None
+    log: list[screening.ScreenProblem] | None = None
     """Live: every problem met (``screening.LOG_COLUMNS``); ``None`` in replay."""
     model: str | None = None
     batch_size: int | None = None

@@ -132,9 +132,9 @@ def metrics(review: ReviewSet, tally: Tally | None, agreement: Agreement | None,
                                    n_reviewed=len(review.table),
                                    n_ratings_files=len(review.ratings_paths))
     counted = tally.counted
-    return ReviewRound1Metrics(mode=review.mode,
-                               **counted.metrics(), **agreement.summary.metrics(),
-                               tier_counts=counted.tier_counts, threshold=threshold)
+    return ReviewRound1Metrics.model_validate({
+        "mode": review.mode, **counted.metrics(), **agreement.summary.metrics(),
+        "tier_counts": counted.tier_counts, "threshold": threshold})
 
 
 def write(run: StageRun, m: ReviewRound1Metrics, review: ReviewSet,

@@ -241,6 +241,7 @@ def responses(source: Conversations, run: StageRun, *, temperature: float | None
         plan = engine.plan(requests, mode=run.llm.mode)
         results = engine.run(requests, mode=run.llm.mode)
         report = engine.last_report
+        assert report is not None  # set by engine.run
         earlier = engine.paid_earlier([r.key for r in results], [report.run_id])
     return Responses(generation.responses_table(results, seed=seed),
                      generation.plan_table(plan), plan_est_cost=plan.est_cost,

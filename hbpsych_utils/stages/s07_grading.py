@@ -371,8 +371,9 @@ def _live_metrics(verdicts: PanelVerdicts, template: GraderTemplate,
         input_tokens=totals["input_tokens"],
         cache_read_tokens=totals["cache_read_tokens"],
         cache_write_tokens=totals["cache_write_tokens"],
-        spend_by_judge={j: JudgeSpend(**{**row, "spend_usd": round(float(row["spend_usd"]), 6)})
-                        for j, row in sorted(graded.spend.items())}, **extra)
+        spend_by_judge={j: JudgeSpend.model_validate(
+            {**row, "spend_usd": round(float(row["spend_usd"]), 6)})
+            for j, row in sorted(graded.spend.items())}, **extra)
 
 
 def write(run: StageRun, m: GradingMetrics, data: Inputs, verdicts: PanelVerdicts | None,

@@ -31,6 +31,7 @@ from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import PairedDifferenceRow, ScoresMetrics
 from hbpsych_utils.reporting import tables
 from hbpsych_utils.reporting.display import Findings, Note
+from hbpsych_utils.reporting.tables import ReaderTable
 from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -108,7 +109,7 @@ class Table1:
     """The resamples behind its intervals (``None``: point estimates, no interval)."""
     level: float
 
-    def readers(self) -> list[tables.ReaderTable]:
+    def readers(self) -> list[ReaderTable]:
         shown = {key: tables.table1(t, judges=self.sources.by_subset[key].judges,
                                     n=self.sources.by_subset[key].n)
                  for key, t in self.tables.items()}

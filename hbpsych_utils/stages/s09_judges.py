@@ -163,8 +163,8 @@ class SelfPreference:
     """Each judge's score for its own model minus the other judges' mean for it, raw and after
     removing every judge's severity; only judges whose own model is a candidate."""
 
-    raw: dict[str, float]
-    corrected: dict[str, float]
+    raw: dict[str, float | None]
+    corrected: dict[str, float | None]
     reason: str = ""
     """Why no judge has one (empty when some do)."""
 
@@ -179,9 +179,10 @@ class SelfPreference:
 @base.needs
 def self_preference(source: Source) -> SelfPreference:
     """Raw and severity-corrected self-preference (``judges.self_preference``)."""
-    raw = judge_stats.self_preference(source.per_judge, source.judges, own=source.own)
-    corrected = judge_stats.self_preference(source.per_judge, source.judges, own=source.own,
-                                            corrected=True)
+    raw: dict[str, float | None] = dict(
+        judge_stats.self_preference(source.per_judge, source.judges, own=source.own))
+    corrected: dict[str, float | None] = dict(judge_stats.self_preference(
+        source.per_judge, source.judges, own=source.own, corrected=True))
     reason = ("" if raw else "A single judge has no other judges to compare its own model's "
               "score with, so self-preference is undefined." if len(source.judges) < 2 else
               "No judge's own model is among the candidates, so self-preference is undefined.")

@@ -45,6 +45,7 @@ from hbpsych_utils.pipeline import metrics as stage_metrics
 from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
 from hbpsych_utils.reporting import catalogue, figures, figures_folder, tables
 from hbpsych_utils.reporting.display import Findings, Note, Together
+from hbpsych_utils.reporting.figures import Captioned, Gallery
 from hbpsych_utils.reporting.vocabulary import Tables, level_text, panel_name
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -251,13 +252,13 @@ class JudgeFigure:
     """Severity and self-preference of the judges (09_judges' metrics), on 09's subset."""
 
     judges: JudgesMetrics
-    gallery: figures.Gallery
+    gallery: Gallery
 
     @property
-    def figures(self) -> Mapping[str, figures.Captioned]:
+    def figures(self) -> Mapping[str, Captioned]:
         return self.gallery.figures
 
-    def view(self) -> figures.Gallery:
+    def view(self) -> Gallery:
         return self.gallery
 
 
@@ -319,7 +320,8 @@ def catalogue_of(category: figures.Captioned, t1: Table1, panels: figures.Galler
 
 
 def _outputs(category: figures.Captioned, t1: Table1, panels: figures.Gallery,
-             judged: JudgeFigure) -> tuple[dict[str, Figure], dict[str, str]]:
+             judged: JudgeFigure
+             ) -> tuple[dict[str, Figure | figures.CachedFigure], dict[str, str]]:
     """Every figure (by file stem) and text file (by file name) the chapter writes."""
     figs = {stem: c.figure for stem, c in _figures(category, panels, judged).items()}
     made = catalogue_of(category, t1, panels, judged)

@@ -46,6 +46,7 @@ from hbpsych_utils.pipeline.metrics import (
 )
 from hbpsych_utils.reporting import figures
 from hbpsych_utils.reporting.display import Findings, Note, Together
+from hbpsych_utils.reporting.figures import Gallery
 from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -311,8 +312,8 @@ class Figures:
     def figures(self) -> dict[str, Figure | figures.CachedFigure]:
         return {stem: c.figure for stem, c in self.shown.items()}
 
-    def view(self) -> figures.Gallery:
-        return figures.Gallery(self.shown, notes=self.notes)
+    def view(self) -> Gallery:
+        return Gallery(self.shown, notes=self.notes)
 
 
 @base.needs

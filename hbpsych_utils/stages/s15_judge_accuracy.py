@@ -691,7 +691,7 @@ def _corrected_metrics(r: ja.CorrectedRate) -> CorrectedRate:
     counts = ("n_verdicts", "n_conversations")
     values = {f: (getattr(r, f) if f in counts else _rate(getattr(r, f)))
               for f in CorrectedRate.model_fields if f != "undefined"}
-    return CorrectedRate(**values, **_with_reasons(ja.corrected_undefined(r)))
+    return CorrectedRate.model_validate({**values, **_with_reasons(ja.corrected_undefined(r))})
 
 
 def _with_reasons(cell: Any) -> dict[str, Any]:
@@ -703,9 +703,9 @@ def _with_reasons(cell: Any) -> dict[str, Any]:
 
 def _accuracy_metrics(table: pd.DataFrame) -> dict[str, dict[str, JudgeAccuracy]]:
     counts = ("n", "tp", "fp", "fn", "tn")
-    return {str(j): {str(r["category"]): JudgeAccuracy(**{
-        f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields
-        if f != "undefined"}, **_with_reasons(r.get("undefined")))
+    return {str(j): {str(r["category"]): JudgeAccuracy.model_validate({
+        **{f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields
+           if f != "undefined"}, **_with_reasons(r.get("undefined"))})
         for _, r in g.iterrows()} for j, g in table.groupby("judge", sort=False)}
 
 
@@ -780,8 +780,10 @@ def findings(m: JudgeAccuracyMetrics, *, close: float = study.F1_CLOSE,
     out += _rater_sentences(m, close, min_rows, min_pairs)
     if m.judges_ac1 is not None:
         out.append(f"The judges agree with one another at AC1 {m.judges_ac1:.3f}.")
-    shifts = {j: (r.corrected - r.observed) for j, r in (m.corrected or {}).items()
-              if r.corrected is not None}
+    shifts = {}
+    for j, r in (m.corrected or {}).items():
+        if r.corrected is not None:
+            shifts[j] = r.corrected - r.observed
     if shifts:
         out.append(f"Corrected for each judge's errors, this run's criterion-met rates move "
                    f"by {min(shifts.values()):+.3f} to {max(shifts.values()):+.3f}.")
@@ -853,9 +855,12 @@ def _worst(judge: str, m: JudgeAccuracyMetrics, pooled: dict[str, PairwiseF1], c
     the judge's and the pooled F1 are defined: an undefined F1 is never read as a gap."""
     mine = (m.pairwise or {}).get(judge, {})
     rows = m.against_majority.get(judge, {}) if m.against_majority else {}
-    gaps = {c: v.balanced_f1 - pooled[c].balanced_f1 for c, v in mine.items()
-            if c != "all" and c in pooled and v.balanced_f1 is not None
-            and pooled[c].balanced_f1 is not None and c in rows and rows[c].n >= min_rows}
+    gaps = {}
+    for c, v in mine.items():
+        other = pooled[c].balanced_f1 if c in pooled else None
+        if (c != "all" and v.balanced_f1 is not None and other is not None and c in rows
+                and rows[c].n >= min_rows):
+            gaps[c] = v.balanced_f1 - other
     worst = min(gaps, key=lambda c: (gaps[c], c)) if gaps else None
     if worst is None or gaps[worst] >= -close:
         return ""
