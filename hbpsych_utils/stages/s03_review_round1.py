@@ -50,6 +50,8 @@ class ReviewSet:
     table: pd.DataFrame
     inputs: review_round.RoundInputs
     ratings_paths: list[Path]
+    how: str
+    """How the set was made, as the chapter says it."""
 
     @property
     def rated(self) -> ReviewSet | None:
@@ -57,9 +59,7 @@ class ReviewSet:
         return self if self.ratings_paths else None
 
     def view(self) -> Table:
-        how = ("the released set, under the review ids the released ratings carry"
-               if self.mode == graph.REPLAY else "designed from this run's screen in one "
-               "seeded order")
+        how = self.how
         kinds = self.table.kind.value_counts().rename("conversations").to_frame()
         waiting = ([] if self.ratings_paths else [
             "No ratings are in yet: the round stops after the instrument until the profile's "
@@ -88,8 +88,11 @@ def review_set(run: StageRun, *, n_controls: int, seed: int,
         pool = screen.loc[screen.label == "NOT_RELEVANT", "prompt_id"]
         table = review_sets.design_round(screened_in, pool, n_controls, seed)
     review_sets.check_round1_design(table, screen, n_controls=n_controls)
-    return ReviewSet(graph.REPLAY if run.mode == graph.REPLAY else graph.LIVE, table, inputs,
-                     paths)
+    if run.mode == graph.REPLAY:
+        return ReviewSet(graph.REPLAY, table, inputs, paths, "the released set, under the "
+                         "review ids the released ratings carry")
+    return ReviewSet(graph.LIVE, table, inputs, paths,
+                     "designed from this run's screen in one seeded order")
 
 
 def instrument(run: StageRun, review: ReviewSet) -> review_round.Materials:

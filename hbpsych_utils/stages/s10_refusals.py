@@ -54,6 +54,8 @@ class Census:
     """Live: this run's replies to the subset's conversations."""
     panel_long: pd.DataFrame | None = None
     """Per-(candidate, conversation) panel scores (live, a graded subset)."""
+    missing: str = ""
+    """Why there is no sensitivity analysis (empty when there is one)."""
 
     @property
     def scored(self) -> Census | None:
@@ -63,10 +65,7 @@ class Census:
 
     def view(self) -> Table | Note:
         title = study.SUBSET_TITLES[self.subset]
-        missing = ("" if self.panel_long is not None else " The sensitivity analysis needs "
-                   "per-conversation scores, which a live run makes." if self.mode == graph.PAPER
-                   else f" This run graded no conversation of {title}, so there is no "
-                   "sensitivity analysis.")
+        missing = f" {self.missing}" if self.missing else ""
         if self.n_replies == 0:
             return Note(f"This run generated no reply to a conversation of {md_text(title)}, "
                         "so there is nothing to count.")
@@ -93,7 +92,9 @@ def census(run: StageRun, *, subset: str) -> Census:
             refusals.read_error_log(run.stage.fetch("run_errors")), prompt_ids=ids)
         table = found.refusals.assign(category=lambda d: d.prompt_id.map(categories))
         return Census(graph.PAPER, subset, table, found.counts(), found.by_model(),
-                      len(found.replaced), "the released anomaly log")
+                      len(found.replaced), "the released anomaly log",
+                      missing="The sensitivity analysis needs per-conversation scores, which "
+                              "a live run makes.")
     responses = generation.read_responses(run.stage.upstream(graph.GENERATION, graph.RESPONSES))
     responses = responses[responses.prompt_id.isin(ids)]
     table = refusals.refused(responses, categories=categories)
@@ -102,7 +103,10 @@ def census(run: StageRun, *, subset: str) -> Census:
                   refusals.refusal_counts(table, sorted(responses.model.unique())),
                   refusals.refused_by_model(table), 0, "this run's responses",
                   n_replies=len(responses),
-                  panel_long=None if scores is None else scores.panel_long)
+                  panel_long=None if scores is None else scores.panel_long,
+                  missing="" if scores is not None else (
+                      f"This run graded no conversation of {study.SUBSET_TITLES[subset]}, so "
+                      "there is no sensitivity analysis."))
 
 
 @dataclass(frozen=True)
