@@ -340,7 +340,7 @@ def test_values_of_a_profile_or_a_manifest_are_text_on_the_landing_and_provenanc
 
     landing = book.landing_markdown(HOSTILE, {}, [], description=HOSTILE,
                                     overrides={"corpus.corpus_file": HOSTILE},
-                                    command=f"bash run_all.sh {HOSTILE}")
+                                    command=f"bash run_all.sh {HOSTILE}", judges=None, level=0.95)
     assert HOSTILE in "".join(assert_inert(rendered(landing)).text)
     manifest = {"profile": HOSTILE, "package_version": HOSTILE, "python": HOSTILE,
                 "written_at": HOSTILE, "git": {"commit": HOSTILE},

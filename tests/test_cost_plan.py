@@ -296,7 +296,7 @@ def test_study_report_on_the_release(mirror: Path) -> None:
     from hbpsych_utils.evaluation import runlog
     from hbpsych_utils.llm.models import load_registry
 
-    d = cost_plan.study_design()
+    d = cost_plan.study_design(judges=study.JUDGE_PANEL)
     assert (d.n_conversations, len(d.conversations)) == (610, 72)
     assert d.candidates == study.CANDIDATES and d.judges == study.JUDGE_PANEL
     report = cost_report.study_report(d, load_registry(),

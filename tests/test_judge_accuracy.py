@@ -37,7 +37,7 @@ CATS = {C1: "anxiety", C2: "perinatal_mh", C3: "perinatal_mh"}
 
 
 def kept_rows() -> list[ja.MetaEvalRow]:
-    return ja.in_subsets(ja.fixture_rows(), SUBSETS)
+    return ja.in_subsets(ja.fixture_rows(judges=study.JUDGE_PANEL), SUBSETS)
 
 
 def fixture_verdicts() -> pd.DataFrame:
@@ -63,7 +63,7 @@ def test_the_profile_and_the_docs_count_the_fixtures_rows_as_the_code_makes_them
 
     from hbpsych_utils.core import paths
 
-    rows = ja.fixture_rows()
+    rows = ja.fixture_rows(judges=study.JUDGE_PANEL)
     on_subset = sum(r.prompt_id in fx.FIXTURE_CONVERSATIONS for r in rows)
     assert (len(rows), on_subset) == (13, 12)
     root = paths.project_root()
@@ -78,7 +78,8 @@ def test_the_profile_and_the_docs_count_the_fixtures_rows_as_the_code_makes_them
 
 
 def test_the_committed_fixture_is_the_generated_one() -> None:
-    assert (DATA / "meta_eval_fixture.jsonl").read_text("utf-8") == ja.fixture_jsonl()
+    assert (DATA / "meta_eval_fixture.jsonl").read_text("utf-8") == ja.fixture_jsonl(
+        judges=study.JUDGE_PANEL)
     rows = ja.read_meta_eval(DATA / "meta_eval_fixture.jsonl")
     assert len(rows) == 13 and {r.prompt_id for r in rows} == {C1, C2, C3, C4,
                                                                fx.FIXTURE_OUTSIDE}
@@ -88,7 +89,7 @@ def test_rows_outside_the_subset_are_dropped_and_counted() -> None:
     """Rows 1-3 on conversation 1, 4-6 on 2, 7-9 on 3, 10-12 on 4, row 13 outside: v1 has
     9 rows on 3 of its 4 conversations, v2 12 on 4 of 5, Hard 6 on 2 of 3, the union 12 on 4 of
     6; one row (one conversation) is outside every subset."""
-    rows = ja.fixture_rows()
+    rows = ja.fixture_rows(judges=study.JUDGE_PANEL)
     kept = ja.in_subsets(rows, SUBSETS)
     assert [r.completion_id for r in kept] == [f"fixture-completion-{n}" for n in range(1, 13)]
     c = ja.coverage(rows, SUBSETS).set_index("subset")
@@ -160,7 +161,8 @@ def test_the_panel_is_the_judges_majority_by_hand(joined: pd.DataFrame) -> None:
     p = ja.pairwise_f1(rated, ja.physician_labels(kept_rows())).set_index(["rater", "category"])
     assert p.loc[(ja.PANEL, "all")].kind == "panel" and p.loc[(ja.PANEL, "all")].pairs == 36
     assert p.loc[(ja.PANEL, "all")].balanced_f1 == pytest.approx((24 / 32 + 32 / 40) / 2)
-    s = ja.sens_spec_table(rated, n_resamples=50, seed=1).set_index(["judge", "category"])
+    s = ja.sens_spec_table(rated, n_resamples=50, seed=1, level=0.95).set_index(["judge",
+                                                                                 "category"])
     assert s.loc[(ja.PANEL, "all")].specificity_low == 1.0  # never meets a not-met row
     value, _ = ja.judges_ac1(rated)  # the panel is not a judge: AC1 unchanged
     assert value == pytest.approx(2 / 9)
@@ -210,7 +212,8 @@ def test_per_theme_and_psych_category_by_hand(joined: pd.DataFrame) -> None:
     assert p.loc[(ja.PANEL, "perinatal_mh")].pairs == 18
     assert p.loc[(ja.PANEL, "perinatal_mh")].balanced_f1 == pytest.approx(
         (10 / 15 + 16 / 21) / 2)
-    s = ja.sens_spec_table(rated, ja.PSYCH_CATEGORY, overall=False, n_resamples=50, seed=1)
+    s = ja.sens_spec_table(rated, ja.PSYCH_CATEGORY, overall=False, n_resamples=50, seed=1,
+                           level=0.95)
     r = s.set_index(["judge", "category"]).loc[(J1, "perinatal_mh")]
     assert (r.sensitivity, r.specificity) == (pytest.approx(2 / 3), 1.0)
 
@@ -270,8 +273,10 @@ def test_cluster_draws_keep_a_conversation_together() -> None:
 
 
 def test_sens_spec_intervals_are_seeded_and_clustered(joined: pd.DataFrame) -> None:
-    a = ja.sens_spec_table(joined, n_resamples=300, seed=3).set_index(["judge", "category"])
-    b = ja.sens_spec_table(joined, n_resamples=300, seed=3).set_index(["judge", "category"])
+    a = ja.sens_spec_table(joined, n_resamples=300, seed=3, level=0.95).set_index(["judge",
+                                                                                   "category"])
+    b = ja.sens_spec_table(joined, n_resamples=300, seed=3, level=0.95).set_index(["judge",
+                                                                                   "category"])
     pd.testing.assert_frame_equal(a, b)
     assert a.loc[(J1, "all")].n_conversations == 4
     # J2 never misses a met row: every resample's sensitivity is 1
@@ -294,7 +299,8 @@ def test_sens_spec_intervals_use_the_shared_percentile_interval(joined: pd.DataF
     r = t.loc[(J3, "all")]
     assert (r.sensitivity_low, r.sensitivity_high) == pytest.approx(
         tuple(np.percentile(se, [5, 95])))
-    wide = ja.sens_spec_table(joined, n_resamples=400, seed=3).set_index(["judge", "category"])
+    wide = ja.sens_spec_table(joined, n_resamples=400, seed=3, level=0.95).set_index(["judge",
+                                                                                      "category"])
     assert (wide.loc[(J3, "all")].sensitivity_low, wide.loc[(J3, "all")].sensitivity_high) == \
         pytest.approx(tuple(np.percentile(se, [2.5, 97.5])))
 
@@ -302,7 +308,7 @@ def test_sens_spec_intervals_use_the_shared_percentile_interval(joined: pd.DataF
 def test_a_slice_of_one_conversation_has_no_interval(joined: pd.DataFrame) -> None:
     """Each HealthBench theme of the fixture is one conversation: sensitivity and specificity
     are still computed, their intervals are undefined, with the reason."""
-    s = ja.sens_spec_table(joined, ja.THEME, overall=False, n_resamples=50, seed=1)
+    s = ja.sens_spec_table(joined, ja.THEME, overall=False, n_resamples=50, seed=1, level=0.95)
     assert (s["n_conversations"] == 1).all()
     assert s[["sensitivity_low", "sensitivity_high", "specificity_low",
               "specificity_high"]].isna().all(axis=None)
@@ -332,7 +338,8 @@ def _calibration(se_hits: int, sp_hits: int, n: int = 40) -> pd.DataFrame:
 def test_corrected_rate_propagates_calibration_uncertainty() -> None:
     graded = pd.DataFrame({"prompt_id": [f"p{i // 2}" for i in range(60)],
                            "criteria_met": [i % 3 != 0 for i in range(60)]})
-    perfect = ja.corrected_rate("j", graded, _calibration(40, 40), n_resamples=400, seed=9)
+    perfect = ja.corrected_rate("j", graded, _calibration(40, 40), n_resamples=400, seed=9,
+                                level=0.95)
     assert perfect.observed == pytest.approx(40 / 60) and perfect.corrected == pytest.approx(
         40 / 60)
     # with a perfect judge the interval is the run's own clustered bootstrap, by hand
@@ -340,14 +347,15 @@ def test_corrected_rate_propagates_calibration_uncertainty() -> None:
     w = cl.cluster_draws(graded["prompt_id"].tolist(), 400, rng)
     p = w @ graded["criteria_met"].to_numpy(bool) / w.sum(axis=1)
     assert (perfect.low, perfect.high) == pytest.approx(tuple(np.percentile(p, [2.5, 97.5])))
-    noisy = ja.corrected_rate("j", graded, _calibration(34, 36), n_resamples=400, seed=9)
+    noisy = ja.corrected_rate("j", graded, _calibration(34, 36), n_resamples=400, seed=9,
+                              level=0.95)
     # (2/3 + 0.9 - 1) / (0.85 + 0.9 - 1) = 0.5667 / 0.75
     assert noisy.corrected == pytest.approx((40 / 60 + 36 / 40 - 1) / (34 / 40 + 36 / 40 - 1))
     assert noisy.high - noisy.low > perfect.high - perfect.low
 
 
 def test_reader_checks_content(tmp_path: Path) -> None:
-    rows = [json.loads(x) for x in ja.fixture_jsonl().splitlines()]
+    rows = [json.loads(x) for x in ja.fixture_jsonl(judges=study.JUDGE_PANEL).splitlines()]
     path = tmp_path / "m.jsonl"
 
     def write(recs: list[dict]) -> Path:
@@ -374,13 +382,13 @@ def test_the_simulator_obeys_a_scripted_verdict() -> None:
     assert simulator.scripted_verdict(J2, marker) is False
     assert simulator.scripted_verdict(J3, marker) is None
     msgs = [("system", "s"), ("user", f"criteria_met ... {marker}")]
-    h = simulator.sim_hash(J2, msgs, None)
+    h = simulator.sim_hash(J2, msgs, None, seed=None)
     text = simulator.answer_text(J2, msgs, None, h)
     assert '"criteria_met": false' in text
 
 
 def test_the_grader_prompt_puts_the_rubric_in_verbatim() -> None:
-    row = ja.fixture_rows()[0]
+    row = ja.fixture_rows(judges=study.JUDGE_PANEL)[0]
     text = ja.grader_prompt("A <<conversation>> B <<rubric_item>> C", row)
     assert text == (f"A user: {row.prompt[0].content}\n\nassistant: {row.completion} B "
                     f"{row.rubric} C")
@@ -402,7 +410,8 @@ KNOBS = {"n_resamples": 50, "seed": 5, "level": 0.95}
 
 def _source() -> s15.MetaEval:
     return s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
-                        13, ja.coverage(ja.fixture_rows(), SUBSETS), THEMES, CATS, [],
+                        13, ja.coverage(ja.fixture_rows(judges=study.JUDGE_PANEL),
+                                        SUBSETS), THEMES, CATS, [],
                         pd.DataFrame())
 
 
@@ -617,7 +626,7 @@ def test_the_chapter_shows_undefined_as_a_dash_with_the_reason() -> None:
     assert math.isnan(summary.loc[J3, "hedging"])
     assert summary.loc[J1, "all"] == pytest.approx((24 / 35 + 26 / 37) / 2)
     # laid out by the vocabulary: the undefined cells read "—", under the theme's prose name
-    laid = vocabulary.lay_out(summary, value_kind="score")
+    laid = vocabulary.lay_out(summary, value_kind="score", level=0.95)
     rows = {r[0]: dict(zip(laid.labels, r, strict=True)) for r in laid.texts}
     assert rows["Claude Haiku 4.5"]["Emergency referrals"] == s15.UNDEFINED == "—"
     hedging = study.THEME_LABELS["hedging"]  # "Responding under uncertainty"

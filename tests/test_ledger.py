@@ -400,10 +400,10 @@ def test_one_perturbed_vote_shows_as_differing_numbers(default_run: Path, tmp_pa
     changed = _flip_an_included_control(votes)
     changed.to_csv(votes_path, index=False)
     shown = Votes([], changed)
-    stage_run = SimpleNamespace(mode=graph.REPLAY,
-                                params=SimpleNamespace(threshold=study.CONTROL_THRESHOLD))
-    review = SimpleNamespace(table=changed[["review_id", "prompt_id", "kind"]])
-    m03 = s03.metrics(stage_run, review, s03.tally(stage_run, shown), s03.agreement(shown))
+    review = SimpleNamespace(mode=graph.REPLAY, table=changed[["review_id", "prompt_id", "kind"]])
+    threshold = study.CONTROL_THRESHOLD
+    m03 = s03.metrics(review, s03.tally(shown, threshold=threshold), s03.agreement(shown),
+                      threshold=threshold)
     (run / graph.REVIEW_ROUND1 / graph.METRICS).write_text(json.dumps(metrics_models.dump(m03)))
     run_chapter(graph.SUBSET, {"profile": "default", "outputs_root": str(run.parent)})
 

@@ -161,7 +161,7 @@ def test_filter_results_on_the_runs_own_scores_matches_08(run: Path) -> None:
     from hbpsych_utils.reporting import interop
 
     results = interop.load_results([run / "07_grading" / "scores.csv"], "hbpsych")
-    reports = interop.filter_results(results, [interop.resolve_subset("v1")], seed=7)
+    reports = interop.filter_results(results, [interop.resolve_subset("v1")], seed=7, level=0.95)
     m = metrics(run, "08_scores")
     assert {r.model for r in reports} == set(m["panel_mean"])
     for r in reports:

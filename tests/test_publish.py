@@ -151,7 +151,7 @@ def test_a_candidate_missing_from_a_judges_matrix_is_refused(mirror: Path, tmp_p
     with pytest.raises(publish.PublishError, match=(
             r"matrix_hard\.csv: candidate gpt-6-astra has no score from judge "
             r"claude-haiku-4-5-20251001")):
-        publish.paper_scores(main, publish.read_released("hard", cut))
+        publish.paper_scores(main, publish.read_released("hard", cut), judges=study.JUDGE_PANEL)
 
 
 def test_check_release_refuses_a_value_that_is_not_the_printed_one(paper_v1: Any) -> None:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, notebook, write_profile
+from conftest import ROOT, chapter_parameters, notebook, write_profile
 
 from hbpsych_utils import runner
 from hbpsych_utils.__main__ import main as cli
@@ -254,5 +254,5 @@ def test_a_notebook_run_by_hand_with_an_unsafe_profile_removes_and_writes_nothin
     kept.mkdir(parents=True)
     before = snapshot(tmp_path)
     with pytest.raises(paths.UnsafePath, match="is not a plain name"):
-        base.start("09_judges", {"profile": "..", "outputs_root": str(outputs)})
+        base.start("09_judges", chapter_parameters("09_judges", outputs, profile=".."))
     assert snapshot(tmp_path) == before

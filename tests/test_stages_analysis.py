@@ -286,7 +286,7 @@ def test_paper_source_is_the_released_matrix(tmp_path, mirror):
         rows = list(csv.DictReader(fh))
     cell = {(r["candidate"], r["judge"]): float(r["clipped_mean_score"]) for r in rows}
     assert list(source.per_judge.index) == list(study.CANDIDATES)
-    table = source.table1(n_resamples=None, seed=0)
+    table = source.table1(n_resamples=None, seed=0, level=0.95)
     for cand in study.CANDIDATES:
         expected = sum(cell[cand, j] for j in JUDGES) / len(JUDGES)
         assert table.at[cand, "panel_mean"] == pytest.approx(expected)
@@ -331,10 +331,10 @@ def test_live_source_restricts_to_the_subset(tmp_path):
     assert source is not None and source.intervals and source.judges == JUDGES
     assert sorted(source.scores["prompt_id"].unique()) == HARD
     assert source.n.to_dict() == dict.fromkeys(CANDIDATES, len(HARD))
-    table = source.table1(n_resamples=20, seed=0)
+    table = source.table1(n_resamples=20, seed=0, level=0.95)
     assert {"ci_low", "ci_high", "bootstrap_std"} <= set(table.columns)
     with pytest.raises(scoring.ScoringError, match="n_resamples"):
-        source.table1(n_resamples=None, seed=0)
+        source.table1(n_resamples=None, seed=0, level=0.95)
     # a subset none of whose conversations was graded has no source
     subset.write_all(Stage(PROFILE, graph.SUBSET, tmp_path),
                      {"v2": subset.subset_record("s-v2", IDS[11:])})

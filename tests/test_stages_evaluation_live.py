@@ -444,7 +444,7 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     released = s11_harness_validation.released_run(run, n_conversations=None)
     assert released.rerun is None  # replay: nothing to run again
     rerun = s11_harness_validation.live_rerun(released.rerun, run, candidate=None, judge=None,
-                                              temperature=0.5, max_tokens=10)
+                                              temperature=0.5, max_tokens=10, seed=0)
     assert rerun is None
     summary = s11_harness_validation.summary(released, rerun, published=0.2,
                                              published_source="test", n_resamples=200, seed=1)

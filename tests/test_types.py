@@ -1,7 +1,8 @@
 """The type check: mypy, as pyproject.toml's ``[tool.mypy]`` configures it, passes on the
-packages it names (``pipeline``, ``evaluation`` and ``stages`` among them), and a stage's metrics read back
-as that stage's model, to the type checker too. The settings are kept honest: no module's
-errors are switched off wholesale, and only third-party packages may be untyped."""
+packages it names (``pipeline``, ``evaluation`` and ``stages`` among them), and a stage's
+metrics read back as that stage's model, to the type checker too. The settings are kept
+honest: no module's errors are switched off wholesale, and only third-party packages may be
+untyped."""
 
 from __future__ import annotations
 

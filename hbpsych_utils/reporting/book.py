@@ -462,9 +462,8 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
                      description: str = "", overrides: Mapping[str, Any] | None = None,
                      states: Mapping[str, StageState] | None = None,
                      command: str = "", reproduced: ledger.Summary | None = None,
-                     find: str = "", extra_pages: Sequence[str] = (),
-                     judges: tuple[list[str], str] | None = None,
-                     level: float = study.CI_LEVEL) -> str:
+                     find: str = "", extra_pages: Sequence[str] = (), *,
+                     judges: tuple[list[str], str] | None, level: float) -> str:
     """The landing page: the study, how much of the paper this run reproduces (``reproduced``,
     the ledger's summary), where everything is (``find``), this run's profile, each stage's
     mode and state, the headline numbers (each marked when its chapter is not current),

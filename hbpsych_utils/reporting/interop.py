@@ -908,8 +908,8 @@ def subset_report(
     subset: Subset,
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int = 0,
-    level: float = study.CI_LEVEL,
+    seed: int,
+    level: float,
 ) -> SubsetReport:
     """One model on one subset: clipped mean and seeded percentile bootstrap over the
     subset conversations it has scores for."""
@@ -930,8 +930,8 @@ def filter_results(
     subsets: Iterable[Subset],
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int = 0,
-    level: float = study.CI_LEVEL,
+    seed: int,
+    level: float,
 ) -> list[SubsetReport]:
     """A report per model (sorted) and subset (in the order given)."""
     subsets = list(subsets)
@@ -959,7 +959,7 @@ def _interval(low: float | None, high: float | None) -> str:
 
 def format_text(
     reports: Sequence[SubsetReport], inputs: Sequence[InputSummary], *, n_resamples: int,
-    seed: int, level: float = study.CI_LEVEL,
+    seed: int, level: float,
 ) -> str:
     lines = []
     for inp in inputs:
@@ -987,7 +987,7 @@ def format_text(
 
 def reports_json(
     reports: Sequence[SubsetReport], inputs: Sequence[InputSummary], *, n_resamples: int,
-    seed: int, level: float = study.CI_LEVEL,
+    seed: int, level: float,
 ) -> dict[str, Any]:
     return {
         "inputs": [{"path": i.path, "format": i.format, "models": list(i.models),
@@ -1158,7 +1158,7 @@ class TagReport:
 def tag_reports(
     results: LoadedResults, subsets: Iterable[Subset], *,
     corpus_tags: Mapping[str, Sequence[str]] | None = None,
-    n_resamples: int = study.N_RESAMPLES, seed: int = 0, level: float = study.CI_LEVEL,
+    n_resamples: int = study.N_RESAMPLES, seed: int, level: float,
 ) -> list[TagReport]:
     """Per model and subset, every rubric axis and theme scored from the input's per-criterion
     results, as the compendium scores them (``breakdowns.tag_scores``, the panel's with
@@ -1297,9 +1297,11 @@ def main(argv: list[str] | None = None) -> int:
                                criteria=args.by_tag)
         check_known_ids(results, healthbench_ids())
         subsets = [resolve_subset(s) for s in (args.subset or DEFAULT_SUBSETS)]
-        reports = filter_results(results, subsets, n_resamples=args.resamples, seed=seed)
+        reports = filter_results(results, subsets, n_resamples=args.resamples, seed=seed,
+                                 level=study.CI_LEVEL)
         tags = (tag_reports(results, subsets, corpus_tags=corpus_themes(results),
-                            n_resamples=args.resamples, seed=seed) if args.by_tag else None)
+                            n_resamples=args.resamples, seed=seed, level=study.CI_LEVEL)
+                if args.by_tag else None)
     except (InteropError, sources.ArtifactError, corpus.CorpusError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -1313,12 +1315,14 @@ def main(argv: list[str] | None = None) -> int:
                   "reported (--allow-incomplete reports them, with this status)", file=sys.stderr)
         return EXIT_INCOMPLETE
     if args.json:
-        doc = reports_json(reports, results.inputs, n_resamples=args.resamples, seed=seed)
+        doc = reports_json(reports, results.inputs, n_resamples=args.resamples, seed=seed,
+                           level=study.CI_LEVEL)
         if tags is not None:
             doc["tags"] = [t.as_dict() for t in tags]
         print(json.dumps(doc, indent=2))
     else:
-        print(format_text(reports, results.inputs, n_resamples=args.resamples, seed=seed))
+        print(format_text(reports, results.inputs, n_resamples=args.resamples, seed=seed,
+                          level=study.CI_LEVEL))
         if tags is not None:
             print(format_tags(tags, results))
     return 0

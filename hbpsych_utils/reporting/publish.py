@@ -353,7 +353,8 @@ def model_info(run: RunFolder, candidate: str, sampling: Mapping[str, Any] | Non
         raise PublishError(f"candidate {candidate}: {exc}") from None
     if sampling is None:
         sampling = resolve_decoding(spec, registry.providers[spec.provider].kind,
-                                    study.STUDY_TEMPERATURE, study.GENERATION_MAX_TOKENS)
+                                    study.STUDY_TEMPERATURE, study.GENERATION_MAX_TOKENS,
+                                    seed=None)  # the study sent no seed
     return ModelInfo(label=candidate, api_model_id=spec.api_model, provider=spec.provider,
                      sampling={**sampling, **spec.extra_body})
 
@@ -425,7 +426,7 @@ def released_cell(released: Released, candidate: str, judge: str) -> float:
     return float(value)
 
 
-def paper_scores(main: Released, hard: Released, judges: Sequence[str] = study.JUDGE_PANEL
+def paper_scores(main: Released, hard: Released, judges: Sequence[str]
                  ) -> dict[str, dict[str, Any]]:
     """Per candidate of the main matrix: each judge's released value on the main subset and
     Psych-Hard, the panel means (the mean of the judges') and the conversations behind them."""
@@ -485,7 +486,7 @@ def paper_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], list[Rele
         "exported_by": compendium(run),
     }
     out = []
-    for cand, s in paper_scores(main, hard).items():
+    for cand, s in paper_scores(main, hard, study.JUDGE_PANEL).items():
         n = s["n"][key]
         out.append(Artifact(
             benchmark=benchmark(info), model=model_info(run, cand, None),
@@ -572,7 +573,7 @@ def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, 
         raise PublishError(f"{run.root}: this run graded no conversation of "
                            f"{study.SUBSET_TITLES[key]}; publish the subset it generated on "
                            f"(--subset {gen.subset})")
-    n_resamples, seed = run.profile.scores.n_resamples, run.profile.seed
+    n_resamples, seed = run.profile.n_resamples, run.profile.seed
     level = run.profile.ci_level
     table = source.table1(n_resamples=n_resamples, seed=seed, level=level)
     hard_table = (hard_source.table1(n_resamples=n_resamples, seed=seed, level=level)

@@ -354,9 +354,17 @@ def column(name: object) -> Column:
     return Column(shown, "text")
 
 
-def label(name: object, level: float = study.CI_LEVEL) -> str:
-    """A column's readers' label (:func:`column`), its ``{level}`` filled in."""
-    return column(name).label.replace("{level}", level_text(level))
+def label(name: object, level: float | None) -> str:
+    """A column's readers' label (:func:`column`), its ``{level}`` filled in with the run's
+    interval level (``None``: a table without intervals; an interval's label then is an
+    error, never the study's level by default)."""
+    text = column(name).label
+    if "{level}" not in text:
+        return text
+    if level is None:
+        raise ValueError(f"column {name!r} is an interval: its table needs the run's interval "
+                         "level")
+    return text.replace("{level}", level_text(level))
 
 
 # --- values ----------------------------------------------------------------------------------
@@ -612,7 +620,7 @@ class Layout:
 
 
 def lay_out(frame: pd.DataFrame, *, index: bool = True, kinds: Mapping[str, Kind] | None = None,
-            value_kind: Kind | None = None, level: float = study.CI_LEVEL,
+            value_kind: Kind | None = None, level: float | None,
             header: bool = True, lead: Sequence[str] = ()) -> Layout:
     """``frame`` as readers see it (the module doc): its index (unless ``index`` is false or it
     is the default 0..n-1) as the first columns, intervals as one column, every label from the
@@ -632,7 +640,7 @@ def lay_out(frame: pd.DataFrame, *, index: bool = True, kinds: Mapping[str, Kind
         n_labels = len(columns)
     data = []
     for i, c in enumerate(frame.columns):
-        name = " · ".join(label(x) for x in c) if isinstance(c, tuple) else str(c)
+        name = " · ".join(label(x, level) for x in c) if isinstance(c, tuple) else str(c)
         data.append((name, list(frame.iloc[:, i])))
     first = [c for name in lead for c in data if c[0] == name]
     columns += first + [c for c in data if c not in first]
@@ -756,7 +764,7 @@ class Facts(Table):
 
 
 def facts(values: Mapping[str, Any], caption: str = "", *,
-          kinds: Mapping[str, Kind] | None = None, level: float = study.CI_LEVEL,
+          kinds: Mapping[str, Kind] | None = None, level: float | None,
           notes: Sequence[str] = ()) -> Facts:
     """A :class:`Facts` table of ``values`` (machine name -> value)."""
     return Facts(pd.DataFrame([dict(values)]), caption, kinds=dict(kinds or {}), level=level,

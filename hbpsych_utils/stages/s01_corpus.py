@@ -125,7 +125,7 @@ class Description:
         stats: dict[str, Any] = dict(self.stats)
         shown = {key: stats[key] for key in STATS if stats.get(key) is not None}
         return Tables([
-            facts(shown, caption="The corpus"),
+            facts(shown, caption="The corpus", level=None),
             Table(self.themes, caption="Conversations per HealthBench theme"),
         ])
 

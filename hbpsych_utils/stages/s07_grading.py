@@ -200,7 +200,7 @@ class PanelVerdicts:
                 "n_replies_not_graded": c["n_replies_not_graded"]}
         attempts = {f"Engine calls, attempt {k}": n for k, n in c["calls_by_attempt"].items()}
         return facts(rows | attempts, caption=f"The verdicts of the {panel_phrase(self.judges)}",
-                     kinds=dict.fromkeys(attempts, "count"))
+                     kinds=dict.fromkeys(attempts, "count"), level=None)
 
 
 @base.needs

@@ -165,19 +165,20 @@ class LiveRerun:
 
 @base.needs
 def live_rerun(rerun: Rerun, run: StageRun, *, candidate: str | None, judge: str | None,
-               temperature: float, max_tokens: int) -> LiveRerun:
+               temperature: float, max_tokens: int, seed: int) -> LiveRerun:
     """The candidate (``None``: the study's) answers the selected Hard conversations and the
     judge (``None``: the study's) grades every criterion with the reference grader, both at
-    ``temperature`` and ``max_tokens`` (the reference's by default), through the run's
-    engine."""
+    ``temperature`` and ``max_tokens`` (the reference's by default), through the run's engine
+    (one reply each: ``seed`` is where further samples' seeds would start)."""
     used = settings(candidate=candidate, judge=judge, temperature=temperature,
                     max_tokens=max_tokens)
     requests = generation.generation_requests(rerun.selected, [used.candidate],
                                               temperature=temperature, max_tokens=max_tokens,
-                                              tag=harness.GENERATE_TAG)
+                                              tag=harness.GENERATE_TAG, seed=seed)
     with run.open_engine(conversations=list(rerun.conversations.values())) as engine:
         plan = engine.plan(requests, mode=run.llm.mode)
-        responses = generation.responses_table(engine.run(requests, mode=run.llm.mode))
+        responses = generation.responses_table(engine.run(requests, mode=run.llm.mode),
+                                               seed=seed)
         graded = panel.grade(engine, responses, rerun.conversations, [used.judge],
                              rerun.template, temperature=temperature, max_tokens=max_tokens,
                              mode=run.llm.mode, prompt_caching=run.llm.prompt_caching,
@@ -204,7 +205,7 @@ class Summary:
         return facts({"n_lines": r.n_lines, "n_scored": r.n_scored,
                       "clipped_mean": r.clipped_mean, "bootstrap_std": r.bootstrap_std},
                      caption=f"{which}, summarised as simple-evals reports a run "
-                     f"({_settings_text(self.settings).replace('`', '')})")
+                     f"({_settings_text(self.settings).replace('`', '')})", level=None)
 
 
 def summary(released: ReleasedRun, rerun: LiveRerun | None, *, published: float | None,
@@ -238,7 +239,8 @@ class Difference:
                       "clipped_mean": r.clipped_mean, "difference": r.delta,
                       "bootstrap_std": r.bootstrap_std,
                       "difference_in_std": abs(r.delta) / r.bootstrap_std
-                      if r.bootstrap_std else None}, caption="Against the published figure")
+                      if r.bootstrap_std else None}, caption="Against the published figure",
+                     level=None)
 
 
 def published_difference(s: Summary) -> Difference:
@@ -263,7 +265,7 @@ class Comparison:
                       "mean_released": f.released.mean(),
                       "mean_difference": (f.score - f.released).mean()},
                      caption=f"Live scores beside the released run's (per conversation in "
-                     f"{COMPARISON_FILE})")
+                     f"{COMPARISON_FILE})", level=None)
 
 
 @base.needs
@@ -341,7 +343,7 @@ class Lengths:
             f"({length.VARIANT_NAMES[s['variant']]} penalty, {s['penalty']:g} per "
             f"{length.PER_CHARS} "
             f"characters beyond {length.CENTER:,}, applied per reply before the clipped "
-            "mean)"))
+            "mean)"), level=None)
 
 
 def released_length(released: ReleasedRun) -> Lengths:

@@ -58,14 +58,15 @@ FIGURE_FORMATS = ("png", "svg")
 start = base.starter(STAGE)
 
 
-def category_figure(categories: pd.Series, *, cache: Path) -> figures.Captioned:
+def category_figure(categories: pd.Series, *, judges: list[str],
+                    cache: Path) -> figures.Captioned:
     """Figure G1, the subset's composition: conversations per modal reviewer category
-    (05_subset)."""
+    (05_subset), labelled as the catalogue labels the run's objects (``judges``: its panel)."""
     counts = subset_files.category_counts(categories)
     title = study.SUBSET_TITLES["v1"]
     fig = figures.category_distribution(counts, title=f"{title}: modal reviewer category",
                                         cache=cache)
-    label, heading, _ = catalogue.label([CATEGORIES])[CATEGORIES]
+    label, heading, _ = catalogue.label([CATEGORIES], judges)[CATEGORIES]
     none = counts.get(NO_CATEGORY_MAJORITY, 0)
     return figures.Captioned(fig, f"{label}. {heading}", (
         f"The {sum(counts.values()):,} conversations of {title} by the category most of the "
@@ -99,6 +100,12 @@ class Inputs:
     subsets: dict[str, SubsetTable]
     skipped: dict[str, str]
     judged: JudgesMetrics
+
+    @property
+    def judges(self) -> list[str]:
+        """The panel 08 scored with (the study's when no subset has a Table 1)."""
+        first = next(iter(self.subsets.values()), None)
+        return list(study.JUDGE_PANEL) if first is None else list(first.source.judges)
 
 
 @base.resolver
@@ -273,9 +280,10 @@ def judge_figure(judged: JudgesMetrics, *, cache: Path) -> JudgeFigure:
             "figure.",)))
     stem = f"fig_judges_{judged.subset}"
     level = judged.ci_level if judged.ci_level is not None else study.CI_LEVEL
-    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title, level=level,
+    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title, judges=None,
+                             level=level,
                              cache=cache)
-    label, heading, _ = catalogue.label([stem])[stem]
+    label, heading, _ = catalogue.label([stem], list(judged.severity))[stem]
     how = (f"with {level_text(level)} bootstrap intervals" if judged.intervals else
            "as point estimates (no per-conversation grades, so no interval)")
     grand = f" {judged.grand_mean:.3f}" if judged.grand_mean is not None else ""
