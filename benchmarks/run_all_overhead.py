@@ -30,9 +30,8 @@ import papermill
 from nbformat.v4 import new_code_cell, new_notebook
 
 from hbpsych_utils import runner
-from hbpsych_utils.core import config
 from hbpsych_utils.core.wording import count
-from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline import graph, profiles, state
 from hbpsych_utils.runner import run as run_module
 
 
@@ -68,7 +67,7 @@ def warm(profile_name: str, repeat: int) -> None:
 
     Each repeat is timed in a fresh interpreter state as far as the runner's caches go (the
     package-code hash is recomputed; nothing else is cached between runs of one process)."""
-    profile = config.load_profile(profile_name)
+    profile = profiles.load_profile(profile_name)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         result = runner.run_profile(profile_name, outputs_root=root, echo=lambda _: None)
@@ -117,7 +116,7 @@ def main() -> None:
     if args.warm:
         warm(args.profile, args.repeat)
         return
-    n = len(graph.profile_stages(config.load_profile(args.profile)))
+    n = len(graph.profile_stages(profiles.load_profile(args.profile)))
     runs, floors, clis = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)

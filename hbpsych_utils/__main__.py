@@ -142,13 +142,14 @@ def _profiles(rest: list[str]) -> int:
     """Each profile with its description; a profile that does not load says why in one line,
     and a file of ``params/`` whose name is not a plain name is named as no profile."""
     from hbpsych_utils.core import config, paths
+    from hbpsych_utils.pipeline import profiles
 
     if rest:
         print(f"error: profiles takes no arguments (got {' '.join(rest)})", file=sys.stderr)
         return EXIT_USAGE
     for name in config.available_profiles():
         try:
-            description = config.load_profile(name).description
+            description = profiles.load_profile(name).description
         except config.ProfileError as exc:
             description = f"(does not load: {' '.join(str(exc).split())})"
         print(f"{name}: {description}")

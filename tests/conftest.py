@@ -161,10 +161,9 @@ def chapter_parameters(stage: str, root: Path | str, of: str = "default",
     """Every parameter of ``stage``'s parameters cell as the runner injects them for profile
     ``of`` (its name kept unless ``values`` names another ``profile``), ``values`` put over
     them: what a chapter's ``start`` takes by name."""
-    from hbpsych_utils.core import config
-    from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.pipeline import graph, profiles
 
-    params = graph.notebook_parameters(config.load_profile(of), stage, str(root))
+    params = graph.notebook_parameters(profiles.load_profile(of), stage, str(root))
     return {**params, **values}
 
 

@@ -18,6 +18,7 @@ from conftest import notebook, write_profile
 from hbpsych_utils import runner, study
 from hbpsych_utils.__main__ import main as cli
 from hbpsych_utils.core import config
+from hbpsych_utils.pipeline import profiles
 
 MUST_NOT_RUN = "raise SystemExit('must not run')"
 
@@ -49,7 +50,7 @@ def test_bad_values_are_refused_when_the_profile_loads(tmp_path: Path, text: str
     path = tmp_path / "p.yaml"
     path.write_text(f"description: x\n{text}\n")
     with pytest.raises(config.ProfileError) as caught:
-        config.load_profile(path)
+        profiles.load_profile(path)
     assert f"  - {key}: " in str(caught.value) and problem in str(caught.value), caught.value
     assert "Value error," not in str(caught.value)  # the validator's own words
 
@@ -59,9 +60,9 @@ def test_the_limits_themselves_are_accepted(tmp_path: Path) -> None:
     path.write_text(f"description: x\nseed: {study.MAX_SEED}\n"
                     f"n_resamples: {study.MAX_RESAMPLES}\n"
                     "grading: {judges: [gpt-4.1]}\n")
-    profile = config.load_profile(path)
+    profile = profiles.load_profile(path)
     assert (profile.seed, profile.n_resamples) == (study.MAX_SEED, study.MAX_RESAMPLES)
-    assert config.load_profile(path, {"seed": 0}).seed == 0
+    assert profiles.load_profile(path, {"seed": 0}).seed == 0
 
 
 @pytest.mark.parametrize(("text", "overrides", "problem"), [

@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from hbpsych_utils.core import config
-from hbpsych_utils.core.config import Profile, Section
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.core.config import Section
+from hbpsych_utils.pipeline import graph, profiles
+from hbpsych_utils.pipeline.profiles import Profile
 
-DEFAULT = config.load_profile("default")
-SMOKE = config.load_profile("smoke")
+DEFAULT = profiles.load_profile("default")
+SMOKE = profiles.load_profile("smoke")
 
 
 def test_every_profile_key_is_read_by_a_stage() -> None:
@@ -41,7 +42,7 @@ def test_declared_keys_exist_and_inputs_come_from_earlier_stages() -> None:
 def test_modes_resolve_from_the_profile() -> None:
     assert {graph.stage_mode(DEFAULT, s) for s in graph.STAGES[5:]} == {"paper", "replay"}
     assert graph.stage_mode(SMOKE, graph.HARNESS) == "live"
-    live = config.load_profile("live")  # the one mixed run: the released harness check
+    live = profiles.load_profile("live")  # the one mixed run: the released harness check
     assert graph.stage_mode(live, graph.GRADING) == "live"
     assert graph.stage_mode(live, graph.HARNESS) == "replay"
     assert graph.stage_mode(DEFAULT, graph.SCREENING) == "replay"
@@ -82,7 +83,7 @@ def test_a_tweak_no_stage_reads_is_explained() -> None:
     assert graph.unread_reason(DEFAULT, "llm.prompt_caching") is None  # 06's cost plan
     later = graph.unread_reason(SMOKE, "scores.include_later")
     assert later is not None and "released matrices" in later
-    local = config.load_profile("local")
+    local = profiles.load_profile("local")
     assert "not among the profile's notebooks" in str(graph.unread_reason(local, "judges.subset"))
     for key in ("description", "notebooks", "name"):
         assert graph.unread_reason(DEFAULT, key) is None
@@ -109,9 +110,9 @@ def test_notebook_parameters_of_a_stage() -> None:
     # it samples more than one reply per conversation
     assert values["seed"] == SMOKE.seed
     assert "seed" not in graph.keys_read(SMOKE, graph.GENERATION)
-    sampled = config.load_profile("smoke", {"generation.samples": 3})
+    sampled = profiles.load_profile("smoke", {"generation.samples": 3})
     assert graph.keys_read(sampled, graph.GENERATION)["seed"] == SMOKE.seed
-    tweaked = config.load_profile("smoke", {"grading.judges": ["gpt-4.1-2025-04-14"]})
+    tweaked = profiles.load_profile("smoke", {"grading.judges": ["gpt-4.1-2025-04-14"]})
     assert graph.notebook_parameters(tweaked, graph.GENERATION, "/o")["judges"] == [
         "gpt-4.1-2025-04-14"]
     assert graph.parameter_names(graph.EXPLORER) == ["profile", "outputs_root", "mode"]
@@ -122,7 +123,7 @@ def test_an_old_per_section_mode_says_where_the_mode_went(tmp_path: Path) -> Non
     path.write_text("grading:\n  mode: live\n")
     with pytest.raises(config.ProfileError, match=r"grading\.mode: the evaluation stages share "
                                                   "one mode: set evaluation_mode"):
-        config.load_profile(path)
+        profiles.load_profile(path)
 
 
 def test_undeclared_upstream_reads_are_refused(tmp_path: Path) -> None:

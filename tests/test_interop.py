@@ -781,13 +781,13 @@ def test_cli_errors(tmp_path: Path, mirror: Path) -> None:
 
 def test_main_dispatches_and_in_process_help(capsys: pytest.CaptureFixture[str]) -> None:
     import hbpsych_utils.__main__ as cli
-    from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
     assert cli.main(["filter-results", "--help"]) == 0
     assert "--subset" in capsys.readouterr().out
     assert "filter-results" in (cli.__doc__ or "")
     # the bootstrap seed defaults to the default profile's, so numbers match the notebooks'
-    assert interop._default_seed() == config.load_profile("default").seed
+    assert interop._default_seed() == profiles.load_profile("default").seed
 
 
 def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from conftest import ROOT, chapter_parameters, notebook, write_profile
 from hbpsych_utils import runner
 from hbpsych_utils.__main__ import main as cli
 from hbpsych_utils.core import config, paths
+from hbpsych_utils.pipeline import profiles
 from hbpsych_utils.pipeline.stage import Stage
 
 MUST_NOT_RUN = "raise SystemExit('must not run')"
@@ -64,7 +65,7 @@ def test_a_profile_named_by_an_unsafe_name_or_file_is_refused(given: str, name: 
     with pytest.raises(config.ProfileError, match=f"profile name {name!r} is not a plain name"):
         config.existing_profile_path(given)
     with pytest.raises(config.ProfileError, match="is not a plain name"):
-        config.load_profile(given)
+        profiles.load_profile(given)
 
 
 @pytest.mark.parametrize(("file", "argument"), [

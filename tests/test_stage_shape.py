@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.profiles import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "hbpsych_utils"

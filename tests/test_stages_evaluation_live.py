@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
-from hbpsych_utils.core.config import GradingParams, HarnessValidationParams
 from hbpsych_utils.evaluation import panel
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as typed
@@ -34,6 +33,7 @@ from hbpsych_utils.pipeline.metrics import (
     ReleasedLength,
     TagScore,
 )
+from hbpsych_utils.pipeline.profiles import GradingParams, HarnessValidationParams
 from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.vocabulary import Table

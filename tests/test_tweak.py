@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hbpsych_utils.core import config, paths
-from hbpsych_utils.pipeline import state
+from hbpsych_utils.pipeline import profiles, state
 from hbpsych_utils.runner import checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def test_a_set_no_stage_reads_names_why(overrides: dict, why: str) -> None:
     assert str(exc.value).startswith(
         f"profile 'default' ({config.profile_path('default')}; --set {key}=")
     assert f"  - {key}: {why}" in str(exc.value)
-    assert config.load_profile("default", overrides)  # a valid value: only the runner refuses
+    assert profiles.load_profile("default", overrides)  # a valid value: only the runner refuses
 
 
 def test_a_set_some_stage_reads_is_accepted() -> None:
@@ -107,7 +107,7 @@ def test_notebook_runs_standalone_from_notebooks_folder(default_run: Path,
     assert build is not None and build.by == state.HAND
     assert build.parameters["subset"] == "hard"
     assert not (run / ".hand" / "09_judges").exists()  # swapped into place
-    states = {s.stage: s for s in state.stage_states(run, config.load_profile("default"))}
+    states = {s.stage: s for s in state.stage_states(run, profiles.load_profile("default"))}
     assert states["09_judges"].state == "not_current"
     assert states["09_judges"].reason.startswith(
         "its outputs were written outside the runner (papermill or JupyterLab, with ")

@@ -129,9 +129,9 @@ def test_a_rerun_that_fails_early_leaves_what_depends_on_it_not_current(
 
 
 def runner_profile(**corpus: object):
-    from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
-    return config.load_profile("default", {f"corpus.{k}": v for k, v in corpus.items()})
+    return profiles.load_profile("default", {f"corpus.{k}": v for k, v in corpus.items()})
 
 
 def papermill(notebook: str, out: Path, outputs_root: Path, *params: str

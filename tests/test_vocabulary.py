@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from hbpsych_utils import study
 from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import graph, profiles
 from hbpsych_utils.reporting import book, figures, tables, vocabulary
 from hbpsych_utils.reporting.vocabulary import Table, facts
 
@@ -242,23 +242,23 @@ def test_a_sentence_names_models_as_readers_do(text: str, shown: str) -> None:
 @pytest.mark.parametrize("bad", ["0", "1", "1.5", "-0.2", "ninety"])
 def test_the_interval_level_must_lie_between_0_and_1(tmp_path, bad: str) -> None:
     with pytest.raises(config.ProfileError, match="ci_level"):
-        config.load_profile("default", config.parse_overrides([f"ci_level={bad}"]))
-    assert config.load_profile("default", {"ci_level": 0.9}).ci_level == 0.9
-    assert config.load_profile("default").ci_level == study.CI_LEVEL
+        profiles.load_profile("default", config.parse_overrides([f"ci_level={bad}"]))
+    assert profiles.load_profile("default", {"ci_level": 0.9}).ci_level == 0.9
+    assert profiles.load_profile("default").ci_level == study.CI_LEVEL
 
 
 def test_the_stages_that_compute_intervals_read_the_level() -> None:
     """The level reaches every stage that computes an interval (in the modes it computes
     them), as a notebook parameter; a paper run reads it where its released run is broken
     down with intervals (11), so ``--set ci_level=0.9`` is never refused."""
-    default, smoke = config.load_profile("default"), config.load_profile("smoke")
+    default, smoke = profiles.load_profile("default"), profiles.load_profile("smoke")
     readers = {s for s in graph.STAGES if "ci_level" in graph.keys_read(smoke, s)}
     assert readers == {graph.SCORES, graph.JUDGES, graph.HARNESS, graph.ANALYSES,
                        graph.JUDGE_ACCURACY}
     assert {s for s in graph.STAGES if "ci_level" in graph.keys_read(default, s)} == {
         graph.HARNESS}
     assert graph.unread_reason(default, "ci_level") is None
-    params = graph.notebook_parameters(config.load_profile("smoke", {"ci_level": 0.9}),
+    params = graph.notebook_parameters(profiles.load_profile("smoke", {"ci_level": 0.9}),
                                        graph.SCORES, "../outputs")
     assert params["ci_level"] == 0.9
 

@@ -47,10 +47,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from hbpsych_utils import study
 from hbpsych_utils.construction.instrument import BOOK_COPY, INSTRUMENT_FILE
 from hbpsych_utils.core import escape, paths, records, wording
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.pipeline.state import StageState
 from hbpsych_utils.reporting import catalogue, display, ledger, vocabulary
 
@@ -123,6 +123,7 @@ def run_profile(profile_dir: Path, manifest: Mapping[str, Any] | None) -> Profil
     """The profile a run folder was made with: the manifest's values (overrides applied), or
     the profile file of the folder's name; ``None`` when neither can be read."""
     from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
     values = (manifest or {}).get("profile_values")
     if isinstance(values, dict) and values:
@@ -131,7 +132,7 @@ def run_profile(profile_dir: Path, manifest: Mapping[str, Any] | None) -> Profil
         except ValidationError:
             return None
     try:
-        return config.load_profile(str((manifest or {}).get("profile") or profile_dir.name))
+        return profiles.load_profile(str((manifest or {}).get("profile") or profile_dir.name))
     except (config.ProfileError, OSError, ValueError):
         return None
 
@@ -374,9 +375,10 @@ def _profile_values(profile: str | None) -> dict[str, Any] | None:
     if not profile:
         return None
     from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
     try:
-        return config.load_profile(profile).model_dump(mode="json", exclude_unset=True)
+        return profiles.load_profile(profile).model_dump(mode="json", exclude_unset=True)
     except (config.ProfileError, OSError, ValueError):
         return None
 

@@ -1227,9 +1227,9 @@ def format_tags(tags: Sequence[TagReport], results: LoadedResults) -> str:
 
 
 def _default_seed() -> int:
-    from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
-    return int(config.Profile.model_fields["seed"].default)
+    return int(profiles.Profile.model_fields["seed"].default)
 
 
 def subset_argument(text: str) -> str:

@@ -47,8 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from hbpsych_utils import study
 from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY
 from hbpsych_utils.core import paths, records, yaml_loader
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.pipeline.state import StageState
 
 PAPER_NUMBERS = "paper_numbers.yaml"

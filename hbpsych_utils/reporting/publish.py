@@ -52,7 +52,6 @@ import hbpsych_utils
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core import records, sources
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.writes import write_json
 from hbpsych_utils.evaluation import generation, panel, scoring
 from hbpsych_utils.evaluation.score_sources import (
@@ -64,6 +63,7 @@ from hbpsych_utils.evaluation.score_sources import (
 from hbpsych_utils.llm.models import ConfigError, profile_registry, resolve_decoding
 from hbpsych_utils.llm.store import Store
 from hbpsych_utils.pipeline import graph, metrics, state
+from hbpsych_utils.pipeline.profiles import Profile
 
 SCHEMA_ARTIFACT = "results_schema"
 """The registry's copy of the mindbench-results v1 schema."""

@@ -47,7 +47,7 @@ from hbpsych_utils.core.secrets import scrubber
 from hbpsych_utils.core.wording import count
 
 if TYPE_CHECKING:
-    from hbpsych_utils.core.config import Profile
+    from hbpsych_utils.pipeline.profiles import Profile
     from hbpsych_utils.pipeline.state import Inputs
     from hbpsych_utils.runner.execute import RunWatch
 

@@ -51,9 +51,10 @@ from typing import (
 from pydantic import BaseModel, ValidationError, create_model
 
 from hbpsych_utils.core import paths, yaml_loader
-from hbpsych_utils.core.config import LLMSettings, Profile, Section
+from hbpsych_utils.core.config import LLMSettings, Section
 from hbpsych_utils.core.writes import write_text
 from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.pipeline.stage import HAND_DIR, Stage, publish_folder, staging_dir
 from hbpsych_utils.reporting import display, vocabulary
 

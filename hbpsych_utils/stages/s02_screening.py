@@ -23,11 +23,12 @@ import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, screening, translation
-from hbpsych_utils.core.config import ScreeningParams, unset_live_model
+from hbpsych_utils.core.config import unset_live_model
 from hbpsych_utils.core.escape import md_code, md_text
 from hbpsych_utils.core.wording import count, were
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import ScreeningMetrics
+from hbpsych_utils.pipeline.profiles import ScreeningParams
 from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.vocabulary import Table, Tables, term_label
 from hbpsych_utils.stages import base

@@ -33,11 +33,12 @@ from hbpsych_utils.construction.review_round import (
     TALLIED,
 )
 from hbpsych_utils.construction.tally import design_counts, outcomes, tally_round2
-from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_model
+from hbpsych_utils.core.config import resolve_path, unset_live_model
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import REVIEW_ROUND1, RecallMetrics, ReviewRound1Metrics
+from hbpsych_utils.pipeline.profiles import RecallParams
 from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.rounds import Agreement, Tally, Votes
 from hbpsych_utils.reporting.vocabulary import Table, Tables
