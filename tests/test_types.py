@@ -95,11 +95,11 @@ def test_metrics_read_as_their_stages_models_to_the_type_checker(tmp_path: Path)
     revealed = re.findall(r'Revealed type is "([^"]+)"', result.stdout)
     m = "hbpsych_utils.pipeline.metrics."
     assert revealed == [
-        f"{m}ScoresMetrics", "list[str]",
-        f"{m}GradingPaperMetrics | {m}GradingLiveMetrics",
+        f"{m}s08_scores.ScoresMetrics", "list[str]",
+        f"{m}s07_grading.GradingPaperMetrics | {m}s07_grading.GradingLiveMetrics",
         "int",
-        f"{m}RecallMetrics",
-        f"{m}Metrics",  # a stage's name in a variable: the common base
+        f"{m}s04_recall.RecallMetrics",
+        f"{m}model.Metrics",  # a stage's name in a variable: the common base
     ], result.stdout
     # a field 08 does not have is an error, where an untyped read would let it through
     assert re.search(r'"ScoresMetrics" has no attribute "n_conversations"', result.stdout)
