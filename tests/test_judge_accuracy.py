@@ -68,7 +68,7 @@ def test_the_profile_and_the_docs_count_the_fixtures_rows_as_the_code_makes_them
     assert (len(rows), on_subset) == (13, 12)
     root = paths.project_root()
     texts = {name: re.sub(r"\s+", " ", (root / name).read_text(encoding="utf-8"))
-             for name in ("params/smoke.yaml", "hbpsych_utils/core/config.py",
+             for name in ("params/smoke.yaml", "hbpsych_utils/pipeline/nodes/s15_judge_accuracy.py",
                           "docs/judge_accuracy.md", "docs/methods.md")}
     for name, text in texts.items():
         said = [NUMBER_WORDS[w] for w in re.findall(r"\b(\w+)-row format fixture", text)]
