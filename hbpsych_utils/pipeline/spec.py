@@ -129,6 +129,11 @@ class StageSpec:
     """Registry artifacts it may fetch; an entry with a dot is a profile key naming one."""
     parameters: Mapping[str, str] | None = None
     """Notebook parameters taken from another section: parameter name -> profile key."""
+    summary: str = ""
+    """What the chapter does, in a line: its row in the chapter lists of ``README.md`` and
+    ``docs/modules.md`` (generated, :mod:`hbpsych_utils.pipeline.docs_blocks`)."""
+    doc: str | None = None
+    """Its page in ``docs/`` (a file name), linked from those lists."""
     needs: Mapping[str, str] | None = None
     """Mode -> what the chapter needs that the mode has not, when the mode leaves it nothing to
     show ("a live run"): the chapter says so once, at its top, and the landing page marks it

@@ -36,4 +36,6 @@ SPEC = StageSpec(
     CORPUS, "The HealthBench corpus", "corpus", Params, no_mode, (),
     reads=(Read(("corpus.allow_partial", "corpus.invalid_records", "corpus.max_conversations",
                  "corpus.corpus_file", "corpus.detect_language")),),
-    artifacts=("healthbench_oss", "screening_labels", "harness_scores"))
+    artifacts=("healthbench_oss", "screening_labels", "harness_scores"),
+    summary=("loads HealthBench, verified by content; coverage, turns, rubric criteria, themes, "
+             "languages"))

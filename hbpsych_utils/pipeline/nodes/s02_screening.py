@@ -64,4 +64,5 @@ SPEC = StageSpec(
              "no translation_model is set, so nothing is translated"),
     ),
     artifacts=("screening.rubric_artifact", "screening_labels",
-               "screening.translation_artifact"))
+               "screening.translation_artifact"),
+    summary='the LLM screen of the corpus (replays the released one, or runs live)')

@@ -52,4 +52,6 @@ SPEC = StageSpec(
              "designed, and ratings files are read, only in live mode"),
     ),
     artifacts=("ratings_round1_R1", "ratings_round1_R2", "ratings_round1_R3",
-               "screening_key"))
+               "screening_key"),
+    summary=("the blinded review set with concealed controls, the reviewers' instrument, the "
+             "tally, Gwet's AC1, the stopping rule"))

@@ -58,4 +58,5 @@ SPEC = StageSpec(
              "replay mode uses the released recall screen, round-2 set and ratings"),
     ),
     artifacts=("ratings_round2_R1", "ratings_round2_R2", "ratings_round2_R3",
-               "recovery_screening_key", "recall.rubric_artifact"))
+               "recovery_screening_key", "recall.rubric_artifact"),
+    summary='the recall round: recall screen, round-2 set, its tally and stopping rule')

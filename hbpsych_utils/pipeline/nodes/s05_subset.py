@@ -30,4 +30,6 @@ SPEC = StageSpec(
     SUBSET, "The HealthBench-Psych subset", "subset", Params, no_mode, (),
     inputs=(Input(REVIEW_ROUND1, (VOTES,)), Input(RECALL, (METRICS, VOTES))),
     reads=(Read(("subset.name", "subset.compare_with_release")),),
-    artifacts=("harness_scores", "subset_v1", "subset_v2", "subset_hard_v1"))
+    artifacts=("harness_scores", "subset_v1", "subset_v2", "subset_hard_v1"),
+    summary=("derives HealthBench-Psych v1/v2 and Psych-Hard from the votes and checks them "
+             "against the release"))

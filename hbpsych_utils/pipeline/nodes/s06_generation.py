@@ -68,4 +68,6 @@ SPEC = StageSpec(
     ),
     artifacts=("grader_template", "run_spend", "run_errors", "subset_v1", "subset_v2",
                "subset_hard_v1"),
-    parameters={"judges": "grading.judges"})
+    parameters={"judges": "grading.judges"},
+    summary=("candidate replies (paper mode: the released run's spend and anomalies) and the "
+             "cost plan"))

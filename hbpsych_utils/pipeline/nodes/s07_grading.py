@@ -66,4 +66,6 @@ SPEC = StageSpec(
              IN_LIVE, "paper mode reads the released grading logs; the judges and their "
              "settings apply when grading live"),
     ),
-    artifacts=("grader_template", "run_spend", "run_errors"))
+    artifacts=("grader_template", "run_spend", "run_errors"),
+    summary=("the judge panel (the study's three judges unless `grading.judges` names others) "
+             "with the reference grader (paper mode: the released run's log)"))

@@ -45,4 +45,5 @@ SPEC = StageSpec(
         Read(("scores.top_k", "seed", "ci_level", "n_resamples"), IN_LIVE,
              RELEASED_MATRICES),
     ),
-    artifacts=MATRICES)
+    artifacts=MATRICES,
+    summary='Table 1: per-judge and panel scores, bootstrap intervals, paired differences')

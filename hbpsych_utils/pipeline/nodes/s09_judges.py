@@ -31,4 +31,5 @@ SPEC = StageSpec(
     JUDGES, "The judges", "judges", Params, evaluation_mode, (PAPER, LIVE), inputs=GRADED_SUBSETS,
     reads=(Read((EVALUATION_MODE, "judges.subset")),
            Read(("seed", "ci_level", "n_resamples"), IN_LIVE, RELEASED_MATRICES)),
-    artifacts=MATRICES)
+    artifacts=MATRICES,
+    summary="Kendall's τ between judges, severity, raw and severity-corrected self-preference")

@@ -39,4 +39,5 @@ SPEC = StageSpec(
             Input(GENERATION, (RESPONSES,), IN_LIVE),
             Input(GRADING, (SCORES_TABLE, METRICS), IN_LIVE)),
     reads=(Read((EVALUATION_MODE, "refusals.subset")),),
-    artifacts=("run_errors",))
+    artifacts=("run_errors",),
+    summary='refused conversations and the panel score without them')

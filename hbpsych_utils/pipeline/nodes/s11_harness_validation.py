@@ -68,4 +68,5 @@ SPEC = StageSpec(
              "replay mode summarises the released GPT-4.1 run, made at the reference "
              "settings; these apply to a live re-run"),
     ),
-    artifacts=("harness_scores", "harness_results", "grader_template"))
+    artifacts=("harness_scores", "harness_results", "grader_template"),
+    summary="GPT-4.1 on HealthBench-Hard against OpenAI's published 0.16")

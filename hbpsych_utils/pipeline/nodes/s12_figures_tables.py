@@ -49,4 +49,5 @@ SPEC = StageSpec(
             Input(GRADING, (SCORES_TABLE, METRICS), IN_LIVE),
             Input(SUBSET, SUBSET_IDS, IN_LIVE)),
     reads=(Read((EVALUATION_MODE, "figures_tables.subsets", "figures_tables.publish")),),
-    artifacts=MATRICES)
+    artifacts=MATRICES,
+    summary="the paper's tables and figures as CSV, Markdown, LaTeX, PNG and SVG")

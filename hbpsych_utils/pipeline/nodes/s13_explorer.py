@@ -32,4 +32,5 @@ SPEC = StageSpec(
             Input(GRADING, (VERDICTS, SCORES_TABLE), IN_LIVE),
             Input(SUBSET, (CATEGORIES_V1, *SUBSET_IDS), IN_LIVE)),
     reads=(Read((EVALUATION_MODE,)),),
-    artifacts=("harness_scores",))
+    artifacts=("harness_scores",),
+    summary='every reply and verdict of a graded run, side by side')

@@ -57,4 +57,6 @@ SPEC = StageSpec(
                  "n_resamples"), IN_LIVE,
                 "paper mode has the released matrices only (one clipped mean per candidate "
                 "and judge): no per-criterion grade, reply or second sample to analyse")),
-    )
+    summary=("where and how reliably models fail (live runs): scores by rubric axis, theme and "
+             "category, reply length, worst-at-k"),
+    doc='analyses.md')

@@ -59,4 +59,9 @@ SPEC = StageSpec(
     artifacts=("grader_template", "healthbench_meta_eval", "screening_labels"),
     parameters={"judges": "grading.judges", "grading_temperature": "grading.temperature",
                 "grading_max_tokens": "grading.max_tokens",
-                "max_reasks": "grading.max_reasks"})
+                "max_reasks": "grading.max_reasks"},
+    summary=("are the judges right? The judges and the panel against HealthBench's physician "
+             "labels on the Psych subset's conversations (live runs; the labels are online "
+             "only): macro-F1, sensitivity/specificity, placement among physicians, by theme and"
+             " Psych category, corrected rates; about $3 per 1,000 rows for the panel in batch"),
+    doc='judge_accuracy.md')
