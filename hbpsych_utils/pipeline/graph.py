@@ -17,7 +17,8 @@ made of: :mod:`hbpsych_utils.pipeline.spec`), and the graph is their union. From
 - a stage's output folder refuses to read an upstream file this graph does not declare
   (:meth:`hbpsych_utils.pipeline.stage.Stage.upstream`), so the declaration cannot drift from
   the code;
-- the book's chapters and landing page, and the docs' chapter lists (:func:`chapter_table`).
+- the book's chapters and landing page, and the docs' chapter lists
+  (:mod:`hbpsych_utils.pipeline.docs_blocks`).
 
 The graph is plain data rather than a Snakefile: a stage is a notebook that papermill runs in
 one Python process, its inputs include profile values by mode, and the book and the manifest
