@@ -219,3 +219,43 @@ def test_applied_overrides_are_the_validated_values() -> None:
         "seed": 123, "corpus.max_conversations": 7, "llm.max_cost": 2.0}
     assert config.describe_overrides({"seed": 1, "judges.subset": "hard"}) == (
         'seed=1, judges.subset="hard"')
+
+
+def test_the_profile_is_assembled_from_the_sections_the_graph_declares() -> None:
+    """Each stage's node declares its section's model; the profile is the top-level keys and
+    exactly those sections, in run order; what the type checker is told of them
+    (``pipeline/profiles.py``, under ``TYPE_CHECKING``) is the same models."""
+    import ast
+
+    fields = profiles.Profile.model_fields
+    sections = {s.section: s.params for s in graph.SPECS.values() if s.section}
+    assert [f for f in fields if f not in config.ProfileBase.model_fields] == list(sections)
+    assert all(fields[key].annotation is model for key, model in sections.items())
+    tree = ast.parse(Path(profiles.__file__).read_text(encoding="utf-8"))
+    static = {node.target.id: node.annotation.id for cls in ast.walk(tree)
+              if isinstance(cls, ast.ClassDef) and cls.name == "Profile" for node in cls.body
+              if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+              and isinstance(node.annotation, ast.Name)}
+    assert len(static) == 14
+    assert all(getattr(profiles, alias) is sections[key] for key, alias in static.items())
+
+
+def test_a_section_declared_by_a_new_node_is_in_every_profile(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node added to the graph brings its section: every profile has it, with its model's
+    defaults, checked like the others, with no profile file edited."""
+    import dataclasses
+
+    class ToyParams(config.Section):
+        min_conversations: int = 50
+
+    toy = dataclasses.replace(graph.spec(graph.EXPLORER), name="16_toy", section="toy",
+                              params=ToyParams)
+    monkeypatch.setitem(graph.SPECS, "16_toy", toy)
+    assembled = profiles._assemble()
+    default = config.load_profile_as(assembled, "default")
+    assert default.toy == ToyParams() and list(type(default).model_fields)[-1] == "toy"
+    assert config.load_profile_as(assembled, "smoke", {"toy.min_conversations": 7}
+                                  ).toy.min_conversations == 7
+    with pytest.raises(config.ProfileError, match=r"toy\.min_conversation: unknown key"):
+        config.load_profile_as(assembled, "default", {"toy.min_conversation": 7})

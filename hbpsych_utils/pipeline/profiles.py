@@ -84,7 +84,26 @@ def _assemble() -> type[ProfileBase]:
 
 
 if TYPE_CHECKING:
-    Profile = ProfileBase
+    class Profile(ProfileBase):
+        """What the type checker knows of a profile: the study's chapters' sections, typed (a
+        test keeps them equal to the assembled model's). A section of a chapter not listed
+        here is there at run time all the same, ``Any`` to the checker
+        (``ProfileBase.__getattr__``)."""
+
+        corpus: CorpusParams
+        screening: ScreeningParams
+        review_round1: ReviewParams
+        recall: RecallParams
+        subset: SubsetParams
+        generation: GenerationParams
+        grading: GradingParams
+        scores: ScoresParams
+        judges: JudgesParams
+        refusals: RefusalsParams
+        harness_validation: HarnessValidationParams
+        figures_tables: FiguresTablesParams
+        analyses: AnalysesParams
+        judge_accuracy: JudgeAccuracyParams
 else:
     Profile = _assemble()
     Profile.__doc__ = ("A validated run profile: the top-level keys and one section per stage "
