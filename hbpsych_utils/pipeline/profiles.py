@@ -5,7 +5,7 @@ and one section per stage whose node declares one (``Params`` beside its ``SPEC`
 Every profile of the compendium is loaded through :func:`load_profile`, so a chapter added to
 the graph has its section in every profile, checked like the others, without another file to
 edit. The rest of the profile machinery (overrides, errors, paths) is
-:mod:`hbpsych_utils.core.config`'s and is re-exported here for the code that loads profiles.
+:mod:`hbpsych_utils.core.config`'s.
 """
 
 from __future__ import annotations
@@ -15,27 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import create_model
 
-from hbpsych_utils.core.config import (
-    NOT_PROFILES,
-    FaultSpec,
-    LimitOverride,
-    LLMSettings,
-    ProfileBase,
-    ProfileError,
-    Section,
-    applied_overrides,
-    apply_overrides,
-    available_profiles,
-    describe_overrides,
-    distinct_names,
-    existing_profile_path,
-    load_profile_as,
-    parse_overrides,
-    profile_name,
-    profile_path,
-    resolve_path,
-    unset_live_model,
-)
+from hbpsych_utils.core.config import ProfileBase, Section, load_profile_as
+from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.nodes.s01_corpus import Params as CorpusParams
 from hbpsych_utils.pipeline.nodes.s02_screening import Params as ScreeningParams
 from hbpsych_utils.pipeline.nodes.s03_review_round1 import Params as ReviewParams
@@ -55,14 +36,10 @@ from hbpsych_utils.pipeline.nodes.s15_judge_accuracy import Params as JudgeAccur
 from hbpsych_utils.pipeline.spec import StageSpec
 
 __all__ = [
-    "NOT_PROFILES", "AnalysesParams", "CorpusParams", "FaultSpec", "FiguresTablesParams",
-    "GenerationParams", "GradingParams", "HarnessValidationParams", "JudgeAccuracyParams",
-    "JudgesParams", "LLMSettings", "LimitOverride", "Profile", "ProfileBase", "ProfileError",
-    "RecallParams", "RefusalsParams", "ReviewParams", "ScoresParams", "ScreeningParams",
-    "Section", "SubsetParams", "applied_overrides", "apply_overrides", "available_profiles",
-    "describe_overrides", "distinct_names", "existing_profile_path", "load_profile",
-    "parse_overrides", "profile_name", "profile_path", "resolve_path", "sections",
-    "unset_live_model",
+    "AnalysesParams", "CorpusParams", "FiguresTablesParams", "GenerationParams", "GradingParams",
+    "HarnessValidationParams", "JudgeAccuracyParams", "JudgesParams", "Profile", "RecallParams",
+    "RefusalsParams", "ReviewParams", "ScoresParams", "ScreeningParams", "SubsetParams",
+    "load_profile", "sections",
 ]
 """The study's chapters' section models by their readers' names; a chapter added to the graph
 has its model on its node (``nodes.sNN_name.Params``) and its section in every profile."""
@@ -71,8 +48,6 @@ has its model on its node (``nodes.sNN_name.Params``) and its section in every p
 def sections(specs: dict[str, StageSpec] | None = None) -> dict[str, type[Section]]:
     """Section key -> its model, for every stage of the graph that declares one, in run
     order."""
-    from hbpsych_utils.pipeline import graph
-
     found = specs if specs is not None else graph.SPECS
     return {s.section: s.params for s in found.values()
             if s.section is not None and s.params is not None}
