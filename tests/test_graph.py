@@ -153,3 +153,13 @@ def test_keys_of_a_profile_file_that_no_stage_reads_are_listed(tmp_path: Path) -
                                                      "only in live mode")
     _, none = checks.load_for_run(path, {"evaluation_mode": "live"})
     assert none == []
+
+
+def test_a_node_declares_its_section_and_its_model_together() -> None:
+    import dataclasses
+
+    explorer = graph.spec(graph.EXPLORER)
+    assert (explorer.section, explorer.params) == (None, None)
+    with pytest.raises(ValueError, match=r"stage 13_explorer: a profile section needs its model"):
+        dataclasses.replace(explorer, section="explorer")
+    assert all((s.section is None) == (s.params is None) for s in graph.SPECS.values())

@@ -139,6 +139,12 @@ class StageSpec:
     show ("a live run"): the chapter says so once, at its top, and the landing page marks it
     "needs ..." instead of "current"."""
 
+    def __post_init__(self) -> None:
+        if (self.section is None) != (self.params is None):
+            raise ValueError(f"stage {self.name}: a profile section needs its model and a "
+                             f"model its section (section={self.section!r}, "
+                             f"params={self.params!r})")
+
     def upstream(self, profile: ProfileBase) -> list[str]:
         """The stages it reads from under ``profile``, in run order."""
         mode = self.mode_of(profile)
