@@ -163,3 +163,12 @@ def test_a_node_declares_its_section_and_its_model_together() -> None:
     with pytest.raises(ValueError, match=r"stage 13_explorer: a profile section needs its model"):
         dataclasses.replace(explorer, section="explorer")
     assert all((s.section is None) == (s.params is None) for s in graph.SPECS.values())
+
+
+def test_each_node_module_is_named_after_its_stage_so_the_graph_is_in_run_order() -> None:
+    from hbpsych_utils.pipeline import metrics
+    from hbpsych_utils.pipeline.nodes import NODES
+
+    assert [node.__name__.rsplit(".", 1)[1] for node in NODES] == [f"s{s}" for s in graph.STAGES]
+    assert list(graph.STAGES) == sorted(graph.STAGES)
+    assert list(metrics.MODELS) == [s for s in graph.STAGES if s != graph.EXPLORER]
