@@ -172,3 +172,18 @@ def test_each_node_module_is_named_after_its_stage_so_the_graph_is_in_run_order(
     assert [node.__name__.rsplit(".", 1)[1] for node in NODES] == [f"s{s}" for s in graph.STAGES]
     assert list(graph.STAGES) == sorted(graph.STAGES)
     assert list(metrics.MODELS) == [s for s in graph.STAGES if s != graph.EXPLORER]
+
+
+def test_a_node_imports_only_the_study_core_and_the_spec() -> None:
+    """A node is a declaration: it reads nothing of the layers above, so the profile (core's
+    top level and the nodes' sections) can be assembled before anything else is imported."""
+    import ast
+
+    from hbpsych_utils.pipeline.nodes import NODES
+
+    for node in NODES:
+        tree = ast.parse(Path(node.__file__ or "").read_text(encoding="utf-8"))
+        found = {n.module for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("hbpsych")}
+        assert found <= {"hbpsych_utils", "hbpsych_utils.core.config",
+                         "hbpsych_utils.pipeline.spec"}, (node.__name__, found)
