@@ -21,8 +21,7 @@ import pytest
 
 from hbpsych_utils import study
 from hbpsych_utils.__main__ import main as cli
-from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph, metrics, stage, state
+from hbpsych_utils.pipeline import graph, metrics, profiles, stage, state
 from hbpsych_utils.reporting import book, book_chapters, book_headlines
 
 SHA = "ab" * 32
@@ -340,7 +339,7 @@ def test_values_of_a_profile_or_a_manifest_are_text_on_the_landing_and_provenanc
 
     landing = book.landing_markdown(HOSTILE, {}, [], description=HOSTILE,
                                     overrides={"corpus.corpus_file": HOSTILE},
-                                    command=f"bash run_all.sh {HOSTILE}")
+                                    command=f"bash run_all.sh {HOSTILE}", judges=None, level=0.95)
     assert HOSTILE in "".join(assert_inert(rendered(landing)).text)
     manifest = {"profile": HOSTILE, "package_version": HOSTILE, "python": HOSTILE,
                 "written_at": HOSTILE, "git": {"commit": HOSTILE},
@@ -368,7 +367,7 @@ def test_after_a_failed_notebook_the_chapters_are_kept_and_marked_not_current(
     """Changed behaviour: the chapters after a failed notebook used to be left out of the book.
     They are now kept, each with a warning saying why it is not current (the failed stage,
     and those downstream of it); the current ones carry none."""
-    profile = config.load_profile("default")
+    profile = profiles.load_profile("default")
     manifest = {"profile": "default", "mirror": True,
                 "profile_values": profile.model_dump(mode="json"), "notebooks": [
                     {"notebook": "01_corpus", "status": "ok"},
@@ -413,7 +412,7 @@ def test_a_stage_the_profile_does_not_run_carries_no_warning(tmp_path: Path) -> 
     """A profile whose notebooks list leaves 12 out (toy_specialty, local): the figures page
     says there are no figures, without a warning that 12 is "not in this profile" and a command
     that cannot change that."""
-    profile = config.load_profile("default", {"notebooks": ["01_corpus"]})
+    profile = profiles.load_profile("default", {"notebooks": ["01_corpus"]})
     manifest = {"profile": "default", "mirror": True,
                 "profile_values": profile.model_dump(mode="json"), "notebooks": []}
     run = make_run(tmp_path, {"01_corpus": CORPUS}, ["01_corpus"], manifest)

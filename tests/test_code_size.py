@@ -35,7 +35,7 @@ MAX_MODULE_LINES = 600
 SIMULATOR = "llm/testing/"
 """Not measured: the provider simulator (test scaffolding, not the study's code)."""
 
-STILL_BEING_SPLIT = ("stages/", "pipeline/metrics.py")
+STILL_BEING_SPLIT = ("stages/",)
 """Paths (relative to the package; a folder ends with ``/``) exempt while they are decomposed.
 Remove an entry once its part meets the limits; the list is meant to be empty."""
 
@@ -122,7 +122,7 @@ def test_the_measure_finds_long_and_complex_functions_and_long_modules() -> None
 
 
 def test_exemptions_match_folders_and_files_only() -> None:
-    assert exempt("stages/s15_judge_accuracy.py") and exempt("pipeline/metrics.py")
+    assert exempt("stages/s15_judge_accuracy.py") and exempt("stages/base.py")
     assert not exempt("pipeline/graph.py") and not exempt("stagesx.py")
 
 

@@ -153,18 +153,20 @@ def test_figures_and_tables_written_and_published(run: Path) -> None:
     assert m["published_to_figures"] is True and m["n_files"] == len(m["files"])
 
 
-def test_judge_accuracy_in_paper_mode_is_one_sentence(run: Path) -> None:
-    """15 on the default profile: the physicians' labels are online only, so the chapter says so
-    once per section, downloads nothing and calls no judge."""
+def test_judge_accuracy_in_paper_mode_says_once_what_it_needs(run: Path) -> None:
+    """15 on the default profile: the physicians' labels are online only, so the chapter says
+    once, at its top, that it needs them and what a live run adds, downloads nothing and calls
+    no judge; every other section shows nothing (the book drops it)."""
     import json
 
-    from hbpsych_utils.stages.s15_judge_accuracy import PAPER_NOTE
+    from hbpsych_utils.reporting.display import is_not_in_run
 
     assert metrics(run, "15_judge_accuracy") == {"mode": "paper"}
     # nothing fetched (no download attempt, not even the template): no artifact record at all
     assert sorted(p.name for p in (run / "15_judge_accuracy").iterdir()) == [
         "build.json", "metrics.json"]
     nb = json.loads((run / "notebooks" / "15_judge_accuracy.ipynb").read_text())
-    shown = [o.get("data", {}).get("text/markdown", "") for c in nb["cells"]
-             for o in c.get("outputs", [])]
-    assert sum(PAPER_NOTE in "".join(s) for s in shown) >= 5
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    shown = ["".join(o.get("data", {}).get("text/markdown", "")) for o in outputs]
+    assert sum("needs the physician labels" in s for s in shown) == 1
+    assert sum(is_not_in_run(o) for o in outputs) >= 6

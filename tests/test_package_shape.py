@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import graph, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "hbpsych_utils"
@@ -117,7 +116,7 @@ def test_parameters_cell_is_the_default_profiles_resolved_values(nb: Path) -> No
     import papermill
 
     declared = papermill.inspect_notebook(str(nb))
-    expected = graph.notebook_parameters(config.load_profile("default"), nb.stem, "../outputs")
+    expected = graph.notebook_parameters(profiles.load_profile("default"), nb.stem, "../outputs")
     assert list(declared) == list(expected)
     for key, value in expected.items():
         assert eval(declared[key]["default"]) == value, f"{nb.name}: {key}"

@@ -1,17 +1,17 @@
 """Chapter 14, where and how reliably models fail: HealthBench's own analyses on the subset.
 
-The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`graded` (live:
-this run's verdicts and scores on ``subset``, every sampled reply's score, the rubrics, the
-modal clinician categories and the reply lengths; paper: one sentence, since the released
-matrices carry no per-criterion grade), :func:`by_tag` (per candidate, for each judge and the
-panel, a score for every rubric axis, HealthBench theme and modal clinician category, with n and
-bootstrap intervals at the profile's ``ci_level``: ``evaluation.breakdowns``),
-:func:`heatmaps` (the panel's scores, candidates x axes and candidates x categories),
-:func:`lengths` (reply lengths and the length-adjusted score beside the raw one, with the figure
-of score against mean reply length: ``evaluation.length``), :func:`reliability` (with several
-replies per conversation, worst-at-k for k = 1..K and the spread of the overall score across the
-K runs, with its figure: ``evaluation.reliability``), :func:`metrics`, :func:`write` and
-:func:`findings`.
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`inputs` (the
+resolver: live, this run's verdicts and scores on ``subset``, every sampled reply's score, the
+rubrics, the modal clinician categories and the reply lengths; paper has none of them, since
+the released matrices carry no per-criterion grade, and the chapter says so once),
+:func:`by_tag` (per candidate, for each judge and the panel, a score for every rubric axis,
+HealthBench theme and modal clinician category, with n and bootstrap intervals:
+``evaluation.breakdowns``), :func:`heatmaps` (the panel's scores, candidates x axes and
+candidates x categories), :func:`lengths` (reply lengths and the length-adjusted score beside
+the raw one, with the figure of score against mean reply length: ``evaluation.length``),
+:func:`reliability` (with several replies per conversation, worst-at-k for k = 1..K and the
+spread of the overall score across the K runs, with its figure: ``evaluation.reliability``),
+:func:`metrics`, :func:`write` and :func:`findings`.
 
 The tag breakdown and the lengths are of each conversation's first reply (the one 08 scores);
 worst-at-k and the run spread use every reply. Live writes ``by_tag.csv``, ``lengths.csv``,
@@ -22,6 +22,7 @@ worst-at-k and the run spread use every reply. Live writes ``by_tag.csv``, ``len
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -31,12 +32,11 @@ from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.construction.corpus import Conversation
-from hbpsych_utils.core.config import AnalysesParams
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import breakdowns, generation, length, panel, scoring
 from hbpsych_utils.evaluation.reliability import complete, run_spread, worst_at_k_table
-from hbpsych_utils.evaluation.score_sources import graded_judges, read_scores
+from hbpsych_utils.evaluation.score_sources import EvaluationMode, graded_judges, read_scores
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import (
     AnalysesMetrics,
@@ -45,13 +45,14 @@ from hbpsych_utils.pipeline.metrics import (
     RunSpread,
 )
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Together
+from hbpsych_utils.reporting.figures import Gallery
 from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
 STAGE = graph.ANALYSES
-start = base.starter(STAGE, AnalysesParams)
+start = base.starter(STAGE)
 
 BY_TAG_FILE = "by_tag.csv"
 LENGTHS_FILE = "lengths.csv"
@@ -105,13 +106,8 @@ def figure_stem(key: str, subset: str) -> str:
     return f"fig_{key}_{subset}"
 
 
-def subset_of(stem: str) -> str:
-    """The subset key a figure's stem ends with (``figure_stem``)."""
-    return stem.rsplit("_", 1)[-1]
-
-
 def captioned(key: str, subset: str, fig: Figure | figures.CachedFigure,
-              level: float = study.CI_LEVEL) -> figures.Captioned:
+              level: float) -> figures.Captioned:
     """A figure of the chapter with its label, title (on the subset) and caption (its interval
     level, ``level``)."""
     text = FIGURES[key]
@@ -120,28 +116,10 @@ def captioned(key: str, subset: str, fig: Figure | figures.CachedFigure,
                              text.caption.replace("{level}", level_text(level)))
 
 
-@dataclass(frozen=True, repr=False)
-class Figures(Shown):
-    """A section's figures, each under its label and with its caption (:data:`FIGURES`)."""
-
-    shown: dict[str, figures.Captioned]
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def figures(self) -> dict[str, Figure | figures.CachedFigure]:
-        return {stem: c.figure for stem, c in self.shown.items()}
-
-    def _repr_html_(self) -> str:
-        return figures.Gallery(self.shown, notes=self.notes)._repr_html_()
-
-    def __repr__(self) -> str:
-        return figures.Gallery(self.shown, notes=self.notes).__repr__()
-
-
 # --- what was graded -------------------------------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Graded(Shown):
+@dataclass(frozen=True)
+class Graded:
     """Live: this run's graded replies on the subset."""
 
     subset: str
@@ -172,39 +150,77 @@ class Graded(Shown):
         return {str(c): scoring.clipped_mean(g["score"]) for c, g in
                 long.groupby("candidate", sort=True)}
 
-    def _repr_markdown_(self) -> str:
+    def view(self) -> Note:
         n_conv = self.verdicts["prompt_id"].nunique()
         n_cand = self.verdicts["candidate"].nunique()
         with_cat = len(breakdowns.category_tags(self.categories.loc[
             self.categories.index.isin(self.verdicts["prompt_id"])]))
-        replies = ("one reply each (generation.samples = 1, as in the study)"
-                   if self.samples == 1 else f"{self.samples} replies each")
+        replies = ("one reply each (generation.samples = 1, as in the study; worst-at-k and "
+                   "the spread across runs need at least 2)" if self.samples == 1
+                   else f"{self.samples} replies each")
         title = study.SUBSET_TITLES.get(self.subset, self.subset)
-        return (f"{count(n_conv, 'conversation')} of **{title}** graded in this run: "
-                f"{count(n_cand, 'candidate')}, {replies}, the "
-                f"{md_text(panel_phrase(self.judges))}; "
-                f"{with_cat:,} of the conversations have a modal clinician category.")
+        return Note(f"{count(n_conv, 'conversation')} of **{title}** graded in this run: "
+                    f"{count(n_cand, 'candidate')}, {replies}, the "
+                    f"{md_text(panel_phrase(self.judges))}; "
+                    f"{with_cat:,} of the conversations have a modal clinician category.")
 
 
-PAPER_NOTE = ("The released matrices carry one clipped mean per candidate and judge and no "
-              "per-criterion grade, reply or second sample, so this analysis needs a live run "
-              "(the smoke or local profile, or a real one).")
+@dataclass(frozen=True)
+class Inputs:
+    """What the chapter analyses: this run's graded replies on the subset (``None`` when the
+    run has none), and what it lacks."""
+
+    mode: EvaluationMode
+    graded: Graded | None
+    lacking: base.Lacking | None = None
+    """Paper: what the chapter needs (a live run) and what that adds."""
+    empty: str = ""
+    """Live: why there is nothing to analyse (no graded conversation of the subset)."""
+
+    @property
+    def sampled(self) -> Graded | None:
+        """The graded replies when there are several per conversation (what worst-at-k and
+        the spread across runs need), else ``None``."""
+        return self.graded if self.graded is not None and self.graded.samples > 1 else None
+
+    def view(self) -> Note | base.Lacking | Graded:
+        if self.lacking is not None:
+            return self.lacking
+        return self.graded if self.graded is not None else Note(self.empty)
 
 
-def graded(run: StageRun[AnalysesParams]) -> Graded | Note:
+LACKING_WHY = ("the released matrices carry one clipped mean per candidate and judge, and no "
+               "per-criterion grade, reply or second sample.")
+LACKING_ADDS = ("A live run (the smoke or local profile, or a real one) adds scores by rubric "
+                "axis, theme and modal clinician category, reply lengths and the "
+                "length-adjusted score, and, with several replies per conversation, worst-at-k "
+                "and the spread across runs.")
+
+
+@base.resolver
+def inputs(run: StageRun, *, subset: str) -> Inputs:
     """Live: 07's verdicts (first reply) and scores (every sample) on the subset's
-    conversations, 01's rubrics, 05's modal categories and 06's reply lengths; paper: why not."""
+    conversations, 01's rubrics, 05's modal categories and 06's reply lengths; paper: none of
+    them (:data:`LACKING_WHY`)."""
+    lacking = base.lacking(STAGE, run.mode, why=LACKING_WHY, adds=LACKING_ADDS)
     if run.mode != graph.LIVE:
-        return unavailable(PAPER_NOTE)
+        return Inputs(graph.PAPER, None, lacking)
+    graded = _graded(run, subset)
+    empty = (f"This run graded no conversation of subset {subset!r}, so there is nothing to "
+             "analyse.")
+    return Inputs(graph.LIVE, graded, empty=empty)
+
+
+def _graded(run: StageRun, subset: str) -> Graded | None:
+    """This run's graded replies on ``subset`` (``None``: it graded none of them)."""
     stage = run.stage
-    ids = set(subset_files.stage_ids(stage, run.params.subset))
-    by_id = {c.prompt_id: c for c in corpus.load_recorded(
-        stage.upstream(graph.CORPUS, graph.CORPUS_RECORD)) if c.prompt_id in ids}
+    ids = set(subset_files.stage_ids(stage, subset))
     verdicts = panel.read_verdicts(stage.upstream(graph.GRADING, graph.VERDICTS))
     verdicts = verdicts[verdicts["prompt_id"].isin(ids)].reset_index(drop=True)
     if verdicts.empty:
-        return unavailable(f"This run graded no conversation of subset {run.params.subset!r}, "
-                           "so there is nothing to analyse.")
+        return None
+    by_id = {c.prompt_id: c for c in corpus.load_recorded(
+        stage.upstream(graph.CORPUS, graph.CORPUS_RECORD)) if c.prompt_id in ids}
     more = stage.upstream_optional(graph.GRADING, graph.SCORE_SAMPLES)
     scores = generation.with_samples(read_scores(stage.upstream(graph.GRADING,
                                                                 graph.SCORES_TABLE)),
@@ -218,14 +234,13 @@ def graded(run: StageRun[AnalysesParams]) -> Graded | Note:
                zip(replies["model"], replies["prompt_id"], replies["chars"], strict=True)
                if pd.notna(c)}
     categories = subset_files.read_categories(stage.upstream(graph.SUBSET, graph.CATEGORIES_V1))
-    return Graded(run.params.subset, graded_judges(stage), by_id, verdicts, scores, categories,
-                  lengths)
+    return Graded(subset, graded_judges(stage), by_id, verdicts, scores, categories, lengths)
 
 
 # --- where models fail: scores by tag and slice ------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Breakdown(Shown):
+@dataclass(frozen=True)
+class Breakdown:
     """Per candidate, for each judge and the panel, the score of every reported tag
     (``breakdowns.summarise``), and the overall panel score that orders the rows."""
 
@@ -233,7 +248,7 @@ class Breakdown(Shown):
     panel_mean: dict[str, float]
     subset: str
     judges: list[str]
-    level: float = study.CI_LEVEL
+    level: float
     """The level of the tag scores' intervals."""
 
     def order(self) -> list[str]:
@@ -253,7 +268,7 @@ class Breakdown(Shown):
                                        for t in g.min().index],
                              "n_fewest": g.min(), "n_most": g.max()})
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Tables:
         title = study.SUBSET_TITLES.get(self.subset, self.subset)
         tables = [Table(self.wide(PANEL, prefix), caption=f"Panel score by {what}: {title} "
                         "(clipped mean; rows best overall first)", value_kind="score")
@@ -270,29 +285,41 @@ class Breakdown(Shown):
                 "an axis scores its own criteria over their positive points, where they have "
                 f"any. Every number with its n and {level_text(self.level)} interval is in "
                 f"{BY_TAG_FILE}.")
-        return Tables(tables, note=note)._repr_html_()
+        return Tables(tables, note=note)
 
 
-def by_tag(run: StageRun[AnalysesParams], source: Graded | Note) -> Breakdown | Note:
+@base.needs
+def by_tag(graded: Graded, *, n_resamples: int, seed: int, level: float) -> Breakdown:
     """Per candidate, for each judge and for the panel: a score for every rubric axis, every
     HealthBench theme and every modal clinician category, from the first reply's verdicts
-    (``breakdowns.tag_scores``, ``with_panel``), with n and seeded bootstrap intervals at
-    ``ci_level`` (``breakdowns.summarise``)."""
-    if not isinstance(source, Graded):
-        return source
-    tags = breakdowns.tag_scores(source.verdicts, source.conversations,
-                                 extra_tags=breakdowns.category_tags(source.categories))
-    summary = breakdowns.summarise(breakdowns.with_panel(tags, source.judges),
-                                   n_resamples=run.params.n_resamples, seed=run.seed,
-                                   level=run.ci_level)
-    return Breakdown(summary, source.panel_mean, source.subset, source.judges, run.ci_level)
+    (``breakdowns.tag_scores``, ``with_panel``), with n and ``n_resamples`` seeded bootstrap
+    intervals at ``level`` (``breakdowns.summarise``)."""
+    tags = breakdowns.tag_scores(graded.verdicts, graded.conversations,
+                                 extra_tags=breakdowns.category_tags(graded.categories))
+    summary = breakdowns.summarise(breakdowns.with_panel(tags, graded.judges),
+                                   n_resamples=n_resamples, seed=seed, level=level)
+    return Breakdown(summary, graded.panel_mean, graded.subset, graded.judges, level)
 
 
-def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> Figures | Note:
+@dataclass(frozen=True)
+class Figures:
+    """A section's figures, each under its label and with its caption (:data:`FIGURES`)."""
+
+    shown: dict[str, figures.Captioned]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def figures(self) -> dict[str, Figure | figures.CachedFigure]:
+        return {stem: c.figure for stem, c in self.shown.items()}
+
+    def view(self) -> Gallery:
+        return Gallery(self.shown, notes=self.notes)
+
+
+@base.needs
+def heatmaps(tags: Breakdown, *, cache: Path) -> Figures:
     """The panel's scores as heatmaps: candidates x rubric axes, candidates x modal clinician
-    categories (rows best overall first)."""
-    if not isinstance(tags, Breakdown):
-        return tags
+    categories (rows best overall first); ``cache`` keeps figures drawn before."""
     out: dict[str, figures.Captioned] = {}
     notes = []
     title = study.SUBSET_TITLES.get(tags.subset, tags.subset)
@@ -304,28 +331,32 @@ def heatmaps(run: StageRun[AnalysesParams], tags: Breakdown | Note) -> Figures |
             continue
         out[figure_stem(key, tags.subset)] = captioned(key, tags.subset, figures.score_heatmap(
             table, title=f"{FIGURES[key].title}: {title}",
-            note="clipped mean; rows best overall first", cache=run.figure_cache), tags.level)
+            note="clipped mean; rows best overall first", cache=cache), tags.level)
     return Figures(out, notes)
 
 
 # --- is a score bought with length? -----------------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Lengths(Shown):
+@dataclass(frozen=True)
+class Lengths:
     """Reply lengths and the length-adjusted score, per scorer and candidate
     (``length.length_table``), with the figure."""
 
     table: pd.DataFrame
     variant: str
     figure: Figure | figures.CachedFigure
-    stem: str
-    level: float = study.CI_LEVEL
+    subset: str
+    level: float
+
+    @property
+    def stem(self) -> str:
+        return figure_stem("length", self.subset)
 
     def panel(self) -> pd.DataFrame:
         rows = self.table[self.table["scorer"] == PANEL].set_index("candidate")
         return rows.drop(columns=["scorer"]).sort_values("clipped_mean", ascending=False)
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Together:
         per_500 = length.penalty(self.variant)
         table = Table(self.panel(), caption=(
             f"Reply length (characters) and the panel's length-adjusted score "
@@ -333,36 +364,32 @@ class Lengths(Shown):
             f"{length.PER_CHARS} characters from "
             f"{length.CENTER:,}, before the clip) beside the raw one; every judge's in "
             f"{LENGTHS_FILE}"), level=self.level)
-        shown = Figures({self.stem: captioned("length", subset_of(self.stem), self.figure,
-                                              self.level)})
-        return table.html() + "\n" + shown._repr_html_()
+        return Together([table, captioned("length", self.subset, self.figure, self.level)])
 
 
-def lengths(run: StageRun[AnalysesParams], source: Graded | Note) -> Lengths | Note:
+@base.needs
+def lengths(graded: Graded, *, penalty: str, n_resamples: int, seed: int, level: float,
+            cache: Path) -> Lengths:
     """Each candidate's first replies: their length (characters, ``len`` of the text, as the
     reference counts it), its raw clipped mean and its length-adjusted one with a seeded
-    interval (``analyses.length_penalty``'s penalty, applied per reply before the clip), for
-    each judge and the panel; and the figure of score against mean reply length."""
-    if not isinstance(source, Graded):
-        return source
-    variant = run.params.length_penalty
-    long = breakdowns.with_panel(source.first_scores, source.judges)
-    table = length.length_table(long, source.lengths, length.penalty(variant),
-                                n_resamples=run.params.n_resamples, seed=run.seed,
-                                level=run.ci_level)
+    interval (the ``penalty`` of that HealthBench variant, applied per reply before the clip),
+    for each judge and the panel; and the figure of score against mean reply length."""
+    long = breakdowns.with_panel(graded.first_scores, graded.judges)
+    table = length.length_table(long, graded.lengths, length.penalty(penalty),
+                                n_resamples=n_resamples, seed=seed, level=level)
     panel_rows = table[table["scorer"] == PANEL].set_index("candidate")
-    title = study.SUBSET_TITLES.get(source.subset, source.subset)
+    title = study.SUBSET_TITLES.get(graded.subset, graded.subset)
     fig = figures.length_scatter(panel_rows, title=f"{FIGURES['length'].title}: {title}",
-                                 note=f"{length.VARIANT_NAMES[variant]} penalty, "
-                                      f"{length.penalty(variant):g} per 500 characters",
-                                 center=length.CENTER, cache=run.figure_cache)
-    return Lengths(table, variant, fig, figure_stem("length", source.subset), run.ci_level)
+                                 note=f"{length.VARIANT_NAMES[penalty]} penalty, "
+                                      f"{length.penalty(penalty):g} per 500 characters",
+                                 center=length.CENTER, cache=cache)
+    return Lengths(table, penalty, fig, graded.subset, level)
 
 
 # --- how reliable: worst-at-k and the spread across runs ---------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Reliability(Shown):
+@dataclass(frozen=True)
+class Reliability:
     """Worst-at-k for k = 1..K and the run spread, per scorer and candidate, with the figure."""
 
     worst: pd.DataFrame
@@ -370,16 +397,21 @@ class Reliability(Shown):
     samples: int
     n_incomplete: int
     figure: Figure | figures.CachedFigure
-    stem: str
-    notes: list[str] = field(default_factory=list)
-    level: float = study.CI_LEVEL
+    subset: str
+    level: float
 
-    def _repr_html_(self) -> str:
+    @property
+    def stem(self) -> str:
+        return figure_stem("worst_at_k", self.subset)
+
+    def view(self) -> Together:
         panel_rows = self.worst[self.worst["scorer"] == PANEL]
         wk = panel_rows.pivot(index="candidate", columns="k", values="clipped_mean")
         wk.columns = [f"Worst-at-{k}" for k in wk.columns]
         spread = self.spread[self.spread["scorer"] == PANEL].set_index("candidate").drop(
             columns=["scorer"])
+        note = (f"{count(self.n_incomplete, '(scorer, candidate, conversation) row')} with an "
+                "unscored sample left out." if self.n_incomplete else "")
         tables = Tables([
             Table(wk.sort_values("Worst-at-1", ascending=False), caption=(
                 f"The panel's worst-at-k, k = 1..{self.samples} (clipped mean over "
@@ -387,39 +419,28 @@ class Reliability(Shown):
                 value_kind="score"),
             Table(spread, caption=f"The panel's overall score in each of the {self.samples} "
                   "runs (one per sample index) and their spread (standard deviation, "
-                  "ddof 0)")], note=" ".join(self.notes))
-        shown = Figures({self.stem: captioned("worst_at_k", subset_of(self.stem),
-                                              self.figure, self.level)})
-        return tables._repr_html_() + "\n" + shown._repr_html_()
+                  "ddof 0)")], note=note)
+        return Together([tables, captioned("worst_at_k", self.subset, self.figure,
+                                           self.level)])
 
 
-def reliability(run: StageRun[AnalysesParams], source: Graded | Note) -> Reliability | Note:
-    """With K >= 2 replies per conversation (``generation.samples``): worst-at-k for k = 1..K
-    with seeded intervals (``reliability.worst_at_k_table``) and each run's overall score and
-    their spread (``reliability.run_spread``), for each judge and the panel, on the
-    conversations scored in every sample; and the figure."""
-    if not isinstance(source, Graded):
-        return source
-    if source.samples < 2:
-        return unavailable("One reply per conversation (generation.samples = 1, as in the "
-                           "study): worst-at-k and the spread across runs need at least 2 "
-                           "(set generation.samples; it multiplies generation and grading, and "
-                           "06 shows the plan first).")
-    long = breakdowns.with_panel(source.scores, source.judges)
+@base.needs
+def reliability(graded: Graded, *, n_resamples: int, seed: int, level: float,
+                cache: Path) -> Reliability:
+    """With K >= 2 replies per conversation (``generation.samples``; ``Inputs.sampled``):
+    worst-at-k for k = 1..K with seeded intervals (``reliability.worst_at_k_table``) and each
+    run's overall score and their spread (``reliability.run_spread``), for each judge and the
+    panel, on the conversations scored in every sample; and the figure."""
+    long = breakdowns.with_panel(graded.scores, graded.judges)
     _, n_incomplete = complete(long)
-    worst = worst_at_k_table(long, n_resamples=run.params.n_resamples, seed=run.seed,
-                             level=run.ci_level)
+    worst = worst_at_k_table(long, n_resamples=n_resamples, seed=seed, level=level)
     spread = run_spread(long)
-    title = study.SUBSET_TITLES.get(source.subset, source.subset)
+    title = study.SUBSET_TITLES.get(graded.subset, graded.subset)
     fig = figures.worst_at_k_curves(
         worst[worst["scorer"] == PANEL], title=f"{FIGURES['worst_at_k'].title}: {title}",
-        note=f"{source.samples} replies per conversation; {level_text(run.ci_level)} "
-             "bootstrap bands",
-        cache=run.figure_cache)
-    notes = ([f"{count(n_incomplete, '(scorer, candidate, conversation) row')} with an "
-              "unscored sample left out."] if n_incomplete else [])
-    return Reliability(worst, spread, source.samples, n_incomplete, fig,
-                       figure_stem("worst_at_k", source.subset), notes, run.ci_level)
+        note=f"{graded.samples} replies per conversation; {level_text(level)} "
+             "bootstrap bands", cache=cache)
+    return Reliability(worst, spread, graded.samples, n_incomplete, fig, graded.subset, level)
 
 
 # --- metrics, outputs, findings ------------------------------------------------------------------
@@ -435,57 +456,60 @@ def _nested(frame: pd.DataFrame, keys: list[str], fields: list[str]) -> dict[str
     return out
 
 
-def metrics(run: StageRun[AnalysesParams], source: Graded | Note, tags: Breakdown | Note,
-            lens: Lengths | Note, rel: Reliability | Note) -> AnalysesMetrics:
-    """14's metrics: paper, the mode only; live, the subset, the judges and the panel's overall
-    score, every tag score, the lengths and, with several samples, worst-at-k and the run
-    spread (each per scorer and candidate)."""
-    if not isinstance(source, Graded):
-        return AnalysesMetrics(mode=run.mode or graph.PAPER)
+def metrics(data: Inputs, tags: Breakdown | None, lens: Lengths | None,
+            rel: Reliability | None) -> AnalysesMetrics:
+    """14's metrics: without graded replies (paper), the mode only; live, the subset, the
+    judges and the panel's overall score, every tag score, the lengths and, with several
+    samples, worst-at-k and the run spread (each per scorer and candidate)."""
+    graded = data.graded
+    if graded is None:
+        return AnalysesMetrics(mode=data.mode)
     out: dict[str, Any] = {
-        "mode": graph.LIVE, "subset": source.subset, "judges": source.judges,
-        "n_conversations": int(source.verdicts["prompt_id"].nunique()),
-        "panel_mean": source.panel_mean, "samples": source.samples,
-        "ci_level": run.ci_level}
-    if isinstance(tags, Breakdown):
+        "mode": data.mode, "subset": graded.subset, "judges": graded.judges,
+        "n_conversations": int(graded.verdicts["prompt_id"].nunique()),
+        "panel_mean": graded.panel_mean, "samples": graded.samples,
+        **({} if tags is None else {"ci_level": tags.level})}
+    if tags is not None:
         nested = _nested(tags.summary, ["scorer", "candidate", "tag"],
                          ["n", "clipped_mean", "ci_low", "ci_high", "bootstrap_std"])
         out["by_tag"] = {s: {c: {t: breakdowns.tag_score(v) for t, v in by.items()}
                              for c, by in cands.items()} for s, cands in nested.items()}
-    if isinstance(lens, Lengths):
-        fields = [f for f in LengthScore.model_fields]
-        nested = _nested(lens.table, ["scorer", "candidate"], fields)
+    if lens is not None:
+        nested = _nested(lens.table, ["scorer", "candidate"], list(LengthScore.model_fields))
         out |= {"length_penalty": lens.variant,
                 "length_per_500": length.penalty(lens.variant),
                 "length": {s: {c: LengthScore(**v) for c, v in by.items()}
                            for s, by in nested.items()}}
-    if isinstance(rel, Reliability):
-        worst: dict[str, dict[str, list[KScore]]] = {}
-        for row in rel.worst.to_dict(orient="records"):
-            worst.setdefault(row["scorer"], {}).setdefault(row["candidate"], []).append(
-                KScore(**{f: row[f] for f in KScore.model_fields}))
-        nested = _nested(rel.spread, ["scorer", "candidate"], list(RunSpread.model_fields))
-        out |= {"n_incomplete": rel.n_incomplete, "worst_at_k": worst,
-                "run_spread": {s: {c: RunSpread(**v) for c, v in by.items()}
-                               for s, by in nested.items()}}
+    if rel is not None:
+        out |= _reliability_metrics(rel)
     return AnalysesMetrics(**out)
 
 
-def write(run: StageRun[AnalysesParams], m: AnalysesMetrics, tags: Breakdown | Note,
-          heat: Figures | Note, lens: Lengths | Note,
-          rel: Reliability | Note) -> Written:
+def _reliability_metrics(rel: Reliability) -> dict[str, Any]:
+    worst: dict[str, dict[str, list[KScore]]] = {}
+    for row in rel.worst.to_dict(orient="records"):
+        worst.setdefault(row["scorer"], {}).setdefault(row["candidate"], []).append(
+            KScore(**{f: row[f] for f in KScore.model_fields}))
+    nested = _nested(rel.spread, ["scorer", "candidate"], list(RunSpread.model_fields))
+    return {"n_incomplete": rel.n_incomplete, "worst_at_k": worst,
+            "run_spread": {s: {c: RunSpread(**v) for c, v in by.items()}
+                           for s, by in nested.items()}}
+
+
+def write(run: StageRun, m: AnalysesMetrics, tags: Breakdown | None, heat: Figures | None,
+          lens: Lengths | None, rel: Reliability | None) -> Written:
     """Live: ``by_tag.csv``, ``lengths.csv``, ``worst_at_k.csv`` and ``run_spread.csv`` (with
     several samples) and the figures; ``metrics.json`` last."""
     tables: dict[str, pd.DataFrame] = {}
     figs: dict[str, Any] = {}
-    if isinstance(tags, Breakdown):
+    if tags is not None:
         tables[BY_TAG_FILE] = tags.summary
-    if isinstance(heat, Figures):
+    if heat is not None:
         figs |= heat.figures
-    if isinstance(lens, Lengths):
+    if lens is not None:
         tables[LENGTHS_FILE] = lens.table
         figs[lens.stem] = lens.figure
-    if isinstance(rel, Reliability):
+    if rel is not None:
         tables[WORST_FILE] = rel.worst
         tables[SPREAD_FILE] = rel.spread
         figs[rel.stem] = rel.figure
@@ -493,8 +517,9 @@ def write(run: StageRun[AnalysesParams], m: AnalysesMetrics, tags: Breakdown | N
 
 
 def findings(m: AnalysesMetrics, *, min_n: int = study.SLICE_MIN_N,
-             close: float = study.CLOSE_SCORES) -> Findings:
-    """The sentences of "What we found", from 14's metrics (the panel's numbers).
+             close: float = study.CLOSE_SCORES) -> Findings | None:
+    """The sentences of "What we found", from 14's metrics (the panel's numbers); ``None``
+    without graded replies (the chapter said so at its top).
 
     Each candidate's weakest rubric axis among those with at least ``min_n`` conversations (the
     gap to its next weakest when that is more than ``close``); the slices of at least ``min_n``
@@ -505,10 +530,10 @@ def findings(m: AnalysesMetrics, *, min_n: int = study.SLICE_MIN_N,
     with several samples, the largest drop from worst-at-1 to worst-at-K and the widest spread
     across runs; with one, why there is no worst-at-k.
     """
-    if m.mode != graph.LIVE or m.panel_mean is None:
-        return Findings([PAPER_NOTE])
-    out = [f"On **{study.SUBSET_TITLES.get(m.subset, m.subset)}** "
-           f"({count(m.n_conversations, 'conversation')}), for "
+    if m.panel_mean is None:
+        return None
+    out = [f"On **{study.SUBSET_TITLES.get(m.subset or '', m.subset)}** "
+           f"({count(m.n_conversations or 0, 'conversation')}), for "
            f"{count(len(m.panel_mean), 'candidate')} graded by the "
            f"{md_text(panel_phrase(m.judges or []))}:"]
     summary = _summary_frame(m)

@@ -1,16 +1,17 @@
 """Chapter 15, are the judges right? Their verdicts against physicians' labels.
 
-The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`meta_eval`
-(live: the rows to grade, HealthBench's meta-evaluation file from the registry, verified by
-content, or the compendium's format fixture, kept only on the conversations of the run's Psych
-subsets, v1 ∪ v2 ∪ Hard from 05_subset, with the coverage of each; paper: one sentence, since
-the file is online only and a paper run downloads nothing), :func:`cost_plan` (what grading
-the rows will cost at the model registry's prices, shown before anything is sent, as 06 does),
-:func:`grade` (every row graded by every judge with the reference grader template through the
-engine: ``panel.grade_requests``, the same re-asks and exclusions as 07), :func:`accuracy`
-(each judge and the panel, the majority of the judges, against the physician majority:
-macro-F1, each class's F1, sensitivity and specificity with conversation-clustered bootstrap
-intervals, overall, per the file's category, per HealthBench theme and per Psych category),
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`meta_eval` (the
+resolver: live, the rows to grade, HealthBench's meta-evaluation file from the registry,
+verified by content, or the compendium's format fixture, kept only on the conversations of the
+run's Psych subsets, v1 ∪ v2 ∪ Hard from 05_subset, with the coverage of each; paper has no
+physician labels, since the file is online only and a paper run downloads nothing, and the
+chapter says so once), :func:`cost_plan` (what grading the rows will cost at the model
+registry's prices, shown before anything is sent, as 06 does), :func:`grade` (every row graded
+by every judge with the reference grader template through the engine:
+``panel.grade_requests``, the same re-asks and exclusions as 07), :func:`accuracy` (each judge
+and the panel, the majority of the judges, against the physician majority: macro-F1, each
+class's F1, sensitivity and specificity with conversation-clustered bootstrap intervals,
+overall, per the file's category, per HealthBench theme and per Psych category),
 :func:`placement` (HealthBench's pairwise balanced F1 of each judge and the panel against each
 physician beside each physician's leave-one-out F1 against the others, by the same slicings,
 and the figure), :func:`agreement` (Gwet's AC1 among the judges), :func:`corrected` (each
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -38,12 +40,14 @@ from matplotlib.figure import Figure
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.construction import subset as subset_files
-from hbpsych_utils.core.config import JudgeAccuracyParams
+from hbpsych_utils.construction.corpus import Conversation
+from hbpsych_utils.core.config import LLMSettings
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import breakdowns, grading, panel
 from hbpsych_utils.evaluation import cost_plan as plans
 from hbpsych_utils.evaluation import judge_accuracy as ja
+from hbpsych_utils.evaluation.score_sources import EvaluationMode
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import (
     CorrectedRate,
@@ -53,13 +57,13 @@ from hbpsych_utils.pipeline.metrics import (
     SubsetCoverage,
 )
 from hbpsych_utils.reporting import figures, vocabulary
-from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.display import Findings, Note, Together
 from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
 
 STAGE = graph.JUDGE_ACCURACY
-start = base.starter(STAGE, JudgeAccuracyParams)
+start = base.starter(STAGE)
 
 VERDICTS_FILE = "verdicts.csv"
 ACCURACY_FILE = "accuracy.csv"
@@ -79,25 +83,24 @@ FIGURE_CAPTION = (
 GRADE_TAG = "meta_eval"
 """The ledger tag of this chapter's judge calls (the store tells them from 07's)."""
 
-PAPER_NOTE = ("The physicians' labels (HealthBench's meta-evaluation file) are online only, and "
-              "a paper-mode run neither downloads them nor calls a judge, so the judges' "
-              "accuracy is measured in a live run (the smoke profile grades the compendium's "
-              "format fixture; a real run grades the file's rows on the Psych subset).")
+LACKING_WHY = ("HealthBench's meta-evaluation file is online only, and a paper-mode run "
+               "neither downloads it nor calls a judge.")
+LACKING_ADDS = ("A live run adds the judges' accuracy against the physicians: macro-F1, "
+                "sensitivity and specificity, the judges' placement among the physicians, "
+                "their agreement and this run's corrected criterion-met rates (the smoke "
+                "profile grades the compendium's format fixture; a real run grades the "
+                "file's rows on the Psych subset).")
 SLICING_NAMES = {"category": "the file's category", ja.THEME: "HealthBench theme",
                  ja.PSYCH_CATEGORY: "Psych category"}
 """How the chapter names the three slicings (``judge_accuracy.SLICINGS``)."""
 
 
-def _judges(run: StageRun[JudgeAccuracyParams]) -> list[str]:
-    named = run.value("judges")
-    return list(study.JUDGE_PANEL) if named is None else list(named)
-
-
 # --- the rows ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class MetaEval(Shown):
-    """Live: the rows to grade, their physician labels and the judges that will grade them."""
+@dataclass(frozen=True)
+class MetaEval:
+    """Live: the rows to grade, their physician labels, the judges that will grade them, and
+    this run's own verdicts (07) whose criterion-met rates the chapter corrects."""
 
     rows: list[ja.MetaEvalRow]
     source: str
@@ -110,6 +113,15 @@ class MetaEval(Shown):
     """HealthBench theme by prompt id (01's corpus)."""
     psych_categories: dict[str, str]
     """Modal clinician category by prompt id (05's ``categories_v1.csv``, with a majority)."""
+    conversations: list[Conversation]
+    """01's corpus (simulator faults that name a ``prompt_id`` resolve against it)."""
+    run_verdicts: pd.DataFrame
+    """07's verdicts of the first reply of each conversation."""
+
+    @property
+    def empty(self) -> bool:
+        """No row of the file is on a conversation of the subset: nothing to grade."""
+        return not self.rows
 
     @property
     def labels(self) -> pd.DataFrame:
@@ -123,7 +135,13 @@ class MetaEval(Shown):
     def n_in_subset(self) -> int:
         return int(self.coverage.loc[self.coverage["subset"] == ja.UNION, "rows"].iloc[0])
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Tables:
+        coverage = Table(self.coverage.set_index("subset"), caption=(
+            "Coverage of the Psych subsets by physician-labelled rows: the rows, the "
+            "conversations they are on, and their share of the subset's conversations"))
+        if self.empty:
+            return Tables([coverage], note="No row of the file is on a conversation of the "
+                          "Psych subset, so nothing is graded.")
         labels = self.labels
         by_cat = labels.groupby("category").agg(rows=("row", "size"),
                                                 conversations=("prompt_id", "nunique"),
@@ -134,7 +152,6 @@ class MetaEval(Shown):
                 "verdicts)")
         kept = ("" if self.n_in_subset == len(self.rows) else
                 f" (the first {len(self.rows):,} of them, max_rows)")
-        left = self.labels
         note = (f"Of the {count(self.n_in_file, 'row')} of {what}, "
                 f"{count(self.n_in_subset, 'row')} are on conversations of the Psych subset: "
                 f"the statistics use {ja.UNION} (a row counts when its conversation is in any "
@@ -143,53 +160,72 @@ class MetaEval(Shown):
                 f"{count(self.physicians['physician'].nunique(), 'physician')}, "
                 f"{count(int(labels['n_physicians'].sum()), 'label')}; to be graded by the "
                 f"{panel_phrase(self.judges)}. "
-                f"{count(int(left[ja.THEME].isna().sum()), 'row')} without a HealthBench theme "
-                f"and {count(int(left[ja.PSYCH_CATEGORY].isna().sum()), 'row')} without a Psych "
+                f"{count(int(labels[ja.THEME].isna().sum()), 'row')} without a HealthBench theme "
+                f"and {count(int(labels[ja.PSYCH_CATEGORY].isna().sum()), 'row')} without a Psych "
                 "category are left out of those tables.")
-        return Tables([Table(self.coverage.set_index("subset"), caption=(
-                           "Coverage of the Psych subsets by physician-labelled rows: the rows, "
-                           "the conversations they are on, and their share of the subset's "
-                           "conversations")),
-                       Table(by_cat, caption="Rows per category of the file")],
-                      note=note)._repr_html_()
+        return Tables([coverage, Table(by_cat, caption="Rows per category of the file")],
+                      note=note)
 
 
-def meta_eval(run: StageRun[JudgeAccuracyParams]) -> MetaEval | Note:
+@dataclass(frozen=True)
+class Inputs:
+    """What the chapter grades (``None`` where the run has no physician labels) and what it
+    lacks."""
+
+    mode: EvaluationMode
+    rows: MetaEval | None
+    lacking: base.Lacking | None = None
+
+    def view(self) -> MetaEval | base.Lacking | None:
+        return self.lacking if self.lacking is not None else self.rows
+
+
+@base.resolver
+def meta_eval(run: StageRun, *, meta_eval: str, max_rows: int | None,
+              judges: list[str] | None) -> Inputs:
     """Live: the rows (``meta_eval``: the registry's file, checked line by line and its prompt
-    ids against HealthBench's 5,000, or the format fixture scripted for this run's judges) on
-    the conversations of 05's subsets (v1 ∪ v2 ∪ Hard; ``judge_accuracy.coverage`` says how much
-    of each they cover), the first ``max_rows`` of them, each conversation's theme (01's corpus)
-    and modal clinician category (05), and the grader template (sha256-checked). Paper: why
-    not."""
+    ids against HealthBench's 5,000, or the format fixture scripted for the judges) on the
+    conversations of 05's subsets (v1 ∪ v2 ∪ Hard; ``judge_accuracy.coverage`` says how much
+    of each they cover), the first ``max_rows`` of them, each conversation's theme (01's
+    corpus) and modal clinician category (05), the grader template (sha256-checked) and 07's
+    verdicts; ``judges`` (``None``: the study's panel) grade them. Paper: no physician labels
+    (:data:`LACKING_WHY`)."""
     if run.mode != graph.LIVE:
-        return unavailable(PAPER_NOTE)
-    judges = _judges(run)
+        return Inputs(graph.PAPER, None, base.lacking(STAGE, run.mode, why=LACKING_WHY,
+                                                      adds=LACKING_ADDS))
+    panel_judges = list(study.JUDGE_PANEL) if judges is None else list(judges)
     stage = run.stage
-    if run.params.meta_eval == "fixture":
-        everything = ja.check_rows(ja.fixture_rows(judges), where="format fixture")
+    if meta_eval == "fixture":
+        everything = ja.check_rows(ja.fixture_rows(panel_judges), where="format fixture")
     else:
         ids = corpus.screening_ids(stage.fetch("screening_labels"))
         everything = ja.read_meta_eval(stage.fetch(ja.ARTIFACT), ids)
     index = subset_files.read_index(stage.upstream(graph.SUBSET, graph.SUBSET_INDEX))
     subsets = {key: subset_files.stage_ids(stage, key) for key in index}
-    rows = ja.in_subsets(everything, subsets)
-    if run.params.max_rows is not None:
-        rows = rows[:run.params.max_rows]
-    themes = {c.prompt_id: t for c in corpus.load_recorded(
-        stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
-        if (t := ja.theme_of(c.example_tags)) is not None}
+    rows = ja.in_subsets(everything, subsets)[:max_rows]
+    held = corpus.load_recorded(stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
+    themes = {c.prompt_id: t for c in held if (t := ja.theme_of(c.example_tags)) is not None}
     cats = subset_files.read_categories(stage.upstream(graph.SUBSET, graph.CATEGORIES_V1))
     psych = {f"{pid}": tags[0].split(":", 1)[1]
              for pid, tags in breakdowns.category_tags(cats).items()}
     template = grading.load_template(stage.fetch(grading.TEMPLATE_ARTIFACT))
-    return MetaEval(rows, run.params.meta_eval, judges, template, len(everything),
-                    ja.coverage(everything, subsets), themes, psych)
+    return Inputs(graph.LIVE, MetaEval(rows, meta_eval, panel_judges, template, len(everything),
+                                       ja.coverage(everything, subsets), themes, psych, held,
+                                       _first_replies(run)))
+
+
+def _first_replies(run: StageRun) -> pd.DataFrame:
+    """07's verdicts of each conversation's first reply."""
+    verdicts = panel.read_verdicts(run.stage.upstream(graph.GRADING, graph.VERDICTS))
+    if "sample" in verdicts.columns:
+        verdicts = verdicts[verdicts["sample"].fillna(0) == 0]
+    return verdicts
 
 
 # --- what it costs -----------------------------------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Plan(Shown):
+@dataclass(frozen=True)
+class Plan:
     """What grading the rows costs, per judge, before anything is sent."""
 
     table: pd.DataFrame
@@ -200,48 +236,44 @@ class Plan(Shown):
     def total_usd(self) -> float:
         return float(self.table["usd"].sum())
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Tables:
         route = "through the batch APIs" if self.batch else "synchronously"
         note = (f"Planned before anything is sent: one call per row and judge, {route}, about "
                 f"{self.mean_input_tokens:,.0f} prompt tokens per call (4 characters a token) "
                 f"and {plans.JUDGE_OUTPUT_TOKENS} written, at the model registry's prices: "
                 f"${self.total_usd:,.4f} in all (re-asks and answers already in the store "
                 "not counted; llm.max_cost caps what a stage may spend).")
-        frame = self.table.set_index("judge")
-        return Tables([Table(frame, caption="Cost plan")], note=note)._repr_html_()
+        return Tables([Table(self.table.set_index("judge"), caption="Cost plan")], note=note)
 
 
-def cost_plan(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note) -> Plan | Note:
+@base.needs
+def cost_plan(rows: MetaEval, *, llm: LLMSettings) -> Plan:
     """Calls, tokens and USD per judge for grading the rows once: the engine's token estimate
-    of each filled grader prompt, the cost plan's assumed verdict length and the registry's
-    prices (``judge_accuracy.cost_rows``)."""
-    if not isinstance(source, MetaEval):
-        return source
-    if not source.rows:
-        return unavailable("No row of the file is on a conversation of the Psych subset, so "
-                           "nothing is graded.")
+    of each filled grader prompt, the cost plan's assumed verdict length and the prices of the
+    registry ``llm`` names, through the batch APIs when ``llm.mode`` is batch
+    (``judge_accuracy.cost_rows``)."""
     from hbpsych_utils.llm.models import profile_registry
 
-    chars = [ja.request_chars(r, source.template) for r in source.rows]
+    chars = [ja.request_chars(r, rows.template) for r in rows.rows]
     mean_tokens = sum(plans.tokens(c) for c in chars) / len(chars)
-    batch = run.llm.mode == "batch"
-    table = ja.cost_rows(len(source.rows), mean_tokens, source.judges,
-                         profile_registry(run.llm.registry_file), batch=batch,
+    batch = llm.mode == "batch"
+    table = ja.cost_rows(len(rows.rows), mean_tokens, rows.judges,
+                         profile_registry(llm.registry_file), batch=batch,
                          output_tokens=plans.JUDGE_OUTPUT_TOKENS)
     return Plan(table, batch, mean_tokens)
 
 
 # --- the judges' verdicts ------------------------------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Graded(Shown):
+@dataclass(frozen=True)
+class Graded:
     """Live: every (judge, row) verdict, joined with the physician majority."""
 
     source: MetaEval
     verdicts: pd.DataFrame
     """judge, row, criteria_met (None: excluded), recovered, excluded, attempts, reason."""
     spend_usd: float
-    paid_earlier: float = 0.0
+    paid_earlier: float
     """USD earlier attempts of this grading paid for answers this one reused from the store."""
 
     @property
@@ -257,10 +289,15 @@ class Graded(Shown):
         return ja.with_truth(both, self.source.labels)
 
     @property
+    def empty(self) -> bool:
+        """No judge returned a verdict on any row: nothing to compare with the physicians."""
+        return self.joined.empty
+
+    @property
     def n_excluded(self) -> int:
         return int(self.verdicts["excluded"].sum())
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Tables:
         v = self.verdicts
         g = v.groupby("judge", sort=False)
         frame = pd.DataFrame({"rows": g.size(), "met": g["criteria_met"].apply(
@@ -273,37 +310,36 @@ class Graded(Shown):
                 "nothing)" + (f"; earlier attempts in this run folder paid "
                               f"${self.paid_earlier:,.4f} for the answers it reused"
                               if self.paid_earlier else "")
-                + ". An excluded verdict is left out of every statistic, never read as not met.")
-        return Tables([Table(frame, caption="Verdicts per judge")], note=note)._repr_html_()
+                + ". An excluded verdict is left out of every statistic, never read as not met."
+                + (" No judge returned a verdict on any row, so nothing is compared with the "
+                   "physicians." if self.empty else ""))
+        return Tables([Table(frame, caption="Verdicts per judge")], note=note)
 
 
-def grade(run: StageRun[JudgeAccuracyParams], source: MetaEval | Note,
-          plan: Plan | Note) -> Graded | Note:
+@base.needs
+def grade(rows: MetaEval, run: StageRun, *, temperature: float, max_tokens: int,
+          max_reasks: int) -> Graded:
     """Every row graded by every judge through the run's engine, with the reference grader
-    template (``judge_accuracy.grader_prompt``) at the study's grading settings, re-asked at
-    most ``max_reasks`` times (``panel.grade_requests``); the plan was shown first."""
-    if not isinstance(plan, Plan) or not isinstance(source, MetaEval):
-        return plan if isinstance(plan, Note) else source
+    template (``judge_accuracy.grader_prompt``) at ``temperature`` and ``max_tokens`` (the
+    study's grading settings), a missing verdict re-asked at most ``max_reasks`` times
+    (``panel.grade_requests``); the plan was shown first."""
     requests = [grading.GraderRequest(
         prompt_id=ja.row_key(i), criterion_index=0, system=grading.SYSTEM_MESSAGE,
-        user=ja.grader_prompt(source.template, r), max_tokens=int(run.value("grading_max_tokens")),
-        temperature=float(run.value("grading_temperature"))) for i, r in enumerate(source.rows)]
-    # the run's corpus, so that the profile's simulator faults naming a prompt_id resolve
-    conversations = corpus.load_recorded(run.stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))
-    with run.open_engine(conversations=conversations) as engine:
-        done = panel.grade_requests(engine, requests, source.judges, candidate=GRADE_TAG,
-                                    max_reasks=int(run.value("max_reasks")),
-                                    mode=run.llm.mode, tag=GRADE_TAG)
+        user=ja.grader_prompt(rows.template, r), max_tokens=max_tokens,
+        temperature=temperature) for i, r in enumerate(rows.rows)]
+    with run.open_engine(conversations=rows.conversations) as engine:
+        done = panel.grade_requests(engine, requests, rows.judges, candidate=GRADE_TAG,
+                                    max_reasks=max_reasks, mode=run.llm.mode, tag=GRADE_TAG)
         earlier = engine.paid_earlier(done.keys, done.run_ids)
     verdicts = done.verdicts.rename(columns={"prompt_id": "row"}).drop(
         columns=["candidate", "criterion_index"])
-    return Graded(source, verdicts, float(done.spend_totals()["spend_usd"]), earlier)
+    return Graded(rows, verdicts, float(done.spend_totals()["spend_usd"]), earlier)
 
 
 # --- against the physician majority ----------------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Accuracy(Shown):
+@dataclass(frozen=True)
+class Accuracy:
     """Per judge and the panel, per slice: counts, macro-F1, each class's F1, sensitivity and
     specificity with conversation-clustered bootstrap intervals."""
 
@@ -312,16 +348,17 @@ class Accuracy(Shown):
     graded: Graded
     by_theme: pd.DataFrame
     by_psych_category: pd.DataFrame
-    level: float = study.CI_LEVEL
+    level: float
     """The level of the sensitivity and specificity intervals."""
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Tables:
         t = self.table
         overall = t[t["category"] == "all"].set_index("judge")[[
             "n", "macro_f1", "f1_met", "f1_not_met", "sensitivity", "sensitivity_low",
             "sensitivity_high", "specificity", "specificity_low", "specificity_high"]]
-        per = [Table(_wide(frame, "macro_f1", "judge"), caption="Macro-F1 against the "
-                     f"physician majority, by {SLICING_NAMES[by]}", value_kind="score",
+        per = [Table(frame.pivot(index="judge", columns="category", values="macro_f1"),
+                     caption="Macro-F1 against the physician majority, by "
+                     f"{SLICING_NAMES[by]}", value_kind="score",
                      notes=[_undefined_note(_accuracy_undefined(frame, ("macro_f1",)),
                                             self.level)])
                for by, frame in (("category", t[t["category"] != "all"]),
@@ -339,31 +376,39 @@ class Accuracy(Shown):
         return Tables([
             Table(overall, caption="Each judge and the panel against the physician majority "
                   f"(all rows; {level_text(self.level)} intervals resample conversations)",
-                  level=self.level, notes=[why]), *per],
-            note=note)._repr_html_()
+                  level=self.level, notes=[why]), *per], note=note)
 
 
-def _accuracy_undefined(frame: pd.DataFrame, fields: tuple[str, ...]
-                        ) -> list[tuple[str, str, str, str]]:
-    """The undefined values of ``fields`` an accuracy table shows, with their reasons."""
-    if "undefined" not in frame.columns:
-        return []
-    return [(_rater(r["judge"]), _where(r["category"]), field, reason)
-            for _, r in frame.iterrows()
-            for field, reason in ja.reasons_of(r["undefined"]).items() if field in fields]
+@base.needs
+def accuracy(graded: Graded, *, n_resamples: int, seed: int, level: float) -> Accuracy:
+    """Each judge and the panel (the judges' majority, ``judge_accuracy.panel_verdicts``)
+    against the physician majority, overall and per the file's category, per HealthBench theme
+    and per Psych category (``judge_accuracy.against_majority``), with ``n_resamples`` seeded
+    clustered intervals at ``level`` for sensitivity and specificity
+    (``judge_accuracy.sens_spec_table``)."""
+    rated = graded.rated
+    tables = {}
+    for by in ja.SLICINGS:
+        overall = by == "category"
+        base_table = ja.against_majority(rated, by, overall=overall)
+        cis = ja.sens_spec_table(rated, by, overall=overall, n_resamples=n_resamples,
+                                 seed=seed, level=level)
+        tables[by] = ja.with_intervals(base_table, cis)
+    return Accuracy(tables["category"], graded, _labelled(tables[ja.THEME], ja.THEME),
+                    _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY), level)
 
 
-def _rater(name: str) -> str:
-    return "Panel (majority of the judges)" if name == ja.PANEL else study.display_name(name)
+def _labelled(frame: pd.DataFrame, by: str) -> pd.DataFrame:
+    """A slicing's table with its slices by readers' names (categories via
+    ``study.CATEGORY_LABELS``) and the slicing named in column ``slicing``."""
+    if frame.empty:
+        return frame.assign(slicing=pd.Series(dtype=object))
+    names = [study.category_label(c) if by == ja.PSYCH_CATEGORY else str(c)
+             for c in frame["category"]]
+    return frame.assign(category=names, slicing=by)
 
 
-def _slice_label(by: str, value: str) -> str:
-    return study.category_label(value) if by == ja.PSYCH_CATEGORY else str(value)
-
-
-def _wide(frame: pd.DataFrame, value: str, rater: str) -> pd.DataFrame:
-    return frame.pivot(index=rater, columns="category", values=value)
-
+# --- what is undefined, said under a table -------------------------------------------------------
 
 UNDEFINED = vocabulary.MISSING
 """How the chapter shows an undefined value ("—", as the vocabulary shows any value it does
@@ -374,28 +419,41 @@ ACCURACY_SHOWN = ("macro_f1", "f1_met", "f1_not_met", "sensitivity", "specificit
 interval's by its low end)."""
 
 
+def _rater(name: str) -> str:
+    return "Panel (majority of the judges)" if name == ja.PANEL else study.display_name(name)
+
+
 def _where(slice_name: str) -> str:
     return "all rows" if slice_name == "all" else vocabulary.term_label(slice_name)
 
 
-def _field_label(field: str, level: float) -> str:
+def _accuracy_undefined(frame: pd.DataFrame, fields: tuple[str, ...]
+                        ) -> list[tuple[str, str, str, str]]:
+    """The undefined values of ``fields`` an accuracy table shows, with their reasons."""
+    if "undefined" not in frame.columns:
+        return []
+    return [(_rater(r["judge"]), _where(r["category"]), name, reason)
+            for _, r in frame.iterrows()
+            for name, reason in ja.reasons_of(r["undefined"]).items() if name in fields]
+
+
+def _field_label(name: str, level: float) -> str:
     """The column an undefined value is in, as the table labels it (an interval's by either
     end, ``sensitivity_low`` or ``low``)."""
     for end in ("low", "high"):
-        if field.endswith(end):
-            return vocabulary.label(field.removesuffix(end) + "interval", level)
-    return vocabulary.label(field, level)
+        if name.endswith(end):
+            return vocabulary.label(name.removesuffix(end) + "interval", level)
+    return vocabulary.label(name, level)
 
 
-def _undefined_note(items: list[tuple[str, str, str, str]],
-                    level: float = study.CI_LEVEL) -> str:
+def _undefined_note(items: list[tuple[str, str, str, str]], level: float) -> str:
     """Under a table: each reason once, with the (rater, slice, value) it leaves undefined;
     "" when every value is defined."""
     if not items:
         return ""
     by_reason: dict[str, list[str]] = {}
-    for who, where, field, reason in items:
-        what = _field_label(field, level) if field not in ("macro_f1", "balanced_f1") else None
+    for who, where, name, reason in items:
+        what = _field_label(name, level) if name not in ("macro_f1", "balanced_f1") else None
         by_reason.setdefault(reason, []).append(
             f"{who} on {where}" + (f" ({what})" if what else ""))
     parts = [f"{reason}: {', '.join(dict.fromkeys(cells))}" for reason, cells in
@@ -406,42 +464,10 @@ def _undefined_note(items: list[tuple[str, str, str, str]],
             f"{'; '.join(parts)}.")
 
 
-def accuracy(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Accuracy | Note:
-    """Each judge and the panel (the judges' majority, ``judge_accuracy.panel_verdicts``)
-    against the physician majority, overall and per the file's category, per HealthBench theme
-    and per Psych category (``judge_accuracy.against_majority``), with seeded clustered
-    intervals for sensitivity and specificity (``judge_accuracy.sens_spec_table``)."""
-    if not isinstance(graded, Graded):
-        return graded
-    joined = graded.joined
-    if joined.empty:
-        return unavailable("No judge returned a verdict on any row, so there is nothing to "
-                           "compare with the physicians.")
-    rated = graded.rated
-    tables = {}
-    for by in ja.SLICINGS:
-        overall = by == "category"
-        base_table = ja.against_majority(rated, by, overall=overall)
-        cis = ja.sens_spec_table(rated, by, overall=overall, n_resamples=run.params.n_resamples,
-                                 seed=run.seed, level=run.ci_level)
-        tables[by] = ja.with_intervals(base_table, cis)
-    return Accuracy(tables["category"], graded, _labelled(tables[ja.THEME], ja.THEME),
-                    _labelled(tables[ja.PSYCH_CATEGORY], ja.PSYCH_CATEGORY), run.ci_level)
-
-
-def _labelled(frame: pd.DataFrame, by: str) -> pd.DataFrame:
-    """A slicing's table with its slices by readers' names (categories via
-    ``study.CATEGORY_LABELS``) and the slicing named in column ``slicing``."""
-    if frame.empty:
-        return frame.assign(slicing=pd.Series(dtype=object))
-    return frame.assign(category=[_slice_label(by, c) for c in frame["category"]],
-                        slicing=by)
-
-
 # --- among the physicians --------------------------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Placement(Shown):
+@dataclass(frozen=True)
+class Placement:
     """HealthBench's pairwise balanced F1 of judges and physicians, per category, and the
     figure."""
 
@@ -449,35 +475,37 @@ class Placement(Shown):
     figure: Figure | figures.CachedFigure
     by_theme: pd.DataFrame
     by_psych_category: pd.DataFrame
+    level: float
 
-    def summary(self, table: pd.DataFrame | None = None) -> pd.DataFrame:
-        t = self.table if table is None else table
-        judges = t[t["kind"].isin(["judge", "panel"])].pivot(index="rater", columns="category",
-                                                              values="balanced_f1")
-        judges.index.name = None
-        phys = t[t["kind"] == "physician"].groupby("category")["balanced_f1"]
-        pooled = t[t["kind"] == "physicians"].set_index("category")["balanced_f1"]
-        extra = pd.DataFrame([pooled, phys.min(), phys.max()],
-                             index=["Physicians pooled", "Physicians (lowest)",
-                                    "Physicians (highest)"])
-        out = pd.concat([judges, extra])
-        cols = [*(["all"] if "all" in out.columns else []),
-                *sorted(c for c in out.columns if c != "all")]
-        return out[cols]
-
-    def _repr_html_(self) -> str:
+    def view(self) -> Together:
         frames = [(self.table, "Pairwise balanced F1 by the file's category: each judge and "
                    "the panel against every physician label, and the physicians' "
                    "leave-one-out F1")]
         frames += [(frame, f"Pairwise balanced F1 by {SLICING_NAMES[by]}")
                    for by, frame in ((ja.PSYCH_CATEGORY, self.by_psych_category),
                                      (ja.THEME, self.by_theme)) if not frame.empty]
-        tables = [Table(self.summary(frame), caption=caption, value_kind="score",
-                        notes=[_undefined_note(_pairwise_undefined(frame))])
+        tables = [Table(_placement_summary(frame), caption=caption, value_kind="score",
+                        notes=[_undefined_note(_pairwise_undefined(frame), self.level)])
                   for frame, caption in frames]
         shown = figures.Captioned(self.figure, f"{FIGURE_LABEL}. {FIGURE_TITLE}",
                                   FIGURE_CAPTION)
-        return Tables(tables)._repr_html_() + "\n" + shown._repr_html_()
+        return Together([Tables(tables), shown])
+
+
+def _placement_summary(t: pd.DataFrame) -> pd.DataFrame:
+    """Judges and the panel by slice, then the physicians pooled, lowest and highest."""
+    judges = t[t["kind"].isin(["judge", "panel"])].pivot(index="rater", columns="category",
+                                                          values="balanced_f1")
+    judges.index.name = None
+    phys = t[t["kind"] == "physician"].groupby("category")["balanced_f1"]
+    pooled = t[t["kind"] == "physicians"].set_index("category")["balanced_f1"]
+    extra = pd.DataFrame([pooled, phys.min(), phys.max()],
+                         index=["Physicians pooled", "Physicians (lowest)",
+                                "Physicians (highest)"])
+    out = pd.concat([judges, extra])
+    cols = [*(["all"] if "all" in out.columns else []),
+            *sorted(c for c in out.columns if c != "all")]
+    return out[cols]
 
 
 def _pairwise_undefined(table: pd.DataFrame) -> list[tuple[str, str, str, str]]:
@@ -501,46 +529,60 @@ def _pairwise_undefined(table: pd.DataFrame) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def placement(run: StageRun[JudgeAccuracyParams], graded: Graded | Note) -> Placement | Note:
+@base.needs
+def placement(graded: Graded, *, level: float, cache: Path) -> Placement:
     """Each judge's and the panel's pairwise balanced F1 against the physicians and each
     physician's leave-one-out F1 against the others (``judge_accuracy.pairwise_f1``), per the
-    file's category (with the placement figure), per Psych category and per HealthBench
-    theme."""
-    if not isinstance(graded, Graded):
-        return graded
+    file's category (with the placement figure; ``cache`` keeps figures drawn before), per
+    Psych category and per HealthBench theme (``level``: the chapter's interval level, named
+    where an undefined interval is explained)."""
     rated, physicians = graded.rated, graded.source.physicians
     table = ja.pairwise_f1(rated, physicians)
-    if table.empty:
-        return unavailable("No judge verdict and no pair of physicians on a row, so nothing "
-                           "can be placed.")
-    fig = figures.f1_placement(table, title=FIGURE_TITLE, cache=run.figure_cache)
+    fig = figures.f1_placement(table, title=FIGURE_TITLE, cache=cache)
     return Placement(table, fig,
                      _labelled(ja.pairwise_f1(rated, physicians, ja.THEME, overall=False),
                                ja.THEME),
                      _labelled(ja.pairwise_f1(rated, physicians, ja.PSYCH_CATEGORY,
-                                              overall=False), ja.PSYCH_CATEGORY))
+                                              overall=False), ja.PSYCH_CATEGORY), level)
 
 
-def agreement(graded: Graded | Note) -> Note:
+@dataclass(frozen=True)
+class Agreement:
+    """Gwet's AC1 among the judges on the rows at least two of them graded (NaN: one judge)."""
+
+    value: float
+    n_rows: int
+    n_judges: int
+
+    def view(self) -> Note:
+        if math.isnan(self.value):
+            return Note("One judge only: agreement among judges needs two.")
+        return Note(f"Gwet's AC1 among the {count(self.n_judges, 'judge')} on the "
+                    f"{self.n_rows:,} rows at least two of them graded: **{self.value:.3f}** "
+                    "(met / not met).")
+
+
+@base.needs
+def agreement(graded: Graded) -> Agreement:
     """Gwet's AC1 among the judges over the rows (``judge_accuracy.judges_ac1``)."""
-    if not isinstance(graded, Graded):
-        return graded
     value, n = ja.judges_ac1(graded.joined)
-    if math.isnan(value):
-        return unavailable("One judge only: agreement among judges needs two.")
-    return Note(f"Gwet's AC1 among the {count(len(graded.source.judges), 'judge')} on the "
-                f"{n:,} rows at least two of them graded: **{value:.3f}** (met / not met).")
+    return Agreement(value, n, len(graded.source.judges))
 
 
 # --- a criterion-met rate, corrected ---------------------------------------------------------
 
-@dataclass(frozen=True, repr=False)
-class Corrected(Shown):
+@dataclass(frozen=True)
+class Corrected:
     """Each judge's criterion-met rate on this run's grading, corrected (Rogan-Gladen)."""
 
     rates: list[ja.CorrectedRate]
-    level: float = study.CI_LEVEL
+    level: float
     """The level of the corrected rates' intervals."""
+
+    @property
+    def empty(self) -> bool:
+        """No judge graded both this run's replies and the rows."""
+        return not self.rates
 
     @property
     def table(self) -> pd.DataFrame:
@@ -549,7 +591,10 @@ class Corrected(Shown):
         return pd.DataFrame([{k: v for k, v in r.__dict__.items() if k != "interval_undefined"}
                              for r in self.rates])
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Tables | Note:
+        if self.empty:
+            return Note("No judge graded both this run's replies (07) and the rows, so no "
+                        "criterion-met rate can be corrected.")
         shown = self.table.set_index("judge")[[
             "n_verdicts", "observed", "sensitivity", "specificity", "corrected", "low", "high"]]
         note = ("The share of this run's criteria (07, first reply) each judge calls met, and "
@@ -560,60 +605,74 @@ class Corrected(Shown):
                 "calibration's own uncertainty widens it. It assumes that what physicians "
                 "said of HealthBench's completions stands in for what they would say of the "
                 "candidates' replies: the judge errs at the same rates on both.")
-        why = _undefined_note([(_rater(r.judge), "this run", field, reason)
+        why = _undefined_note([(_rater(r.judge), "this run", name, reason)
                                for r in self.rates
-                               for field, reason in ja.corrected_undefined(r).items()],
+                               for name, reason in ja.corrected_undefined(r).items()],
                               self.level)
         return Tables([Table(shown, caption="Criterion-met rates, observed and corrected",
-                             level=self.level, notes=[why])], note=note)._repr_html_()
+                             level=self.level, notes=[why])], note=note)
 
 
-def corrected(run: StageRun[JudgeAccuracyParams], acc: Accuracy | Note) -> Corrected | Note:
+@base.needs
+def corrected(acc: Accuracy, *, n_resamples: int, seed: int, level: float) -> Corrected:
     """For each judge that graded both this run (07's verdicts, the first reply) and the rows,
     and for the panel (the judges' majority on each criterion of each reply, and on each row):
-    its criterion-met rate and the Rogan-Gladen correction with an interval that resamples
-    both (``judge_accuracy.corrected_rate``). The transfer assumption: the judge's sensitivity
-    and specificity on HealthBench's completions, against physicians, hold on the candidates'
-    replies."""
-    if not isinstance(acc, Accuracy):
-        return acc
-    run_verdicts = panel.read_verdicts(run.stage.upstream(graph.GRADING, graph.VERDICTS))
-    if "sample" in run_verdicts.columns:
-        run_verdicts = run_verdicts[run_verdicts["sample"].fillna(0) == 0]
-    rated = acc.graded.rated
-    judges = acc.graded.source.judges
+    its criterion-met rate and the Rogan-Gladen correction with an interval of ``n_resamples``
+    seeded resamples at ``level`` that resamples both (``judge_accuracy.corrected_rate``). The
+    transfer assumption: the judge's sensitivity and specificity on HealthBench's completions,
+    against physicians, hold on the candidates' replies."""
+    source = acc.graded.source
     keys = ["candidate", "prompt_id", "criterion_index"]
-    run_panel = ja.panel_verdicts(run_verdicts[["judge", *keys, "criteria_met"]], judges, keys)
-    run_verdicts = pd.concat([run_verdicts, run_panel], ignore_index=True)
+    mine = source.run_verdicts
+    run_panel = ja.panel_verdicts(mine[["judge", *keys, "criteria_met"]], source.judges, keys)
+    verdicts = pd.concat([mine, run_panel], ignore_index=True)
+    rated = acc.graded.rated
     rates = []
-    for judge in [*judges, ja.PANEL]:
-        mine = run_verdicts[run_verdicts["judge"] == judge]
+    for judge in [*source.judges, ja.PANEL]:
+        own = verdicts[verdicts["judge"] == judge]
         cal = rated[rated["judge"] == judge]
-        if mine["criteria_met"].notna().any() and not cal.empty:
-            rates.append(ja.corrected_rate(judge, mine, cal, n_resamples=run.params.n_resamples,
-                                           seed=run.seed, level=run.ci_level))
-    if not rates:
-        return unavailable("No judge graded both this run's replies (07) and the rows, so no "
-                           "criterion-met rate can be corrected.")
-    return Corrected(rates, run.ci_level)
+        if own["criteria_met"].notna().any() and not cal.empty:
+            rates.append(ja.corrected_rate(judge, own, cal, n_resamples=n_resamples,
+                                           seed=seed, level=level))
+    return Corrected(rates, level)
 
 
 # --- metrics, outputs, findings ------------------------------------------------------------------
 
 def _rate(value: Any) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) \
-        else float(value)
+    return None if value is None or pd.isna(value) else float(value)
 
 
-def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accuracy | Note,
-            place: Placement | Note, fixed: Corrected | Note) -> JudgeAccuracyMetrics:
-    """15's metrics: paper, the mode only; live, the rows, the judges, every accuracy and
-    placement figure, AC1 among the judges and the corrected rates."""
-    if not isinstance(graded, Graded):
-        return JudgeAccuracyMetrics(mode=run.mode or graph.PAPER)
+def metrics(data: Inputs, graded: Graded | None, acc: Accuracy | None,
+            place: Placement | None, fixed: Corrected | None) -> JudgeAccuracyMetrics:
+    """15's metrics: without graded rows (paper), the mode only; live, the rows, the judges,
+    every accuracy and placement figure, AC1 among the judges and the corrected rates."""
+    if graded is None:
+        return JudgeAccuracyMetrics(mode=data.mode)
+    out = _graded_metrics(graded)
+    if acc is not None:
+        out["ci_level"] = acc.level
+    out["spend_earlier_attempts_usd"] = graded.paid_earlier
+    if acc is not None:
+        out["against_majority"] = _accuracy_metrics(acc.table)
+        out["against_majority_by_theme"] = _accuracy_metrics(acc.by_theme)
+        out["against_majority_by_psych_category"] = _accuracy_metrics(acc.by_psych_category)
+    if place is not None:
+        out["pairwise"] = _pairwise_metrics(place.table)
+        out["pairwise_by_theme"] = _pairwise_metrics(place.by_theme)
+        out["pairwise_by_psych_category"] = _pairwise_metrics(place.by_psych_category)
+    value, n = ja.judges_ac1(graded.joined) if not graded.empty else (math.nan, 0)
+    out |= {"judges_ac1": _rate(value), "n_rows_ac1": n}
+    if fixed is not None:
+        out["corrected"] = {r.judge: _corrected_metrics(r) for r in fixed.rates}
+    return JudgeAccuracyMetrics(**out)
+
+
+def _graded_metrics(graded: Graded) -> dict[str, Any]:
+    """The rows, their coverage, the judges and what grading them cost."""
     src = graded.source
     labels = src.labels
-    out: dict[str, Any] = {
+    return {
         "mode": graph.LIVE, "source": src.source, "n_rows": len(src.rows),
         "n_rows_in_file": src.n_in_file,
         "coverage": {str(r["subset"]): SubsetCoverage(
@@ -623,29 +682,16 @@ def metrics(run: StageRun[JudgeAccuracyParams], graded: Graded | Note, acc: Accu
             for _, r in src.coverage.iterrows()},
         "n_rows_no_theme": int(labels[ja.THEME].isna().sum()),
         "n_rows_no_psych_category": int(labels[ja.PSYCH_CATEGORY].isna().sum()),
-        "n_conversations": int(src.labels["prompt_id"].nunique()),
+        "n_conversations": int(labels["prompt_id"].nunique()),
         "n_physicians": int(src.physicians["physician"].nunique()), "judges": src.judges,
-        "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6),
-        "ci_level": run.ci_level, "spend_earlier_attempts_usd": graded.paid_earlier}
-    if isinstance(acc, Accuracy):
-        out["against_majority"] = _accuracy_metrics(acc.table)
-        out["against_majority_by_theme"] = _accuracy_metrics(acc.by_theme)
-        out["against_majority_by_psych_category"] = _accuracy_metrics(acc.by_psych_category)
-    if isinstance(place, Placement):
-        out["pairwise"] = _pairwise_metrics(place.table)
-        out["pairwise_by_theme"] = _pairwise_metrics(place.by_theme)
-        out["pairwise_by_psych_category"] = _pairwise_metrics(place.by_psych_category)
-    value, n = ja.judges_ac1(graded.joined) if not graded.joined.empty else (math.nan, 0)
-    out |= {"judges_ac1": _rate(value), "n_rows_ac1": n}
-    if isinstance(fixed, Corrected):
-        out["corrected"] = {r.judge: CorrectedRate(**{f: (_rate(getattr(r, f)) if f not in
-                                                          ("n_verdicts", "n_conversations")
-                                                          else getattr(r, f))
-                                                      for f in CorrectedRate.model_fields
-                                                      if f != "undefined"},
-                                                   **_with_reasons(ja.corrected_undefined(r)))
-                            for r in fixed.rates}
-    return JudgeAccuracyMetrics(**out)
+        "n_excluded": graded.n_excluded, "spend_usd": round(graded.spend_usd, 6)}
+
+
+def _corrected_metrics(r: ja.CorrectedRate) -> CorrectedRate:
+    counts = ("n_verdicts", "n_conversations")
+    values = {f: (getattr(r, f) if f in counts else _rate(getattr(r, f)))
+              for f in CorrectedRate.model_fields if f != "undefined"}
+    return CorrectedRate.model_validate({**values, **_with_reasons(ja.corrected_undefined(r))})
 
 
 def _with_reasons(cell: Any) -> dict[str, Any]:
@@ -657,9 +703,9 @@ def _with_reasons(cell: Any) -> dict[str, Any]:
 
 def _accuracy_metrics(table: pd.DataFrame) -> dict[str, dict[str, JudgeAccuracy]]:
     counts = ("n", "tp", "fp", "fn", "tn")
-    return {str(j): {str(r["category"]): JudgeAccuracy(**{
-        f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields
-        if f != "undefined"}, **_with_reasons(r.get("undefined")))
+    return {str(j): {str(r["category"]): JudgeAccuracy.model_validate({
+        **{f: (int(r[f]) if f in counts else _rate(r[f])) for f in JudgeAccuracy.model_fields
+           if f != "undefined"}, **_with_reasons(r.get("undefined"))})
         for _, r in g.iterrows()} for j, g in table.groupby("judge", sort=False)}
 
 
@@ -680,34 +726,35 @@ def _as_text(table: pd.DataFrame) -> pd.DataFrame:
                                    for c in table["undefined"]])
 
 
-def write(run: StageRun[JudgeAccuracyParams], m: JudgeAccuracyMetrics, graded: Graded | Note,
-          acc: Accuracy | Note, place: Placement | Note, fixed: Corrected | Note) -> Written:
+def write(run: StageRun, m: JudgeAccuracyMetrics, graded: Graded | None, acc: Accuracy | None,
+          place: Placement | None, fixed: Corrected | None) -> Written:
     """Live: ``verdicts.csv``, ``coverage.csv``, ``accuracy.csv`` and ``pairwise_f1.csv`` (every
     slicing, named in column ``slicing``), ``corrected_rates.csv`` and the placement figure;
     ``metrics.json`` last."""
     tables: dict[str, pd.DataFrame] = {}
     figs: dict[str, Any] = {}
-    if isinstance(graded, Graded):
+    if graded is not None:
         tables[VERDICTS_FILE] = graded.verdicts
         tables[COVERAGE_FILE] = graded.source.coverage
-    if isinstance(acc, Accuracy):
+    if acc is not None:
         tables[ACCURACY_FILE] = _as_text(pd.concat([acc.table.assign(slicing="category"),
                                                     acc.by_theme, acc.by_psych_category],
                                                    ignore_index=True))
-    if isinstance(place, Placement):
+    if place is not None:
         tables[PAIRWISE_FILE] = _as_text(pd.concat([place.table.assign(slicing="category"),
                                                     place.by_theme, place.by_psych_category],
                                                    ignore_index=True))
         figs[FIGURE_STEM] = place.figure
-    if isinstance(fixed, Corrected):
+    if fixed is not None:
         tables[CORRECTED_FILE] = fixed.table
     return base.write(run, m, tables=tables, figures=figs)
 
 
 def findings(m: JudgeAccuracyMetrics, *, close: float = study.F1_CLOSE,
              min_rows: int = study.SLICE_MIN_N,
-             min_pairs: int = study.PHYSICIAN_RANGE_MIN_PAIRS) -> Findings:
-    """The sentences of "What we found", from 15's metrics.
+             min_pairs: int = study.PHYSICIAN_RANGE_MIN_PAIRS) -> Findings | None:
+    """The sentences of "What we found", from 15's metrics; ``None`` without a verdict on any
+    row (the chapter said why above).
 
     How much of the Psych subset the labelled rows cover; each judge's and the panel's macro-F1
     against the physician majority with its sensitivity and specificity; whether its pairwise
@@ -716,9 +763,8 @@ def findings(m: JudgeAccuracyMetrics, *, close: float = study.F1_CLOSE,
     below it, and the category of at least ``min_rows`` rows where it falls furthest below the
     physicians pooled (by more than ``close``); AC1 among the judges; the range of the corrected
     criterion-met rates. On the fixture, a reminder that its verdicts are scripted."""
-    if m.mode != graph.LIVE or not m.against_majority:
-        return Findings([PAPER_NOTE if m.mode != graph.LIVE else
-                         "No judge returned a verdict on any row."])
+    if not m.against_majority:
+        return None
     out = []
     if m.source == "fixture":
         out.append("These rows are the format fixture and the simulator's verdicts on them are "
@@ -731,9 +777,29 @@ def findings(m: JudgeAccuracyMetrics, *, close: float = study.F1_CLOSE,
                    f"{m.n_rows_in_file or 0:,} are on them.")
     out.append(f"On {count(m.n_rows or 0, 'row')} ({count(m.n_conversations or 0, 'conversation')}"
                f", {count(m.n_physicians or 0, 'physician')}):")
+    out += _rater_sentences(m, close, min_rows, min_pairs)
+    if m.judges_ac1 is not None:
+        out.append(f"The judges agree with one another at AC1 {m.judges_ac1:.3f}.")
+    shifts = {}
+    for j, r in (m.corrected or {}).items():
+        if r.corrected is not None:
+            shifts[j] = r.corrected - r.observed
+    if shifts:
+        out.append(f"Corrected for each judge's errors, this run's criterion-met rates move "
+                   f"by {min(shifts.values()):+.3f} to {max(shifts.values()):+.3f}.")
+    if m.n_excluded:
+        out.append(f"{count(m.n_excluded, 'verdict')} never came and are left out.")
+    return Findings(out)
+
+
+def _rater_sentences(m: JudgeAccuracyMetrics, close: float, min_rows: int,
+                     min_pairs: int) -> list[str]:
+    """Each judge's and the panel's accuracy, its place among the physicians and its worst
+    slice."""
     pooled = (m.pairwise or {}).get("physicians", {})
     span = physician_range(m, min_pairs)
-    for judge, cats in m.against_majority.items():
+    out = []
+    for judge, cats in (m.against_majority or {}).items():
         a = cats["all"]
         reaches = (f"reaches macro-F1 {_f(a.macro_f1)}" if a.macro_f1 is not None else
                    "has no macro-F1 (undefined: "
@@ -743,18 +809,7 @@ def findings(m: JudgeAccuracyMetrics, *, close: float = study.F1_CLOSE,
                    f"specificity {_f(a.specificity)})"
                    f"{placed_in_range(judge, m, span, min_pairs)}"
                    f"{_worst(judge, m, pooled, close, min_rows)}.")
-    if m.judges_ac1 is not None:
-        out.append(f"The judges agree with one another at AC1 {m.judges_ac1:.3f}.")
-    if m.corrected:
-        shifts = {j: (r.corrected - r.observed) for j, r in m.corrected.items()
-                  if r.corrected is not None}
-        if shifts:
-            lo, hi = min(shifts.values()), max(shifts.values())
-            out.append(f"Corrected for each judge's errors, this run's criterion-met rates move "
-                       f"by {lo:+.3f} to {hi:+.3f}.")
-    if m.n_excluded:
-        out.append(f"{count(m.n_excluded, 'verdict')} never came and are left out.")
-    return Findings(out)
+    return out
 
 
 def _f(value: float | None) -> str:
@@ -800,11 +855,15 @@ def _worst(judge: str, m: JudgeAccuracyMetrics, pooled: dict[str, PairwiseF1], c
     the judge's and the pooled F1 are defined: an undefined F1 is never read as a gap."""
     mine = (m.pairwise or {}).get(judge, {})
     rows = m.against_majority.get(judge, {}) if m.against_majority else {}
-    gaps = {c: v.balanced_f1 - pooled[c].balanced_f1 for c, v in mine.items()
-            if c != "all" and c in pooled and v.balanced_f1 is not None
-            and pooled[c].balanced_f1 is not None and c in rows and rows[c].n >= min_rows}
+    gaps = {}
+    for c, v in mine.items():
+        other = pooled[c].balanced_f1 if c in pooled else None
+        if (c != "all" and v.balanced_f1 is not None and other is not None and c in rows
+                and rows[c].n >= min_rows):
+            gaps[c] = v.balanced_f1 - other
     worst = min(gaps, key=lambda c: (gaps[c], c)) if gaps else None
     if worst is None or gaps[worst] >= -close:
         return ""
     named = md_text(breakdowns.label(worst))  # a category as prose names it
     return f"; furthest below the physicians pooled on {named} ({gaps[worst]:+.3f})"
+
