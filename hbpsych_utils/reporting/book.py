@@ -463,11 +463,14 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
                      states: Mapping[str, StageState] | None = None,
                      command: str = "", reproduced: ledger.Summary | None = None,
                      find: str = "", extra_pages: Sequence[str] = (), *,
-                     judges: tuple[list[str], str] | None, level: float) -> str:
+                     judges: tuple[list[str], str] | None, level: float,
+                     modes: Mapping[str, str | None] | None = None) -> str:
     """The landing page: the study, how much of the paper this run reproduces (``reproduced``,
     the ledger's summary), where everything is (``find``), this run's profile, each stage's
     mode and state, the headline numbers (each marked when its chapter is not current),
-    contents."""
+    contents. A stage's mode is its metrics' (``modes``, the profile's, for a stage that writes
+    none); a current chapter whose mode leaves it nothing to show is marked "needs ..."
+    (``graph.needs``) instead of "current"."""
     states = states or {}
     parts = [f"# HealthBench-Psych: the {_code(title_name(profile), cell=False)} run\n",
              STUDY_SUMMARY + "\n"]
@@ -500,7 +503,7 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
         st = states.get(stage)
         if st is not None and st.state == "not_in_profile":
             continue
-        mode = getattr(m, "mode", None) if m is not None else None
+        mode = (getattr(m, "mode", None) if m is not None else None) or (modes or {}).get(stage)
         round2 = getattr(m, "round2", None) if m is not None else None
         shown = (mode or "–") + (f" (round 2 {round2.replace('_', ' ')})" if round2 else "")
         word = (STATE_WORDS[st.state] if st is not None else "unknown")
@@ -1109,7 +1112,9 @@ def write_sources(profile_dir: Path, src: Path) -> str:
                          overrides if isinstance(overrides, dict) else None, states, command,
                          reproduced=ledger.summary(rows), find=find, extra_pages=extra_pages,
                          judges=run_judges(metrics, run),
-                         level=run.ci_level if run else study.CI_LEVEL),
+                         level=run.ci_level if run else study.CI_LEVEL,
+                         modes=({s: graph.stage_mode(run, s) for s in graph.STAGES} if run
+                                else None)),
         encoding="utf-8")
     stage_dir = profile_dir / FIGURES_STAGE
     if stage_dir.is_dir():
