@@ -20,9 +20,7 @@ from hbpsych_utils.reporting.display import Note
 from hbpsych_utils.reporting.vocabulary import panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun
-from hbpsych_utils.stages.s14_analyses.files import (
-    STAGE,
-)
+from hbpsych_utils.stages.s14_analyses.files import STAGE
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,7 @@ from hbpsych_utils.stages.s14_analyses.files import (
     captioned,
     figure_stem,
 )
-from hbpsych_utils.stages.s14_analyses.graded import (
-    Graded,
-)
+from hbpsych_utils.stages.s14_analyses.graded import Graded
 
 
 @dataclass(frozen=True)

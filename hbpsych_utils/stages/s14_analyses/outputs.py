@@ -22,9 +22,7 @@ from hbpsych_utils.stages.s14_analyses.files import (
     SPREAD_FILE,
     WORST_FILE,
 )
-from hbpsych_utils.stages.s14_analyses.graded import (
-    Inputs,
-)
+from hbpsych_utils.stages.s14_analyses.graded import Inputs
 from hbpsych_utils.stages.s14_analyses.length_adjusted import Lengths
 from hbpsych_utils.stages.s14_analyses.tags import Breakdown, Figures
 from hbpsych_utils.stages.s14_analyses.worst_at_k import Reliability

@@ -13,9 +13,7 @@ from hbpsych_utils.pipeline.metrics import (
 )
 from hbpsych_utils.reporting.display import Findings
 from hbpsych_utils.reporting.vocabulary import panel_phrase
-from hbpsych_utils.stages.s14_analyses.files import (
-    PANEL,
-)
+from hbpsych_utils.stages.s14_analyses.files import PANEL
 
 
 def findings(m: AnalysesMetrics, *, min_n: int = study.SLICE_MIN_N,
