@@ -495,3 +495,60 @@ def test_a_publication_is_named_without_a_path_of_the_machine(tmp_path: Path,
                      + ("OUT</span></code> \\(a folder outside the run folder\\)" if outside
                         else "published/v1</span></code> in the run folder"), provenance)
     assert 'href="_downloads/' in provenance  # the files are still linked, copied into the book
+
+
+def _landing_states(profile_mode: str) -> dict[str, str]:
+    """Each chapter's State cell on the landing page of a run whose evaluation stages ran in
+    ``profile_mode``: 14 and 15 write their mode in their metrics, 13 writes no metrics (its
+    mode is the profile's)."""
+    raw = {**METRICS, graph.ANALYSES: {"mode": profile_mode},
+           graph.JUDGE_ACCURACY: {"mode": profile_mode}}
+    states = {s: state.StageState(stage=s, state="current") for s in graph.STAGES}
+    landing = book.landing_markdown("p", typed(raw), list(graph.STAGES), states=states,
+                                    judges=None, level=0.95,
+                                    modes={graph.EXPLORER: profile_mode})
+    rows = [line.split("|") for line in landing.splitlines() if line.startswith("| [")]
+    return {next(s for s in graph.STAGES if f"({s}.ipynb)" in row[1]): row[3].strip()
+            for row in rows}
+
+
+def test_the_landing_marks_a_chapter_its_mode_leaves_nothing_to_show() -> None:
+    """A paper run's 13 and 14 need a live run and 15 the physician labels: the landing page
+    says so instead of "current" (13 from the profile's mode, having no metrics); in a live
+    run they are current like the others."""
+    paper = _landing_states(graph.PAPER)
+    assert {s: paper[s] for s in (graph.EXPLORER, graph.ANALYSES, graph.JUDGE_ACCURACY)} == {
+        graph.EXPLORER: "needs a live run", graph.ANALYSES: "needs a live run",
+        graph.JUDGE_ACCURACY: "needs the physician labels"}
+    assert paper[graph.SCORES] == paper[graph.CORPUS] == "current"
+    live = _landing_states(graph.LIVE)
+    assert set(live.values()) == {"current"} and set(live) == set(graph.STAGES)
+
+
+def test_the_book_drops_a_section_that_shows_only_what_the_run_has_not() -> None:
+    """A section (a heading and the cells up to the next) whose outputs are all the marker of
+    a result the run has not is dropped, heading included; elsewhere only the markers go."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
+
+    from hbpsych_utils.reporting import display
+
+    def out(text: str = "", marker: bool = False) -> Any:
+        return new_output("display_data", data={"text/markdown": text},
+                          metadata={display.NOT_IN_RUN: True} if marker else {})
+
+    def code(*outputs: Any) -> Any:
+        return new_code_cell("x", outputs=list(outputs))
+
+    cells = [new_markdown_cell("# Title\n\nWhy."), code(),
+             new_markdown_cell("## Top"), code(out("**This chapter needs a live run**")),
+             new_markdown_cell("## Empty"), code(out(marker=True)), code(out(marker=True)),
+             new_markdown_cell("Still the empty section."),
+             new_markdown_cell("## Mixed"), code(out("Wrote 1 file"), out(marker=True)),
+             new_markdown_cell("## Prose only")]
+    kept = display.without_sections_not_in_run(cells)
+    headings = [c.source.splitlines()[0] for c in kept if c.cell_type == "markdown"]
+    assert headings == ["# Title", "## Top", "## Mixed", "## Prose only"]
+    outputs = [o for c in kept if c.cell_type == "code" for o in c.outputs]
+    assert [o["data"]["text/markdown"] for o in outputs] == [
+        "**This chapter needs a live run**", "Wrote 1 file"]
+    assert not any(display.is_not_in_run(o) for o in outputs)

@@ -22,9 +22,11 @@ from hbpsych_utils.evaluation import meta_eval_fixture as fx
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.llm.testing import simulator
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import JudgeAccuracyMetrics, PairwiseF1
 from hbpsych_utils.reporting import figures, vocabulary
 from hbpsych_utils.stages import s15_judge_accuracy as s15
 from hbpsych_utils.stages.base import shown
+from hbpsych_utils.stages.s15_judge_accuracy.physicians import placement_summary
 
 J1, J2, J3 = study.JUDGE_PANEL
 DATA = Path(__file__).resolve().parent / "data"
@@ -459,7 +461,7 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     # a category named as prose, not as the file's identifier, where the gap is defined
     pooled = m.pairwise["physicians"]["emergency_referrals"].balanced_f1
     worse = m.model_copy(update={"pairwise": {**m.pairwise, J1: {
-        **m.pairwise[J1], "emergency_referrals": s15.PairwiseF1(
+        **m.pairwise[J1], "emergency_referrals": PairwiseF1(
             kind="judge", pairs=18, balanced_f1=pooled - 0.2)}}})
     assert "furthest below the physicians pooled on Emergency referrals (-0.200)" in str(
         s15.findings(worse))
@@ -468,7 +470,7 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     gated = str(s15.findings(m, min_pairs=19))
     assert "is within" not in gated and "above the physicians' range" not in gated
     assert "with no physicians' range to place it in" in gated
-    below = m.model_copy(update={"pairwise": {**m.pairwise, J3: {"all": s15.PairwiseF1(
+    below = m.model_copy(update={"pairwise": {**m.pairwise, J3: {"all": PairwiseF1(
         kind="judge", pairs=36, balanced_f1=0.5)}}})
     assert "(0.500) is below the physicians' range" in str(s15.findings(below))
     html = shown(place)._repr_html_() + shown(acc)._repr_html_() + shown(source)._repr_html_()
@@ -541,7 +543,7 @@ def _fixture_pairs(slicing: str) -> dict[tuple[str, str], list[tuple[bool, bool]
     return out
 
 
-def _chapter_metrics() -> tuple[s15.JudgeAccuracyMetrics, s15.Placement, s15.Accuracy]:
+def _chapter_metrics() -> tuple[JudgeAccuracyMetrics, s15.Placement, s15.Accuracy]:
     source = _source()
     v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
     graded = s15.Graded(source, v, 0.0, 0.0)
@@ -599,12 +601,12 @@ def test_no_finding_rests_on_an_undefined_value() -> None:
     # the only slices are undefined for one judge: a large defined gap elsewhere is still named
     # but an undefined one never is, however large the other side's value
     gapless = m.model_copy(update={"pairwise": {**m.pairwise, J3: {
-        **m.pairwise[J3], "emergency_referrals": s15.PairwiseF1(
+        **m.pairwise[J3], "emergency_referrals": PairwiseF1(
             kind="judge", pairs=18, balanced_f1=None,
             undefined={"balanced_f1": "no “met” from the judge"})}}})
     assert "furthest below" not in str(s15.findings(gapless))
     none_all = m.model_copy(update={"pairwise": {**m.pairwise, J1: {
-        "all": s15.PairwiseF1(kind="judge", pairs=36, balanced_f1=None,
+        "all": PairwiseF1(kind="judge", pairs=36, balanced_f1=None,
                               undefined={"balanced_f1": "no “met” from the judge"})}}})
     said = str(s15.findings(none_all))
     assert ("its pairwise balanced F1 is undefined (no “met” from the judge), so it is not "
@@ -621,7 +623,7 @@ def test_the_chapter_shows_undefined_as_a_dash_with_the_reason() -> None:
     """The pairwise and accuracy tables show an undefined value as "—" (never a number, never
     "nan"), and say under the table why, naming the rater and the slice."""
     _, place, acc = _chapter_metrics()
-    summary = s15._placement_summary(place.table)
+    summary = placement_summary(place.table)
     assert math.isnan(summary.loc[J2, "emergency_referrals"])
     assert math.isnan(summary.loc[J3, "hedging"])
     assert summary.loc[J1, "all"] == pytest.approx((24 / 35 + 26 / 37) / 2)
