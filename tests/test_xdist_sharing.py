@@ -99,6 +99,7 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str
         ) -> tuple[pytest.RunResult, list[dict]]:
     log = pytester.path / "log.jsonl"
     monkeypatch.setenv("SHARING_LOG", str(log))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # when this test runs in a worker
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_module_fixture=MODULE_FIXTURE, test_plain=PLAIN, test_other=OTHER)
     result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", *args)

@@ -12,7 +12,6 @@ counts where pytest keeps it).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +38,8 @@ def group_of(item: pytest.Item) -> str | None:
 
 def session_folder(config: pytest.Config) -> Path:
     """The temp folder of the whole test session: xdist gives each worker a folder inside it."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        return Path(config.option.basetemp).parent
+    if hasattr(config, "workerinput"):  # an xdist worker (not an environment variable, which a
+        return Path(config.option.basetemp).parent  # pytest started by a worker inherits)
     return config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
 
 
@@ -54,7 +53,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         groups[item.nodeid] = group
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    worker = getattr(config, "workerinput", {}).get("workerid")
     if worker and getattr(config.option, "basetemp", None):
         folder = session_folder(config) / GROUPS_FOLDER
         folder.mkdir(exist_ok=True)
