@@ -43,6 +43,11 @@ def session_folder(config: pytest.Config) -> Path:
     return config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The mark is xdist's; declared here too, so a run without xdist (-p no:xdist) knows it."""
+    config.addinivalue_line("markers", "xdist_group(name): run on the worker of this group")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     groups = {}
