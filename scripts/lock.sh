@@ -16,14 +16,14 @@
 # Without --upgrade the pins already in the locks are kept where pyproject.toml still allows them,
 # so adding one dependency changes only what it needs. Needs the package index (uv resolves
 # there); takes seconds. uv itself is installed once, at a pinned version, into a small
-# virtualenv under ~/.cache/hbpsych (or $UV, when set, is used as it is).
+# virtualenv under ~/.cache/hbpsych (or $UV, when set, is used as it is): scripts/uv.sh, which
+# scripts/ensure_env.sh uses too.
 #
 # Why --python-version 3.11 (= 3.11.0) and not the interpreter here: the lock then holds only
 # releases that install on every 3.11.x; e.g. soupsieve 4 needs Python >= 3.11.5, Debian 12 ships
 # 3.11.2. tests/test_environment.py fails when pyproject.toml changed without this script.
 set -euo pipefail
 
-UV_VERSION="0.13.9"
 LOCK="requirements.lock"
 INSPECT_LOCK="requirements-inspect.lock"
 FULL_LOCK="requirements-all.lock"
@@ -37,17 +37,11 @@ base="${HBPSYCH_BASE_PYTHON:-python3}"
     exit 1
 }
 
-uv="${UV:-}"
-if [ -z "$uv" ]; then
-    tools="${XDG_CACHE_HOME:-$HOME/.cache}/hbpsych/uv-$UV_VERSION"
-    uv="$tools/bin/uv"
-    if [ ! -x "$uv" ]; then
-        echo "installing uv $UV_VERSION into $tools ..." >&2
-        "$base" -m venv "$tools"
-        "$tools/bin/python" -m pip install --quiet --quiet --disable-pip-version-check \
-            "uv==$UV_VERSION"
-    fi
-fi
+# shellcheck source=scripts/uv.sh
+source scripts/uv.sh
+hbpsych_uv "$base" || { echo "error: uv: $HBPSYCH_UV_WHY" >&2; exit 1; }
+uv="$HBPSYCH_UV"
+UV_VERSION="$HBPSYCH_UV_VERSION"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -97,7 +91,7 @@ write_lock() {  # write_lock RESOLVED TARGET WHAT
     {
         echo "# Locked environment of hbpsych_utils: $3,"
         echo "# exact versions with sha256 hashes, for CPython 3.11 on Linux x86_64 (uv $UV_VERSION)."
-        echo "# Installed by scripts/ensure_env.sh: pip install --require-hashes -r $2"
+        echo "# Installed by scripts/ensure_env.sh: uv pip install --require-hashes -r $2 (or pip)"
         echo "# Regenerate after changing pyproject.toml's dependencies: bash scripts/lock.sh"
         echo "# (bash scripts/lock.sh --upgrade moves every pin to the newest allowed release)."
         echo "# pyproject-dependencies-sha256: $spec_hash"

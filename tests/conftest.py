@@ -16,13 +16,15 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
+from shared_runs import run_once
 
 from hbpsych_utils import study
 from hbpsych_utils.core import paths
 from hbpsych_utils.llm import load_registry
 
-pytest_plugins = ["slow_guard", "pytester"]
-"""A test that starts a kernel, a subprocess or a server fails unless marked slow."""
+pytest_plugins = ["slow_guard", "xdist_groups", "pytester"]
+"""A test that starts a kernel, a subprocess or a server fails unless marked slow; under xdist,
+the tests that share a module's fixture run on one worker."""
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MIRROR = ROOT.parent / "shared" / "mirror"
@@ -83,44 +85,52 @@ FAKE_KEYS = {
 
 @pytest.fixture(scope="session")
 def default_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    """The default profile, every notebook, run once for all the notebook tests that read it.
+    """The default profile, every notebook, run once for all the notebook tests that read it
+    (once for all xdist workers too).
 
     Figures it publishes go to a temp folder, not the checkout's figures/."""
     from hbpsych_utils import runner
 
-    out = tmp_path_factory.mktemp("default")
-    with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
-        result = runner.run_profile("default", outputs_root=out, echo=print)
-    assert result.ok, result.notebooks
-    return out / "default"
+    def build(out: Path) -> Path:
+        with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
+            result = runner.run_profile("default", outputs_root=out, echo=print)
+        assert result.ok, result.notebooks
+        return out / "default"
+
+    return run_once(tmp_path_factory, "default", build)
 
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    """The smoke profile, every notebook, run once with fake API keys in the environment."""
+    """The smoke profile, every notebook, run once (for all xdist workers) with fake API keys in
+    the environment."""
     from hbpsych_utils import runner
 
-    out = tmp_path_factory.mktemp("smoke")
-    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
-        result = runner.run_profile("smoke", outputs_root=out, echo=print)
-    assert result.ok, result.notebooks
-    return out / "smoke"
+    def build(out: Path) -> Path:
+        with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
+            result = runner.run_profile("smoke", outputs_root=out, echo=print)
+        assert result.ok, result.notebooks
+        return out / "smoke"
+
+    return run_once(tmp_path_factory, "smoke", build)
 
 
 @pytest.fixture(scope="session")
 def hard_run(tmp_path_factory: pytest.TempPathFactory, default_run: Path, mirror: Path) -> Path:
     """A copy of the default run tweaked with ``--set judges.subset=hard``: the runner re-runs
-    what the value feeds (09, 12) in the copy and re-renders its book."""
+    what the value feeds (09, 12) in the copy and re-renders its book (once for all workers)."""
     from hbpsych_utils import runner
 
-    out = tmp_path_factory.mktemp("hard")
-    shutil.copytree(default_run, out / "default",
-                    ignore=shutil.ignore_patterns(".book-build", "book"))
-    with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
-        result = runner.run_profile("default", outputs_root=out,
-                                    overrides={"judges.subset": "hard"}, echo=print)
-    assert result.ok, result.notebooks
-    return out / "default"
+    def build(out: Path) -> Path:
+        shutil.copytree(default_run, out / "default",
+                        ignore=shutil.ignore_patterns(".book-build", "book"))
+        with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
+            result = runner.run_profile("default", outputs_root=out,
+                                        overrides={"judges.subset": "hard"}, echo=print)
+        assert result.ok, result.notebooks
+        return out / "default"
+
+    return run_once(tmp_path_factory, "hard", build)
 
 
 def stage_metrics(run: Path, stage: str) -> dict:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -189,49 +190,152 @@ def test_venv_matches_lock() -> None:
     assert differ == {}, f"installed versions differ from {lock.name} (locked, installed)"
 
 
+UV_VERSION = re.search(r'^HBPSYCH_UV_VERSION="([^"]+)"$', (ROOT / "scripts" / "uv.sh").read_text(),
+                       re.M)[1]
+"""The uv that ensure_env.sh installs with and lock.sh resolves with (pinned once, in uv.sh)."""
+
+
 def _fake_python(tmp_path: Path) -> tuple[Path, Path]:
-    """A checkout copy whose .venv/bin/python only logs its calls (ensure_env.sh's view of pip)."""
-    for name in ("scripts/ensure_env.sh", "pyproject.toml", *(p.name for p in LOCKS)):
+    """A checkout copy whose .venv/bin/python only logs its calls (ensure_env.sh's view of pip),
+    and ``fake-uv`` beside it, which logs its calls too (``uv venv DIR`` makes DIR/bin/python)."""
+    for name in ("scripts/ensure_env.sh", "scripts/uv.sh", "pyproject.toml",
+                 *(p.name for p in LOCKS)):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     log = tmp_path / "calls.log"
+    template = tmp_path / "fake-python"
+    template.write_text(f'#!/bin/sh\necho "python $*" >> "{log}"\ncat > /dev/null\nexit 0\n')
+    template.chmod(0o755)
     python = tmp_path / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
-    python.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\ncat > /dev/null\nexit 0\n')
+    python.write_bytes(template.read_bytes())
     python.chmod(0o755)
+    uv = tmp_path / "fake-uv"
+    uv.write_text(f'#!/bin/sh\necho "uv $*" >> "{log}"\n'
+                  'if [ "$1" = venv ]; then for last; do :; done\n'
+                  f'  mkdir -p "$last/bin" && cp "{template}" "$last/bin/python"; fi\nexit 0\n')
+    uv.chmod(0o755)
     return tmp_path, log
 
 
-def _source_ensure_env(root: Path, extras: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"HBPSYCH_PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX", "HBPSYCH_EXTRAS"}}
-    env["HBPSYCH_EXTRAS"] = extras
+def _source_ensure_env(root: Path, extras: str = "",
+                       **env: str) -> subprocess.CompletedProcess[str]:
+    """Source ensure_env.sh in ``root`` (uv: the fake one, unless ``env`` says otherwise)."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in {"HBPSYCH_PYTHON", "VIRTUAL_ENV", "CONDA_PREFIX", "HBPSYCH_EXTRAS",
+                         "HBPSYCH_INSTALLER", "UV"}}
     return subprocess.run(
         ["bash", "-c", 'source scripts/ensure_env.sh && echo "PY=$PY"'],
-        cwd=root, env=env, capture_output=True, text=True, timeout=60, check=False,
+        cwd=root, env={**base, "HBPSYCH_EXTRAS": extras, "UV": str(root / "fake-uv"), **env},
+        capture_output=True, text=True, timeout=60, check=False,
     )
 
 
-@pytest.mark.slow
-def test_ensure_env_installs_the_lock_and_reinstalls_when_it_changes(tmp_path: Path) -> None:
-    root, log = _fake_python(tmp_path)
+def _calls(log: Path, tool: str) -> list[str]:
+    """The logged calls of ``tool`` ("uv" or "python"), without its name."""
+    return [c.split(" ", 1)[1] for c in log.read_text().splitlines() if c.startswith(f"{tool} ")]
 
-    first = _source_ensure_env(root)
+
+@pytest.mark.slow
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_ensure_env_installs_the_lock_and_reinstalls_when_it_changes(
+        tmp_path: Path, installer: str) -> None:
+    """uv by default (HBPSYCH_INSTALLER=pip asks for pip): the same lock, hash-checked, then the
+    package editable without dependencies; nothing when nothing changed."""
+    root, log = _fake_python(tmp_path)
+    venv_python = root / ".venv" / "bin" / "python"
+    env = {"HBPSYCH_INSTALLER": installer}
+
+    first = _source_ensure_env(root, **env)
     assert first.returncode == 0, first.stderr
-    installs = [c for c in log.read_text().splitlines() if " install " in f" {c} "]
+    if installer == "uv":
+        installs = _calls(log, "uv")
+        assert all(c.startswith(f"pip install --python {venv_python} ") for c in installs), installs
+        assert all("--compile-bytecode" in c for c in installs)  # the .pyc files pip writes too
+        assert [c for c in _calls(log, "python") if "pip install" in c] == []
+    else:
+        installs = [c for c in _calls(log, "python") if c.startswith("-m pip ")]
+        assert _calls(log, "uv") == []
     assert any(f"--require-hashes -r {root}/requirements.lock" in c for c in installs), installs
     assert any(f"--no-deps -e {root}" in c for c in installs), installs
 
     log.write_text("")
-    again = _source_ensure_env(root)
+    again = _source_ensure_env(root, **env)
     assert again.returncode == 0 and "setting up" not in again.stderr
     assert " install " not in log.read_text(), "reinstalled although nothing changed"
 
     with (root / "requirements.lock").open("a") as lock:
         lock.write("# changed\n")
-    changed = _source_ensure_env(root)
+    changed = _source_ensure_env(root, **env)
     assert changed.returncode == 0 and "setting up" in changed.stderr
     assert "--require-hashes" in log.read_text()
+
+
+@pytest.mark.slow
+def test_ensure_env_makes_a_missing_venv_with_uv_and_pip_in_it(tmp_path: Path) -> None:
+    root, log = _fake_python(tmp_path)
+    shutil.rmtree(root / ".venv")
+    result = _source_ensure_env(root)
+    assert result.returncode == 0, result.stderr
+    venv, *installs = _calls(log, "uv")
+    assert venv.startswith("venv ") and "--seed" in venv.split()  # pip too, for hand installs
+    assert venv.endswith(f" {root}/.venv")
+    assert any(f"--require-hashes -r {root}/requirements.lock" in c for c in installs), installs
+    assert (root / ".venv" / ".hbpsych-stamp").is_file()
+
+
+def _failing_base_python(tmp_path: Path) -> Path:
+    base = tmp_path / "base-python"
+    base.write_text('#!/bin/sh\necho "ERROR: No matching distribution found for uv" >&2\nexit 1\n')
+    base.chmod(0o755)
+    return base
+
+
+@pytest.mark.slow
+def test_ensure_env_falls_back_to_pip_with_one_line_when_uv_cannot_be_installed(
+        tmp_path: Path) -> None:
+    root, log = _fake_python(tmp_path)
+    cache = tmp_path / "cache"
+    result = _source_ensure_env(root, UV="", XDG_CACHE_HOME=str(cache),
+                                HBPSYCH_BASE_PYTHON=str(_failing_base_python(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "pip instead" in line]
+    assert len(said) == 1 and f"uv=={UV_VERSION}" in said[0], result.stderr
+    assert "No matching distribution found for uv" in said[0]  # why, in the same line
+    pip = [c for c in _calls(log, "python") if c.startswith("-m pip ")]
+    assert any(f"--require-hashes -r {root}/requirements.lock" in c for c in pip), pip
+    assert list((cache / "hbpsych").iterdir()) == []  # nothing half-installed left behind
+
+
+@pytest.mark.slow
+def test_uv_is_installed_once_at_its_pin_and_reused(tmp_path: Path) -> None:
+    """scripts/uv.sh installs uv==UV_VERSION with pip into a virtualenv of its own under the cache
+    folder, once; lock.sh takes its uv from there too (the pin is written once)."""
+    log = tmp_path / "calls.log"
+    venv_python = (f'#!/bin/sh\necho "venv-python $*" >> "{log}"\n'
+                   'bin="$(dirname "$0")"\n'
+                   'printf \'#!/bin/sh\\necho "uv 0"\\n\' > "$bin/uv" && chmod +x "$bin/uv"\n')
+    base = tmp_path / "base-python"
+    base.write_text(f'#!/bin/sh\necho "base $*" >> "{log}"\nmkdir -p "$3/bin"\n'
+                    f"cat > \"$3/bin/python\" <<'EOF'\n{venv_python}EOF\n"
+                    'chmod +x "$3/bin/python"\n')
+    base.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "UV"}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    script = (f'source {ROOT}/scripts/uv.sh; for i in 1 2; do hbpsych_uv {base} || exit 1; '
+              'echo "$HBPSYCH_UV"; done')
+    result = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    tools = tmp_path / "cache" / "hbpsych" / f"uv-{UV_VERSION}"
+    assert result.stdout.split() == [str(tools / "bin" / "uv")] * 2
+    calls = log.read_text().splitlines()
+    assert [c.split()[:3] for c in calls] == [["base", "-m", "venv"],
+                                             ["venv-python", "-m", "pip"]]  # once
+    assert f"uv=={UV_VERSION}" in calls[1].split()
+    assert sorted(p.name for p in tools.parent.iterdir()) == [tools.name]
+    lock_sh = (ROOT / "scripts" / "lock.sh").read_text()
+    assert "source scripts/uv.sh" in lock_sh and UV_VERSION not in lock_sh
 
 
 @pytest.mark.slow

@@ -22,6 +22,11 @@ def _config() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
 
 
+MYPY_GROUP = "mypy"
+"""Under xdist the two mypy runs share one worker: both use the checkout's .mypy_cache, one after
+the other."""
+
+
 def _mypy(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mypy", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
@@ -71,6 +76,7 @@ def test_every_type_ignore_in_the_checked_packages_names_its_code_and_why() -> N
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(MYPY_GROUP)
 def test_the_configured_packages_pass_the_type_check() -> None:
     result = _mypy()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -78,6 +84,7 @@ def test_the_configured_packages_pass_the_type_check() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(MYPY_GROUP)
 def test_metrics_read_as_their_stages_models_to_the_type_checker(tmp_path: Path) -> None:
     code = "\n".join([
         "from hbpsych_utils.pipeline import metrics",
