@@ -204,11 +204,10 @@ def test_a_chapter_without_its_data_says_so_once_at_its_top(run: Path) -> None:
     import re
     from html import unescape
 
-    from hbpsych_utils.core import config
-    from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.pipeline import graph, profiles
     from hbpsych_utils.reporting.display import is_not_in_run
 
-    profile = config.load_profile("default")
+    profile = profiles.load_profile("default")
     needs = {s: need for s in graph.STAGES
              if (need := graph.needs(s, graph.stage_mode(profile, s))) is not None}
     assert needs == {graph.EXPLORER: "a live run", graph.ANALYSES: "a live run",
