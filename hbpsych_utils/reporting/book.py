@@ -52,7 +52,7 @@ from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import RecallMetrics, ReviewRound1Metrics
 from hbpsych_utils.pipeline.state import StageState
-from hbpsych_utils.reporting import catalogue, ledger, vocabulary
+from hbpsych_utils.reporting import catalogue, ledger, vocabulary, whatif_page
 
 BOOK_DIR = "book"
 """The book's folder inside a run folder ``outputs/<profile>/``."""
@@ -464,7 +464,7 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
                      command: str = "", reproduced: ledger.Summary | None = None,
                      find: str = "", extra_pages: Sequence[str] = (),
                      judges: tuple[list[str], str] | None = None,
-                     level: float = study.CI_LEVEL) -> str:
+                     level: float = study.CI_LEVEL, card: str = "") -> str:
     """The landing page: the study, how much of the paper this run reproduces (``reproduced``,
     the ledger's summary), where everything is (``find``), this run's profile, each stage's
     mode and state, the headline numbers (each marked when its chapter is not current),
@@ -522,6 +522,7 @@ def landing_markdown(profile: str, metrics: Mapping[str, Any], chapters: Sequenc
             (_cell(h.label), _chapter_link(h.value, h.chapter, chapters)
              + _not_current_mark(states.get(h.chapter)), _hashes(_cell(h.detail)))
             for h in heads], ["name", "text", "text"]))
+        parts.append(card)
     else:
         parts.append("None: the stages that compute them did not run.\n")
     parts.append("## Contents\n")
@@ -642,7 +643,7 @@ def figure_page_tables(stage_dir: Path, made: catalogue.Catalogue,
 
 
 def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner: str = "",
-                     command: str = "", scores: Any | None = None) -> str:
+                     command: str = "", scores: Any | None = None, card: str = "") -> str:
     """The tables and figures of 12_figures_tables in the paper's order, under the paper's
     labels and with their captions (its ``catalogue.json``), each with its downloads (``rel``:
     the folder of the files' copies, relative to the page) and where it came from: chapter 12
@@ -668,7 +669,7 @@ def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner:
         parts.append(f"## {_cell(item.heading)}\n")
         markdown = next((f for f in item.files if f.endswith(".md")), None)
         if item.stem in laid_out:
-            parts.append(laid_out[item.stem] + "\n")
+            parts.append(laid_out[item.stem] + "\n" + (card if item.stem == "table1" else ""))
         elif markdown is not None and (stage_dir / markdown).is_file():
             text = records.read_text(stage_dir / markdown, error=BookError).strip()
             parts.append(_cell(item.caption) + "\n")
@@ -1101,13 +1102,16 @@ def write_sources(profile_dir: Path, src: Path) -> str:
         extra_pages.append(METHODS_PAGE)
     find = find_markdown(chapters, copy_instruments(profile_dir, src),
                          METHODS_PAGE in extra_pages, explorer_note(metrics))
+    whatif = whatif_page.add_to_book(profile_dir, src, metrics, manifest, run,
+                                     chapter_banner(states.get(graph.SCORES), command))
+    extra_pages += whatif.pages
     overrides = (manifest or {}).get("overrides")
     (src / "index.md").write_text(
         landing_markdown(profile, metrics, chapters, run.description if run else "",
                          overrides if isinstance(overrides, dict) else None, states, command,
-                         reproduced=ledger.summary(rows), find=find, extra_pages=extra_pages,
-                         judges=run_judges(metrics, run),
-                         level=run.ci_level if run else study.CI_LEVEL),
+                         reproduced=ledger.summary(rows), find=find + whatif.find,
+                         extra_pages=extra_pages, judges=run_judges(metrics, run),
+                         level=run.ci_level if run else study.CI_LEVEL, card=whatif.card),
         encoding="utf-8")
     stage_dir = profile_dir / FIGURES_STAGE
     if stage_dir.is_dir():
@@ -1116,7 +1120,7 @@ def write_sources(profile_dir: Path, src: Path) -> str:
         figures_markdown(stage_dir, "files", chapters,
                          chapter_banner(states.get(FIGURES_STAGE), command),
                          stage_command(profile, FIGURES_STAGE, manifest, profile_dir.parent),
-                         metrics.get(graph.SCORES)),
+                         metrics.get(graph.SCORES), whatif.card),
         encoding="utf-8")
     (src / f"{PROVENANCE_PAGE}.md").write_text(
         provenance_markdown(manifest, chapters, metrics, states,
