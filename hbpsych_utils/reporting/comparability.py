@@ -19,7 +19,7 @@ varies the card (:meth:`Card.varied`): its judges, combination, subset, clip, le
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -269,8 +269,8 @@ def headline_n(metrics: Mapping[str, Any]) -> list[int]:
 
 
 def read_run(run_dir: Path) -> tuple[Profile, dict[str, Any], dict[str, Any]] | None:
-    """A run folder's profile (its manifest's values), manifest and typed metrics; None when
-    it has no readable manifest."""
+    """A run folder's profile (its manifest's values), manifest and the metrics the card
+    reads; None when it has no readable manifest."""
     from hbpsych_utils.core import records
 
     path = Path(run_dir) / "manifest.json"
@@ -283,8 +283,28 @@ def read_run(run_dir: Path) -> tuple[Profile, dict[str, Any], dict[str, Any]] | 
         profile = Profile.model_validate(manifest.get("profile_values"))
     except ValueError:
         return None
-    found = {}
-    for stage in (graph.SUBSET, graph.GRADING, graph.SCORES):
-        if (Path(run_dir) / stage / graph.METRICS).is_file():
-            found[stage] = metrics_models.read(run_dir, stage)
-    return profile, manifest, found
+    return profile, manifest, run_metrics(run_dir)
+
+
+def run_metrics(run_dir: Path) -> dict[str, Any]:
+    """The metrics the card reads (05, 07, 08), typed, of those stages that wrote them."""
+    return {stage: metrics_models.read(run_dir, stage)
+            for stage in (graph.SUBSET, graph.GRADING, graph.SCORES)
+            if (Path(run_dir) / stage / graph.METRICS).is_file()}
+
+
+def exported(run_dir: Path, profile: Profile, manifest: Mapping[str, Any], subset: str
+             ) -> Callable[[Sequence[int]], dict[str, Any] | None]:
+    """The card as an exported artifact of subset ``subset`` carries it
+    (``run.harness_config.comparability``), for a candidate's ``n``: its fields as JSON data
+    and its lines in words (the run's records are read once)."""
+    card = run_card(profile, manifest, run_metrics(run_dir), subset=subset)
+
+    def for_n(n: Sequence[int]) -> dict[str, Any] | None:
+        if card is None:
+            return None
+        mine = card.model_copy(update={"n_min": min(n, default=None),
+                                       "n_max": max(n, default=None)})
+        return {**mine.model_dump(mode="json"), "in_words": mine.rows()}
+
+    return for_n

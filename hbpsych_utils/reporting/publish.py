@@ -64,6 +64,7 @@ from hbpsych_utils.evaluation.score_sources import (
 from hbpsych_utils.llm.models import ConfigError, profile_registry, resolve_decoding
 from hbpsych_utils.llm.store import Store
 from hbpsych_utils.pipeline import graph, metrics, state
+from hbpsych_utils.reporting import comparability
 
 SCHEMA_ARTIFACT = "results_schema"
 """The registry's copy of the mindbench-results v1 schema."""
@@ -485,6 +486,7 @@ def paper_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], list[Rele
         "exported_by": compendium(run),
     }
     out = []
+    card = comparability.exported(run.root, run.profile, run.manifest, key)
     for cand, s in paper_scores(main, hard).items():
         n = s["n"][key]
         out.append(Artifact(
@@ -492,7 +494,8 @@ def paper_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], list[Rele
             run=RunInfo(harness=study.STUDY_HARNESS, harness_commit=None,
                         adapter_version=hbpsych_utils.__version__, started_at=stamps[0],
                         finished_at=stamps[-1], cost_usd=None, n_completed=n,
-                        n_errors=info.n - n, harness_config=config),
+                        n_errors=info.n - n,
+                        harness_config={**config, "comparability": card([n])}),
             scoring=judge_info(study.JUDGE_PANEL, template, study.STUDY_TEMPERATURE),
             metrics=[subset_metric("healthbench_score", s["panel"][key], n),
                      subset_metric("healthbench_hard_score", s["panel"][HARD],
@@ -593,6 +596,7 @@ def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, 
     scoring_info = judge_info(source.judges, grading.grader_template_sha256,
                               grading.temperature)
     judges = source.judges
+    card = comparability.exported(run.root, run.profile, run.manifest, key)
     out, lines = [], {}
     for cand in gen.candidates:
         mine = responses[responses["model"] == cand]
@@ -624,7 +628,8 @@ def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, 
                         adapter_version=hbpsych_utils.__version__, started_at=stamps[0],
                         finished_at=stamps[1], cost_usd=cost, n_completed=done,
                         n_errors=len(mine) - done,
-                        harness_config={**config, "cost_usd": _cost_note(paid)}),
+                        harness_config={**config, "cost_usd": _cost_note(paid),
+                                        "comparability": card([done])}),
             scoring=scoring_info, metrics=found, items_artifact=items_name(cand)))
     return out, lines
 
