@@ -365,23 +365,28 @@ def compare(outcome: Outcome, reference: Sequence[str], *,
     the reversals are over the models both rankings have (a model the study did not rank has
     no change, and a model added above others does not move them); whether the top ``top_k``
     are the same compares the whole rankings, so a later model entering the top counts."""
-    from scipy import stats  # here, not at import: the book loads this module for its page
-
     ranking = outcome.ranking
     common = [c for c in reference if c in set(ranking)]
-    here = [c for c in ranking if c in set(common)]
-    ref_pos, pos = _positions(common), _positions(here)
+    ref_pos = _positions(common)
+    pos = _positions([c for c in ranking if c in set(common)])
     changes = {c: ref_pos[c] - pos[c] for c in common}
-    tau = None
-    if len(common) >= 2:
-        value = float(stats.kendalltau([ref_pos[c] for c in common], [pos[c] for c in common],
-                                       variant="b").statistic)
-        tau = None if math.isnan(value) else value
     biggest = max((abs(v) for v in changes.values()), default=0)
     moved = tuple(c for c in common if biggest and abs(changes[c]) == biggest)
-    return Move(tau, set(ranking[:top_k]) == set(reference[:top_k]),
+    return Move(_tau(common, ref_pos, pos), set(ranking[:top_k]) == set(reference[:top_k]),
                 max((changes[c] for c in moved), key=abs, default=0), moved,
                 _reversals(outcome, common, ref_pos) if outcome.intervals else None, changes)
+
+
+def _tau(common: Sequence[str], ref_pos: Mapping[str, int], pos: Mapping[str, int]
+         ) -> float | None:
+    """Kendall's τ-b of two orders of ``common`` (None under two models)."""
+    from scipy import stats  # here, not at import: the book loads this module for its page
+
+    if len(common) < 2:
+        return None
+    value = float(stats.kendalltau([ref_pos[c] for c in common], [pos[c] for c in common],
+                                   variant="b").statistic)
+    return None if math.isnan(value) else value
 
 
 def _reversals(outcome: Outcome, common: Sequence[str], ref_pos: Mapping[str, int]) -> int:
@@ -495,23 +500,30 @@ def summarise(whatif: WhatIf, *, tau_same: float = study.TAU_SAME_ORDER,
     moves = whatif.moves
     taus = {c: m.tau for c, m in moves.items() if m.tau is not None}
     low = min(taus, key=lambda c: (taus[c], _order(whatif, c)), default=None)
-    big = max(moves, key=lambda c: (abs(moves[c].largest_move), -_order(whatif, c)),
-              default=None)
-    top_k = study.RANKING_TOP_K
-    reversals = [m.reversals for m in moves.values()]
     study_only = [m for c, m in moves.items() if not c.later or not whatif.space.has_later]
+    reversals = [m.reversals for m in moves.values()]
+    largest, moved, where = _largest(whatif)
     return Summary(
-        n_choices=len(moves), n_models=len(whatif.study_ranking), top_k=top_k,
+        n_choices=len(moves), n_models=len(whatif.study_ranking), top_k=study.RANKING_TOP_K,
         same_top=sum(m.same_top for m in moves.values()), n_study_only=len(study_only),
         same_top_study_only=sum(m.same_top for m in study_only),
         n_tau=len(taus), tau_min=None if low is None else taus[low], tau_min_choice=low,
         tau_below=sum(t < tau_same for t in taus.values()),
-        largest_move=0 if big is None else moves[big].largest_move,
-        largest_moved=() if big is None else moves[big].moved,
-        largest_choice=None if big is None or not moves[big].largest_move else big,
+        largest_move=largest, largest_moved=moved, largest_choice=where,
         far=sum(abs(m.largest_move) >= far for m in moves.values()),
         with_reversal=(None if any(r is None for r in reversals)
                        else sum(bool(r) for r in reversals)))
+
+
+def _largest(whatif: WhatIf) -> tuple[int, tuple[str, ...], Choice | None]:
+    """The largest move of any choice (the first choice that makes it), who makes it, and
+    under which choice (None when no choice moves anybody)."""
+    moves = whatif.moves
+    if not moves:
+        return 0, (), None
+    big = max(moves, key=lambda c: (abs(moves[c].largest_move), -_order(whatif, c)))
+    move = moves[big]
+    return move.largest_move, move.moved, big if move.largest_move else None
 
 
 def _order(whatif: WhatIf, choice: Choice) -> int:

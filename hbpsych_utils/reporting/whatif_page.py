@@ -31,7 +31,7 @@ from hbpsych_utils.core import escape
 from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.sources import ArtifactError
 from hbpsych_utils.evaluation import scoring, whatif
-from hbpsych_utils.evaluation.whatif import Choice, Space, WhatIf
+from hbpsych_utils.evaluation.whatif import Choice, LiveData, PaperData, Space, WhatIf
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.reporting import comparability, vocabulary, whatif_commands, whatif_figure
@@ -87,7 +87,7 @@ class Computed:
     """The what-if of one run: its choices, their Table 1s and how they move the ranking."""
 
     whatif: WhatIf
-    data: whatif.PaperData | whatif.LiveData
+    data: PaperData | LiveData
     later: list[str]
     """The later models the data holds."""
 
