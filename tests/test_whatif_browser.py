@@ -195,10 +195,10 @@ def test_a_two_judge_smoke_run_offers_their_panels_and_cards_name_their_settings
             "#whatif-judges option", "os => os.map(o => [o.value, o.innerText])")
         assert reader.page.query_selector("#whatif-combine") is None  # two judges: no median
         card = reader.page.evaluate(
-            """() => document.querySelector('#whatif [data-part="card"]').innerText""")
+            """() => document.querySelector('#whatif [data-part="card"]').textContent""")
         reader.page.goto((folder / "index.html").as_uri(), wait_until="load")
         landing = reader.page.evaluate(
-            "() => document.querySelector('details.hb-card').innerText")
+            "() => document.querySelector('details.hb-card').textContent")
     finally:
         reader.close()
     a, b = (study.display_name(j) for j in TWO_JUDGES)
