@@ -128,7 +128,7 @@ def test_the_default_whatif_page_switches_to_the_hand_computed_tables(
         assert "GPT-4.1 alone" in reader.page.inner_text('[data-part="about"]')
 
         reader.page.select_option("#whatif-judges", label="All three judges (the run's panel)")
-        reader.page.select_option("#whatif-combine", label="their median")
+        reader.page.select_option("#whatif-combine", label="the median of the judges")
         median = reader.table()
         by_hand = order({c: statistics.median(matrix[(c, j)] for j in study.JUDGE_PANEL)
                          for c in study.CANDIDATES})

@@ -418,22 +418,42 @@ class WhatIf:
         return self.moves[choice.canonical()]
 
 
+class Scorer:
+    """Table 1 under one choice at a time, each distinct computation once and compared with the
+    study's ranking as it is asked for (an interactive panel asks for a few; :func:`compute`
+    for all). :attr:`whatif` holds what has been computed so far."""
+
+    def __init__(self, space: Space, data: PaperData | LiveData, reference: Choice,
+                 study_ranking: Sequence[str], *, top_k: int = study.RANKING_TOP_K) -> None:
+        self.data = data
+        self.top_k = top_k
+        self._cache = _LiveCache(data) if isinstance(data, LiveData) else None
+        level = data.level if isinstance(data, LiveData) else None
+        self.whatif = WhatIf(space, reference.canonical(), list(study_ranking), {}, {}, level)
+
+    def __call__(self, choice: Choice) -> tuple[Outcome, Move]:
+        """Table 1 under ``choice`` and how it moves the study's order."""
+        canon = choice.canonical()
+        w = self.whatif
+        if canon not in w.outcomes:
+            if self._cache is not None:
+                outcome = live_outcome(self._cache, canon)
+            else:
+                assert isinstance(self.data, PaperData)
+                outcome = paper_outcome(self.data, canon)
+            w.outcomes[canon] = outcome
+            w.moves[canon] = compare(outcome, w.study_ranking, top_k=self.top_k)
+        return w.outcomes[canon], w.moves[canon]
+
+
 def compute(space: Space, data: PaperData | LiveData, reference: Choice,
             study_ranking: Sequence[str], *, top_k: int = study.RANKING_TOP_K) -> WhatIf:
     """Every distinct choice of ``space`` scored from ``data`` and compared with
-    ``study_ranking``."""
-    outcomes: dict[Choice, Outcome] = {}
-    if isinstance(data, PaperData):
-        for choice in space.distinct():
-            outcomes[choice] = paper_outcome(data, choice)
-        level = None
-    else:
-        cache = _LiveCache(data)
-        for choice in space.distinct():
-            outcomes[choice] = live_outcome(cache, choice)
-        level = data.level
-    moves = {c: compare(o, study_ranking, top_k=top_k) for c, o in outcomes.items()}
-    return WhatIf(space, reference.canonical(), list(study_ranking), outcomes, moves, level)
+    ``study_ranking`` (in :meth:`Space.distinct`'s order)."""
+    scorer = Scorer(space, data, reference, study_ranking, top_k=top_k)
+    for choice in space.distinct():
+        scorer(choice)
+    return scorer.whatif
 
 
 ROBUSTNESS_COLUMNS = ("whatif_judges", "whatif_combine", "subset", "whatif_later",

@@ -30,7 +30,7 @@ from hbpsych_utils import study
 from hbpsych_utils.core import escape
 from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.sources import ArtifactError
-from hbpsych_utils.evaluation import scoring, whatif
+from hbpsych_utils.evaluation import score_sources, scoring, whatif
 from hbpsych_utils.evaluation.whatif import Choice, LiveData, PaperData, Space, WhatIf
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
@@ -92,29 +92,43 @@ class Computed:
     """The later models the data holds."""
 
 
+def scorer(run: score_sources.RunFiles, scores: metrics_models.ScoresMetrics,
+           judges: Sequence[str] | None, *, penalty_variant: str, n_resamples: int, seed: int,
+           level: float) -> tuple[whatif.Scorer, list[str]]:
+    """The choices 08's Table 1 allows, read from ``run`` (a stage's folder or a finished
+    run) in 08's mode, ready to score against 08's ranking; and the later models the data
+    holds. ``judges``: the run's panel (07's; the released matrices' judges when None)."""
+    data: whatif.PaperData | whatif.LiveData
+    if scores.mode == graph.LIVE:
+        data = whatif.live_data(run, penalty_variant=penalty_variant, n_resamples=n_resamples,
+                                seed=seed, level=level)
+        found = {c for t in data.scores.values() for c in t["candidate"]}
+        have = list(data.scores)
+    else:
+        data = whatif.paper_data(run)
+        found = {c for t in data.per_judge.values() for c in t.index}
+        have = list(data.per_judge)
+    subsets = [scores.subset] + [k for k in study.SUBSET_KEYS if k in have and k != scores.subset]
+    later = [c for c in study.LATER_CANDIDATES if c in found]
+    space = Space(scores.mode, tuple(judges or scores.per_judge),
+                  tuple(s for s in subsets if s in have), bool(later))
+    reference = whatif.reference_choice(space, scores.subset, scores.include_later)
+    return whatif.Scorer(space, data, reference, scores.ranking), later
+
+
 def compute(profile_dir: Path, profile: Profile, metrics: Mapping[str, Any]) -> Computed:
     """Every choice of the run scored (the run's mode: released matrices or ``scores.csv``) and
     compared with 08's ranking."""
     scores = metrics[graph.SCORES]
-    run = RunFiles(Path(profile_dir))
-    data: whatif.PaperData | whatif.LiveData
-    if scores.mode == graph.LIVE:
-        grading = metrics.get(graph.GRADING)
-        judges = tuple(getattr(grading, "judges", None) or scores.per_judge)
-        data = whatif.live_data(run, penalty_variant=profile.analyses.length_penalty,
-                                n_resamples=scores.n_resamples or profile.scores.n_resamples,
-                                seed=profile.seed, level=scores.ci_level or profile.ci_level)
-        found = {c for t in data.scores.values() for c in t["candidate"]}
-    else:
-        judges = tuple(scores.per_judge)
-        data = whatif.paper_data(run)
-        found = {c for t in data.per_judge.values() for c in t.index}
-    have = list(data.scores if isinstance(data, whatif.LiveData) else data.per_judge)
-    subsets = [scores.subset] + [k for k in study.SUBSET_KEYS if k in have and k != scores.subset]
-    later = [c for c in study.LATER_CANDIDATES if c in found]
-    space = Space(scores.mode, judges, tuple(s for s in subsets if s in have), bool(later))
-    reference = whatif.reference_choice(space, scores.subset, scores.include_later)
-    return Computed(whatif.compute(space, data, reference, scores.ranking), data, later)
+    live = scores.mode == graph.LIVE
+    judges = getattr(metrics.get(graph.GRADING), "judges", None) if live else None
+    score, later = scorer(RunFiles(Path(profile_dir)), scores, judges,
+                          penalty_variant=profile.analyses.length_penalty,
+                          n_resamples=scores.n_resamples or profile.scores.n_resamples,
+                          seed=profile.seed, level=scores.ci_level or profile.ci_level)
+    for choice in score.whatif.space.distinct():
+        score(choice)
+    return Computed(score.whatif, score.data, later)
 
 
 # --------------------------------------------------------------------------------------------
@@ -157,26 +171,33 @@ def describe(choice: Choice, space: Space, later: Sequence[str] = ()) -> str:
     return text[0].upper() + text[1:]
 
 
+CONTROL_COLUMNS = {"judges": "whatif_judges", "combine": "whatif_combine", "subset": "subset",
+                   "later": "whatif_later", "refusals": "whatif_refusals",
+                   "clip": "whatif_mean", "length": "whatif_length"}
+"""Each control by the column that names the same choice in the robustness table: a control
+is labelled as its column is (the vocabulary's label table), in the page and the notebook."""
+
+
 def dims(space: Space, later: Sequence[str]) -> list[Dim]:
-    """The controls a run's data allows (only those with a choice to make)."""
-    out = [Dim("judges", "Judges", [(_judges_value(p, space), panel_words(p, space))
-                                    for p in space.panels()])]
+    """The controls a run's data allows (only those with a choice to make), each labelled by
+    the vocabulary (:data:`CONTROL_COLUMNS`)."""
+    options: dict[str, list[tuple[str, str]]] = {
+        "judges": [(_judges_value(p, space), panel_words(p, space)) for p in space.panels()]}
     if len(space.combines()) > 1:
-        out.append(Dim("combine", "The panel combines them by", [
-            ("mean", "their mean"), ("median", "their median")]))
+        options["combine"] = [("mean", "the mean of the judges"),
+                              ("median", "the median of the judges")]
     if len(space.subsets) > 1:
-        out.append(Dim("subset", "Subset", [(k, study.SUBSET_TITLES.get(k, k))
-                                             for k in space.subsets]))
+        options["subset"] = [(k, study.SUBSET_TITLES.get(k, k)) for k in space.subsets]
     if space.has_later:
-        out.append(Dim("later", "Models", [("0", "the study's models"),
-                                           ("1", f"with the {len(later)} later models")]))
+        options["later"] = [("0", "out (the study's models)"),
+                            ("1", f"in (the {len(later)} later models)")]
     if space.live:
-        out += [Dim("refusals", "Refusals", [("0", "kept (graded as returned)"),
-                                             ("1", "left out (each model's own)")]),
-                Dim("clip", "Mean over conversations", [("1", "clipped to [0, 1]"),
-                                                         ("0", "unclipped")]),
-                Dim("length", "Length", [("0", "raw scores"), ("1", "length-adjusted")])]
-    return out
+        options["refusals"] = [("0", "kept (graded as returned)"),
+                               ("1", "left out (each model's own)")]
+        options["clip"] = [("1", "clipped to [0, 1]"), ("0", "unclipped")]
+        options["length"] = [("0", "raw scores"), ("1", "length-adjusted")]
+    return [Dim(name, vocabulary.label(CONTROL_COLUMNS[name]), values)
+            for name, values in options.items()]
 
 
 def _judges_value(judges: Sequence[str], space: Space) -> str:
