@@ -276,7 +276,7 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
         artifacts=("grader_template", "run_spend", "run_errors")),
     StageSpec(
         SCORES, "Scores and the leaderboard", "scores", _evaluation_mode, (PAPER, LIVE),
-        inputs=_GRADED_SUBSETS,
+        inputs=(*_GRADED_SUBSETS, Input(GENERATION, (RESPONSES,), IN_LIVE)),
         reads=(
             Read((EVALUATION_MODE, "scores.subsets")),
             Read(("scores.include_later",), IN_PAPER,
@@ -284,8 +284,12 @@ SPECS: dict[str, StageSpec] = {spec.name: spec for spec in (
                  "added after the study exist only in the released matrices"),
             Read(("scores.n_resamples", "scores.top_k", "seed", "ci_level"), IN_LIVE,
                  _RELEASED_MATRICES),
+            Read(("analyses.length_penalty",), IN_LIVE,
+                 "the what-if's length-adjusted choice needs each reply's length, in live "
+                 "mode"),
         ),
-        artifacts=_MATRICES),
+        artifacts=_MATRICES,
+        parameters={"length_penalty": "analyses.length_penalty"}),
     StageSpec(
         JUDGES, "The judges", "judges", _evaluation_mode, (PAPER, LIVE), inputs=_GRADED_SUBSETS,
         reads=(Read((EVALUATION_MODE, "judges.subset")),
