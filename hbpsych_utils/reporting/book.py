@@ -19,7 +19,8 @@ a laptop's window, and it ships every script, stylesheet and icon font in the pa
 nothing is fetched at build or view time (pydata-sphinx-theme, under it, the same).
 
 Offline by construction: no MathJax (LaTeX outputs fall back to text), no widget manager (an
-ipywidgets view is replaced by a note; the static HTML the stage displays after it stays), and
+ipywidgets view is replaced by its own static version where it carries one, else by a note; the
+static HTML the stage displays after it stays), and
 search without result summaries (those fetch pages, which ``file://`` forbids; the search index
 is a script the page loads). Upstream addresses are links a reader may follow; the book itself
 requests nothing outside its folder. The headline numbers and the ledger come from tested
@@ -906,7 +907,8 @@ def with_command(html: str, command: str) -> str:
 
 def prepare_notebook(src: Path, dst: Path, banner: str = "", command: str = "") -> None:
     """Copy an executed notebook for the book: code folded behind a click, widget views
-    replaced by a note (their static outputs stay), widget state dropped (nothing to load);
+    replaced by their own static version where they carry one (``text/html``) and else by a
+    note (the static outputs after them stay), widget state dropped (nothing to load);
     ``banner`` (Markdown), when given, is put under the chapter's title as a warning;
     ``command``, when given, is what each table and figure says makes it again."""
     import nbformat
@@ -930,7 +932,8 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "", command: str = "") 
                 cell.metadata.setdefault("mystnb", {})["code_prompt_show"] = prompt
         for out in cell.get("outputs", []):
             if WIDGET_VIEW in out.get("data", {}):
-                out["data"] = {"text/markdown": WIDGET_NOTE}
+                static = out["data"].get("text/html")  # a widget's own static version
+                out["data"] = {"text/html": static} if static else {"text/markdown": WIDGET_NOTE}
                 out["metadata"] = {}
             html = out.get("data", {}).get("text/html")
             if command and html:

@@ -5,8 +5,9 @@ The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`e
 mode), :func:`table1` (per candidate, each judge's clipped mean and the panel's, with seeded
 bootstrap intervals where the source has per-conversation scores), :func:`paired_differences`
 (the top-k candidates pairwise, Holm-adjusted; live only), :func:`metrics`, :func:`write`
-(``table1_<subset>.csv``, ``paired_differences_<subset>.csv``, ``metrics.json``) and
-:func:`findings`. The first subset with scores is the primary one.
+(``table1_<subset>.csv``, ``paired_differences_<subset>.csv``, ``metrics.json``),
+:func:`findings` and :func:`whatif` (Table 1 under other scoring choices, an ipywidgets panel
+in JupyterLab). The first subset with scores is the primary one.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from typing import Any
 import pandas as pd
 
 from hbpsych_utils import study
-from hbpsych_utils.core.config import ScoresParams
+from hbpsych_utils.core.config import AnalysesParams, ScoresParams
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import scoring
+from hbpsych_utils.evaluation import whatif as whatif_scoring
 from hbpsych_utils.evaluation.score_sources import EvaluationSource, evaluation_source
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import PairedDifferenceRow, ScoresMetrics
-from hbpsych_utils.reporting import tables
+from hbpsych_utils.reporting import tables, whatif_page, whatif_widget
 from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
 from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
 from hbpsych_utils.stages import base
@@ -216,3 +219,20 @@ def findings(m: ScoresMetrics, *, close: float = study.CLOSE_SCORES,
                        f"{pm[rank[0]] - pm[rank[1]]:.3f}, more than {close:g}; these are point "
                        "estimates without intervals.")
     return Findings(out)
+
+
+def whatif(run: StageRun[ScoresParams], scores: ScoresMetrics) -> Any:
+    """Table 1 under other scoring choices (which judges, mean or median, the subset, the later
+    models; live: refusals, the clip, the length adjustment), against this chapter's ranking:
+    an ipywidgets panel in JupyterLab (``reporting.whatif_widget``), the run's own scoring
+    where no widget frontend renders it. The same functions as the book's what-if page."""
+    live = scores.mode == graph.LIVE
+    judges = run.stage.upstream_metrics(metrics_models.GRADING).judges if live else None
+    penalty = run.value("length_penalty") or AnalysesParams().length_penalty
+    try:
+        scorer, later = whatif_page.scorer(run.stage, scores, judges, penalty_variant=penalty,
+                                           n_resamples=run.params.n_resamples, seed=run.seed,
+                                           level=run.ci_level)
+    except whatif_scoring.WhatIfError as exc:
+        return unavailable(f"This run's data cannot be scored another way: {exc}")
+    return whatif_widget.Panel(scorer, later)
