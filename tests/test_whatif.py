@@ -317,3 +317,45 @@ def test_the_card_reads_the_judges_settings_from_the_runs_records() -> None:
     assert words["card_n"] == "11 to 12 conversations per model"
     html = card.html()
     assert "GPT-4.1: temperature 0.3" in html and vocabulary.MISSING not in html
+
+
+def test_reversals_the_intervals_support_are_counted_by_hand() -> None:
+    # the study orders a, b, c; this choice orders c, b, a, and only c's interval lies wholly
+    # above another's (a's and b's)
+    table = pd.DataFrame({"rank": [1, 2, 3], "score": [0.9, 0.6, 0.5],
+                          "ci_low": [0.8, 0.4, 0.3], "ci_high": [0.95, 0.7, 0.6], "n": 10,
+                          "in_study": True, "undefined": ""},
+                         index=pd.Index(["c", "b", "a"], name="candidate"))
+    move = whatif.compare(whatif.Outcome(Choice(("j",)), table), ["a", "b", "c"])
+    assert move.reversals == 2 and move.tau == pytest.approx(-1.0)
+
+
+def test_a_live_runs_robustness_carries_what_its_intervals_support() -> None:
+    # j1 and j2 score m2 far above m1, j3 the reverse; the study's order is m1, m2, so a panel
+    # without j3 reverses it with intervals apart, and one with j3 alone does not
+    rng = np.random.default_rng(11)
+    level = {"j1": (0.2, 0.8), "j2": (0.25, 0.75), "j3": (0.9, 0.1)}
+    rows = [(j, cand, f"p{p}", level[j][i] + float(rng.uniform(-0.02, 0.02)))
+            for i, cand in enumerate(("m1", "m2")) for p in range(8) for j in JUDGES]
+    scores = pd.DataFrame(rows, columns=list(scoring.SCORE_COLUMNS))
+    lengths = {(c, f"p{p}"): 1000 for c in ("m1", "m2") for p in range(8)}
+    data = whatif.LiveData({"v1": scores}, {}, lengths, "healthbench", 200, 7, 0.9)
+    space = Space("live", JUDGES, ("v1",), False)
+    w = whatif.compute(space, data, whatif.reference_choice(space, "v1", False), ["m1", "m2"])
+    frame = whatif.robustness(w)
+    assert len(frame) == len(space.distinct())
+    assert {"whatif_refusals", "whatif_mean", "whatif_length",
+            "supported_reversals"} <= set(frame.columns)
+    by_hand = []
+    for choice, outcome in w.outcomes.items():
+        t = outcome.table
+        wins = int(t.at["m2", "ci_low"] > t.at["m1", "ci_high"])  # m2's interval above m1's
+        by_hand.append(wins)
+        assert w.move(choice).reversals == wins
+        if "j3" not in choice.judges:
+            assert wins == 1
+        if choice.judges == ("j3",):
+            assert wins == 0
+    assert frame["supported_reversals"].tolist() == by_hand
+    s = whatif.summarise(w)
+    assert 0 < s.with_reversal == sum(by_hand) < s.n_choices == len(by_hand)
