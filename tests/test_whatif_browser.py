@@ -183,6 +183,18 @@ def test_the_robustness_finding_and_table_are_in_the_book(run_fixture: str,
     assert f'href="{page_module.PAGE}.html"' in landing
     chapter = (run / book.BOOK_DIR / f"{graph.SCORES}.html").read_text(encoding="utf-8")
     assert f'href="{page_module.PAGE}.html"' in chapter
+    # chapter 08's what-if widget: executed as a widget with its static version, which the book
+    # shows in its place
+    nb = json.loads((run / "notebooks" / f"{graph.SCORES}.ipynb").read_text(encoding="utf-8"))
+    outputs = [o for c in nb["cells"] if c["cell_type"] == "code"
+               and "scores.whatif(run, metrics)" in "".join(c["source"]) for o in c["outputs"]]
+    assert [sorted(o["data"]) for o in outputs] == [
+        sorted([book.WIDGET_VIEW, "text/html", "text/plain"])]
+    static = "".join(outputs[0]["data"]["text/html"])
+    assert static.startswith("<p>In JupyterLab, controls here switch this Table 1")
+    assert "Table 1 under this choice" in static
+    assert "In JupyterLab, controls here switch this Table 1" in chapter
+    assert "An interactive widget stood here" not in chapter
 
 
 def test_a_two_judge_smoke_run_offers_their_panels_and_cards_name_their_settings(

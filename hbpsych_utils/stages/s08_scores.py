@@ -233,6 +233,6 @@ def whatif(run: StageRun[ScoresParams], scores: ScoresMetrics) -> Any:
         scorer, later = whatif_page.scorer(run.stage, scores, judges, penalty_variant=penalty,
                                            n_resamples=run.params.n_resamples, seed=run.seed,
                                            level=run.ci_level)
-    except whatif_scoring.WhatIfError as exc:
+    except (whatif_scoring.WhatIfError, FileNotFoundError) as exc:  # e.g. no replies kept
         return unavailable(f"This run's data cannot be scored another way: {exc}")
     return whatif_widget.Panel(scorer, later)
