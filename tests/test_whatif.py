@@ -359,3 +359,14 @@ def test_a_live_runs_robustness_carries_what_its_intervals_support() -> None:
     assert frame["supported_reversals"].tolist() == by_hand
     s = whatif.summarise(w)
     assert 0 < s.with_reversal == sum(by_hand) < s.n_choices == len(by_hand)
+
+
+def test_a_judges_settings_in_words() -> None:
+    assert comparability.settings_text({}) == "settings not recorded"
+    assert comparability.settings_text({"temperature": 0.3, "max_tokens": 2048}) == (
+        "temperature 0.3, at most 2,048 output tokens")
+    assert comparability.settings_text({
+        "thinking_config": {"thinking_budget": 0}, "reasoning_effort": "low",
+        "thinking": {"type": "enabled", "budget_tokens": 1024}, "top_p": 0.9}) == (
+        "temperature not sent (the provider's default), thinking off (budget 0), reasoning "
+        "effort low, extended thinking, budget 1024 tokens, top_p=0.9")

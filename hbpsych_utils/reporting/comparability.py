@@ -173,6 +173,23 @@ class Card(BaseModel):
 _CAPS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
+def _setting_text(key: str, value: Any) -> str:
+    """One decoding setting other than the temperature, in words."""
+    if key in _CAPS:
+        return f"at most {int(value):,} output tokens"
+    if key == "thinking_config" and isinstance(value, Mapping):
+        budget = value.get("thinking_budget")
+        return "thinking off (budget 0)" if budget == 0 else f"thinking budget {budget}"
+    if key == "thinking" and isinstance(value, Mapping):
+        return (f"extended thinking, budget {value.get('budget_tokens')} tokens"
+                if value.get("type") == "enabled" else "extended thinking off")
+    if key in ("reasoning_effort", "effort"):
+        return f"reasoning effort {value}"
+    if key == "reasoning" and isinstance(value, Mapping) and "effort" in value:
+        return f"reasoning effort {value['effort']}"
+    return f"{key}={json.dumps(value, sort_keys=True)}"
+
+
 def settings_text(sent: Mapping[str, Any]) -> str:
     """A judge's decoding settings in words: temperature (or the provider's default where the
     model takes none), the output cap, thinking or reasoning effort; anything else as
@@ -181,24 +198,7 @@ def settings_text(sent: Mapping[str, Any]) -> str:
         return "settings not recorded"
     parts = [f"temperature {sent['temperature']:g}" if "temperature" in sent
              else "temperature not sent (the provider's default)"]
-    for key, value in sent.items():
-        if key == "temperature":
-            continue
-        if key in _CAPS:
-            parts.append(f"at most {int(value):,} output tokens")
-        elif key == "thinking_config" and isinstance(value, Mapping):
-            budget = value.get("thinking_budget")
-            parts.append("thinking off (budget 0)" if budget == 0
-                         else f"thinking budget {budget}")
-        elif key == "thinking" and isinstance(value, Mapping):
-            parts.append(f"extended thinking, budget {value.get('budget_tokens')} tokens"
-                         if value.get("type") == "enabled" else "extended thinking off")
-        elif key in ("reasoning_effort", "effort"):
-            parts.append(f"reasoning effort {value}")
-        elif key == "reasoning" and isinstance(value, Mapping) and "effort" in value:
-            parts.append(f"reasoning effort {value['effort']}")
-        else:
-            parts.append(f"{key}={json.dumps(value, sort_keys=True)}")
+    parts += [_setting_text(key, value) for key, value in sent.items() if key != "temperature"]
     return ", ".join(parts)
 
 
