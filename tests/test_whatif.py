@@ -370,3 +370,26 @@ def test_a_judges_settings_in_words() -> None:
         "thinking": {"type": "enabled", "budget_tokens": 1024}, "top_p": 0.9}) == (
         "temperature not sent (the provider's default), thinking off (budget 0), reasoning "
         "effort low, extended thinking, budget 1024 tokens, top_p=0.9")
+
+
+def test_the_figure_counts_each_models_places_by_hand(paper) -> None:
+    from hbpsych_utils.reporting import whatif_figure
+
+    counts = whatif_figure.place_counts(paper)
+    order = paper.study_ranking
+    assert list(counts) == order
+    by_hand: dict[str, dict[int, int]] = {c: {} for c in order}
+    for outcome in paper.outcomes.values():
+        among = [c for c in outcome.ranking if c in order]  # later models move nobody
+        for place, c in enumerate(among, start=1):
+            by_hand[c][place] = by_hand[c].get(place, 0) + 1
+    assert {c: dict(v) for c, v in counts.items()} == by_hand
+    assert all(sum(v.values()) == len(paper.moves) for v in counts.values())
+    from matplotlib.collections import PathCollection
+
+    fig = whatif_figure.places(paper)
+    dots = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
+    assert [[float(x) for x, _ in d.get_offsets()] for d in dots] == [
+        sorted(by_hand[c]) for c in order]  # a dot per place each model takes, row by row
+    assert [[float(y) for _, y in d.get_offsets()] for d in dots] == [
+        [float(row)] * len(by_hand[c]) for row, c in enumerate(order)]

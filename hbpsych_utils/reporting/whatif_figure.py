@@ -18,13 +18,21 @@ from hbpsych_utils.evaluation.whatif import WhatIf
 from hbpsych_utils.reporting import figures
 
 
-def places(whatif: WhatIf) -> Figure:
-    """The figure (module doc)."""
+def place_counts(whatif: WhatIf) -> dict[str, Counter[int]]:
+    """Each model of the study's ranking: how many distinct choices put it in each place
+    (1 = first, among the study's models)."""
     order = whatif.study_ranking
     counts: dict[str, Counter[int]] = {c: Counter() for c in order}
     for move in whatif.moves.values():
         for c, change in move.changes.items():
             counts[c][order.index(c) + 1 - change] += 1
+    return counts
+
+
+def places(whatif: WhatIf) -> Figure:
+    """The figure (module doc), from :func:`place_counts`."""
+    order = whatif.study_ranking
+    counts = place_counts(whatif)
     n = len(order)
     fig = Figure(figsize=(6.5, 0.26 * n + 1.2), layout="constrained")
     ax = fig.subplots()
