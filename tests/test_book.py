@@ -23,7 +23,7 @@ from hbpsych_utils import study
 from hbpsych_utils.__main__ import main as cli
 from hbpsych_utils.core import config
 from hbpsych_utils.pipeline import graph, metrics, stage, state
-from hbpsych_utils.reporting import book
+from hbpsych_utils.reporting import book, book_chapters, book_headlines
 
 SHA = "ab" * 32
 J1, J2, J3 = study.JUDGE_PANEL
@@ -98,12 +98,12 @@ def typed(raw: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {name: metrics.parse(name, m) for name, m in raw.items()}
 
 
-def by_key(heads: list[book.Headline]) -> dict[str, book.Headline]:
+def by_key(heads: list[book_headlines.Headline]) -> dict[str, book_headlines.Headline]:
     return {h.key: h for h in heads}
 
 
 def test_headline_numbers_from_crafted_metrics() -> None:
-    heads = book.headline_numbers(typed(METRICS))
+    heads = book_headlines.headline_numbers(typed(METRICS))
     got = by_key(heads)
     assert [h.key for h in heads] == [
         "corpus", "subset_v1", "subset_v2", "subset_hard", "control_inclusion_03", "ac1_03",
@@ -138,7 +138,7 @@ def test_headline_numbers_from_crafted_metrics() -> None:
 def test_harness_headline_is_the_difference_when_a_published_figure_exists() -> None:
     harness = {**HARNESS, "clipped_mean": 0.157, "bootstrap_std": 0.009, "published": 0.145,
                "delta": 0.012, "published_source": "the paper"}
-    (h,) = book.headline_numbers(typed({"11_harness_validation": harness}))
+    (h,) = book_headlines.headline_numbers(typed({"11_harness_validation": harness}))
     assert h.value == "0.157 against the published 0.14"  # at the paper's precision
     assert "difference +0.012" in h.detail and "(the paper)" in h.detail
 
@@ -147,15 +147,15 @@ def test_live_harness_rerun_is_compared_with_the_released_run() -> None:
     harness = {**HARNESS, "mode": "live", "n_scored": 4, "clipped_mean": 0.2892,
                "bootstrap_std": 0.1118, "n_common_with_released": 4,
                "mean_difference_vs_released": -0.0598}
-    (h,) = book.headline_numbers(typed({"11_harness_validation": harness}))
+    (h,) = book_headlines.headline_numbers(typed({"11_harness_validation": harness}))
     assert h.value == "0.289"
     assert h.detail.endswith("-0.060 against the released run on the 4 conversations in common")
 
 
 def test_missing_stages_and_numbers_give_fewer_headlines_not_errors() -> None:
-    assert book.headline_numbers({}) == []
+    assert book_headlines.headline_numbers({}) == []
     only_subset = typed({"05_subset": SUBSET})
-    assert [h.key for h in book.headline_numbers(only_subset)] == [
+    assert [h.key for h in book_headlines.headline_numbers(only_subset)] == [
         "subset_v1", "subset_v2", "subset_hard"]
     # round 2 awaiting ratings writes no rate or AC1; a tau that could not be computed is null
     # (or NaN); a scoring with no candidate ranked has no top of the ranking
@@ -169,7 +169,7 @@ def test_missing_stages_and_numbers_give_fewer_headlines_not_errors() -> None:
         "09_judges": {**JUDGES, "kendall_tau": {"a|b": None, "a|c": float("nan"), "b|c": 0.5}},
         "08_scores": {**SCORES, "panel_mean": {}, "ranking": [], "per_judge": {},
                       "by_subset": {}}})
-    got = by_key(book.headline_numbers(sparse))
+    got = by_key(book_headlines.headline_numbers(sparse))
     assert list(got) == ["judge_tau"] and got["judge_tau"].value == "0.500"
     assert got["judge_tau"].detail.endswith("; 1 judge pair")
 
@@ -196,7 +196,7 @@ def _notebook(path: Path, title: str, *, widget: bool = False) -> None:
                               "text/plain": "42"})]
     if widget:
         code.outputs.insert(0, nbformat.v4.new_output("display_data", data={
-            book.WIDGET_VIEW: {"model_id": "abc", "version_major": 2, "version_minor": 0},
+            book_chapters.WIDGET_VIEW: {"model_id": "abc", "version_major": 2, "version_minor": 0},
             "text/plain": "VBox(children=(...))"}))
         nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
             "state": {"abc": {"model_name": "VBoxModel"}}, "version_major": 2}}

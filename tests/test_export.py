@@ -13,7 +13,7 @@ from conftest import released_json
 
 from hbpsych_utils.core import sources
 from hbpsych_utils.reporting import export
-from hbpsych_utils.reporting.interop import Subset
+from hbpsych_utils.reporting.interop_report import Subset
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

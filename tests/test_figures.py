@@ -1,5 +1,7 @@
 """Figures: ranking, heatmap and judge bias render from both score modes, sorted, labelled and
-marked as the data allow, and save to byte-identical files for the same inputs."""
+marked as the data allow, and save to byte-identical files for the same inputs. What a figure
+shows is read from its artists (values, labels, their order and place), never its pixels; the
+heatmaps and annotated bars are seaborn's."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from matplotlib.patches import Rectangle
 from hbpsych_utils import study
 from hbpsych_utils.core import sources
 from hbpsych_utils.evaluation import judges, score_sources, scoring
-from hbpsych_utils.reporting import figures
+from hbpsych_utils.reporting import drawing, figures, vocabulary
 
 needs_mirror = pytest.mark.usefixtures("mirror")  # conftest: skips without the mirror
 
@@ -50,6 +52,26 @@ def _texts(fig: Figure) -> list[str]:
 
 def _ytick_labels(ax) -> list[str]:
     return [t.get_text() for t in ax.get_yticklabels()]
+
+
+def _heatmap(ax) -> tuple[np.ndarray, dict[tuple[int, int], str]]:
+    """What a heatmap shows: its cells' values (NaN where a cell has none) row by row, and the
+    text written in each cell, by (row, column)."""
+    mesh = ax.collections[0]
+    values = np.ma.filled(np.ma.asarray(mesh.get_array(), dtype=float), np.nan)
+    cells = {(int(y), int(x)): t.get_text() for t in ax.texts
+             for x, y in [t.get_position()]}
+    return values, cells
+
+
+def _row_texts(cells: dict[tuple[int, int], str], row: int) -> list[str]:
+    return [cells[k] for k in sorted(cells) if k[0] == row]
+
+
+def _bars(ax) -> list[tuple[float, float]]:
+    """Each horizontal bar as (its row's centre, its length), top row first."""
+    return sorted(((p.get_y() + p.get_height() / 2, p.get_width()) for p in ax.patches
+                   if p.get_height() > 0), key=lambda b: b[0])
 
 
 def _synthetic_scores(n: int = 40, seed: int = 3) -> pd.DataFrame:
@@ -89,10 +111,18 @@ def test_category_distribution_labels_and_saves(tmp_path: Path):
     assert _ytick_labels(ax) == ["depression", "Perinatal mental health", "Psychosis",
                                  "no category majority"]
     assert fig._suptitle.get_text() == "toy subset (n = 50)"  # over the figure, not the axes
-    # shares to a tenth of a percent, so a small category never reads "(0%)"
-    assert [t.get_text() for t in ax.texts] == [" 30 (60.0%)", " 15 (30.0%)", " 1 (2.0%)",
-                                                " 4 (8.0%)"]
+    # one bar per category in the order given, as long as its count, on its label's row
+    assert _bars(ax) == [(0.0, 30), (1.0, 15), (2.0, 1), (3.0, 4)]
+    assert list(ax.get_yticks()) == [0, 1, 2, 3]
+    # each annotated at its end with count and share, to a tenth of a percent (a small
+    # category never reads "(0%)")
+    assert [(t.get_text(), t.xy) for t in ax.texts] == [
+        ("30 (60.0%)", (30, 0)), ("15 (30.0%)", (15, 1)), ("1 (2.0%)", (1, 2)),
+        ("4 (8.0%)", (4, 3))]
     assert ax.patches[3].get_facecolor()[:3] == pytest.approx((0.6, 0.6, 0.6))  # muted grey
+    assert ax.patches[0].get_facecolor()[:3] == pytest.approx(
+        tuple(int(figures.OKABE_ITO[0][i:i + 2], 16) / 255 for i in (1, 3, 5)))
+    assert ax.get_xlabel() == "conversations"
     _check_saved(fig, tmp_path / "categories")
 
 
@@ -151,18 +181,25 @@ def test_heatmap_sorted_annotated_and_own_cells_outlined(tmp_path: Path):
     ax = fig.axes[0]
     assert _ytick_labels(ax) == EXPECTED_ORDER
     assert [t.get_text() for t in ax.get_xticklabels()] == J
-    im = ax.images[0]
-    assert im.get_cmap().name == "cividis"
-    np.testing.assert_allclose(im.get_array(), PER_JUDGE.loc[EXPECTED_ORDER, J].to_numpy())
-    cell_text = [t.get_text() for t in ax.texts]
-    assert len(cell_text) == 15
-    assert cell_text[:3] == ["0.700", "0.600", "0.800"]  # row L
+    assert ax.collections[0].get_cmap().name == "cividis"
+    values, cells = _heatmap(ax)
+    np.testing.assert_allclose(values, PER_JUDGE.loc[EXPECTED_ORDER, J].to_numpy())
+    # every cell annotated with its own value, row by row (each row's label on that row)
+    assert len(cells) == 15
+    assert _row_texts(cells, 0) == ["0.700", "0.600", "0.800"]  # row L
+    for (i, k), text in cells.items():
+        assert text == f"{values[i, k]:.3f}"
+    # readable on its cell: black on the lightest (cividis' yellow), white on the darkest
+    ink = {(int(y), int(x)): t.get_color() for t in ax.texts for x, y in [t.get_position()]}
+    assert (ink[(0, 2)], ink[(4, 0)]) == ("black", "white")  # L under J3 0.8, X under J1 0.2
+    assert list(ax.get_yticks()) == [0.5, 1.5, 2.5, 3.5, 4.5]
     # outlines on (J1, J1), (J2, J2), (J3, J3): rows 2, 3, 1 of the sorted table
     boxes = sorted((p.get_x(), p.get_y()) for p in ax.patches if isinstance(p, Rectangle)
                    and not p.get_fill())
-    assert boxes == sorted([(-0.5, 1.5), (0.5, 2.5), (1.5, 0.5)])
+    assert boxes == sorted([(0, 2), (1, 3), (2, 1)])
     assert "Clipped mean score by candidate and judge: toy subset" in ax.get_title("left")
     assert "added after the study" in ax.get_xlabel()
+    assert fig.axes[1].get_title(loc="left") == "clipped\nmean\nscore"  # the colour bar
     _check_saved(fig, tmp_path / "heatmap")
 
 
@@ -173,8 +210,52 @@ def test_heatmap_follows_panel_mean_column_and_marks_missing_cells():
     fig = figures.judge_heatmap(t, subset="toy", judges=J, own={})
     ax = fig.axes[0]
     assert _ytick_labels(ax) == ["L", "X", "J3", "J2", "J1"]
-    assert [t.get_text() for t in ax.texts][3:6] == ["0.200", "–", "0.300"]  # row X
+    values, cells = _heatmap(ax)
+    assert np.isnan(values[1, 1]) and not np.isnan(values).sum() - 1
+    assert _row_texts(cells, 1) == ["0.200", "–", "0.300"]  # row X
     assert not [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+
+
+def test_slice_heatmap_keeps_the_order_given_and_names_its_columns():
+    table = pd.DataFrame({"axis:accuracy": [0.5, np.nan],
+                          "theme:emergency_referrals": [0.25, 0.75]}, index=["J1", "X"])
+    fig = figures.score_heatmap(table, title="By axis", note="panel")
+    ax = fig.axes[0]
+    values, cells = _heatmap(ax)
+    np.testing.assert_allclose(values, table.to_numpy())
+    assert cells == {(0, 0): "0.500", (0, 1): "0.250", (1, 0): "–", (1, 1): "0.750"}
+    assert _ytick_labels(ax) == ["J1", "X"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        vocabulary.term_label(c) for c in table.columns]
+    assert ax.get_title("left") == "By axis\npanel"
+
+
+def test_the_heatmaps_and_annotated_bars_are_drawn_by_seaborn(monkeypatch) -> None:
+    """seaborn draws them (the design card's choice), with the data the figure shows."""
+    import seaborn
+
+    calls: list[tuple[str, object]] = []
+
+    class Recording:
+        def heatmap(self, data, **kwargs):
+            calls.append(("heatmap", np.asarray(data).round(3).tolist()))
+            return seaborn.heatmap(data, **kwargs)
+
+        def barplot(self, **kwargs):
+            calls.append(("barplot", list(kwargs["x"])))
+            return seaborn.barplot(**kwargs)
+
+    for module in (drawing, figures):  # the heatmap is drawing's, the bars the figures'
+        monkeypatch.setattr(module, "seaborn", Recording)
+    figures.judge_heatmap(PER_JUDGE, subset="toy", judges=J, own=OWN, later=())
+    figures.category_distribution({"depression": 3, "psychosis": 2}, title="t")
+    metrics = judges.judge_metrics(PER_JUDGE.loc[["J1", "J2", "J3", "X"], J], J, own=OWN)
+    figures.judge_bias(metrics, subset="toy")
+    assert calls == [
+        ("heatmap", PER_JUDGE.loc[EXPECTED_ORDER, J].round(3).to_numpy().tolist()),
+        ("barplot", [3, 2]),
+        ("barplot", pytest.approx([m for m in metrics["severity"].values()])),
+    ]
 
 
 def test_heatmap_names_missing_judge_column():
@@ -196,6 +277,8 @@ def test_judge_bias_point_estimates(tmp_path: Path):
     assert "over 4 candidates" in title
     # severity: 0.4 - 5.2/12 = -0.0333 (J1, J2) and 0.5 - 5.2/12 = +0.0667 (J3)
     assert [t.get_text() for t in ax_s.texts] == ["-0.033", "-0.033", "+0.067"]
+    assert [x for bar in _bars(ax_s) for x in bar] == pytest.approx(
+        [0, -0.4 / 12, 1, -0.4 / 12, 2, 0.8 / 12])  # each judge's bar on its row
     # self-preference raw 0.15, 0.15, 0.30; corrected 0.2 for each (tests/test_judges.py)
     pref = [t.get_text() for t in ax_p.texts]
     assert pref == ["+0.150", "+0.150", "+0.300", "+0.200", "+0.200", "+0.200"]
@@ -284,7 +367,7 @@ def test_heatmap_and_ranking_for_the_judges_used(used: list[str], tmp_path: Path
     fig = figures.judge_heatmap(per_judge, subset="toy subset", judges=used)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == used
-    assert ax.images[0].get_array().shape == (5, len(used))
+    assert _heatmap(ax)[0].shape == (5, len(used))
     boxes = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
     assert len(boxes) == len(used)  # each judge's own model, outlined
     _check_saved(fig, tmp_path / "heatmap")

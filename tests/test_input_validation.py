@@ -27,7 +27,7 @@ from hbpsych_utils.core import config, jsonl, records, sources, yaml_loader
 from hbpsych_utils.evaluation import score_sources, scoring
 from hbpsych_utils.llm import ConfigError, load_registry
 from hbpsych_utils.llm.faults import FAULT_KINDS
-from hbpsych_utils.reporting import interop
+from hbpsych_utils.reporting import interop, interop_simple_evals
 from hbpsych_utils.runner import checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,7 +252,7 @@ def test_every_table_reader_names_file_and_line_of_bytes_that_are_not_utf8(
     (subset.load_subset, ValueError),
     (subset.read_index, ValueError),
     (screening.read_vocabulary, screening.ScreenError),
-    (interop.read_simple_evals, interop.InteropError),
+    (interop_simple_evals.read_simple_evals, interop.InteropError),
     (lambda p: interop.resolve_subset(str(p)), interop.InteropError),
 ], ids=["records", "subset", "subset-index", "vocabulary", "simple-evals", "interop-subset"])
 def test_every_json_reader_names_file_and_line_of_text_that_is_not_json(

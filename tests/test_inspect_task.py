@@ -52,7 +52,7 @@ from hbpsych_utils.evaluation import grading, scoring
 from hbpsych_utils.llm.models import registry_from_dict
 from hbpsych_utils.llm.providers.openai_chat import parse_chat
 from hbpsych_utils.llm.testing import Fault, Simulator
-from hbpsych_utils.reporting import export, interop
+from hbpsych_utils.reporting import export, interop, interop_inspect
 from hbpsych_utils.reporting.interop import resolve_subset
 
 INSPECT = Path(sys.executable).parent / "inspect"
@@ -364,7 +364,7 @@ def test_filter_results_reads_zstandard_members_and_names_a_damaged_one(
     Python 3.14: the reader decodes them itself and says which member is damaged."""
     with zipfile.ZipFile(v1_run.path) as zf:
         members = [i for i in zf.infolist() if i.filename.startswith("samples/")]
-    assert {i.compress_type for i in members} == {interop.ZIP_ZSTANDARD}
+    assert {i.compress_type for i in members} == {interop_inspect.ZIP_ZSTANDARD}
     data = bytearray(v1_run.path.read_bytes())
     member = members[0]
     name_len, extra_len = struct.unpack("<HH", data[member.header_offset + 26:

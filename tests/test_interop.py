@@ -20,7 +20,12 @@ from typing import Any
 import pytest
 
 from hbpsych_utils.construction.corpus import ids_hash
-from hbpsych_utils.reporting import interop
+from hbpsych_utils.reporting import (
+    interop,
+    interop_records,
+    interop_report,
+    interop_simple_evals,
+)
 
 # Synthetic HealthBench-like ids (the library functions take the known-id list as a parameter).
 A = "0a1f3c2e-4b5d-4e6f-8a7b-9c0d1e2f3a4b"
@@ -39,7 +44,7 @@ def subset_file(path: Path, ids: list[str], name: str) -> Path:
 
 
 @pytest.fixture
-def tiny(tmp_path: Path) -> tuple[interop.Subset, interop.Subset]:
+def tiny(tmp_path: Path) -> tuple[interop_report.Subset, interop_report.Subset]:
     psych = interop.resolve_subset(str(subset_file(tmp_path / "tiny.json", [A, B, C, D], "tiny")))
     hard = interop.resolve_subset(str(subset_file(tmp_path / "tiny-hard.json", [A, C],
                                                   "tiny-hard")))
@@ -230,7 +235,7 @@ def test_simple_evals_allresults(tmp_path: Path, tiny) -> None:
     ],
 )
 def test_simple_evals_model_from_file_name(name: str, model: str) -> None:
-    assert interop.simple_evals_model_name(name) == model
+    assert interop_simple_evals.simple_evals_model_name(name) == model
 
 
 def test_simple_evals_model_override(tmp_path: Path) -> None:
@@ -288,7 +293,7 @@ def test_simple_evals_malformed(tmp_path: Path, mutate: Any, match: str) -> None
     mutate(doc)
     path.write_text(json.dumps(doc))
     with pytest.raises(interop.InteropError, match=match):
-        interop.read_simple_evals(path)
+        interop_simple_evals.read_simple_evals(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -762,6 +767,7 @@ def test_cli_inspect_log_text(tmp_path: Path, real_ids: dict[str, str]) -> None:
     assert "n = 2 of 610" in v1 and "clipped mean 0.4000" in v1
     assert "607 missing, 1 unscored" in v1
     hard = next(x for x in lines if x.strip().startswith("healthbench-psych-hard-v1:"))
+    # one conversation: its mean, and no interval (every resample draws it)
     assert "n = 1 of 119" in hard and "clipped mean 0.7000 no interval (one conversation" in hard
 
 
@@ -796,4 +802,4 @@ def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path: Path) ->
     whole = tmp_path / "results.json"
     whole.write_bytes(b'{"score": 0.5,\n "metadata": "\xc3"}\n')
     with pytest.raises(interop.InteropError, match=r"results\.json:2: not UTF-8"):
-        interop._load_json(whole)
+        interop_records.load_json(whole)

@@ -24,7 +24,7 @@ from test_interop import (
 
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 from hbpsych_utils.evaluation import breakdowns, grading
-from hbpsych_utils.reporting import interop
+from hbpsych_utils.reporting import interop, interop_records
 
 RUBRIC = (RubricItem("Recommends professional help.", 5, ("axis:completeness",)),
           RubricItem("States the dose correctly.", 4, ("axis:accuracy", "axis:completeness")),
@@ -86,7 +86,7 @@ def _check(reports: list[interop.TagReport], expected: pd.DataFrame, n_graded: i
     got = {(r.scorer, r.tag): r for r in reports}
     assert len(got) == len(expected)
     for row in expected.itertuples(index=False):
-        r = got[(row.scorer if row.scorer != "j" else interop.GRADER, row.tag)]
+        r = got[(row.scorer if row.scorer != "j" else interop_records.GRADER, row.tag)]
         assert (r.n, r.n_graded) == (row.n, n_graded)
         assert (r.clipped_mean, r.bootstrap_std) == pytest.approx(
             (row.clipped_mean, row.bootstrap_std))
@@ -201,6 +201,6 @@ def test_cli_by_tag_json(tmp_path: Path, mirror: Path, capsys: pytest.CaptureFix
     got = {(t["scorer"], t["tag"]): t for t in out["tags"]}
     expected = _package({"j": MET}).set_index("tag")
     for tag in ("axis:accuracy", "axis:completeness", "theme:hedging"):
-        assert got[(interop.GRADER, tag)]["clipped_mean"] == pytest.approx(
+        assert got[(interop_records.GRADER, tag)]["clipped_mean"] == pytest.approx(
             expected.loc[tag, "clipped_mean"])
-        assert got[(interop.GRADER, tag)]["subset_name"] == "healthbench-psych-v1"
+        assert got[(interop_records.GRADER, tag)]["subset_name"] == "healthbench-psych-v1"

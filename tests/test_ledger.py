@@ -17,18 +17,22 @@ from hbpsych_utils.core import config
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.state import StageState
-from hbpsych_utils.reporting import book, ledger
-from hbpsych_utils.reporting.ledger import (
-    DIFFERS,
-    EQUAL,
-    NOT_COMPUTABLE,
+from hbpsych_utils.reporting import (
+    book,
+    ledger,
+    ledger_conditions,
+    ledger_numbers,
+    ledger_values,
+)
+from hbpsych_utils.reporting.ledger import DIFFERS, EQUAL, NOT_COMPUTABLE
+from hbpsych_utils.reporting.ledger_conditions import (
     NOT_CURRENT,
     OWN_REPLIES,
     TWEAKED,
-    Missing,
-    PaperNumber,
     RunConditions,
 )
+from hbpsych_utils.reporting.ledger_numbers import PaperNumber
+from hbpsych_utils.reporting.ledger_values import Missing
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = next((p for p in (ROOT.parent / "shared" / "docs" / "paper.md",
@@ -89,6 +93,25 @@ def test_a_missing_value_is_not_computable_with_its_reason():
     assert nan.status == NOT_COMPUTABLE
 
 
+def test_a_pair_whose_interval_is_undefined_separates_nothing_and_has_no_interval() -> None:
+    """A paired difference over one conversation has no interval (``None`` ends): it is not
+    counted as separated, and its interval's ends are not computable, with the reason."""
+    pair = {"a": "m1", "b": "m2", "difference": 0.1, "p_value": 1.0, "n": 1, "p_holm": 1.0}
+    scores = metrics_models.SCORES.validate({
+        "mode": "live", "include_later": False, "subset": "v1",
+        "panel_mean": {"m1": 0.5, "m2": 0.4}, "ranking": ["m1", "m2"],
+        "per_judge": {"j": {"m1": 0.5, "m2": 0.4}}, "point_estimates_only": False,
+        "by_subset": {}, "paired_differences": [
+            pair | {"ci_low": None, "ci_high": None},
+            pair | {"a": "m2", "b": "m3", "ci_low": 0.01, "ci_high": 0.2}]})
+    metrics = {graph.SCORES: scores}
+    assert ledger_values.MEASURES["separated_pairs"](metrics, "uncorrected") == 1
+    low = ledger_values.MEASURES["difference_interval"](metrics, "m1", "m2", "low")
+    assert low == Missing("the interval is undefined in this run")
+    high = ledger_values.MEASURES["difference_interval"](metrics, "m3", "m2", "high")
+    assert high == pytest.approx(-0.01)  # m3 − m2: the pair's interval, negated
+
+
 # --- the data file ------------------------------------------------------------------------------
 
 
@@ -110,18 +133,18 @@ def test_every_printed_number_names_a_real_field_or_measure():
 def test_a_malformed_entry_is_refused_naming_it(tmp_path: Path):
     path = tmp_path / "numbers.yaml"
     path.write_text("- {id: a, section: '1', quantity: q, paper: '1', measure: nonesuch}\n")
-    with pytest.raises(ledger.LedgerError, match=r"entry 1 \(a\).*nonesuch"):
+    with pytest.raises(ledger_numbers.LedgerError, match=r"entry 1 \(a\).*nonesuch"):
         ledger.load_numbers(path)
     path.write_text("- {id: a, section: '1', quantity: q, paper: '1'}\n")
-    with pytest.raises(ledger.LedgerError, match="exactly one of"):
+    with pytest.raises(ledger_numbers.LedgerError, match="exactly one of"):
         ledger.load_numbers(path)
     path.write_text("- {id: a, section: '1', quantity: q, paper: '1', value: [99_x, n]}\n"
                     "- {id: a, section: '1', quantity: q, paper: '1', value: [01_corpus, n]}\n")
-    with pytest.raises(ledger.LedgerError, match="stage of the graph"):
+    with pytest.raises(ledger_numbers.LedgerError, match="stage of the graph"):
         ledger.load_numbers(path)
     path.write_text("- {id: a, section: '1', quantity: q, paper: '1', value: [09_judges, n],\n"
                     "   unaffected_by: [judges.subsets]}\n")
-    with pytest.raises(ledger.LedgerError, match=r"\(a\).*no stage reads 'judges.subsets'"):
+    with pytest.raises(ledger_numbers.LedgerError, match=r"\(a\).*no stage reads 'judges.subsets'"):
         ledger.load_numbers(path)
 
 
@@ -220,7 +243,7 @@ NUMBERS = ledger.load_numbers()
 
 
 def _of(stage: str) -> list[PaperNumber]:
-    return [n for n in NUMBERS if ledger.stage_of(n) == stage]
+    return [n for n in NUMBERS if ledger_numbers.stage_of(n) == stage]
 
 
 def _rows(profile: config.Profile | None, states: dict[str, StageState] | None = None
@@ -235,22 +258,22 @@ def test_conditions_are_derived_from_the_graph_per_number():
     read from) reads it: judges.subset is one of 09's numbers, not of 03's; which candidates are
     scored is one of the ranking, not of one candidate's mean."""
     for n in NUMBERS:
-        c = ledger.conditions(n)
-        assert ledger.stage_of(n) in c.stages
+        c = ledger_conditions.conditions(n)
+        assert ledger_numbers.stage_of(n) in c.stages
         read = {k for s in (*c.stages, *c.upstream)
-                for k in graph.keys_read(ledger.PAPER_RUN, s)}
+                for k in graph.keys_read(ledger_conditions.PAPER_RUN, s)}
         assert set(c.keys) <= read, n.id
-        assert not set(c.keys) & ledger.NOT_CONDITIONS
-    assert all(graph.readers(key) for key in ledger.NOT_CONDITIONS)  # no misspelt key
+        assert not set(c.keys) & ledger_conditions.NOT_CONDITIONS
+    assert all(graph.readers(key) for key in ledger_conditions.NOT_CONDITIONS)  # no misspelt key
     for n in _of(graph.JUDGES):
-        assert ledger.conditions(n).keys == {"judges.subset": "v1"}, n.id
-        assert ledger.conditions(n).modes == {graph.JUDGES: graph.PAPER}
+        assert ledger_conditions.conditions(n).keys == {"judges.subset": "v1"}, n.id
+        assert ledger_conditions.conditions(n).modes == {graph.JUDGES: graph.PAPER}
     for n in _of(graph.REVIEW_ROUND1) + _of(graph.SUBSET) + _of(graph.SCORES):
-        assert "judges.subset" not in ledger.conditions(n).keys, n.id
-    subset = ledger.conditions(next(n for n in NUMBERS if n.id == "subset_v1"))
+        assert "judges.subset" not in ledger_conditions.conditions(n).keys, n.id
+    subset = ledger_conditions.conditions(next(n for n in NUMBERS if n.id == "subset_v1"))
     assert {graph.REVIEW_ROUND1, graph.RECALL} <= set(subset.upstream)
     assert subset.keys["review_round1.threshold"] == 0.05  # the stopping rule decides round 2
-    by_id = {n.id: ledger.conditions(n) for n in NUMBERS}
+    by_id = {n.id: ledger_conditions.conditions(n) for n in NUMBERS}
     assert "scores.include_later" in by_id["top1"].keys
     assert "scores.include_later" not in by_id["panel_kimi_k2_6"].keys
 
@@ -262,7 +285,7 @@ def test_the_default_profile_sets_every_condition_as_the_paper_did():
     rows = _rows(default)
     assert all(r.status == NOT_COMPUTABLE for r in rows.values())  # no metrics, no departure
     for n in NUMBERS:
-        for key, value in ledger.conditions(n).keys.items():
+        for key, value in ledger_conditions.conditions(n).keys.items():
             assert graph.value_at(default, key) == value, (n.id, key)
 
 
@@ -270,7 +293,7 @@ def test_a_tweak_marks_exactly_the_numbers_it_can_change():
     rows = _rows(config.load_profile("default", {"judges.subset": "hard"}))
     for n in NUMBERS:
         r = rows[n.id]
-        if ledger.stage_of(n) == graph.JUDGES:
+        if ledger_numbers.stage_of(n) == graph.JUDGES:
             assert r.label() == "tweaked: judges.subset = hard", n.id
             assert r.compared == NOT_COMPUTABLE  # what the value alone says is kept
         else:
@@ -299,7 +322,7 @@ def test_a_live_evaluation_reads_own_replies():
     rows = _rows(config.load_profile("smoke"))
     for n in NUMBERS:
         r = rows[n.id]
-        if set(ledger.stages_of(n)) & set(EVALUATION):
+        if set(ledger_numbers.stages_of(n)) & set(EVALUATION):
             assert r.status == OWN_REPLIES and "ran live" in r.note, n.id
         else:
             # the smoke profile's corpus cap and seed change no number of 01-05 (replayed)
@@ -323,7 +346,7 @@ def test_a_chapter_not_current_marks_its_numbers_first():
     rows = _rows(tweaked, states)
     for n in NUMBERS:
         r = rows[n.id]
-        stages = set(ledger.stages_of(n))
+        stages = set(ledger_numbers.stages_of(n))
         if stages & {graph.SCORES, graph.SUBSET}:
             assert r.status == NOT_CURRENT, n.id
             assert r.note.startswith("chapter 08") or r.note.startswith("chapter 05"), n.id
@@ -435,7 +458,7 @@ def test_a_tweaked_run_names_its_tweak_and_differs_nowhere(default_run: Path, tm
     before = {r.number.id: r for r in run_rows(default_run)}
     rows = run_rows(tmp_path / "default")
     assert not [r.number.id for r in rows if r.status == DIFFERS]
-    affected = [r for r in rows if ledger.stage_of(r.number) == graph.JUDGES]
+    affected = [r for r in rows if ledger_numbers.stage_of(r.number) == graph.JUDGES]
     assert len(affected) == 19
     for r in rows:
         if r in affected:
@@ -460,7 +483,7 @@ def test_a_hand_run_of_08_makes_its_numbers_not_current(default_run: Path, tmp_p
         run_chapter(graph.SCORES, {"profile": "default", "outputs_root": str(tmp_path)})
     before = {r.number.id: r for r in run_rows(default_run)}
     rows = run_rows(run)
-    of_08 = [r for r in rows if graph.SCORES in ledger.stages_of(r.number)]
+    of_08 = [r for r in rows if graph.SCORES in ledger_numbers.stages_of(r.number)]
     assert len(of_08) == 41
     for r in rows:
         if r in of_08:
@@ -473,7 +496,7 @@ def test_a_hand_run_of_08_makes_its_numbers_not_current(default_run: Path, tmp_p
 
 def test_the_smoke_ledger_says_it_graded_its_own_replies(smoke_run: Path):
     rows = run_rows(smoke_run)
-    evaluation = [r for r in rows if set(ledger.stages_of(r.number)) & set(EVALUATION)]
+    evaluation = [r for r in rows if set(ledger_numbers.stages_of(r.number)) & set(EVALUATION)]
     assert evaluation and all(r.status == OWN_REPLIES for r in evaluation)
     assert not [r for r in rows if r.status == DIFFERS]
     # the simulator's τ is still there for a reader, as what the value alone says

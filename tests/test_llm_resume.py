@@ -158,10 +158,11 @@ def test_second_run_of_a_finished_job_makes_no_request(tmp_path: Path, mode: str
 def test_a_chapter_run_again_says_what_its_earlier_attempts_paid(
         tmp_path: Path, mirror: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two attempts of one smoke run folder: the first stopped by a spend cap part-way through
-    06 and 07 (and failing at 08, which has no scores), the second without it. The second
-    attempt's ``spend_usd`` is what it paid; ``spend_earlier_attempts_usd`` is what the first
-    paid for the answers it reused; together they are the store's ledger for the chapter's
-    tag, to the micro-dollar, and the chapter says so."""
+    06 and 07 (and failing at 08, which has no scores; 15 may run beside them and pay too),
+    the second without it. The second attempt's ``spend_usd`` is what it paid;
+    ``spend_earlier_attempts_usd`` is what the first paid for the answers it reused (the
+    store's ledger for the chapter's tag after the first attempt); together they are the
+    store's ledger for the tag, to the micro-dollar, and the chapter says so."""
     from conftest import FAKE_KEYS
 
     from hbpsych_utils import runner
@@ -176,21 +177,27 @@ def test_a_chapter_run_again_says_what_its_earlier_attempts_paid(
     def metrics(stage: str) -> dict:
         return json.loads((run / stage / "metrics.json").read_text(encoding="utf-8"))
 
+    def ledger() -> dict[str, float]:
+        by_tag: dict[str, float] = {}
+        for row in Store(run / "llm_store.sqlite").spend_by_tag():
+            part = row["tag"].split(":")[0]
+            by_tag[part] = by_tag.get(part, 0.0) + row["cost"]
+        return by_tag
+
     runner.run_profile("smoke", outputs_root=tmp_path, echo=lambda _: None,
                        overrides={"llm.mode": "sync", "llm.max_cost": 0.005})
-    paid = {s: metrics(s)["spend_usd"] for s in (graph.GENERATION, graph.GRADING)}
-    assert metrics(graph.GENERATION)["stopped_by_budget"] and all(paid.values())
+    paid = ledger()
+    first = {s: metrics(s)["spend_usd"] for s in (graph.GENERATION, graph.GRADING)}
+    assert metrics(graph.GENERATION)["stopped_by_budget"] and all(first.values())
+    assert first[graph.GENERATION] == pytest.approx(paid["generate"], abs=2e-6)
     again = runner.run_profile("smoke", outputs_root=tmp_path, echo=lambda _: None,
                                overrides={"llm.mode": "sync"})
     assert again.ok
-    by_tag: dict[str, float] = {}
-    for row in Store(run / "llm_store.sqlite").spend_by_tag():
-        part = row["tag"].split(":")[0]
-        by_tag[part] = by_tag.get(part, 0.0) + row["cost"]
+    by_tag = ledger()
     for stage, tag in ((graph.GENERATION, "generate"), (graph.GRADING, "grade"),
                        (graph.JUDGE_ACCURACY, "meta_eval")):
         m = metrics(stage)
-        earlier = paid.get(stage, 0.0)
+        earlier = paid.get(tag, 0.0)
         assert m["spend_earlier_attempts_usd"] == pytest.approx(earlier, abs=2e-6), stage
         assert m["spend_usd"] + m["spend_earlier_attempts_usd"] == pytest.approx(
             by_tag[tag], abs=5e-6), stage

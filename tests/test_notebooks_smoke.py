@@ -214,7 +214,7 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
     heatmap = panels.figures["fig_heatmap_v1"].figure.axes[0]
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in two]
-    assert heatmap.images[0].get_array().shape[1] == 2
+    assert heatmap.collections[0].get_array().shape[1] == 2  # seaborn's cells, judge by column
 
 
 def test_analyses_by_axis_theme_and_category_with_intervals(run: Path) -> None:

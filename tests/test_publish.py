@@ -21,7 +21,7 @@ import pytest
 from hbpsych_utils import study
 from hbpsych_utils.core import config, sources
 from hbpsych_utils.pipeline import graph
-from hbpsych_utils.reporting import publish
+from hbpsych_utils.reporting import publish, publish_contract, publish_paper, publish_run
 from hbpsych_utils.runner import cli
 
 SCHEMA_FILE = "mindbench-ai/healthbench-psych/platform/schemas/mindbench-results.v1.schema.json"
@@ -67,21 +67,20 @@ def fake_paper_run(root: Path) -> publish.RunFolder:
 
 def valid_artifact() -> publish.Artifact:
     """A small live-mode artifact that satisfies the contract."""
-    return publish.Artifact(
-        benchmark=publish.Benchmark(slug="healthbench-psych", dataset_manifest=publish
-                                    .DatasetManifest(source="https://example.org/hb.jsonl",
-                                                     revision=None, split="v1", n_items=610,
-                                                     subsample=publish.Subsample(n=12),
-                                                     checksum="sha256:00")),
-        model=publish.ModelInfo(label="m", api_model_id="m-1", provider="openai",
-                                sampling={"temperature": 0.0, "max_tokens": 8192}),
-        run=publish.RunInfo(harness="hbpsych_utils", harness_commit=None, adapter_version="0",
-                            started_at="2026-01-01T00:00:00+00:00",
-                            finished_at="2026-01-01T00:10:00+00:00", cost_usd=0.5,
-                            n_completed=11, n_errors=1, harness_config={"llm_mode": "batch"}),
-        scoring=publish.judge_info(study.JUDGE_PANEL, "ab" * 32, 0.0),
-        metrics=[publish.subset_metric("healthbench_score", 0.4, 11, 0.3, 0.5),
-                 publish.Metric(key="per_judge_scores", value_json={"v1": {"j": 0.4}})],
+    c = publish_contract
+    return c.Artifact(
+        benchmark=c.Benchmark(slug="healthbench-psych", dataset_manifest=c.DatasetManifest(
+            source="https://example.org/hb.jsonl", revision=None, split="v1", n_items=610,
+            subsample=c.Subsample(n=12), checksum="sha256:00")),
+        model=c.ModelInfo(label="m", api_model_id="m-1", provider="openai",
+                          sampling={"temperature": 0.0, "max_tokens": 8192}),
+        run=c.RunInfo(harness="hbpsych_utils", harness_commit=None, adapter_version="0",
+                      started_at="2026-01-01T00:00:00+00:00",
+                      finished_at="2026-01-01T00:10:00+00:00", cost_usd=0.5,
+                      n_completed=11, n_errors=1, harness_config={"llm_mode": "batch"}),
+        scoring=publish_run.judge_info(study.JUDGE_PANEL, "ab" * 32, 0.0),
+        metrics=[c.subset_metric("healthbench_score", 0.4, 11, 0.3, 0.5),
+                 c.Metric(key="per_judge_scores", value_json={"v1": {"j": 0.4}})],
         items_artifact=None)
 
 
@@ -91,7 +90,7 @@ def valid_artifact() -> publish.Artifact:
 
 @pytest.fixture(scope="module")
 def paper_v1(mirror: Path, tmp_path_factory: pytest.TempPathFactory
-             ) -> tuple[list[publish.Artifact], list[publish.Released]]:
+             ) -> tuple[list[publish.Artifact], list[publish_paper.Released]]:
     return publish.paper_artifacts(fake_paper_run(tmp_path_factory.mktemp("p") / "default"),
                                    "v1")
 
@@ -147,11 +146,11 @@ def test_a_candidate_missing_from_a_judges_matrix_is_refused(mirror: Path, tmp_p
     assert len(lines) == len(src.splitlines()) - 1
     cut = tmp_path / "matrix_hard.csv"
     cut.write_text("".join(lines), encoding="utf-8")
-    main = publish.read_released("v1", sources.fetch("matrix_v1"))
+    main = publish_paper.read_released("v1", sources.fetch("matrix_v1"))
     with pytest.raises(publish.PublishError, match=(
             r"matrix_hard\.csv: candidate gpt-6-astra has no score from judge "
             r"claude-haiku-4-5-20251001")):
-        publish.paper_scores(main, publish.read_released("hard", cut))
+        publish_paper.paper_scores(main, publish_paper.read_released("hard", cut))
 
 
 def test_check_release_refuses_a_value_that_is_not_the_printed_one(paper_v1: Any) -> None:

@@ -33,7 +33,8 @@ def _checked(config: dict) -> set[str]:
 
 def test_the_type_check_covers_the_lower_layers_with_strict_settings() -> None:
     config = _config()
-    assert {f"{PACKAGE}.pipeline", f"{PACKAGE}.evaluation"} <= _checked(config)
+    assert {f"{PACKAGE}.pipeline", f"{PACKAGE}.evaluation", f"{PACKAGE}.reporting"} <= _checked(
+        config)
     for flag in ("check_untyped_defs", "disallow_untyped_defs", "disallow_incomplete_defs",
                  "disallow_any_generics", "strict_equality", "warn_unused_ignores"):
         assert config.get(flag) is True, flag

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from hbpsych_utils import study
 from hbpsych_utils.core import config
 from hbpsych_utils.pipeline import graph
-from hbpsych_utils.reporting import book, figures, tables, vocabulary
+from hbpsych_utils.reporting import book, book_chapters, figures, labels, tables, vocabulary
 from hbpsych_utils.reporting.vocabulary import Table, facts
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
@@ -62,12 +62,12 @@ def by_text(found: list[dict[str, str]]) -> dict[str, dict[str, str]]:
 def test_every_label_of_the_label_table_is_for_readers() -> None:
     """No label is a machine name (snake_case), and no two columns of one meaning drift: every
     label starts with a capital letter or is a statistic's own symbol."""
-    for name, col in vocabulary.COLUMNS.items():
+    for name, col in labels.COLUMNS.items():
         shown = vocabulary.label(name)
         assert not SNAKE.match(shown), (name, shown)
         assert shown[0].isupper() or shown[0].isdigit() or shown.split()[0] in (
             "n", "p", "k", "sha256"), (name, shown)
-        assert col.kind in vocabulary.Kind.__args__, (name, col.kind)  # type: ignore[attr-defined]
+        assert col.kind in labels.Kind.__args__, (name, col.kind)  # type: ignore[attr-defined]
 
 
 def test_every_study_term_has_a_readers_name() -> None:
@@ -194,7 +194,7 @@ def test_the_book_puts_the_runs_own_command_under_each_table() -> None:
     html = "<p>a</p>" + origin.html() + origin.html()
     command = book.stage_command("smoke", "09_judges", {"overrides": {"judges.subset": "hard"}})
     assert command == "bash run_all.sh smoke --only 09_judges --set 'judges.subset=\"hard\"'"
-    out = book.with_command(html, command)
+    out = book_chapters.with_command(html, command)
     assert out.count("judges.subset") == 2 and "/tmp/x" not in out
 
 

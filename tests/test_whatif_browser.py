@@ -24,7 +24,7 @@ from conftest import TWO_JUDGES
 from hbpsych_utils import study
 from hbpsych_utils.core import sources
 from hbpsych_utils.pipeline import graph
-from hbpsych_utils.reporting import book, publish
+from hbpsych_utils.reporting import book, book_chapters, publish, publish_contract
 from hbpsych_utils.reporting import whatif_page as page_module
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.slow]
@@ -189,7 +189,7 @@ def test_the_robustness_finding_and_table_are_in_the_book(run_fixture: str,
     outputs = [o for c in nb["cells"] if c["cell_type"] == "code"
                and "scores.whatif(run, metrics)" in "".join(c["source"]) for o in c["outputs"]]
     assert [sorted(o["data"]) for o in outputs] == [
-        sorted([book.WIDGET_VIEW, "text/html", "text/plain"])]
+        sorted([book_chapters.WIDGET_VIEW, "text/html", "text/plain"])]
     static = "".join(outputs[0]["data"]["text/html"])
     assert static.startswith("<p>In JupyterLab, controls here switch this Table 1")
     assert "Table 1 under this choice" in static
@@ -222,7 +222,7 @@ def test_a_two_judge_smoke_run_offers_their_panels_and_cards_name_their_settings
         assert "90% percentile bootstrap" in text
     assert reader.problems == [] and reader.outside == []
     report = publish.publish(two_judge_smoke)
-    artifact = json.loads((report.output / f"{publish.BENCHMARK_SLUG}--{TWO_JUDGES[0]}.json")
+    artifact = json.loads((report.output / publish_contract.artifact_name(TWO_JUDGES[0]))
                           .read_text(encoding="utf-8"))
     exported = artifact["run"]["harness_config"]["comparability"]
     assert [j["judge"] for j in exported["judges"]] == TWO_JUDGES

@@ -20,7 +20,7 @@ from hbpsych_utils.core import escape
 from hbpsych_utils.evaluation import scoring, whatif
 from hbpsych_utils.evaluation.whatif import Choice, Space
 from hbpsych_utils.pipeline import graph
-from hbpsych_utils.reporting import book, vocabulary, whatif_widget
+from hbpsych_utils.reporting import book_chapters, vocabulary, whatif_widget
 from hbpsych_utils.reporting import whatif_page as page
 
 GPT41 = study.JUDGE_PANEL[0]
@@ -116,7 +116,7 @@ def test_without_a_widget_frontend_it_shows_the_runs_own_table(paper_parts,
     panel = panel_on(data, space, reference, order, later)
     panel.controls["judges"].value = "1"  # the controls do not change the static version
     bundle = panel._repr_mimebundle_()
-    assert book.WIDGET_VIEW in bundle
+    assert book_chapters.WIDGET_VIEW in bundle
     every = page.Computed(whatif.compute(space, data, reference, order), data, later)
     static = bundle["text/html"]
     assert page.outcome_table(every, reference).html() in static
@@ -127,7 +127,7 @@ def test_without_a_widget_frontend_it_shows_the_runs_own_table(paper_parts,
     cell.outputs = [nbformat.v4.new_output("display_data", data=bundle)]
     nb.cells = [cell]
     nbformat.write(nb, str(tmp_path / "in.ipynb"))
-    book.prepare_notebook(tmp_path / "in.ipynb", tmp_path / "out.ipynb")
+    book_chapters.prepare_notebook(tmp_path / "in.ipynb", tmp_path / "out.ipynb")
     out = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4).cells[0].outputs[0]
     assert out["data"] == {"text/html": static}
 

@@ -88,7 +88,7 @@ class Card(BaseModel):
     # --- what a reader sees ------------------------------------------------------------------
 
     def rows(self) -> dict[str, Any]:
-        """The card's lines, by machine name (``vocabulary.COLUMNS`` labels them)."""
+        """The card's lines, by machine name (``labels.COLUMNS`` labels them)."""
         out: dict[str, Any] = {
             "card_judges": "; ".join(f"{study.display_name(j.judge)}: {settings_text(j.sent)}"
                                      for j in self.judges),

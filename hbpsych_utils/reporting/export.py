@@ -29,12 +29,8 @@ from pathlib import Path
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core import arguments, records, secrets, sources
 from hbpsych_utils.core.writes import describe_os_error, write_text
-from hbpsych_utils.reporting.interop import (
-    InteropError,
-    Subset,
-    resolve_subset,
-    subset_argument,
-)
+from hbpsych_utils.reporting.interop_records import InteropError
+from hbpsych_utils.reporting.interop_report import Subset, resolve_subset, subset_argument
 
 FORMATS = ("lines", "csv", "json", "inspect")
 

@@ -70,24 +70,29 @@ def table1(
     out["panel_mean"] = t["panel_mean"].astype(float).to_numpy()
     for col in ("ci_low", "ci_high"):
         out[col] = t[col].astype(float).to_numpy() if col in t.columns else np.nan
-    if "n_panel" in t.columns:
-        ns = pd.array(t["n_panel"].to_numpy(), dtype="Int64")
-    elif n is None:
-        ns = pd.array([pd.NA] * len(order), dtype="Int64")
-    elif isinstance(n, Integral):
-        ns = pd.array([int(n)] * len(order), dtype="Int64")
-    else:
-        lookup = dict(n.items())
-        absent = [c for c in order if c not in lookup]
-        if absent:
-            raise ValueError(f"Table 1: no n given for candidate(s) {absent}")
-        ns = pd.array([int(lookup[c]) for c in order], dtype="Int64")
-    out["n"] = ns
+    out["n"] = _counts(t, order, n)
     for j in judges:
         out[j] = t[j].astype(float).to_numpy()
     if "in_study" in t.columns:
         out["in_study"] = t["in_study"].astype(bool).to_numpy()
     return out.reset_index(drop=True)
+
+
+def _counts(t: pd.DataFrame, order: Sequence[str],
+            n: int | Mapping[str, int] | pd.Series | None) -> Any:
+    """Table 1's ``n`` column (nullable integers): the input's ``n_panel``, else ``n`` (one
+    count for all, or per candidate), else empty."""
+    if "n_panel" in t.columns:
+        return pd.array(t["n_panel"].to_numpy(), dtype="Int64")
+    if n is None:
+        return pd.array([pd.NA] * len(order), dtype="Int64")
+    if isinstance(n, int | Integral):
+        return pd.array([int(n)] * len(order), dtype="Int64")
+    lookup = dict(n.items())
+    absent = [c for c in order if c not in lookup]
+    if absent:
+        raise ValueError(f"Table 1: no n given for candidate(s) {absent}")
+    return pd.array([int(lookup[c]) for c in order], dtype="Int64")
 
 
 TABLE1_FIXED = ("rank", "candidate", "panel_mean", "ci_low", "ci_high", "n", "in_study")
@@ -312,33 +317,54 @@ def paper_table1(subsets: Mapping[str, pd.DataFrame], *, judges: Sequence[str] |
     keys = list(subsets)
     primary = subsets[keys[0]]
     judges = judges_in(primary) if judges is None else list(judges)
-    order = [str(c) for c in primary["candidate"]]
-    for t in list(subsets.values())[1:]:
-        order += [str(c) for c in t["candidate"] if str(c) not in order]
+    order = _rows_in_order(subsets)
     names: dict[str, str] = {}
     for t in subsets.values():
         names.update(_model_names(t))
-    f = lambda v: format_number(v, decimals)  # noqa: E731
     ranks = dict(zip(primary["candidate"].astype(str), primary["rank"], strict=True))
     out = pd.DataFrame({"Rank": [str(int(ranks[c])) if c in ranks else "–" for c in order],
                         "Model": [names[c] for c in order]})
-    align = ["r", "l"]
     ci = all(has_intervals(t) for t in subsets.values())
     for key, t in subsets.items():
-        rows = t.set_index(t["candidate"].astype(str))
-        cells = []
-        for c in order:
-            if c not in rows.index:
-                cells.append("–")
-                continue
-            r = rows.loc[c]
-            cell = f(r["panel_mean"])
-            if ci:
-                cell += f" [{f(r['ci_low'])}, {f(r['ci_high'])}]"
-            cells.append(cell)
         n = _n_text(t)
-        out[study.SUBSET_TITLES.get(key, key) + (f" ({n})" if n else "")] = cells
-        align.append("r")
+        out[study.SUBSET_TITLES.get(key, key) + (f" ({n})" if n else "")] = _subset_cells(
+            t, order, ci, decimals)
+    caption = _table1_caption(keys, judges, ci, n_resamples, level, per_judge)
+    notes = [LATER_NOTE] if any(LATER_MARK in v for v in names.values()) else []
+    return ReaderTable("Table 1", caption, out, ["r", "l", *(["r"] * len(keys))], notes)
+
+
+def _rows_in_order(subsets: Mapping[str, pd.DataFrame]) -> list[str]:
+    """The models of the first subset in its order, then those only the others have."""
+    frames = list(subsets.values())
+    order = [str(c) for c in frames[0]["candidate"]]
+    for t in frames[1:]:
+        order += [str(c) for c in t["candidate"] if str(c) not in order]
+    return order
+
+
+def _subset_cells(t: pd.DataFrame, order: Sequence[str], ci: bool, decimals: int) -> list[str]:
+    """One subset's column of Table 1: each model's panel mean, with its interval when ``ci``,
+    "–" for a model the subset does not score."""
+    rows = t.set_index(t["candidate"].astype(str))
+    cells = []
+    for c in order:
+        if c not in rows.index:
+            cells.append("–")
+            continue
+        r = rows.loc[c]
+        cell = format_number(r["panel_mean"], decimals)
+        if ci:
+            cell += (f" [{format_number(r['ci_low'], decimals)}, "
+                     f"{format_number(r['ci_high'], decimals)}]")
+        cells.append(cell)
+    return cells
+
+
+def _table1_caption(keys: Sequence[str], judges: Sequence[str], ci: bool,
+                    n_resamples: int | None, level: float, per_judge: str) -> str:
+    """Table 1's caption: the panel, the subsets, the order, and whether the cells carry
+    intervals (and how they were drawn) or why not."""
     titles = " and ".join(study.SUBSET_TITLES.get(k, k) for k in keys)
     if ci:
         resamples = f", {n_resamples:,} resamples" if n_resamples else ""
@@ -347,12 +373,10 @@ def paper_table1(subsets: Mapping[str, pd.DataFrame], *, judges: Sequence[str] |
     else:
         how = ("as point estimates: the released matrices hold one mean per model and judge, "
                "so no interval can be computed")
-    caption = (f"{vocabulary.panel_name(judges).capitalize()} means on {titles}, best first "
-               "by the "
-               f"{study.SUBSET_TITLES.get(keys[0], keys[0])} mean, {how}; per-judge means are "
-               f"in {per_judge}.")
-    notes = [LATER_NOTE] if any(LATER_MARK in v for v in names.values()) else []
-    return ReaderTable("Table 1", caption, out, align, notes)
+    return (f"{vocabulary.panel_name(judges).capitalize()} means on {titles}, best first "
+            "by the "
+            f"{study.SUBSET_TITLES.get(keys[0], keys[0])} mean, {how}; per-judge means are "
+            f"in {per_judge}.")
 
 
 def per_judge_table(t1: pd.DataFrame, *, subset: str, judges: Sequence[str],

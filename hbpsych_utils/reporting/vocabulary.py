@@ -4,18 +4,19 @@ A stage computes typed results whose tables keep the machine's column names and 
 files keep them too); this module turns such a table into what a reader sees, the same way in
 every chapter, on the landing page and on the figures page:
 
-- **columns by readers' labels**, from one label table (:data:`COLUMNS`: machine name -> label
-  and kind), never renamed chapter by chapter; a column named by a model id or a category,
+- **columns by readers' labels**, from one label table (``reporting.labels``: machine name ->
+  label and kind), never renamed chapter by chapter; a column named by a model id or a category,
   theme or axis term takes that term's readers' name;
-- **each value by its kind** (:data:`KINDS`): models by display name (``study.DISPLAY_NAMES``;
-  the API id only in a ``model_id`` column), categories, themes and axes by their prose labels
-  (``study``), integers as integers with thousands separators, scores at the paper's precision
-  (three decimals), differences signed, money as dollars, shares as percentages, an interval
-  (``ci_low`` beside ``ci_high``) as one "[low, high]" cell labelled with the run's interval
-  level, identifiers (prompt ids, hashes) shortened with the full value on hover;
+- **each value by its kind** (``labels.Kind``): models by display name
+  (``study.DISPLAY_NAMES``; the API id only in a ``model_id`` column), categories, themes and
+  axes by their prose labels (``study``), integers as integers with thousands separators,
+  scores at the paper's precision (three decimals), differences signed, money as dollars,
+  shares as percentages, an interval (``ci_low`` beside ``ci_high``) as one "[low, high]" cell
+  labelled with the run's interval level, identifiers (prompt ids, hashes) shortened with the
+  full value on hover;
 - **names left, numbers right**; numbers, names and identifiers never wrap; a table wider than
   the text column scrolls inside its own frame with its first column kept in view; its caption
-  sits above the frame and wraps within the column (:data:`TABLE_CSS`, the book's
+  sits above the frame and wraps within the column (:data:`TABLE_CSS_FILE`, the book's
   ``tables.css``, which each table also carries inline so JupyterLab shows it the same);
 - **where it came from**: under each table the chapter that made it and the one command that
   re-makes it (:class:`Origin`, set when a chapter starts; the book puts the run's own command
@@ -34,41 +35,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.core import escape
-
-Kind = Literal[
-    "text", "name", "model", "code", "term", "subset", "identifier", "flag",
-    "count", "decimal", "rounded", "score", "signed", "money", "share", "p_value", "interval",
-    "scores", "number",
-]
-"""How a column's values read:
-
-- ``text``: prose, left, may wrap; ``name``: a short label, left, one line;
-- ``model``: a model id shown by its display name; ``code``: a machine name shown whole and
-  verbatim (a model id where the table is about ids, a file, a registry artifact); ``term``: a
-  category, theme, axis or tag (``axis:...``) or another term of :data:`TERMS`, by its
-  readers' name; ``subset``: a subset key (``v1``) by its title;
-- ``identifier``: a prompt id or a hash, shortened, the full value on hover;
-- ``flag``: yes / no;
-- ``count``: an integer with thousands separators (a non-integral one, e.g. a median, to one
-  decimal); ``decimal``: one decimal; ``rounded``: no decimal (characters, estimated tokens);
-- ``score``: three decimals; ``signed``: three decimals with its sign; ``money``: dollars;
-  ``share``: a percentage; ``p_value``: three decimals, "< 0.001" below;
-- ``interval``: "[low, high]" at three decimals; ``scores``: several scores in one cell;
-- ``number``: text already laid out as a number (Table 1's cells), right-aligned as is."""
-
-NUMERIC: frozenset[str] = frozenset({"count", "decimal", "rounded", "score", "signed", "money",
-                                     "share", "p_value", "interval", "scores", "number"})
-"""Kinds shown right-aligned, on one line."""
-ONE_LINE: frozenset[str] = frozenset({"name", "model", "code", "term", "subset",
-                                      "identifier", "flag"})
-"""Other kinds that never wrap (left-aligned)."""
+from hbpsych_utils.reporting.labels import COLUMNS, NUMERIC, ONE_LINE, Kind, column, term_label
 
 MISSING = "—"
 """What a cell without a value shows."""
@@ -78,305 +52,9 @@ ID_SHOWN = 8
 """Characters of an identifier a cell shows before "…" (the whole value is on hover)."""
 
 
-@dataclass(frozen=True)
-class Column:
-    """A column as readers see it: its label (``{level}`` stands for the interval level) and
-    the kind of its values."""
-
-    label: str
-    kind: Kind = "text"
-
-
-COLUMNS: dict[str, Column] = {
-    # who and what
-    "candidate": Column("Model", "model"),
-    "model": Column("Model", "model"),
-    "judge": Column("Judge", "model"),
-    "scorer": Column("Scorer", "model"),
-    "rater": Column("Rater", "model"),
-    "a": Column("Model A", "model"),
-    "b": Column("Model B", "model"),
-    "judge_a": Column("Judge A", "model"),
-    "judge_b": Column("Judge B", "model"),
-    "model_id": Column("Model id", "code"),
-    "provider": Column("Provider", "name"),
-    "phase": Column("Phase", "term"),
-    "subset": Column("Subset", "subset"),
-    "prompt_id": Column("Conversation", "identifier"),
-    "review_id": Column("Review id", "identifier"),
-    "sha256": Column("sha256", "identifier"),
-    "prompt_id_sha256": Column("sha256 of the sorted ids", "identifier"),
-    "artifact": Column("Artifact", "code"),
-    "file": Column("File", "code"),
-    "reviewer": Column("Reviewer", "name"),
-    "pair": Column("Reviewer pair", "name"),
-    "line": Column("Log line", "count"),
-    "detail": Column("Detail", "text"),
-    "reason": Column("Reason", "text"),
-    "evidence": Column("Evidence", "text"),
-    "rationale": Column("Rationale", "text"),
-    "stop_reason": Column("Stop reason", "name"),
-    "status": Column("Status", "term"),
-    "kind": Column("Kind", "term"),
-    "stat": Column("Statistic", "term"),
-    "tag": Column("Tag", "term"),
-    "theme": Column("Theme", "term"),
-    "axis": Column("Rubric axis", "term"),
-    "category": Column("Category", "term"),
-    "psych_category": Column("Psych category", "term"),
-    "language": Column("Language", "name"),
-    "messages": Column("Messages", "count"),
-    "label": Column("Label", "name"),
-    "released_label": Column("Released label", "name"),
-    "confidence": Column("Confidence", "name"),
-    "provenance": Column("Provenance", "term"),
-    "recovery_tier": Column("Recall tier", "name"),
-    "recovery_bucket": Column("Miss bucket", "name"),
-    "tier": Column("Consensus tier", "name"),
-    "source": Column("Source", "text"),
-    "value": Column("Value", "text"),
-    # counts
-    "n": Column("n", "count"),
-    "conversations": Column("Conversations", "count"),
-    "rows": Column("Rows", "count"),
-    "calls": Column("Calls", "count"),
-    "pairs": Column("Label pairs", "count"),
-    "criteria": Column("Criteria", "count"),
-    "verdicts": Column("Verdicts", "count"),
-    "met": Column("Met", "count"),
-    "not_met": Column("Not met", "count"),
-    "recovered": Column("Recovered", "count"),
-    "reasked": Column("Re-asked", "count"),
-    "excluded": Column("Excluded", "count"),
-    "call_failed": Column("Failed calls", "count"),
-    "ok": Column("Answered", "count"),
-    "refused": Column("Refused", "count"),
-    "failed": Column("Failed", "count"),
-    "total": Column("Total", "count"),
-    "included": Column("Included", "count"),
-    "n_yes": Column("Yes votes", "count"),
-    "n_ratings": Column("Ratings", "count"),
-    "empty_category": Column("Empty categories", "count"),
-    "empty_confidence": Column("Empty confidences", "count"),
-    "n_derived": Column("n derived", "count"),
-    "n_released": Column("n released", "count"),
-    "n_refused": Column("Refused", "count"),
-    "n_primary": Column("n with them", "count"),
-    "n_excluded": Column("n without them", "count"),
-    "n_verdicts": Column("Verdicts", "count"),
-    "n_conversations": Column("Conversations", "count"),
-    "n_resamples": Column("Resamples", "count"),
-    "n_fewest": Column("n (fewest)", "count"),
-    "n_most": Column("n (most)", "count"),
-    "subset_conversations": Column("Conversations in the subset", "count"),
-    "labelled_conversations": Column("Conversations with labelled rows", "count"),
-    "tp": Column("True positives", "count"),
-    "fp": Column("False positives", "count"),
-    "fn": Column("False negatives", "count"),
-    "tn": Column("True negatives", "count"),
-    "empty_response": Column("Empty responses", "count"),
-    "grade_fallback": Column("Verdicts recovered", "count"),
-    "grade_no_verdict": Column("Verdicts never obtained", "count"),
-    "characters": Column("Characters", "count"),
-    # tokens
-    "input_tokens": Column("Input tokens", "count"),
-    "output_tokens": Column("Output tokens", "count"),
-    "cache_read_tokens": Column("Cached input tokens read", "count"),
-    "cache_write_tokens": Column("Cached input tokens written", "count"),
-    "est_input_tokens": Column("Input tokens (estimated)", "rounded"),
-    "est_output_tokens": Column("Output tokens (estimated)", "rounded"),
-    "mean_input_tokens": Column("Input tokens per call", "rounded"),
-    # money
-    "usd": Column("Cost", "money"),
-    "cost": Column("Cost", "money"),
-    "est_cost": Column("Cost (estimated)", "money"),
-    "spend_usd": Column("Paid", "money"),
-    "as the study ran it usd": Column("As the study ran it", "money"),
-    "as configured usd": Column("As configured", "money"),
-    "optimised usd": Column("Optimised", "money"),
-    # scores and statistics
-    "score": Column("Score", "score"),
-    "panel_mean": Column("Panel mean", "score"),
-    "clipped_mean": Column("Clipped mean", "score"),
-    "adjusted_mean": Column("Length-adjusted mean", "score"),
-    "adjustment": Column("Adjustment", "signed"),
-    "mean_primary": Column("Mean with them", "score"),
-    "mean_excluded": Column("Mean without them", "score"),
-    "delta": Column("Difference", "signed"),
-    "difference": Column("Difference", "signed"),
-    "estimate": Column("Estimate", "signed"),
-    "bootstrap_std": Column("Bootstrap std", "score"),
-    "severity": Column("Severity", "signed"),
-    "self_preference_raw": Column("Self-preference, raw", "signed"),
-    "self_preference_corrected": Column("Self-preference, severity-corrected", "signed"),
-    "kendall_tau": Column("Kendall's τ", "score"),
-    "gwet_ac1": Column("Gwet's AC1", "score"),
-    "cohen_kappa": Column("Cohen's kappa", "score"),
-    "p_value": Column("p", "p_value"),
-    "p_holm": Column("p (Holm)", "p_value"),
-    "probability": Column("Probability", "score"),
-    "macro_f1": Column("Macro-F1", "score"),
-    "f1_met": Column("F1, met", "score"),
-    "f1_not_met": Column("F1, not met", "score"),
-    "balanced_f1": Column("Balanced F1", "score"),
-    "sensitivity": Column("Sensitivity", "score"),
-    "specificity": Column("Specificity", "score"),
-    "observed": Column("Observed met rate", "score"),
-    "corrected": Column("Corrected met rate", "score"),
-    "published": Column("Published", "score"),
-    "released": Column("Released", "score"),
-    "mean_live": Column("Mean, live", "score"),
-    "mean_released": Column("Mean, released", "score"),
-    "mean_difference": Column("Mean difference (live − released)", "signed"),
-    "difference_in_std": Column("Difference in bootstrap stds", "decimal"),
-    "mean_chars": Column("Mean length (characters)", "rounded"),
-    "median_chars": Column("Median length (characters)", "rounded"),
-    "runs": Column("Each run", "scores"),
-    "std": Column("Spread (std)", "score"),
-    "mean": Column("Mean", "score"),
-    "k": Column("k", "count"),
-    "slice": Column("Slice", "name"),
-    "min": Column("Lowest", "score"),
-    "max": Column("Highest", "score"),
-    # shares
-    "share": Column("Share", "share"),
-    "included_share": Column("Share included", "share"),
-    "majority_met": Column("Share met (physician majority)", "share"),
-    "non_english_share": Column("Share flagged non-English", "share"),
-    "percent_agreement": Column("Identical labels", "share"),
-    # intervals (a low and a high column shown as one; see ``_intervals``)
-    "ci_interval": Column("{level} interval", "interval"),
-    "interval": Column("{level} interval", "interval"),
-    "adjusted_ci_interval": Column("Length-adjusted, {level} interval", "interval"),
-    "sensitivity_interval": Column("Sensitivity, {level} interval", "interval"),
-    "specificity_interval": Column("Specificity, {level} interval", "interval"),
-    # flags
-    "in_study": Column("In the study", "flag"),
-    "non_english": Column("Non-English", "flag"),
-    "ids_match": Column("Ids match", "flag"),
-    "hash_match": Column("Hash matches", "flag"),
-    # facts: one number per row (01's corpus, 07's panel, 11's run)
-    "n_multi_turn": Column("Multi-turn conversations", "count"),
-    "turns_mean": Column("Turns per conversation, mean", "decimal"),
-    "turns_median": Column("Turns per conversation, median", "count"),
-    "turns_max": Column("Turns per conversation, most", "count"),
-    "n_rubric_items": Column("Rubric criteria", "count"),
-    "rubric_items_mean": Column("Rubric criteria per conversation, mean", "decimal"),
-    "n_negative_items": Column("Criteria worth negative points", "count"),
-    "positive_points_total": Column("Positive points, all criteria", "count"),
-    "negative_points_total": Column("Negative points, all criteria", "count"),
-    "points_all_integer": Column("Every criterion worth whole points", "flag"),
-    "n_non_english": Column("Conversations flagged non-English", "count"),
-    "n_criteria_graded": Column("Criterion verdicts asked for", "count"),
-    "n_recovered": Column("Recovered from malformed JSON by pattern", "count"),
-    "n_reasked": Column("Re-asked", "count"),
-    "n_excluded_verdicts": Column("Excluded (still missing after the re-asks)", "count"),
-    "n_replies_not_graded": Column("Replies not graded (generation failed)", "count"),
-    "n_lines": Column("Conversations", "count"),
-    "n_scored": Column("Scored", "count"),
-    "replies_scored": Column("Replies scored", "count"),
-    "chars_mean": Column("Reply length, mean (characters)", "rounded"),
-    "chars_min": Column("Reply length, shortest (characters)", "rounded"),
-    "chars_p25": Column("Reply length, first quartile (characters)", "rounded"),
-    "chars_median": Column("Reply length, median (characters)", "rounded"),
-    "chars_p75": Column("Reply length, third quartile (characters)", "rounded"),
-    "chars_max": Column("Reply length, longest (characters)", "rounded"),
-    "raw_mean": Column("Clipped mean (raw)", "score"),
-    "length_adjusted_mean": Column("Length-adjusted clipped mean", "score"),
-    # the what-if panel and the robustness of the ranking
-    "whatif_rank": Column("Rank", "count"),
-    "whatif_change": Column("Change in rank", "number"),
-    "whatif_judges": Column("Judges", "name"),
-    "whatif_combine": Column("Panel", "name"),
-    "whatif_later": Column("Later models", "flag"),
-    "whatif_refusals": Column("Refusals", "name"),
-    "whatif_mean": Column("Mean", "name"),
-    "whatif_length": Column("Length", "name"),
-    "same_top": Column("Same top models", "flag"),
-    "largest_move": Column("Largest move (places)", "number"),
-    "moved": Column("Who moves most", "text"),
-    "supported_reversals": Column("Reversals the intervals support", "count"),
-    # the comparability card
-    "card_judges": Column("Judges and their settings", "text"),
-    "card_settings_source": Column("Where the settings come from", "text"),
-    "card_panel": Column("Panel", "text"),
-    "card_clip": Column("Clip rule", "text"),
-    "card_length": Column("Length adjustment", "text"),
-    "card_refusals": Column("Refusals", "text"),
-    "card_subset": Column("Subset", "text"),
-    "card_subset_sha256": Column("Subset ids, sha256", "identifier"),
-    "card_n": Column("n", "text"),
-    "card_interval": Column("Interval", "text"),
-    "card_grader": Column("Grader template, sha256", "identifier"),
-}
-"""The label table: every column a chapter shows, by its machine name, with its readers'
-label and the kind of its values. The one place a column is named for readers."""
-
-TERMS: dict[str, str] = {
-    "all": "All",
-    "physicians": "Physicians pooled",
-    "physician": "Physician",
-    "judge": "Judge",
-    "panel": "Panel (majority of the judges)",
-    "generation": "Generation",
-    "grading": "Grading",
-    "total": "Total",
-    "released": "Released",
-    "model_refused": "Refused by the model",
-    "screen_failed": "No valid record after re-asks",
-    "control": "Control",
-    "screened_in": "Screened in",
-    "candidate": "Recall candidate",
-    **{stat: COLUMNS[stat].label for stat in ("severity", "self_preference_raw",
-                                              "self_preference_corrected")},
-    "no category majority": "No category majority",
-    "ok": "Answered",
-    "failed": "Failed",
-}
-"""Readers' names of the machine's terms that a table shows as values or row labels (besides
-models, categories, themes and axes, which ``study`` names); a statistic named as a value
-reads as its column does."""
-
-
 def level_text(level: float) -> str:
     """An interval level as captions and labels say it: 0.95 -> "95%", 0.9 -> "90%"."""
     return f"{100 * float(level):g}%"
-
-
-_SLUGS: dict[str, dict[str, str]] = {"category": study.CATEGORY_LABELS,
-                                     "theme": study.THEME_LABELS, "axis": study.AXIS_LABELS}
-
-
-def term_label(term: object) -> str:
-    """A term by its readers' name: a model by its display name; a category, theme or axis (or
-    a tag, ``axis:...``) by the study's label; another term by :data:`TERMS`; else as
-    written."""
-    text = str(term)
-    if text in study.DISPLAY_NAMES:
-        return study.DISPLAY_NAMES[text]
-    kind, sep, name = text.partition(":")
-    if sep and kind in _SLUGS:
-        return _SLUGS[kind].get(name, name.replace("_", " "))
-    for names in _SLUGS.values():
-        if text in names:
-            return names[text]
-    return TERMS.get(text, text)
-
-
-_SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)+$")
-
-
-def column(name: object) -> Column:
-    """A column's label and kind: the label table's entry; else, for a wide table's column
-    named by a model id or a term, its readers' name (kind ``text``: the caller or the values
-    say); else the name as written (a snake_case name with its underscores as spaces)."""
-    text = str(name)
-    if text in COLUMNS:
-        return COLUMNS[text]
-    shown = term_label(text)
-    if shown == text and _SNAKE.match(text):
-        shown = text.replace("_", " ").capitalize()
-    return Column(shown, "text")
 
 
 def label(name: object, level: float = study.CI_LEVEL) -> str:
@@ -413,30 +91,39 @@ def value_text(value: Any, kind: Kind, *, decimals: int | None = None) -> str:
     """One value as a reader sees it, by ``kind`` (:data:`Kind`); :data:`MISSING` for none."""
     if isinstance(value, str) and kind in NUMERIC and kind != "scores":
         return value  # already laid out as a number (Table 1's cells)
-    if kind == "interval":
-        if not isinstance(value, tuple) or any(_missing(v) for v in value):
-            return MISSING
-        low, high = value
-        return f"[{_fixed(float(low), SCORE_DECIMALS)}, {_fixed(float(high), SCORE_DECIMALS)}]"
-    if kind == "scores":
-        if isinstance(value, str):
-            return value
-        return ", ".join(_fixed(float(v), SCORE_DECIMALS) for v in value)
+    if kind in ("interval", "scores"):
+        return _several_scores(value, kind)
     if _missing(value):
         return MISSING
     if kind == "code":
         return str(value)
     if kind == "flag" or isinstance(value, bool | np.bool_):
         return "yes" if bool(value) else "no"
-    if kind in ("model", "term"):
-        return term_label(value)
+    if kind in ("model", "term", "subset"):
+        return _named(value, kind)
+    if kind in NUMERIC:
+        return _number(float(value), kind, decimals) if isinstance(value, Real) else str(value)
+    return study.DISPLAY_NAMES.get(str(value), str(value))
+
+
+def _several_scores(value: Any, kind: Kind) -> str:
+    """An interval's (low, high) as "[low, high]" (:data:`MISSING` when an end is), or several
+    scores in one cell, "0.512, 0.498" (text already laid out as it is)."""
+    if kind == "interval":
+        if not isinstance(value, tuple) or any(_missing(v) for v in value):
+            return MISSING
+        low, high = value
+        return f"[{_fixed(float(low), SCORE_DECIMALS)}, {_fixed(float(high), SCORE_DECIMALS)}]"
+    if isinstance(value, str):
+        return value
+    return ", ".join(_fixed(float(v), SCORE_DECIMALS) for v in value)
+
+
+def _named(value: Any, kind: Kind) -> str:
+    """A model or term by its readers' name; a subset key by its title."""
     if kind == "subset":
         return study.SUBSET_TITLES.get(str(value), term_label(value))
-    if kind in NUMERIC:
-        if not isinstance(value, Real):
-            return str(value)
-        return _number(float(value), kind, decimals)
-    return study.DISPLAY_NAMES.get(str(value), str(value))
+    return term_label(value)
 
 
 def _number(x: float, kind: Kind, decimals: int | None) -> str:
@@ -584,10 +271,14 @@ def table_style() -> str:
     return f"<style>{TABLE_CSS_FILE.read_text(encoding='utf-8')}</style>"
 
 
+Columns = list[tuple[str, list[Any]]]
+"""A table's columns in the order shown: (machine name, values)."""
+
+
 _LOW_HIGH = re.compile(r"^(.*?)(low|high)$")
 
 
-def _intervals(columns: list[tuple[str, list[Any]]]) -> list[tuple[str, list[Any]]]:
+def _intervals(columns: Columns) -> Columns:
     """``X_low`` beside ``X_high`` (``ci_low``/``ci_high``, ``low``/``high``) as one column
     ``X_interval`` of (low, high) pairs, where the low one was."""
     names = [n for n, _ in columns]
@@ -646,22 +337,39 @@ def lay_out(frame: pd.DataFrame, *, index: bool = True, kinds: Mapping[str, Kind
     the table does not know (a wide table's scores or counts). An unnamed index holds row
     labels (terms, or models). ``lead`` names columns shown first, the first of them kept in
     view as the row header (a table's models before its phases)."""
-    kinds = dict(kinds or {})
-    default_index = (isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
-                     and frame.index.start == 0 and frame.index.step == 1)
-    columns: list[tuple[str, list[Any]]] = []
-    n_labels = 0
-    if index and not default_index:
-        columns = [("" if n is None else str(n), list(frame.index.get_level_values(i)))
-                   for i, n in enumerate(frame.index.names)]
-        n_labels = len(columns)
+    row_labels = _index_columns(frame) if index else []
+    columns = _intervals(row_labels + _data_columns(frame, lead))
+    found = _column_kinds(columns, len(row_labels), dict(kinds or {}), value_kind)
+    cells, texts, classes = _cells(columns, found, len(frame))
+    _blank_repeated_labels(columns, len(row_labels), cells, texts)
+    labels = [label(name, level) if name else "" for name, _ in columns]
+    return Layout(labels if header and any(labels) else [], cells, texts, classes)
+
+
+def _index_columns(frame: pd.DataFrame) -> Columns:
+    """The frame's index as columns of row labels (none for the default 0..n-1 index)."""
+    idx = frame.index
+    if (isinstance(idx, pd.RangeIndex) and idx.name is None and idx.start == 0
+            and idx.step == 1):
+        return []
+    return [("" if n is None else str(n), list(idx.get_level_values(i)))
+            for i, n in enumerate(idx.names)]
+
+
+def _data_columns(frame: pd.DataFrame, lead: Sequence[str]) -> Columns:
+    """The frame's columns (a column named by a tuple as its parts' labels), ``lead`` first."""
     data = []
     for i, c in enumerate(frame.columns):
         name = " · ".join(label(x) for x in c) if isinstance(c, tuple) else str(c)
         data.append((name, list(frame.iloc[:, i])))
     first = [c for name in lead for c in data if c[0] == name]
-    columns += first + [c for c in data if c not in first]
-    columns = _intervals(columns)
+    return first + [c for c in data if c not in first]
+
+
+def _column_kinds(columns: Columns, n_labels: int, kinds: Mapping[str, Kind],
+                  value_kind: Kind | None) -> list[Kind]:
+    """Each column's kind; a row label column the label table does not know holds models or
+    terms."""
     found: list[Kind] = []
     for i, (name, values) in enumerate(columns):
         series = pd.Series(values, dtype=object if not values else None)
@@ -669,21 +377,32 @@ def lay_out(frame: pd.DataFrame, *, index: bool = True, kinds: Mapping[str, Kind
             found.append("model" if _kind_of("", series, None, {}) == "model" else "term")
         else:
             found.append(_kind_of(name, series, None if i < n_labels else value_kind, kinds))
+    return found
+
+
+def _cells(columns: Columns, found: Sequence[Kind], n_rows: int
+           ) -> tuple[list[list[str]], list[list[str]], list[list[str]]]:
+    """Every cell's HTML, plain text and class, row by row (a money column with the decimals
+    its smallest amount needs)."""
     decimals = {i: money_decimals(values) for i, ((_, values), k) in
                 enumerate(zip(columns, found, strict=True)) if k == "money"}
     cells, texts, classes = [], [], []
-    for r in range(len(frame)):
+    for r in range(n_rows):
         row = [(values[r], k, decimals.get(i)) for i, ((_, values), k) in
                enumerate(zip(columns, found, strict=True))]
         cells.append([cell_html(v, k, decimals=d) for v, k, d in row])
         texts.append([value_text(v, k, decimals=d) for v, k, d in row])
         classes.append([css_class(k) for k in found])
-    for r in range(len(frame) - 1, 0, -1):  # a row label repeated from the row above: blank
+    return cells, texts, classes
+
+
+def _blank_repeated_labels(columns: Columns, n_labels: int, cells: list[list[str]],
+                           texts: list[list[str]]) -> None:
+    """A row label repeated from the row above (with every label before it) left blank."""
+    for r in range(len(cells) - 1, 0, -1):
         for i in range(n_labels - 1):
             if all(columns[j][1][r] == columns[j][1][r - 1] for j in range(i + 1)):
                 cells[r][i] = texts[r][i] = ""
-    labels = [label(name, level) if name else "" for name, _ in columns]
-    return Layout(labels if header and any(labels) else [], cells, texts, classes)
 
 
 def table_html(shown: Layout, *, caption: str = "", notes: Sequence[str] = (),

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from hbpsych_utils import study
 from hbpsych_utils.evaluation.whatif import WhatIf
-from hbpsych_utils.reporting import figures
+from hbpsych_utils.reporting.drawing import OKABE_ITO, freeze_layout
 
 
 def place_counts(whatif: WhatIf) -> dict[str, Counter[int]]:
@@ -40,7 +40,7 @@ def places(whatif: WhatIf) -> Figure:
     for row, c in enumerate(order):
         seen = counts[c]
         if seen:
-            ax.hlines(row, min(seen), max(seen), color=figures.OKABE_ITO[0], linewidth=1.2)
+            ax.hlines(row, min(seen), max(seen), color=OKABE_ITO[0], linewidth=1.2)
             xs = sorted(seen)
             ax.scatter(xs, [row] * len(xs), s=[12 + 110 * seen[x] / total for x in xs],
                        color="#8fc1e3", linewidths=0, zorder=2)
@@ -55,7 +55,7 @@ def places(whatif: WhatIf) -> Figure:
     ax.set_axisbelow(True)
     fig.suptitle(f"Each model's place under {len(whatif.moves):,} scoring choices",
                  x=0.01, ha="left", fontsize=10)
-    return figures.freeze_layout(fig)
+    return freeze_layout(fig)
 
 
 DPI = 120

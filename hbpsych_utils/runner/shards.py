@@ -355,14 +355,12 @@ def exports_in(run_dir: Path) -> list[Path]:
     return sorted(p.parent for p in base.glob(f"*/{MANIFEST}")) if base.is_dir() else []
 
 
-def _import(args: argparse.Namespace, command: str) -> int:
-    from hbpsych_utils.core.writes import write_json_record
+def _import_inputs(args: argparse.Namespace, name: str,
+                   run_dir: Path) -> tuple[list[Path], list[Path]]:
+    """The result files to import and the exports to match them against, or a one-line
+    error naming what is missing."""
     from hbpsych_utils.llm import shards
-    from hbpsych_utils.llm.models import profile_registry
-    from hbpsych_utils.llm.store import STORE_NAME, Store, check
 
-    profile = _profile(args)
-    run_dir = _run_dir(args, profile)
     target = paths.from_caller(args.results)
     if not target.exists():
         raise CommandError(f"error: {target}: no such file or folder", EXIT_USAGE)
@@ -373,7 +371,19 @@ def _import(args: argparse.Namespace, command: str) -> int:
                else exports_in(run_dir))
     if not exports:
         raise CommandError(f"error: {run_dir / SHARDS_DIR}: no export to match results against "
-                           f"(python -m hbpsych_utils shards {profile.name} --stage STAGE)")
+                           f"(python -m hbpsych_utils shards {name} --stage STAGE)")
+    return list(files), list(exports)
+
+
+def _import(args: argparse.Namespace, command: str) -> int:
+    from hbpsych_utils.core.writes import write_json_record
+    from hbpsych_utils.llm import shards
+    from hbpsych_utils.llm.models import profile_registry
+    from hbpsych_utils.llm.store import STORE_NAME, Store, check
+
+    profile = _profile(args)
+    run_dir = _run_dir(args, profile)
+    files, exports = _import_inputs(args, profile.name, run_dir)
     registry = profile_registry(profile.llm.registry_file)
     with _locked(run_dir, command):
         store_path = run_dir / STORE_NAME
