@@ -317,6 +317,14 @@ def test_the_card_reads_the_judges_settings_from_the_runs_records() -> None:
     assert words["card_n"] == "11 to 12 conversations per model"
     html = card.html()
     assert "GPT-4.1: temperature 0.3" in html and vocabulary.MISSING not in html
+    # on chapter 08's page the card says, as each of the chapter's tables does, the chapter
+    # and the command that make it again; outside it (landing, figures page) it does not
+    command = "bash run_all.sh smoke --only 08_scores"
+    chapter = page.in_chapter(card, command)
+    assert chapter.count('class="hb-source"') == 1
+    assert f'data-stage="{graph.SCORES}"' in chapter and f">{command}</code>" in chapter
+    assert vocabulary.current_origin() is None and 'class="hb-source"' not in card.markdown()
+    assert page.in_chapter(None, command) == ""
 
 
 def test_reversals_the_intervals_support_are_counted_by_hand() -> None:

@@ -209,9 +209,10 @@ def write_sources(profile_dir: Path, src: Path) -> str:
         extra_pages.append(METHODS_PAGE)
     find = find_markdown(chapters, copy_instruments(profile_dir, src),
                          METHODS_PAGE in extra_pages, explorer_note(metrics))
-    whatif = whatif_page.add_to_book(profile_dir, src, metrics, manifest, run,
-                                     chapter_banner(states.get(metrics_models.SCORES.stage),
-                                                    command))
+    scores = metrics_models.SCORES.stage
+    whatif = whatif_page.add_to_book(
+        profile_dir, src, metrics, manifest, run, chapter_banner(states.get(scores), command),
+        stage_command(profile, scores, manifest, profile_dir.parent))
     extra_pages += whatif.pages
     overrides = (manifest or {}).get("overrides")
     (src / "index.md").write_text(

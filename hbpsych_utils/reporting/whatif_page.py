@@ -508,18 +508,32 @@ def headline_card(profile: Profile, manifest: Mapping[str, Any], metrics: Mappin
 
 def add_to_book(profile_dir: Path, src: Path, metrics: Mapping[str, Any],
                 manifest: Mapping[str, Any] | None, profile: Profile | None,
-                banner: str = "") -> BookAdditions:
+                banner: str = "", command: str = "") -> BookAdditions:
     """What the book adds for the what-if: writes ``whatif.md`` (and its files) into ``src``,
-    links it and the headline card from chapter 08's page, and returns the page, the line for
-    "Find your way" and the headline card (Markdown) for the landing and figures pages.
-    Nothing where the run has no Table 1 or no manifest to read it with."""
+    links it and the headline card from chapter 08's page (``command``: the one that makes 08
+    again, said under the card there as under each of the chapter's tables), and returns the
+    page, the line for "Find your way" and the headline card (Markdown) for the landing and
+    figures pages. Nothing where the run has no Table 1 or no manifest to read it with."""
     if profile is None or manifest is None or graph.SCORES not in metrics:
         return BookAdditions()
     computed = write_page(src, profile_dir, profile, manifest, metrics, banner)
     card = headline_card(profile, manifest, metrics, computed)
     card_md = card.markdown() if card is not None else ""
-    link_from_chapter(src / f"{graph.SCORES}.ipynb", card_md)
+    link_from_chapter(src / f"{graph.SCORES}.ipynb", in_chapter(card, command))
     return BookAdditions([PAGE], FIND_ITEM, card_md)
+
+
+def in_chapter(card: comparability.Card | None, command: str) -> str:
+    """The card as chapter 08's page shows it: like every table of a chapter, with the chapter
+    and the command that make it again under it."""
+    if card is None:
+        return ""
+    before = vocabulary.current_origin()
+    vocabulary.begin_chapter(vocabulary.Origin(graph.SCORES, command))
+    try:
+        return card.markdown()
+    finally:
+        vocabulary.begin_chapter(before)
 
 
 def link_from_chapter(notebook: Path, card: str) -> None:
