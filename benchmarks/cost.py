@@ -33,12 +33,13 @@ def main() -> int:
         os.environ["HBPSYCH_MIRROR"] = str(mirror)
     import pandas as pd
 
+    from hbpsych_utils import study
     from hbpsych_utils.core import sources
     from hbpsych_utils.evaluation import cost_plan, cost_report, runlog
     from hbpsych_utils.llm.models import load_registry
 
     start = time.perf_counter()
-    design = cost_plan.study_design("v1")
+    design = cost_plan.study_design("v1", judges=study.JUDGE_PANEL)
     report = cost_report.study_report(design, load_registry(),
                                       runlog.read_spend(sources.fetch("run_spend")))
     s = report.summary()

@@ -47,9 +47,8 @@ import papermill
 from nbformat.v4 import new_code_cell, new_notebook
 
 from hbpsych_utils import runner
-from hbpsych_utils.core import config
 from hbpsych_utils.core.wording import count
-from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline import graph, profiles, state
 from hbpsych_utils.runner import plan as run_plan
 
 
@@ -85,7 +84,7 @@ def warm(profile_name: str, repeat: int) -> None:
 
     Each repeat is timed in a fresh interpreter state as far as the runner's caches go (the
     package-code hash is recomputed; nothing else is cached between runs of one process)."""
-    profile = config.load_profile(profile_name)
+    profile = profiles.load_profile(profile_name)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         result = runner.run_profile(profile_name, outputs_root=root, echo=lambda _: None,
@@ -166,7 +165,7 @@ def notebook_seconds(run_dir: Path) -> dict[str, float]:
 def longest_chain(profile_name: str, seconds: dict[str, float]) -> tuple[float, list[str]]:
     """The longest path through the stage graph, by the notebooks' seconds: no number of
     notebooks at once runs them in less."""
-    profile = config.load_profile(profile_name)
+    profile = profiles.load_profile(profile_name)
     best: dict[str, tuple[float, list[str]]] = {}
     for name in graph.profile_stages(profile):
         ups = [best[u] for u in graph.spec(name).upstream(profile) if u in best]
@@ -237,7 +236,7 @@ def main() -> None:
         return
     if args.jobs is not None:
         sys.exit(compare_jobs(args.profile, args.jobs, args.repeat))
-    n = len(graph.profile_stages(config.load_profile(args.profile)))
+    n = len(graph.profile_stages(profiles.load_profile(args.profile)))
     runs, floors, clis = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)

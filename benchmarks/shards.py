@@ -29,12 +29,13 @@ def main() -> int:
     mirror = ROOT.parent / "shared" / "mirror"
     if "HBPSYCH_MIRROR" not in os.environ and mirror.is_dir():
         os.environ["HBPSYCH_MIRROR"] = str(mirror)
+    from hbpsych_utils import study
     from hbpsych_utils.evaluation import cost_plan
     from hbpsych_utils.evaluation.cost_plan import CHARS_PER_TOKEN
     from hbpsych_utils.llm.models import load_registry
     from hbpsych_utils.llm.shards import DEFAULT_SIZE, MAX_SHARD_BYTES
 
-    design = cost_plan.study_design("v1")
+    design = cost_plan.study_design("v1", judges=study.JUDGE_PANEL)
     registry = load_registry()
     rows = [r for r in cost_plan.plan(design, registry, cost_plan.AS_STUDY_RAN)
             if r.phase == "grading"]

@@ -15,7 +15,8 @@ scores as mindbench-results v1 artifacts, one per candidate (``publish --help``)
 ``shards PROFILE --stage 06_generation|07_grading [--size N]`` writes the calls a stage would
 send next as OpenAI Batch JSONL shards, ``import-results PROFILE FILE_OR_DIR`` reads Batch output
 (OpenAI's, ``vllm run-batch``'s, Ray's) into the run's store, and ``ray-shards PROFILE [EXPORT]``
-runs shards with Ray Data (docs/scale.md).
+runs shards with Ray Data (docs/scale.md); ``docs [--check]`` writes the docs' chapter lists
+and the graph's table from the stage graph (docs/contributing.md).
 
 Every command answers a bad argument in one line with exit code 2 (a profile name that is not a
 plain name, an outputs root in the project's source tree, a seed or count out of range, an
@@ -104,12 +105,16 @@ def _dispatch(argv: list[str], ending: bool) -> int:
         return interop.main(rest)
     if command == "profiles":
         return _profiles(rest)
+    if command == "docs":
+        from hbpsych_utils.pipeline import docs_blocks
+
+        return docs_blocks.main(rest)
     if command in _SHARD_COMMANDS:  # a stage's calls made elsewhere (runner.shards)
         from hbpsych_utils.runner import shards
 
         return getattr(shards, _SHARD_COMMANDS[command])(rest)
     print(f"error: unknown command {command!r} (expected one of: run, book, publish, fetch, "
-          "profiles, ids, export, filter-results, shards, import-results, ray-shards; "
+          "profiles, ids, export, filter-results, docs, shards, import-results, ray-shards; "
           "python -m hbpsych_utils --help)",
           file=sys.stderr)
     return EXIT_USAGE
@@ -149,13 +154,14 @@ def _profiles(rest: list[str]) -> int:
     """Each profile with its description; a profile that does not load says why in one line,
     and a file of ``params/`` whose name is not a plain name is named as no profile."""
     from hbpsych_utils.core import config, paths
+    from hbpsych_utils.pipeline import profiles
 
     if rest:
         print(f"error: profiles takes no arguments (got {' '.join(rest)})", file=sys.stderr)
         return EXIT_USAGE
     for name in config.available_profiles():
         try:
-            description = config.load_profile(name).description
+            description = profiles.load_profile(name).description
         except config.ProfileError as exc:
             description = f"(does not load: {' '.join(str(exc).split())})"
         print(f"{name}: {description}")

@@ -248,7 +248,8 @@ def judge_config(name: str, temperature: float, max_tokens: int) -> GenerateConf
     if model_id is None:
         return GenerateConfig(temperature=temperature, max_tokens=max_tokens)
     spec = registry.model(model_id)
-    sent = resolve_decoding(spec, registry.provider_of(model_id).kind, temperature, max_tokens)
+    sent = resolve_decoding(spec, registry.provider_of(model_id).kind, temperature, max_tokens,
+                            seed=None)
     if spec.max_tokens_cap is not None:
         max_tokens = min(max_tokens, spec.max_tokens_cap)
     return GenerateConfig(temperature=sent.get("temperature"), max_tokens=max_tokens,
@@ -326,8 +327,8 @@ def panel_value(conv: Conversation, verdicts: Mapping[str, Sequence[grading.Verd
 # Metrics
 
 
-def panel_statistics(values: Sequence[Mapping[str, Any]], *, n_resamples: int, seed: int
-                     ) -> dict[str, float]:
+def panel_statistics(values: Sequence[Mapping[str, Any]], *, n_resamples: int, seed: int,
+                     level: float) -> dict[str, float]:
     """Clipped means with seeded bootstrap intervals: the panel over the conversations every
     judge scored, each judge over the conversations it scored."""
     out: dict[str, float] = {}
@@ -338,7 +339,7 @@ def panel_statistics(values: Sequence[Mapping[str, Any]], *, n_resamples: int, s
         if not xs:
             out[f"{name}_clipped_mean"] = math.nan
             continue
-        ci = scoring.bootstrap_ci(xs, n_resamples=n_resamples, seed=seed)
+        ci = scoring.bootstrap_ci(xs, n_resamples=n_resamples, seed=seed, level=level)
         out[f"{name}_clipped_mean"] = ci.estimate
         out[f"{name}_ci_low"], out[f"{name}_ci_high"] = ci.low, ci.high
         if key == PANEL_KEY:
@@ -349,12 +350,12 @@ def panel_statistics(values: Sequence[Mapping[str, Any]], *, n_resamples: int, s
 
 
 @metric
-def psych_panel_metrics(n_resamples: int = study.N_RESAMPLES, seed: int = study.SEED) -> Metric:
-    """Panel and per-judge clipped means with the study's bootstrap (``panel_statistics``)."""
+def psych_panel_metrics(*, n_resamples: int, seed: int, level: float) -> Metric:
+    """Panel and per-judge clipped means with a seeded bootstrap (``panel_statistics``)."""
 
     def compute(scores: list[SampleScore]) -> Value:
         values = [s.score.value for s in scores if isinstance(s.score.value, Mapping)]
-        return panel_statistics(values, n_resamples=n_resamples, seed=seed)
+        return panel_statistics(values, n_resamples=n_resamples, seed=seed, level=level)
 
     return compute
 
@@ -363,7 +364,8 @@ def psych_panel_metrics(n_resamples: int = study.N_RESAMPLES, seed: int = study.
 # Scorer and task
 
 
-@scorer(metrics=[psych_panel_metrics()])
+@scorer(metrics=[psych_panel_metrics(n_resamples=study.N_RESAMPLES, seed=study.SEED,
+                                     level=study.CI_LEVEL)])
 def psych_panel_scorer(
     conversations: Mapping[str, Conversation],
     template: str,
@@ -414,6 +416,7 @@ def healthbench_psych(
     max_reasks: int = grading.DEFAULT_MAX_REASKS,
     bootstrap_samples: int = study.N_RESAMPLES,
     seed: int = study.SEED,
+    ci_level: float = study.CI_LEVEL,
     corpus_file: str | None = None,
 ) -> Task:
     """HealthBench-Psych ``subset`` (v1, v2, hard or a subset JSON), graded by ``judges`` (the
@@ -427,7 +430,8 @@ def healthbench_psych(
         scorer=psych_panel_scorer(
             {c.prompt_id: c for c in chosen.conversations}, grading.load_template(),
             temperature=judge_temperature, max_tokens=judge_max_tokens, max_reasks=max_reasks),
-        metrics=[psych_panel_metrics(n_resamples=bootstrap_samples, seed=seed)],
+        metrics=[psych_panel_metrics(n_resamples=bootstrap_samples, seed=seed,
+                                     level=ci_level)],
         model_roles={JUDGES_ROLE: names} if names else None,
         metadata=chosen.metadata(),
     )

@@ -177,6 +177,17 @@ def record_released_corpus(profile_root: Path) -> Path:
     return path
 
 
+def chapter_parameters(stage: str, root: Path | str, of: str = "default",
+                       **values: object) -> dict:
+    """Every parameter of ``stage``'s parameters cell as the runner injects them for profile
+    ``of`` (its name kept unless ``values`` names another ``profile``), ``values`` put over
+    them: what a chapter's ``start`` takes by name."""
+    from hbpsych_utils.pipeline import graph, profiles
+
+    params = graph.notebook_parameters(profiles.load_profile(of), stage, str(root))
+    return {**params, **values}
+
+
 def grading_live_metrics(judges: list[str]) -> dict:
     """07's live metrics as the typed model requires them (only ``judges`` matters here)."""
     census = {"criteria": 1, "verdicts": 1, "recovered": 0, "reasked": 0, "excluded": 0,

@@ -18,6 +18,7 @@ from conftest import notebook, write_profile
 from hbpsych_utils import runner, study
 from hbpsych_utils.__main__ import main as cli
 from hbpsych_utils.core import config
+from hbpsych_utils.pipeline import profiles
 
 MUST_NOT_RUN = "raise SystemExit('must not run')"
 
@@ -38,16 +39,18 @@ def one_error_line(err: str) -> str:
     ("generation: {candidates: [a, b, a]}", "generation.candidates", "'a' listed more than once"),
     ("seed: -1", "seed", "greater than or equal to 0"),
     (f"seed: {study.MAX_SEED + 1}", "seed", f"less than or equal to {study.MAX_SEED}"),
-    (f"scores: {{n_resamples: {study.MAX_RESAMPLES + 1}}}", "scores.n_resamples",
+    (f"n_resamples: {study.MAX_RESAMPLES + 1}", "n_resamples",
      f"less than or equal to {study.MAX_RESAMPLES}"),
-    ("judges: {n_resamples: 1000000000}", "judges.n_resamples", "less than or equal to"),
+    ("n_resamples: 9", "n_resamples", "greater than or equal to 10"),
+    ("judges: {n_resamples: 1000}", "judges.n_resamples",
+     "a run has one number of bootstrap resamples: set n_resamples at the top of the profile"),
 ])
 def test_bad_values_are_refused_when_the_profile_loads(tmp_path: Path, text: str, key: str,
                                                        problem: str) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(f"description: x\n{text}\n")
     with pytest.raises(config.ProfileError) as caught:
-        config.load_profile(path)
+        profiles.load_profile(path)
     assert f"  - {key}: " in str(caught.value) and problem in str(caught.value), caught.value
     assert "Value error," not in str(caught.value)  # the validator's own words
 
@@ -55,11 +58,11 @@ def test_bad_values_are_refused_when_the_profile_loads(tmp_path: Path, text: str
 def test_the_limits_themselves_are_accepted(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(f"description: x\nseed: {study.MAX_SEED}\n"
-                    f"scores: {{n_resamples: {study.MAX_RESAMPLES}}}\n"
+                    f"n_resamples: {study.MAX_RESAMPLES}\n"
                     "grading: {judges: [gpt-4.1]}\n")
-    profile = config.load_profile(path)
-    assert (profile.seed, profile.scores.n_resamples) == (study.MAX_SEED, study.MAX_RESAMPLES)
-    assert config.load_profile(path, {"seed": 0}).seed == 0
+    profile = profiles.load_profile(path)
+    assert (profile.seed, profile.n_resamples) == (study.MAX_SEED, study.MAX_RESAMPLES)
+    assert profiles.load_profile(path, {"seed": 0}).seed == 0
 
 
 @pytest.mark.parametrize(("text", "overrides", "problem"), [

@@ -21,8 +21,7 @@ import pytest
 
 from hbpsych_utils import study
 from hbpsych_utils.__main__ import main as cli
-from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph, metrics, stage, state
+from hbpsych_utils.pipeline import graph, metrics, profiles, stage, state
 from hbpsych_utils.reporting import book, book_chapters, book_headlines
 
 SHA = "ab" * 32
@@ -340,7 +339,7 @@ def test_values_of_a_profile_or_a_manifest_are_text_on_the_landing_and_provenanc
 
     landing = book.landing_markdown(HOSTILE, {}, [], description=HOSTILE,
                                     overrides={"corpus.corpus_file": HOSTILE},
-                                    command=f"bash run_all.sh {HOSTILE}")
+                                    command=f"bash run_all.sh {HOSTILE}", judges=None, level=0.95)
     assert HOSTILE in "".join(assert_inert(rendered(landing)).text)
     manifest = {"profile": HOSTILE, "package_version": HOSTILE, "python": HOSTILE,
                 "written_at": HOSTILE, "git": {"commit": HOSTILE},
@@ -368,7 +367,7 @@ def test_after_a_failed_notebook_the_chapters_are_kept_and_marked_not_current(
     """Changed behaviour: the chapters after a failed notebook used to be left out of the book.
     They are now kept, each with a warning saying why it is not current (the failed stage,
     and those downstream of it); the current ones carry none."""
-    profile = config.load_profile("default")
+    profile = profiles.load_profile("default")
     manifest = {"profile": "default", "mirror": True,
                 "profile_values": profile.model_dump(mode="json"), "notebooks": [
                     {"notebook": "01_corpus", "status": "ok"},
@@ -413,7 +412,7 @@ def test_a_stage_the_profile_does_not_run_carries_no_warning(tmp_path: Path) -> 
     """A profile whose notebooks list leaves 12 out (toy_specialty, local): the figures page
     says there are no figures, without a warning that 12 is "not in this profile" and a command
     that cannot change that."""
-    profile = config.load_profile("default", {"notebooks": ["01_corpus"]})
+    profile = profiles.load_profile("default", {"notebooks": ["01_corpus"]})
     manifest = {"profile": "default", "mirror": True,
                 "profile_values": profile.model_dump(mode="json"), "notebooks": []}
     run = make_run(tmp_path, {"01_corpus": CORPUS}, ["01_corpus"], manifest)
@@ -496,3 +495,60 @@ def test_a_publication_is_named_without_a_path_of_the_machine(tmp_path: Path,
                      + ("OUT</span></code> \\(a folder outside the run folder\\)" if outside
                         else "published/v1</span></code> in the run folder"), provenance)
     assert 'href="_downloads/' in provenance  # the files are still linked, copied into the book
+
+
+def _landing_states(profile_mode: str) -> dict[str, str]:
+    """Each chapter's State cell on the landing page of a run whose evaluation stages ran in
+    ``profile_mode``: 14 and 15 write their mode in their metrics, 13 writes no metrics (its
+    mode is the profile's)."""
+    raw = {**METRICS, graph.ANALYSES: {"mode": profile_mode},
+           graph.JUDGE_ACCURACY: {"mode": profile_mode}}
+    states = {s: state.StageState(stage=s, state="current") for s in graph.STAGES}
+    landing = book.landing_markdown("p", typed(raw), list(graph.STAGES), states=states,
+                                    judges=None, level=0.95,
+                                    modes={graph.EXPLORER: profile_mode})
+    rows = [line.split("|") for line in landing.splitlines() if line.startswith("| [")]
+    return {next(s for s in graph.STAGES if f"({s}.ipynb)" in row[1]): row[3].strip()
+            for row in rows}
+
+
+def test_the_landing_marks_a_chapter_its_mode_leaves_nothing_to_show() -> None:
+    """A paper run's 13 and 14 need a live run and 15 the physician labels: the landing page
+    says so instead of "current" (13 from the profile's mode, having no metrics); in a live
+    run they are current like the others."""
+    paper = _landing_states(graph.PAPER)
+    assert {s: paper[s] for s in (graph.EXPLORER, graph.ANALYSES, graph.JUDGE_ACCURACY)} == {
+        graph.EXPLORER: "needs a live run", graph.ANALYSES: "needs a live run",
+        graph.JUDGE_ACCURACY: "needs the physician labels"}
+    assert paper[graph.SCORES] == paper[graph.CORPUS] == "current"
+    live = _landing_states(graph.LIVE)
+    assert set(live.values()) == {"current"} and set(live) == set(graph.STAGES)
+
+
+def test_the_book_drops_a_section_that_shows_only_what_the_run_has_not() -> None:
+    """A section (a heading and the cells up to the next) whose outputs are all the marker of
+    a result the run has not is dropped, heading included; elsewhere only the markers go."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_output
+
+    from hbpsych_utils.reporting import display
+
+    def out(text: str = "", marker: bool = False) -> Any:
+        return new_output("display_data", data={"text/markdown": text},
+                          metadata={display.NOT_IN_RUN: True} if marker else {})
+
+    def code(*outputs: Any) -> Any:
+        return new_code_cell("x", outputs=list(outputs))
+
+    cells = [new_markdown_cell("# Title\n\nWhy."), code(),
+             new_markdown_cell("## Top"), code(out("**This chapter needs a live run**")),
+             new_markdown_cell("## Empty"), code(out(marker=True)), code(out(marker=True)),
+             new_markdown_cell("Still the empty section."),
+             new_markdown_cell("## Mixed"), code(out("Wrote 1 file"), out(marker=True)),
+             new_markdown_cell("## Prose only")]
+    kept = display.without_sections_not_in_run(cells)
+    headings = [c.source.splitlines()[0] for c in kept if c.cell_type == "markdown"]
+    assert headings == ["# Title", "## Top", "## Mixed", "## Prose only"]
+    outputs = [o for c in kept if c.cell_type == "code" for o in c.outputs]
+    assert [o["data"]["text/markdown"] for o in outputs] == [
+        "**This chapter needs a live run**", "Wrote 1 file"]
+    assert not any(display.is_not_in_run(o) for o in outputs)

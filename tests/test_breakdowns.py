@@ -62,7 +62,7 @@ def _graded(judge, cand, conv, met):
 def test_aggregated_tags_are_clipped_means_with_n():
     v = _verdicts(_graded("j", "m", A, MET_A) + _graded("j", "m", B, MET_B))
     long = breakdowns.with_panel(breakdowns.tag_scores(v, {"a": A, "b": B}), ["j"])
-    s = breakdowns.summarise(long, n_resamples=50, seed=1)
+    s = breakdowns.summarise(long, n_resamples=50, seed=1, level=0.95)
     judge = s[s.scorer == "j"].set_index("tag")
     assert judge.loc["axis:accuracy", "clipped_mean"] == pytest.approx((5 / 8 - 0.5) / 2)
     assert judge.loc["axis:accuracy", "n"] == 2
@@ -74,11 +74,12 @@ def test_aggregated_tags_are_clipped_means_with_n():
         pytest.approx([0.1, 1])
     # a tag whose mean is below zero is clipped, like the overall score
     only_b = breakdowns.summarise(breakdowns.with_panel(breakdowns.tag_scores(
-        _verdicts(_graded("j", "m", B, MET_B)), {"b": B}), ["j"]), n_resamples=50, seed=1)
+        _verdicts(_graded("j", "m", B,
+                          MET_B)), {"b": B}), ["j"]), n_resamples=50, seed=1, level=0.95)
     assert only_b.set_index(["scorer", "tag"]).loc[("j", "axis:accuracy"), "clipped_mean"] == 0
     # the interval and bootstrap std are the study's, from one bootstrap of the same values
     values = [5 / 8, -0.5]
-    ci = scoring.bootstrap_ci(values, n_resamples=50, seed=1)
+    ci = scoring.bootstrap_ci(values, n_resamples=50, seed=1, level=0.95)
     assert judge.loc["axis:accuracy", ["ci_low", "ci_high"]].tolist() == pytest.approx(
         [ci.low, ci.high])
     assert judge.loc["axis:accuracy", "bootstrap_std"] == pytest.approx(
@@ -91,7 +92,7 @@ def test_a_tag_on_one_conversation_has_no_interval():
     bootstrap_std is the reference's, 0. A tag on two conversations keeps its numbers."""
     v = _verdicts(_graded("j", "m", A, MET_A) + _graded("j", "m", B, MET_B))
     long = breakdowns.with_panel(breakdowns.tag_scores(v, {"a": A, "b": B}), ["j"])
-    s = breakdowns.summarise(long, n_resamples=50, seed=1).set_index(["scorer", "tag"])
+    s = breakdowns.summarise(long, n_resamples=50, seed=1, level=0.95).set_index(["scorer", "tag"])
     one = s.loc[("j", "axis:completeness")]
     assert one["n"] == 1 and one["clipped_mean"] == 1.0
     assert math.isnan(one["ci_low"]) and math.isnan(one["ci_high"])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import graph, profiles
 from hbpsych_utils.runner import checks
 
 
@@ -20,7 +20,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 @pytest.mark.parametrize("name", config.available_profiles())
 def test_shipped_profiles_load(name: str) -> None:
-    profile = config.load_profile(name)
+    profile = profiles.load_profile(name)
     assert profile.name == name
     assert profile.description
     assert checks.load_for_run(name)[0] == profile  # and pass the runner's checks
@@ -34,7 +34,7 @@ def test_default_and_smoke_exist() -> None:
 def test_unknown_key_names_profile_key_and_expected(tmp_path: Path) -> None:
     p = write(tmp_path, "typo", "corpus:\n  allow_partal: true\n")
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(p)
+        profiles.load_profile(p)
     msg = str(exc.value)
     assert "'typo'" in msg and str(p) in msg
     assert "corpus.allow_partal: unknown key" in msg
@@ -53,18 +53,18 @@ def test_unknown_key_names_profile_key_and_expected(tmp_path: Path) -> None:
 def test_bad_profile_names_key_value_and_expectation(tmp_path: Path, text: str,
                                                      pattern: str) -> None:
     with pytest.raises(config.ProfileError, match=pattern):
-        config.load_profile(write(tmp_path, "bad", text))
+        profiles.load_profile(write(tmp_path, "bad", text))
 
 
 def test_missing_profile_lists_available() -> None:
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile("no_such_profile")
+        profiles.load_profile("no_such_profile")
     assert "no_such_profile" in str(exc.value) and "does not exist" in str(exc.value)
     assert "default" in str(exc.value)
 
 
 def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> None:
-    profile = config.load_profile("smoke")
+    profile = profiles.load_profile("smoke")
     values = graph.notebook_parameters(profile, "01_corpus", str(tmp_path))
     assert values["profile"] == "smoke"
     assert values["outputs_root"] == str(tmp_path)
@@ -81,9 +81,9 @@ def test_notebook_parameters_are_the_section_plus_run_keys(tmp_path: Path) -> No
 def test_a_notebook_is_given_its_stages_resolved_mode(tmp_path: Path) -> None:
     """06-13 take the profile's one evaluation_mode; 11 follows it unless harness_validation.mode
     says otherwise (paper is replay there); 02-04 have their own."""
-    smoke = config.load_profile("smoke")
-    paper = config.load_profile("default")
-    assert "mode" not in config.ScoresParams.model_fields  # no per-section evaluation mode
+    smoke = profiles.load_profile("smoke")
+    paper = profiles.load_profile("default")
+    assert "mode" not in profiles.ScoresParams.model_fields  # no per-section evaluation mode
     for stage in ("06_generation", "07_grading", "08_scores", "09_judges", "10_refusals",
                   "12_figures_tables", "13_explorer"):
         assert graph.notebook_parameters(smoke, stage, str(tmp_path))["mode"] == "live", stage
@@ -91,19 +91,19 @@ def test_a_notebook_is_given_its_stages_resolved_mode(tmp_path: Path) -> None:
     harness = "11_harness_validation"
     assert graph.notebook_parameters(smoke, harness, str(tmp_path))["mode"] == "live"
     assert graph.notebook_parameters(paper, harness, str(tmp_path))["mode"] == "replay"
-    kept = config.load_profile("smoke", {"harness_validation.mode": "replay"})
+    kept = profiles.load_profile("smoke", {"harness_validation.mode": "replay"})
     assert graph.notebook_parameters(kept, harness, str(tmp_path))["mode"] == "replay"
     assert graph.notebook_parameters(kept, "08_scores", str(tmp_path))["mode"] == "live"
-    live02 = config.load_profile("default", {"screening.mode": "live",
+    live02 = profiles.load_profile("default", {"screening.mode": "live",
                                              "screening.model": "gpt-4.1-2025-04-14"})
     assert graph.notebook_parameters(live02, "02_screening", str(tmp_path))["mode"] == "live"
     assert graph.notebook_parameters(live02, "03_review_round1", str(tmp_path))["mode"] == (
         "replay")
     with pytest.raises(config.ProfileError, match=r"evaluation_mode: .*'paper' or 'live'"):
-        config.load_profile("default", {"evaluation_mode": "replay"})
+        profiles.load_profile("default", {"evaluation_mode": "replay"})
     with pytest.raises(config.ProfileError, match=r"scores\.mode: the evaluation stages share "
                                                   r"one mode: set evaluation_mode"):
-        config.load_profile("default", {"scores.mode": "live"})
+        profiles.load_profile("default", {"scores.mode": "live"})
 
 
 def test_notebook_06_gets_the_grading_panel_it_prices(tmp_path: Path) -> None:
@@ -112,16 +112,17 @@ def test_notebook_06_gets_the_grading_panel_it_prices(tmp_path: Path) -> None:
     from hbpsych_utils.stages import s06_generation
 
     judge = study.JUDGE_PANEL[1]
-    values = graph.notebook_parameters(config.load_profile("smoke"), graph.GENERATION,
+    values = graph.notebook_parameters(profiles.load_profile("smoke"), graph.GENERATION,
                                        str(tmp_path))
     assert values["judges"] is None  # smoke's null judges: the study's panel, which 06 prices
-    run = s06_generation.start({**values, "outputs_root": tmp_path})
-    assert config.GradingParams(judges=run.value("judges")).judge_panel() == list(
+    run = s06_generation.start(**{**values, "outputs_root": tmp_path})
+    assert run.parameters["judges"] is None
+    assert profiles.GradingParams(judges=values["judges"]).judge_panel() == list(
         study.JUDGE_PANEL)
-    tweaked = config.load_profile("smoke", {"grading.judges": [judge]})
+    tweaked = profiles.load_profile("smoke", {"grading.judges": [judge]})
     assert graph.notebook_parameters(tweaked, graph.GENERATION, str(tmp_path))["judges"] == [
         judge]
-    assert values["candidates"] == config.load_profile("smoke").generation.candidates
+    assert values["candidates"] == profiles.load_profile("smoke").generation.candidates
 
 
 @pytest.mark.parametrize("section", ["screening", "recall"])
@@ -130,7 +131,7 @@ def test_a_live_screen_without_a_model_fails_when_the_runner_loads_it(
     p = write(tmp_path, "nomodel", f"{section}:\n  mode: live\n")
     # the profile itself is valid (load_profile validates values); what it refers to is
     # checked by the runner when it loads it for a run (checks.load_for_run)
-    assert getattr(config.load_profile(p), section).model is None
+    assert getattr(profiles.load_profile(p), section).model is None
     with pytest.raises(config.ProfileError) as exc:
         checks.load_for_run(p)
     msg = str(exc.value)
@@ -141,7 +142,7 @@ def test_a_live_screen_without_a_model_fails_when_the_runner_loads_it(
     assert checks.load_for_run("default", {f"{section}.mode": "live",
                                            f"{section}.model": "gpt-4.1-2025-04-14"})
     # the same rule guards the stage of a notebook run by hand, without a profile
-    params = config.Profile.model_fields[section].annotation(mode="live")
+    params = profiles.Profile.model_fields[section].annotation(mode="live")
     assert config.unset_live_model(section, params).startswith(f"{section}.model: mode is")
 
 
@@ -149,7 +150,7 @@ def test_a_live_screen_without_a_model_fails_when_the_runner_loads_it(
 def test_profile_models_are_in_the_registry(name: str) -> None:
     from hbpsych_utils.llm.models import profile_registry
 
-    profile = config.load_profile(name)
+    profile = profiles.load_profile(name)
     registry = profile_registry(profile.llm.registry_file)
     for model in profile.generation.candidates:
         assert {"candidate", "local"} & set(registry.model(model).roles), model
@@ -178,8 +179,8 @@ def test_malformed_override_is_an_error_naming_it(item: str) -> None:
 
 
 def test_overrides_change_only_their_keys() -> None:
-    base = config.load_profile("default")
-    tweaked = config.load_profile("default", {
+    base = profiles.load_profile("default")
+    tweaked = profiles.load_profile("default", {
         "seed": 123, "judges.subset": "hard", "llm.limits.openai.rpm": 10,
         "corpus.max_conversations": 5})
     assert (tweaked.seed, tweaked.judges.subset, tweaked.corpus.max_conversations) == (
@@ -189,7 +190,7 @@ def test_overrides_change_only_their_keys() -> None:
     assert tweaked.model_copy(update={
         "seed": base.seed, "judges": base.judges, "llm": base.llm, "corpus": base.corpus,
     }) == base
-    assert config.load_profile("default") == base  # the file itself is untouched
+    assert profiles.load_profile("default") == base  # the file itself is untouched
 
 
 @pytest.mark.parametrize(("overrides", "pattern"), [
@@ -207,14 +208,54 @@ def test_overrides_change_only_their_keys() -> None:
         "not-a-section", "name", "missing-file", "unknown-notebook"])
 def test_bad_override_is_an_error_naming_the_key(overrides: dict, pattern: str) -> None:
     with pytest.raises(config.ProfileError, match=pattern):
-        config.load_profile("default", overrides)
+        profiles.load_profile("default", overrides)
 
 
 def test_applied_overrides_are_the_validated_values() -> None:
     overrides = config.parse_overrides(["seed=123", "corpus.max_conversations=7",
                                         "llm.max_cost=2"])
-    profile = config.load_profile("default", overrides)
+    profile = profiles.load_profile("default", overrides)
     assert config.applied_overrides(profile, overrides) == {
         "seed": 123, "corpus.max_conversations": 7, "llm.max_cost": 2.0}
     assert config.describe_overrides({"seed": 1, "judges.subset": "hard"}) == (
         'seed=1, judges.subset="hard"')
+
+
+def test_the_profile_is_assembled_from_the_sections_the_graph_declares() -> None:
+    """Each stage's node declares its section's model; the profile is the top-level keys and
+    exactly those sections, in run order; what the type checker is told of them
+    (``pipeline/profiles.py``, under ``TYPE_CHECKING``) is the same models."""
+    import ast
+
+    fields = profiles.Profile.model_fields
+    sections = {s.section: s.params for s in graph.SPECS.values() if s.section}
+    assert [f for f in fields if f not in config.ProfileBase.model_fields] == list(sections)
+    assert all(fields[key].annotation is model for key, model in sections.items())
+    tree = ast.parse(Path(profiles.__file__).read_text(encoding="utf-8"))
+    static = {node.target.id: node.annotation.id for cls in ast.walk(tree)
+              if isinstance(cls, ast.ClassDef) and cls.name == "Profile" for node in cls.body
+              if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+              and isinstance(node.annotation, ast.Name)}
+    assert len(static) == 14
+    assert all(getattr(profiles, alias) is sections[key] for key, alias in static.items())
+
+
+def test_a_section_declared_by_a_new_node_is_in_every_profile(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node added to the graph brings its section: every profile has it, with its model's
+    defaults, checked like the others, with no profile file edited."""
+    import dataclasses
+
+    class ToyParams(config.Section):
+        min_conversations: int = 50
+
+    toy = dataclasses.replace(graph.spec(graph.EXPLORER), name="16_toy", section="toy",
+                              params=ToyParams)
+    monkeypatch.setitem(graph.SPECS, "16_toy", toy)
+    assembled = profiles._assemble()
+    default = config.load_profile_as(assembled, "default")
+    assert default.toy == ToyParams() and list(type(default).model_fields)[-1] == "toy"
+    assert config.load_profile_as(assembled, "smoke", {"toy.min_conversations": 7}
+                                  ).toy.min_conversations == 7
+    with pytest.raises(config.ProfileError, match=r"toy\.min_conversation: unknown key"):
+        config.load_profile_as(assembled, "default", {"toy.min_conversation": 7})

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import record_released_corpus, released_jsonl
+from conftest import chapter_parameters, record_released_corpus, released_jsonl
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
@@ -296,7 +296,7 @@ def test_study_report_on_the_release(mirror: Path) -> None:
     from hbpsych_utils.evaluation import runlog
     from hbpsych_utils.llm.models import load_registry
 
-    d = cost_plan.study_design()
+    d = cost_plan.study_design(judges=study.JUDGE_PANEL)
     assert (d.n_conversations, len(d.conversations)) == (610, 72)
     assert d.candidates == study.CANDIDATES and d.judges == study.JUDGE_PANEL
     report = cost_report.study_report(d, load_registry(),
@@ -339,9 +339,8 @@ def test_stage_06_paper_shows_the_study_plan(tmp_path: Path, mirror: Path) -> No
     from hbpsych_utils.stages.base import run_chapter
 
     record_released_corpus(tmp_path / "t")
-    run = s06_generation.start({"profile": "t", "outputs_root": tmp_path})
-    run_chapter(graph.GENERATION, run.parameters)
-    table = pd.read_csv(run.stage.final_dir / s06_generation.PLAN_FILE)
+    run_chapter(graph.GENERATION, chapter_parameters(graph.GENERATION, tmp_path, profile="t"))
+    table = pd.read_csv(tmp_path / "t" / graph.GENERATION / s06_generation.PLAN_FILE)
     body = table[table["model"] != "total"]
     assert set(body[body.phase == "generation"].model) == set(study.CANDIDATES)
     assert set(body[body.phase == "grading"].model) == set(study.JUDGE_PANEL)

@@ -17,12 +17,11 @@ import pytest
 from conftest import FAKE_KEYS, notebook, write_profile
 
 from hbpsych_utils import runner
-from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline import graph, profiles, state
 from hbpsych_utils.reporting import book, publish
 from hbpsych_utils.runner import cli
 
-DEFAULT = config.load_profile("default")
+DEFAULT = profiles.load_profile("default")
 FILES = {graph.SUBSET: {"subsets.json": b'{"v1": "v1.json"}', "v1.json": b"[1]"},
          graph.SCORES: {"metrics.json": b'{"mode": "paper"}', "table1_v1.csv": b"a,b\n1,2\n"}}
 EXECUTED = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from hbpsych_utils.core import config
-from hbpsych_utils.core.config import Profile
+from hbpsych_utils.pipeline import profiles
+from hbpsych_utils.pipeline.profiles import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "methods.md"
@@ -103,7 +103,7 @@ def _value(text: str) -> Any:
 
 
 def test_values_quoted_beside_keys_are_the_default_profile_values() -> None:
-    default = config.load_profile("default").model_dump()
+    default = profiles.load_profile("default").model_dump()
     pairs = re.findall(r"`([a-z_0-9]+(?:\.[a-z_0-9]+)+)`\s+\(([^)]*)\)", TEXT)
     checked = 0
     for key, shown in pairs:

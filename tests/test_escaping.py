@@ -13,7 +13,6 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from hbpsych_utils.core.config import HarnessValidationParams
 from hbpsych_utils.core.escape import html_text, md_code, md_text
 from hbpsych_utils.pipeline.metrics import (
     FiguresTablesMetrics,
@@ -83,7 +82,11 @@ def assert_inert(html: str) -> Markup:
 
 
 def shown(obj: object) -> str:
-    """What Jupyter and the book show of a chapter step: its HTML, or its Markdown rendered."""
+    """What Jupyter and the book show of a chapter step: its HTML, or its Markdown rendered
+    (of what it says shows it, ``stages.base.shown``)."""
+    from hbpsych_utils.stages.base import shown as chapter_shows
+
+    obj = chapter_shows(obj)
     if hasattr(obj, "_repr_html_"):
         return obj._repr_html_()
     return rendered(obj._repr_markdown_())
@@ -164,7 +167,7 @@ def test_a_table_escapes_its_cells_row_and_column_labels_and_caption() -> None:
 def test_a_table_of_facts_and_identifiers_escapes_them_and_their_hover() -> None:
     """A value shown by kind, an identifier's shortened text and its full value on hover are
     escaped alike (the hover is an attribute)."""
-    html = facts({HOSTILE: HOSTILE, "prompt_id": HOSTILE}, caption=HOSTILE).html()
+    html = facts({HOSTILE: HOSTILE, "prompt_id": HOSTILE}, caption=HOSTILE, level=0.95).html()
     found = assert_inert(html)
     assert found.text.count(HOSTILE) >= 3
 
@@ -193,10 +196,11 @@ STEPS = {
     "04 recall model": lambda: s04_recall.RecallScreen(HOSTILE, 5, SimpleNamespace(
         table=pd.DataFrame({"provenance": ["ok"]}), log=[])),
     "06 candidates": lambda: s06_generation.Conversations("v1", [HOSTILE], [], 0, []),
-    "09 judges": lambda: s09_judges.Source("v1", SimpleNamespace(
+    "09 judges": lambda: s09_judges.Source("paper", "v1", SimpleNamespace(
         per_judge=pd.DataFrame(), judges=[HOSTILE], intervals=False), {}),
     "09 no self-preference": lambda: s09_judges.SelfPreference({}, {}, HOSTILE),
-    "10 census": lambda: s10_refusals.Census("v1", pd.DataFrame(), {}, {}, 0, HOSTILE),
+    "10 census": lambda: s10_refusals.Census("paper", "v1", pd.DataFrame(), {}, {}, 0,
+                                             HOSTILE),
     "13 judges": lambda: s13_explorer.Grades(SimpleNamespace(ids=["p"], candidates=["c"],
                                                              judges=[HOSTILE])),
 }
@@ -237,7 +241,8 @@ FINDINGS = {
         category_counts={HOSTILE: 1}, n_no_category_majority=0)),
     "06": lambda: s06_generation.findings(
         GenerationPaperMetrics(mode="paper", n_candidates_charged=1, spend_generate_usd=1.0,
-                               anomalies={HOSTILE: 1}), pd.Series({HOSTILE: 1.0})),
+                               anomalies={HOSTILE: 1}),
+        s06_generation.ReleasedGeneration(pd.Series({HOSTILE: 1.0}), pd.DataFrame())),
     "07": lambda: s07_grading.findings(GradingPaperMetrics(
         mode="paper", grader_template_sha256="a", spend_grade_usd=1.0,
         spend_by_judge={HOSTILE: 1.0}, anomalies={HOSTILE: 1}, n_no_verdict=0)),
@@ -250,11 +255,11 @@ FINDINGS = {
     "11": lambda: s11_harness_validation.findings(HarnessMetrics(
         mode="replay", n_scored=1, clipped_mean=0.1, bootstrap_std=0.01, published=0.2,
         delta=-0.1, published_source=HOSTILE,
-        settings=s11_harness_validation.settings_of(HarnessValidationParams()))),
+        settings=s11_harness_validation.RELEASED_SETTINGS)),
     "12": lambda: s12_figures_tables.findings(
         FiguresTablesMetrics(mode="paper", files=["a.png"], n_files=1,
                              published_to_figures=False),
-        judges=_judges(), top=[HOSTILE], subset="v1", intervals=False),
+        judges=_judges(), top=[HOSTILE], subset="v1", intervals=False, level=0.95),
 }
 
 
@@ -265,7 +270,7 @@ def test_findings_show_names_as_text(stage: str) -> None:
 
 
 def test_harness_settings_show_model_names_as_text() -> None:
-    settings = s11_harness_validation.settings_of(HarnessValidationParams())
+    settings = s11_harness_validation.RELEASED_SETTINGS
     text = s11_harness_validation._settings_text(
         settings.model_copy(update={"candidate": HOSTILE, "judge": HOSTILE}))
     found = assert_inert(rendered(text))

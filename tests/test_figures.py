@@ -132,7 +132,7 @@ def test_category_distribution_labels_and_saves(tmp_path: Path):
 
 def test_ranking_paper_mode_is_sorted_marked_and_labelled(tmp_path: Path):
     table = scoring.paper_table(PER_JUDGE, J)
-    fig = figures.panel_ranking(table, subset="toy subset", judge_models=J, later=())
+    fig = figures.panel_ranking(table, subset="toy subset", judge_models=J, later=(), level=0.95)
     ax = fig.axes[0]
     assert _ytick_labels(ax) == EXPECTED_ORDER
     title = ax.get_title("left")
@@ -151,8 +151,8 @@ def test_ranking_paper_mode_is_sorted_marked_and_labelled(tmp_path: Path):
 
 
 def test_ranking_with_intervals_draws_error_bars(tmp_path: Path):
-    t1 = scoring.table1(_synthetic_scores(), judges=J, n_resamples=200, seed=1)
-    fig = figures.panel_ranking(t1, subset="toy subset", judge_models=J, later=("L",))
+    t1 = scoring.table1(_synthetic_scores(), judges=J, n_resamples=200, seed=1, level=0.95)
+    fig = figures.panel_ranking(t1, subset="toy subset", judge_models=J, later=("L",), level=0.95)
     ax = fig.axes[0]
     title = ax.get_title("left")
     assert "95% bootstrap intervals, n = 40 conversations" in title
@@ -169,7 +169,7 @@ def test_ranking_with_intervals_draws_error_bars(tmp_path: Path):
 
 def test_ranking_needs_panel_mean():
     with pytest.raises(ValueError, match="panel_mean"):
-        figures.panel_ranking(PER_JUDGE, subset="toy")
+        figures.panel_ranking(PER_JUDGE, subset="toy", level=0.95)
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def test_the_heatmaps_and_annotated_bars_are_drawn_by_seaborn(monkeypatch) -> No
     figures.judge_heatmap(PER_JUDGE, subset="toy", judges=J, own=OWN, later=())
     figures.category_distribution({"depression": 3, "psychosis": 2}, title="t")
     metrics = judges.judge_metrics(PER_JUDGE.loc[["J1", "J2", "J3", "X"], J], J, own=OWN)
-    figures.judge_bias(metrics, subset="toy")
+    figures.judge_bias(metrics, subset="toy", judges=None, level=0.95)
     assert calls == [
         ("heatmap", PER_JUDGE.loc[EXPECTED_ORDER, J].round(3).to_numpy().tolist()),
         ("barplot", [3, 2]),
@@ -269,7 +269,7 @@ def test_heatmap_names_missing_judge_column():
 
 def test_judge_bias_point_estimates(tmp_path: Path):
     metrics = judges.judge_metrics(PER_JUDGE.loc[["J1", "J2", "J3", "X"], J], J, own=OWN)
-    fig = figures.judge_bias(metrics, subset="toy subset")
+    fig = figures.judge_bias(metrics, subset="toy subset", level=0.95, judges=None)
     ax_s, ax_p = fig.axes
     assert _ytick_labels(ax_s) == J
     title = fig._suptitle.get_text()
@@ -289,8 +289,8 @@ def test_judge_bias_point_estimates(tmp_path: Path):
 def test_judge_bias_with_bootstrap_intervals(tmp_path: Path):
     stats = judges.bootstrap_judge_stats(_synthetic_scores(), judges=J,
                                          candidates=["J1", "J2", "J3", "X"], own=OWN,
-                                         n_resamples=200, seed=2)
-    fig = figures.judge_bias(stats, subset="toy subset")
+                                         n_resamples=200, seed=2, level=0.95)
+    fig = figures.judge_bias(stats, subset="toy subset", level=0.95, judges=None)
     assert "95% bootstrap intervals" in fig._suptitle.get_text()
     ax_s, ax_p = fig.axes
     sev = stats[stats["stat"] == "severity"].set_index("judge")
@@ -304,7 +304,7 @@ def test_judge_bias_with_bootstrap_intervals(tmp_path: Path):
 def test_judge_bias_judge_without_own_model():
     metrics = {"severity": {"J1": -0.1, "J2": 0.1}, "self_preference_raw": {"J1": 0.05},
                "self_preference_corrected": {"J1": 0.15}}
-    fig = figures.judge_bias(metrics, subset="toy")
+    fig = figures.judge_bias(metrics, subset="toy", level=0.95, judges=None)
     assert "own model not a candidate" in _texts(fig)
 
 
@@ -321,11 +321,11 @@ def test_judge_stats_frame_needs_every_field():
 @pytest.mark.parametrize("name, n", [("matrix_v1", 610), ("matrix_hard_v1", 119)])
 def test_figures_on_released_matrices(tmp_path: Path, name: str, n: int):
     m = score_sources.read_matrix(sources.fetch(name))
-    pj = scoring.paper_per_judge(m, include_later=True)
-    table = scoring.paper_table(pj)
+    pj = scoring.paper_per_judge(m, include_later=True, judges=study.JUDGE_PANEL)
+    table = scoring.paper_table(pj, judges=study.JUDGE_PANEL)
     subset = f"{name} (n = {n})"
 
-    fig = figures.panel_ranking(table, subset=subset)
+    fig = figures.panel_ranking(table, subset=subset, level=0.95)
     labels = _ytick_labels(fig.axes[0])
     # models by their readers' names
     assert len(labels) == 23 and set(labels) == {study.display_name(c) for c in table.index}
@@ -333,13 +333,14 @@ def test_figures_on_released_matrices(tmp_path: Path, name: str, n: int):
     assert sorted(later) == sorted(study.display_name(c) for c in study.LATER_CANDIDATES)
     _check_saved(fig, tmp_path / "ranking")
 
-    fig = figures.judge_heatmap(pj, subset=subset)
+    fig = figures.judge_heatmap(pj, subset=subset, judges=study.JUDGE_PANEL)
     assert _ytick_labels(fig.axes[0]) == labels  # same order as the ranking
     boxes = [p for p in fig.axes[0].patches if isinstance(p, Rectangle) and not p.get_fill()]
     assert len(boxes) == 3
     _check_saved(fig, tmp_path / "heatmap")
 
-    fig = figures.judge_bias(judges.paper_judge_metrics(m), subset=subset)
+    fig = figures.judge_bias(judges.paper_judge_metrics(m, judges=study.JUDGE_PANEL),
+                             subset=subset, level=0.95, judges=None)
     assert "over 20 candidates" in fig._suptitle.get_text()
     _check_saved(fig, tmp_path / "bias")
 
@@ -347,8 +348,9 @@ def test_figures_on_released_matrices(tmp_path: Path, name: str, n: int):
 @needs_mirror
 def test_released_v1_ranking_hand_checked():
     m = score_sources.read_matrix(sources.fetch("matrix_v1"))
-    table = scoring.paper_table(scoring.paper_per_judge(m))
-    fig = figures.panel_ranking(table, subset="HealthBench-Psych v1")
+    table = scoring.paper_table(scoring.paper_per_judge(m, judges=study.JUDGE_PANEL),
+                                judges=study.JUDGE_PANEL)
+    fig = figures.panel_ranking(table, subset="HealthBench-Psych v1", level=0.95)
     labels = _ytick_labels(fig.axes[0])
     # from the CSV: kimi-k2.6 (0.599671 + 0.586262 + 0.694921) / 3 = 0.626951 leads,
     # gpt-5.5 (0.597851 + 0.584990 + 0.688751) / 3 = 0.623864 second, gpt-3.5-turbo last
@@ -372,7 +374,7 @@ def test_heatmap_and_ranking_for_the_judges_used(used: list[str], tmp_path: Path
     assert len(boxes) == len(used)  # each judge's own model, outlined
     _check_saved(fig, tmp_path / "heatmap")
     table = scoring.paper_table(per_judge, used)
-    fig = figures.panel_ranking(table, subset="toy subset", judge_models=used, later=())
+    fig = figures.panel_ranking(table, subset="toy subset", judge_models=used, later=(), level=0.95)
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "judge model (also a candidate)" in legend
     # a candidate that judges nothing here is a study candidate, not a judge model
@@ -384,7 +386,7 @@ def test_heatmap_and_ranking_for_the_judges_used(used: list[str], tmp_path: Path
 def test_judge_bias_with_two_judges():
     metrics = judges.judge_metrics(PER_JUDGE.loc[["J1", "J2", "J3", "X"], ["J1", "J3"]],
                                    ["J1", "J3"], own=OWN)
-    fig = figures.judge_bias(metrics, subset="toy subset")
+    fig = figures.judge_bias(metrics, subset="toy subset", level=0.95, judges=None)
     ax_s, ax_p = fig.axes
     assert _ytick_labels(ax_s) == ["J1", "J3"]
     assert [t.get_text() for t in ax_s.texts] == ["-0.050", "+0.050"]
@@ -396,7 +398,7 @@ def test_judge_bias_with_two_judges():
 def test_judge_bias_with_one_judge_says_why_there_is_no_self_preference(tmp_path: Path):
     metrics = judges.judge_metrics(PER_JUDGE.loc[["J1", "J2", "J3", "X"], ["J2"]], ["J2"],
                                    own=OWN)
-    fig = figures.judge_bias(metrics, subset="toy subset")
+    fig = figures.judge_bias(metrics, subset="toy subset", level=0.95, judges=None)
     ax_s, _ = fig.axes
     assert _ytick_labels(ax_s) == ["J2"]
     texts = _texts(fig)

@@ -48,7 +48,7 @@ def test_samples_extend_a_one_sample_run(tmp_path) -> None:
     """Sample 0 is the one-sample run's request (same key); each further one is a new call
     with the seed ``seed + s`` where the model takes one; the table splits back by sample."""
     e = Engine(tmp_path / "s.db", REG, progress=False, env={})
-    one = generation.generation_requests(convs(), CANDIDATES)
+    one = generation.generation_requests(convs(), CANDIDATES, seed=0)
     three = generation.generation_requests(convs(), CANDIDATES, samples=3, seed=7)
     assert len(three) == 3 * len(one)
     assert [e.resolve(r).key for r in three[:len(one)]] == [e.resolve(r).key for r in one]
@@ -58,7 +58,7 @@ def test_samples_extend_a_one_sample_run(tmp_path) -> None:
     gpt = [e.resolve(r) for r in three if r.model == CANDIDATES[0] and r.sample == 2]
     assert {item.config["seed"] for item in gpt} == {9}
     with pytest.raises(ValueError, match="at least 1"):
-        generation.generation_requests(convs(), CANDIDATES, samples=0)
+        generation.generation_requests(convs(), CANDIDATES, samples=0, seed=0)
 
 
 def test_sampled_table_splits_and_round_trips(tmp_path) -> None:
@@ -84,10 +84,10 @@ def test_sampled_table_splits_and_round_trips(tmp_path) -> None:
 @pytest.mark.slow
 def test_generation_sends_messages_verbatim_and_keeps_refusals(tmp_path, sim) -> None:
     sim.add_fault(Fault("refusal", match="stop sertraline", model=CANDIDATES[1]))
-    reqs = generation.generation_requests(convs(), CANDIDATES)
+    reqs = generation.generation_requests(convs(), CANDIDATES, seed=0)
     assert [len(r.messages) for r in reqs] == [1, 3, 1, 3]  # verbatim, no system message
     assert all(m.role != "system" for r in reqs for m in r.messages)
-    table = generation.responses_table(engine(tmp_path, sim).run(reqs))
+    table = generation.responses_table(engine(tmp_path, sim).run(reqs), seed=0)
     row = table.set_index(["model", "prompt_id"]).loc[(CANDIDATES[1], "p2")]
     assert row["status"] == "refused" and row["refusal"] and not row["text"]
     assert (table["status"] == "ok").sum() == 3
@@ -234,9 +234,10 @@ def test_calls_are_tagged_with_what_they_are_for() -> None:
     """Tags never enter the key; the store keeps them with each answer, so its ledger says
     what each candidate cost (generation, and the judge calls grading its replies) and the
     harness check's calls stay apart."""
-    assert {r.tag for r in generation.generation_requests(convs(), CANDIDATES)} == {"generate"}
     assert {r.tag for r in generation.generation_requests(convs(), CANDIDATES,
-                                                          tag="harness-generate")} == {
+                                                          seed=0)} == {"generate"}
+    assert {r.tag for r in generation.generation_requests(convs(), CANDIDATES,
+                                                          tag="harness-generate", seed=0)} == {
         "harness-generate"}
     responses = pd.DataFrame({"model": ["cand", "other"], "prompt_id": ["p1", "p1"],
                               "status": ["ok", "ok"], "text": ["Try a routine.", "Sleep."]})

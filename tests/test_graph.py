@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from hbpsych_utils.core import config
-from hbpsych_utils.core.config import Profile, Section
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.core.config import Section
+from hbpsych_utils.pipeline import graph, profiles
+from hbpsych_utils.pipeline.profiles import Profile
 
-DEFAULT = config.load_profile("default")
-SMOKE = config.load_profile("smoke")
+DEFAULT = profiles.load_profile("default")
+SMOKE = profiles.load_profile("smoke")
 
 
 def test_every_profile_key_is_read_by_a_stage() -> None:
@@ -41,7 +42,7 @@ def test_declared_keys_exist_and_inputs_come_from_earlier_stages() -> None:
 def test_modes_resolve_from_the_profile() -> None:
     assert {graph.stage_mode(DEFAULT, s) for s in graph.STAGES[5:]} == {"paper", "replay"}
     assert graph.stage_mode(SMOKE, graph.HARNESS) == "live"
-    live = config.load_profile("live")  # the one mixed run: the released harness check
+    live = profiles.load_profile("live")  # the one mixed run: the released harness check
     assert graph.stage_mode(live, graph.GRADING) == "live"
     assert graph.stage_mode(live, graph.HARNESS) == "replay"
     assert graph.stage_mode(DEFAULT, graph.SCREENING) == "replay"
@@ -64,17 +65,18 @@ def test_keys_read_depend_on_the_mode() -> None:
         "evaluation_mode": "paper", "scores.subsets": ["v1", "hard"],
         "scores.include_later": False}
     live = graph.keys_read(SMOKE, graph.SCORES)
-    assert {"scores.n_resamples", "scores.top_k", "seed"} <= set(live)
+    assert {"n_resamples", "scores.top_k", "seed"} <= set(live)
     assert "scores.include_later" not in live
     # 06 prices the grading the profile configures, in either mode
     assert "grading.judges" in graph.keys_read(DEFAULT, graph.GENERATION)
 
 
 def test_a_tweak_no_stage_reads_is_explained() -> None:
-    why = graph.unread_reason(DEFAULT, "scores.n_resamples")
+    why = graph.unread_reason(DEFAULT, "scores.top_k")
     assert why is not None and "08_scores" in why and "live mode" in why
     assert "paper mode" in why and "point estimates" in why
-    assert graph.unread_reason(SMOKE, "scores.n_resamples") is None
+    assert graph.unread_reason(SMOKE, "scores.top_k") is None
+    assert graph.unread_reason(DEFAULT, "n_resamples") is None  # 11's replay bootstraps
     assert graph.unread_reason(DEFAULT, "judges.subset") is None
     assert graph.unread_reason(DEFAULT, "seed") is None  # 11's replay bootstrap is seeded
     llm = graph.unread_reason(DEFAULT, "llm.limits.openai.rpm")
@@ -82,7 +84,7 @@ def test_a_tweak_no_stage_reads_is_explained() -> None:
     assert graph.unread_reason(DEFAULT, "llm.prompt_caching") is None  # 06's cost plan
     later = graph.unread_reason(SMOKE, "scores.include_later")
     assert later is not None and "released matrices" in later
-    local = config.load_profile("local")
+    local = profiles.load_profile("local")
     assert "not among the profile's notebooks" in str(graph.unread_reason(local, "judges.subset"))
     for key in ("description", "notebooks", "name"):
         assert graph.unread_reason(DEFAULT, key) is None
@@ -95,8 +97,8 @@ def test_a_tweak_no_stage_reads_is_explained() -> None:
 
 
 def test_file_keys_are_the_keys_the_yaml_sets() -> None:
-    assert graph.file_keys(DEFAULT) == ["name", "description", "seed", "corpus.allow_partial",
-                                        "corpus.invalid_records"]
+    assert graph.file_keys(DEFAULT) == ["name", "description", "seed", "ci_level", "n_resamples",
+                                        "corpus.allow_partial", "corpus.invalid_records"]
     assert "evaluation_mode" in graph.file_keys(SMOKE)
 
 
@@ -109,9 +111,9 @@ def test_notebook_parameters_of_a_stage() -> None:
     # it samples more than one reply per conversation
     assert values["seed"] == SMOKE.seed
     assert "seed" not in graph.keys_read(SMOKE, graph.GENERATION)
-    sampled = config.load_profile("smoke", {"generation.samples": 3})
+    sampled = profiles.load_profile("smoke", {"generation.samples": 3})
     assert graph.keys_read(sampled, graph.GENERATION)["seed"] == SMOKE.seed
-    tweaked = config.load_profile("smoke", {"grading.judges": ["gpt-4.1-2025-04-14"]})
+    tweaked = profiles.load_profile("smoke", {"grading.judges": ["gpt-4.1-2025-04-14"]})
     assert graph.notebook_parameters(tweaked, graph.GENERATION, "/o")["judges"] == [
         "gpt-4.1-2025-04-14"]
     assert graph.parameter_names(graph.EXPLORER) == ["profile", "outputs_root", "mode"]
@@ -122,7 +124,7 @@ def test_an_old_per_section_mode_says_where_the_mode_went(tmp_path: Path) -> Non
     path.write_text("grading:\n  mode: live\n")
     with pytest.raises(config.ProfileError, match=r"grading\.mode: the evaluation stages share "
                                                   "one mode: set evaluation_mode"):
-        config.load_profile(path)
+        profiles.load_profile(path)
 
 
 def test_undeclared_upstream_reads_are_refused(tmp_path: Path) -> None:
@@ -144,11 +146,45 @@ def test_keys_of_a_profile_file_that_no_stage_reads_are_listed(tmp_path: Path) -
     from hbpsych_utils.runner import checks
 
     path = tmp_path / "paperish.yaml"
-    path.write_text("corpus:\n  allow_partial: true\nscores:\n  n_resamples: 200\n"
+    path.write_text("corpus:\n  allow_partial: true\nscores:\n  top_k: 3\n"
                     "judges:\n  subset: hard\n")
     profile, unread = checks.load_for_run(path)
-    assert profile.scores.n_resamples == 200
-    assert len(unread) == 1 and unread[0].startswith("scores.n_resamples: 08_scores reads it "
+    assert profile.scores.top_k == 3
+    assert len(unread) == 1 and unread[0].startswith("scores.top_k: 08_scores reads it "
                                                      "only in live mode")
     _, none = checks.load_for_run(path, {"evaluation_mode": "live"})
     assert none == []
+
+
+def test_a_node_declares_its_section_and_its_model_together() -> None:
+    import dataclasses
+
+    explorer = graph.spec(graph.EXPLORER)
+    assert (explorer.section, explorer.params) == (None, None)
+    with pytest.raises(ValueError, match=r"stage 13_explorer: a profile section needs its model"):
+        dataclasses.replace(explorer, section="explorer")
+    assert all((s.section is None) == (s.params is None) for s in graph.SPECS.values())
+
+
+def test_each_node_module_is_named_after_its_stage_so_the_graph_is_in_run_order() -> None:
+    from hbpsych_utils.pipeline import metrics
+    from hbpsych_utils.pipeline.nodes import NODES
+
+    assert [node.__name__.rsplit(".", 1)[1] for node in NODES] == [f"s{s}" for s in graph.STAGES]
+    assert list(graph.STAGES) == sorted(graph.STAGES)
+    assert list(metrics.MODELS) == [s for s in graph.STAGES if s != graph.EXPLORER]
+
+
+def test_a_node_imports_only_the_study_core_and_the_spec() -> None:
+    """A node is a declaration: it reads nothing of the layers above, so the profile (core's
+    top level and the nodes' sections) can be assembled before anything else is imported."""
+    import ast
+
+    from hbpsych_utils.pipeline.nodes import NODES
+
+    for node in NODES:
+        tree = ast.parse(Path(node.__file__ or "").read_text(encoding="utf-8"))
+        found = {n.module for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("hbpsych")}
+        assert found <= {"hbpsych_utils", "hbpsych_utils.core.config",
+                         "hbpsych_utils.pipeline.spec"}, (node.__name__, found)

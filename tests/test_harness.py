@@ -28,7 +28,7 @@ def test_replay_by_hand(tmp_path):
         {"prompt_id": "c", "score": 0.5, "grades": [True]},
         {"prompt_id": "d", "score": None, "grades": []},
     ])
-    r = harness.replay(harness.read_harness_scores(p), published=0.15)
+    r = harness.replay(harness.read_harness_scores(p), published=0.15, seed=0)
     assert (r.n_lines, r.n_scored) == (4, 3)
     assert r.clipped_mean == pytest.approx(0.1)  # (0.2 - 0.4 + 0.5) / 3
     assert r.delta == pytest.approx(-0.05)
@@ -40,7 +40,7 @@ def test_replay_by_hand(tmp_path):
 
 def test_replay_constant_scores_and_clip(tmp_path):
     p = _write(tmp_path, [{"prompt_id": str(i), "score": 1.2, "grades": [True]} for i in range(5)])
-    r = harness.replay(harness.read_harness_scores(p), published=1.0)
+    r = harness.replay(harness.read_harness_scores(p), published=1.0, seed=0)
     assert r.clipped_mean == 1.0
     assert r.bootstrap_std == pytest.approx(0.0, abs=1e-12)
     assert r.delta == 0.0
@@ -49,7 +49,7 @@ def test_replay_constant_scores_and_clip(tmp_path):
 def test_published_must_be_a_fraction(tmp_path):
     p = _write(tmp_path, [{"prompt_id": "a", "score": 0.2, "grades": [True]}])
     with pytest.raises(harness.HarnessError, match="fraction"):
-        harness.replay(harness.read_harness_scores(p), published=13.2)
+        harness.replay(harness.read_harness_scores(p), published=13.2, seed=0)
 
 
 @pytest.mark.parametrize(
@@ -124,7 +124,7 @@ def test_no_published_figure_reports_no_difference(tmp_path):
     p = tmp_path / "s.jsonl"
     p.write_text('{"prompt_id": "a", "score": 0.5, "grades": [true]}\n'
                  '{"prompt_id": "b", "score": -0.5, "grades": [false]}\n')
-    r = harness.replay(harness.read_harness_scores(p), published=None)
+    r = harness.replay(harness.read_harness_scores(p), published=None, seed=0)
     # mean of 0.5 and -0.5 is 0.0, clipped stays 0.0
     assert r.clipped_mean == 0.0 and r.published is None and r.delta is None
 

@@ -2,7 +2,7 @@
 
 Point 2: a profile's references (models, fault kinds, providers in limits and base URLs, the
 model registry, the corpus, ratings and rubric files) are checked when the runner loads it
-(``runner.checks.load_for_run``; ``config.load_profile`` validates its values only), so a bad
+(``runner.checks.load_for_run``; ``profiles.load_profile`` validates its values only), so a bad
 one fails before any notebook runs. Point 3: YAML is read strictly (a key written twice is an error
 naming both lines), a section of the wrong type is named, bytes that are not UTF-8 are reported
 with file and line (skip modes skip and count them), and empty inputs, NaN/infinite numbers
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import chapter_parameters
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, ratings, review_set, screening, subset, translation
@@ -27,6 +28,7 @@ from hbpsych_utils.core import config, jsonl, records, sources, yaml_loader
 from hbpsych_utils.evaluation import score_sources, scoring
 from hbpsych_utils.llm import ConfigError, load_registry
 from hbpsych_utils.llm.faults import FAULT_KINDS
+from hbpsych_utils.pipeline import profiles
 from hbpsych_utils.reporting import interop, interop_simple_evals
 from hbpsych_utils.runner import checks
 
@@ -69,7 +71,7 @@ def test_a_repeated_profile_section_is_an_error_naming_key_and_both_lines(tmp_pa
     path = write_profile(tmp_path, "corpus:\n  allow_partial: true\nseed: 3\n"
                                    "corpus:\n  max_conversations: 3\n")
     with pytest.raises(config.ProfileError) as exc:
-        config.load_profile(path)
+        profiles.load_profile(path)
     first, second = lines_of(path, "corpus:")
     assert str(path) in str(exc.value) and "'bad'" in str(exc.value)
     assert f"key 'corpus' appears twice in the same mapping (lines {first} and {second})" in str(
@@ -80,7 +82,7 @@ def test_a_repeated_nested_key_is_an_error(tmp_path: Path) -> None:
     path = write_profile(tmp_path, "corpus:\n  allow_partial: true\n  allow_partial: false\n")
     with pytest.raises(config.ProfileError, match=r"key 'allow_partial' appears twice .*"
                                                   r"\(lines 2 and 3\)"):
-        config.load_profile(path)
+        profiles.load_profile(path)
 
 
 def test_merge_keys_still_work_and_an_explicit_key_overrides_the_merged_one() -> None:
@@ -146,7 +148,7 @@ def test_profile_sections_of_the_wrong_type_are_named(tmp_path: Path, text: str,
     path = write_profile(tmp_path, text)
     with pytest.raises(config.ProfileError, match=rf"\({path}\) is invalid:\n  - {key}: Input "
                                                   r"should be a valid (list|dictionary)"):
-        config.load_profile(path)
+        profiles.load_profile(path)
 
 
 def test_no_yaml_is_read_outside_the_strict_loader() -> None:
@@ -411,7 +413,7 @@ def test_shipped_profiles_pass_the_reference_checks() -> None:
 
 def test_load_profile_validates_values_and_the_runner_checks_references(tmp_path: Path) -> None:
     path = write_profile(tmp_path, "grading:\n  judges: [no-such-model]\n")
-    assert config.load_profile(path).grading.judges == ["no-such-model"]  # a valid value
+    assert profiles.load_profile(path).grading.judges == ["no-such-model"]  # a valid value
     with pytest.raises(config.ProfileError, match="unknown model 'no-such-model'"):
         checks.load_for_run(path)  # that names no model of the registry
 
@@ -442,14 +444,14 @@ def test_every_model_key_is_checked_against_the_registry(tmp_path: Path, text: s
 
 
 def test_model_references_list_every_key_and_the_study_defaults_in_live_mode() -> None:
-    profile = config.load_profile("smoke")
+    profile = profiles.load_profile("smoke")
     refs = checks.model_references(profile)
     assert [m for k, m in refs if k.startswith("generation.candidates")] == list(
         profile.generation.candidates)
     assert [m for k, m in refs if k.startswith("grading.judges")] == list(study.JUDGE_PANEL)
     assert ("harness_validation.candidate (null: the study's harness model)",
             study.HARNESS_MODEL) in refs
-    assert checks.model_references(config.load_profile("default")) == []  # paper: none called
+    assert checks.model_references(profiles.load_profile("default")) == []  # paper: none called
 
 
 def test_null_judges_are_the_study_panel_and_checked_only_when_live(tmp_path: Path) -> None:
@@ -587,7 +589,7 @@ def test_a_profile_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     path = tmp_path / "latin.yaml"
     path.write_bytes(b"description: caf" + b"\xe9" + b"\n")
     with pytest.raises(config.ProfileError, match=rf"profile 'latin': {path}:1: not UTF-8"):
-        config.load_profile(path)
+        profiles.load_profile(path)
 
 
 @pytest.mark.slow
@@ -629,10 +631,31 @@ def test_a_list_or_mapping_given_as_text_points_to_papermills_yaml_option(
 
     module = importlib.import_module(f"hbpsych_utils.stages.s{stage}")
     with pytest.raises(ParameterError) as info:
-        module.start({parameter: text, "outputs_root": tmp_path})
+        module.start(**chapter_parameters(stage, tmp_path, **{parameter: text}))
     message = str(info.value)
     assert f"{parameter} = {text!r}" in message and option in message
     assert f"notebook {stage}:" in message and "-p passes text" in message
     value = yaml.safe_load(option.removeprefix("-y ").strip("'"))[parameter]
-    run = module.start({parameter: value, "outputs_root": tmp_path})  # what -y passes
+    run = module.start(**chapter_parameters(stage, tmp_path, **{parameter: value}))  # -y
     assert run.parameters[parameter] == value
+
+
+def test_a_chapter_starts_from_every_parameter_by_name(tmp_path: Path) -> None:
+    """A chapter's start takes each parameter of its parameters cell by name: one missing or
+    unknown is refused, naming it and the parameters the cell declares; a value is checked as
+    strictly as the profile's field (a resample count given as text is refused, not read)."""
+    from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.stages import s08_scores
+    from hbpsych_utils.stages.base import ParameterError
+
+    params = chapter_parameters(graph.SCORES, tmp_path)
+    del params["seed"]
+    with pytest.raises(ParameterError, match=r"notebook 08_scores: missing seed \(its start "
+                       r"takes every parameter .*: profile, outputs_root, mode, seed"):
+        s08_scores.start(**params)
+    with pytest.raises(ParameterError, match=r"unknown n_resample\b"):
+        s08_scores.start(**chapter_parameters(graph.SCORES, tmp_path, n_resample=10))
+    with pytest.raises(ParameterError, match=r"n_resamples = '200'"):
+        s08_scores.start(**chapter_parameters(graph.SCORES, tmp_path, n_resamples="200"))
+    with pytest.raises(ParameterError, match=r"ci_level = 1.5: Input should be less than 1"):
+        s08_scores.start(**chapter_parameters(graph.SCORES, tmp_path, ci_level=1.5))

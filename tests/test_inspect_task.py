@@ -161,7 +161,7 @@ def test_panel_score_is_the_compendiums_scoring_of_the_same_verdicts(v1_run: Run
         assert logged[row.prompt_id][row.judge] == row.score
 
     metrics = v1_run.log.results.scores[0].metrics
-    ci = scoring.bootstrap_ci(panel.to_numpy(), seed=study.SEED)
+    ci = scoring.bootstrap_ci(panel.to_numpy(), seed=study.SEED, level=0.95)
     assert metrics["panel_clipped_mean"].value == ci.estimate == scoring.clipped_mean(panel)
     assert (metrics["panel_ci_low"].value, metrics["panel_ci_high"].value) == (ci.low, ci.high)
     assert metrics["n_panel_scored"].value == 72
@@ -278,8 +278,8 @@ def test_panel_value_and_statistics() -> None:
 
     values = [{"healthbench_score": 0.5, "j1": 0.4}, {"healthbench_score": math.nan, "j1": 1.2},
               {"healthbench_score": 0.9, "j1": 0.8}]
-    stats = inspect_task.panel_statistics(values, n_resamples=200, seed=3)
-    panel_ci = scoring.bootstrap_ci([0.5, 0.9], n_resamples=200, seed=3)
+    stats = inspect_task.panel_statistics(values, n_resamples=200, seed=3, level=0.95)
+    panel_ci = scoring.bootstrap_ci([0.5, 0.9], n_resamples=200, seed=3, level=0.95)
     assert stats["panel_clipped_mean"] == panel_ci.estimate == 0.7
     assert (stats["panel_ci_low"], stats["panel_ci_high"]) == (panel_ci.low, panel_ci.high)
     assert stats["n_panel_scored"] == 2

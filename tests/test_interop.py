@@ -211,7 +211,7 @@ def test_simple_evals_allresults(tmp_path: Path, tiny) -> None:
     res = interop.load_results([path])
     assert list(res.by_model) == ["gpt-4.1-2025-04-14"]  # from the file name
     assert res.inputs[0].format == "simple-evals" and res.inputs[0].details["eval"] == "healthbench"
-    reports = interop.filter_results(res, [psych, hard], n_resamples=200, seed=1)
+    reports = interop.filter_results(res, [psych, hard], n_resamples=200, seed=1, level=0.95)
     r = one(reports, "gpt-4.1-2025-04-14", "tiny")
     # subset {A, B, C, D}; E is outside it; D absent: (0.5 - 0.25 + 1.0) / 3 = 0.41666...
     assert (r.n, r.subset_size, r.missing, r.unscored) == (3, 4, (D,), ())
@@ -313,7 +313,7 @@ def test_inspect_eval_zip(tmp_path: Path, tiny) -> None:
     res = interop.load_results([path])
     assert list(res.by_model) == ["openai/gpt-4.1-mini"]
     assert res.inputs[0].details == {"task": "inspect_evals/healthbench", "status": "success"}
-    reports = interop.filter_results(res, [psych, hard], n_resamples=200)
+    reports = interop.filter_results(res, [psych, hard], n_resamples=200, level=0.95, seed=0)
     r = one(reports, "openai/gpt-4.1-mini", "tiny")
     # A, B, C scored; D errored (no scores) -> unscored: (0.6 + 0.2 - 0.2) / 3 = 0.2
     assert (r.n, r.missing, r.unscored) == (3, (), (D,))
@@ -330,7 +330,8 @@ def test_inspect_json_log_older_number_values(tmp_path: Path, tiny) -> None:
         inspect_sample(A, 0.9), inspect_sample(B, float("nan")), inspect_sample(D, 0.3),
     ], model="anthropic/claude-haiku-4-5-20251001", task="healthbench")
     assert interop.detect_format(path) == "inspect"
-    [r] = interop.filter_results(interop.load_results([path]), [psych], n_resamples=100)
+    [r] = interop.filter_results(interop.load_results([path]), [psych], n_resamples=100,
+                                 level=0.95, seed=0)
     # A, D scored: (0.9 + 0.3) / 2 = 0.6; B unscored; C missing
     assert (r.model, r.n, r.missing, r.unscored) == (
         "anthropic/claude-haiku-4-5-20251001", 2, (C,), (B,))
@@ -455,7 +456,7 @@ def test_hbpsych_jsonl_panel_per_candidate(tmp_path: Path, tiny) -> None:
     res = interop.load_results([path])
     assert sorted(res.by_model) == ["X", "Y"]  # several models in one file
     assert res.inputs[0].details["judges"] == sorted([J1, J2, J3])
-    check_hb_reports(interop.filter_results(res, [psych], n_resamples=100))
+    check_hb_reports(interop.filter_results(res, [psych], n_resamples=100, level=0.95, seed=0))
 
 
 def test_hbpsych_csv_and_judges_in_separate_files(tmp_path: Path, tiny) -> None:
@@ -468,7 +469,7 @@ def test_hbpsych_csv_and_judges_in_separate_files(tmp_path: Path, tiny) -> None:
         path.write_text("\n".join(lines) + "\n")
         paths.append(path)
     check_hb_reports(interop.filter_results(interop.load_results(paths), [psych],
-                                            n_resamples=100))
+                                            n_resamples=100, level=0.95, seed=0))
 
 
 def test_hbpsych_duplicate_and_responses_refused(tmp_path: Path) -> None:
@@ -548,9 +549,11 @@ def scored(model: str, values: dict[str, float]) -> interop.LoadedResults:
 def test_mean_is_clipped_after_averaging(tiny) -> None:
     psych, _ = tiny
     # (-0.5 - 0.3) / 2 = -0.4 -> clipped to 0; and (1.0 + 1.0) / 2 = 1.0 stays 1
-    [r] = interop.filter_results(scored("m", {A: -0.5, B: -0.3}), [psych], n_resamples=50)
+    [r] = interop.filter_results(scored("m", {A: -0.5, B: -0.3}), [psych], n_resamples=50,
+                                 level=0.95, seed=0)
     assert r.clipped_mean == 0.0 and r.ci_low == 0.0 and r.ci_high == 0.0
-    [r] = interop.filter_results(scored("m", {A: 1.0, B: 1.0}), [psych], n_resamples=50)
+    [r] = interop.filter_results(scored("m", {A: 1.0, B: 1.0}), [psych], n_resamples=50,
+                                 level=0.95, seed=0)
     assert (r.clipped_mean, r.ci_low, r.ci_high) == (1.0, 1.0, 1.0)
 
 
@@ -558,12 +561,12 @@ def test_bootstrap_interval_two_conversations(tiny) -> None:
     psych, _ = tiny
     # Two conversations: a resample mean is x1, (x1+x2)/2 or x2 with probability 1/4, 1/2, 1/4,
     # so with 1,000 resamples ~250 sit at each end and both 2.5% / 97.5% points are the ends.
-    [r] = interop.filter_results(scored("m", {A: 0.2, B: 0.6}), [psych], seed=3)
+    [r] = interop.filter_results(scored("m", {A: 0.2, B: 0.6}), [psych], seed=3, level=0.95)
     assert r.clipped_mean == pytest.approx(0.4)
     assert (r.ci_low, r.ci_high) == (pytest.approx(0.2), pytest.approx(0.6))
     # With -0.4 and 0.6 the resample means are -0.4, 0.1, 0.6; each is clipped, so the low
     # end is 0.0 (not -0.4) and the estimate is clip(0.1) = 0.1.
-    [r] = interop.filter_results(scored("m", {A: -0.4, B: 0.6}), [psych], seed=3)
+    [r] = interop.filter_results(scored("m", {A: -0.4, B: 0.6}), [psych], seed=3, level=0.95)
     assert r.clipped_mean == pytest.approx(0.1)
     assert (r.ci_low, r.ci_high) == (0.0, pytest.approx(0.6))
 
@@ -571,8 +574,8 @@ def test_bootstrap_interval_two_conversations(tiny) -> None:
 def test_bootstrap_is_seeded(tiny) -> None:
     psych, _ = tiny
     vals = {A: 0.1, B: 0.5, C: 0.35, D: 0.8}
-    r1 = interop.filter_results(scored("m", vals), [psych], seed=11)[0]
-    r2 = interop.filter_results(scored("m", vals), [psych], seed=11)[0]
+    r1 = interop.filter_results(scored("m", vals), [psych], seed=11, level=0.95)[0]
+    r2 = interop.filter_results(scored("m", vals), [psych], seed=11, level=0.95)[0]
     assert (r1.ci_low, r1.ci_high) == (r2.ci_low, r2.ci_high)
     assert r1.clipped_mean == pytest.approx((0.1 + 0.5 + 0.35 + 0.8) / 4)
     assert 0.1 <= r1.ci_low < r1.clipped_mean < r1.ci_high <= 0.8
@@ -580,7 +583,7 @@ def test_bootstrap_is_seeded(tiny) -> None:
 
 def test_no_subset_conversation_in_input(tiny) -> None:
     psych, _ = tiny
-    [r] = interop.filter_results(scored("m", {E: 0.5}), [psych])
+    [r] = interop.filter_results(scored("m", {E: 0.5}), [psych], level=0.95, seed=0)
     assert (r.n, r.clipped_mean, r.ci_low, r.missing) == (0, None, None, (A, B, C, D))
 
 
@@ -634,7 +637,7 @@ def test_real_subsets_fetched(mirror: Path, tmp_path: Path) -> None:
                               [(v1.ids[0], 0.3), (v1.ids[1], 0.5), (outside, 0.9)])
     res = interop.load_results([path])
     interop.check_known_ids(res, known)
-    [r] = interop.filter_results(res, [v1], n_resamples=100)
+    [r] = interop.filter_results(res, [v1], n_resamples=100, level=0.95, seed=0)
     # two of the 610: (0.3 + 0.5) / 2 = 0.4, 608 missing
     assert (r.n, len(r.missing), r.clipped_mean) == (2, 608, pytest.approx(0.4))
 
@@ -767,8 +770,9 @@ def test_cli_inspect_log_text(tmp_path: Path, real_ids: dict[str, str]) -> None:
     assert "n = 2 of 610" in v1 and "clipped mean 0.4000" in v1
     assert "607 missing, 1 unscored" in v1
     hard = next(x for x in lines if x.strip().startswith("healthbench-psych-hard-v1:"))
-    # one conversation: its mean, and no interval (every resample draws it)
+    # one conversation: every resample draws it, so the interval is undefined, and says why
     assert "n = 1 of 119" in hard and "clipped mean 0.7000 no interval (one conversation" in hard
+    assert "[0.7000, 0.7000]" not in hard
 
 
 @pytest.mark.slow
@@ -784,13 +788,13 @@ def test_cli_errors(tmp_path: Path, mirror: Path) -> None:
 
 def test_main_dispatches_and_in_process_help(capsys: pytest.CaptureFixture[str]) -> None:
     import hbpsych_utils.__main__ as cli
-    from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
     assert cli.main(["filter-results", "--help"]) == 0
     assert "--subset" in capsys.readouterr().out
     assert "filter-results" in (cli.__doc__ or "")
     # the bootstrap seed defaults to the default profile's, so numbers match the notebooks'
-    assert interop._default_seed() == config.load_profile("default").seed
+    assert interop._default_seed() == profiles.load_profile("default").seed
 
 
 def test_bytes_that_are_not_utf8_are_named_with_file_and_line(tmp_path: Path) -> None:

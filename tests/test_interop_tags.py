@@ -53,7 +53,7 @@ def _package(verdicts: dict[str, dict[str, list[bool]]]) -> pd.DataFrame:
     tags = breakdowns.tag_scores(table, _conversations())
     long = (breakdowns.with_panel(tags, sorted(verdicts)) if len(verdicts) > 1
             else tags.rename(columns={"judge": "scorer"}))
-    return breakdowns.summarise(long, n_resamples=200, seed=4)
+    return breakdowns.summarise(long, n_resamples=200, seed=4, level=0.95)
 
 
 def _score(mets: list[bool]) -> float:
@@ -101,7 +101,7 @@ def test_inspect_log_per_tag_means_equal_the_packages(tmp_path: Path, layout: st
     path = write_eval_zip(tmp_path / "hb.eval", [_sample(p, layout) for p in MET])
     sub = interop.resolve_subset(str(subset_file(tmp_path / "s.json", list(MET), "s")))
     res = interop.load_results([path], criteria=True)
-    reports = interop.tag_reports(res, [sub], n_resamples=200, seed=4)
+    reports = interop.tag_reports(res, [sub], n_resamples=200, seed=4, level=0.95)
     expected = _package({"j": MET})
     _check(reports, expected, n_graded=4)
     tags = {r.tag for r in reports}
@@ -129,7 +129,7 @@ def test_a_panel_log_reports_each_judge_and_the_panel(tmp_path: Path) -> None:
     path = write_inspect_json(tmp_path / "panel.json", samples, task="healthbench_psych")
     sub = interop.resolve_subset(str(subset_file(tmp_path / "s.json", list(MET), "s")))
     reports = interop.tag_reports(interop.load_results([path], criteria=True), [sub],
-                                  n_resamples=200, seed=4)
+                                  n_resamples=200, seed=4, level=0.95)
     assert {r.scorer for r in reports} == {"j1", "j2", "panel"}
     _check(reports, _package({"j1": MET, "j2": MET2}), n_graded=4)
 
@@ -148,7 +148,7 @@ def test_simple_evals_rubric_items_with_themes_from_the_corpus(tmp_path: Path) -
     assert all(r.criteria.example_tags is None for r in res.by_model["m"].values())
     # the file records no themes: they come from the corpus (here for three of four)
     held = {p: THEMES[p] for p in (A, B, C)}
-    reports = interop.tag_reports(res, [sub], corpus_tags=held, n_resamples=200, seed=4)
+    reports = interop.tag_reports(res, [sub], corpus_tags=held, n_resamples=200, seed=4, level=0.95)
     assert all(r.n_without_themes == 1 for r in reports)
     hedging = next(r for r in reports if r.tag == "theme:hedging")
     assert hedging.n == 2  # A and C; D's themes are unknown
@@ -182,7 +182,7 @@ def test_inputs_without_per_criterion_results_are_said(tmp_path: Path) -> None:
     path = write_eval_zip(tmp_path / "plain.eval", [inspect_sample(A, 0.4)])
     sub = interop.resolve_subset(str(subset_file(tmp_path / "s.json", [A], "s")))
     res = interop.load_results([path], criteria=True)
-    assert interop.tag_reports(res, [sub]) == []
+    assert interop.tag_reports(res, [sub], level=0.95, seed=0) == []
     assert "no input carries per-criterion results" in interop.format_tags([], res)
 
 

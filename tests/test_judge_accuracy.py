@@ -9,21 +9,24 @@ import json
 import math
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import chapter_parameters
 
 from hbpsych_utils import study
-from hbpsych_utils.core.config import JudgeAccuracyParams
 from hbpsych_utils.evaluation import classification as cl
 from hbpsych_utils.evaluation import judge_accuracy as ja
 from hbpsych_utils.evaluation import meta_eval_fixture as fx
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.llm.testing import simulator
+from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.metrics import JudgeAccuracyMetrics, PairwiseF1
 from hbpsych_utils.reporting import figures, vocabulary
 from hbpsych_utils.stages import s15_judge_accuracy as s15
+from hbpsych_utils.stages.base import shown
+from hbpsych_utils.stages.s15_judge_accuracy.physicians import placement_summary
 
 J1, J2, J3 = study.JUDGE_PANEL
 DATA = Path(__file__).resolve().parent / "data"
@@ -36,7 +39,7 @@ CATS = {C1: "anxiety", C2: "perinatal_mh", C3: "perinatal_mh"}
 
 
 def kept_rows() -> list[ja.MetaEvalRow]:
-    return ja.in_subsets(ja.fixture_rows(), SUBSETS)
+    return ja.in_subsets(ja.fixture_rows(judges=study.JUDGE_PANEL), SUBSETS)
 
 
 def fixture_verdicts() -> pd.DataFrame:
@@ -62,12 +65,12 @@ def test_the_profile_and_the_docs_count_the_fixtures_rows_as_the_code_makes_them
 
     from hbpsych_utils.core import paths
 
-    rows = ja.fixture_rows()
+    rows = ja.fixture_rows(judges=study.JUDGE_PANEL)
     on_subset = sum(r.prompt_id in fx.FIXTURE_CONVERSATIONS for r in rows)
     assert (len(rows), on_subset) == (13, 12)
     root = paths.project_root()
     texts = {name: re.sub(r"\s+", " ", (root / name).read_text(encoding="utf-8"))
-             for name in ("params/smoke.yaml", "hbpsych_utils/core/config.py",
+             for name in ("params/smoke.yaml", "hbpsych_utils/pipeline/nodes/s15_judge_accuracy.py",
                           "docs/judge_accuracy.md", "docs/methods.md")}
     for name, text in texts.items():
         said = [NUMBER_WORDS[w] for w in re.findall(r"\b(\w+)-row format fixture", text)]
@@ -77,7 +80,8 @@ def test_the_profile_and_the_docs_count_the_fixtures_rows_as_the_code_makes_them
 
 
 def test_the_committed_fixture_is_the_generated_one() -> None:
-    assert (DATA / "meta_eval_fixture.jsonl").read_text("utf-8") == ja.fixture_jsonl()
+    assert (DATA / "meta_eval_fixture.jsonl").read_text("utf-8") == ja.fixture_jsonl(
+        judges=study.JUDGE_PANEL)
     rows = ja.read_meta_eval(DATA / "meta_eval_fixture.jsonl")
     assert len(rows) == 13 and {r.prompt_id for r in rows} == {C1, C2, C3, C4,
                                                                fx.FIXTURE_OUTSIDE}
@@ -87,7 +91,7 @@ def test_rows_outside_the_subset_are_dropped_and_counted() -> None:
     """Rows 1-3 on conversation 1, 4-6 on 2, 7-9 on 3, 10-12 on 4, row 13 outside: v1 has
     9 rows on 3 of its 4 conversations, v2 12 on 4 of 5, Hard 6 on 2 of 3, the union 12 on 4 of
     6; one row (one conversation) is outside every subset."""
-    rows = ja.fixture_rows()
+    rows = ja.fixture_rows(judges=study.JUDGE_PANEL)
     kept = ja.in_subsets(rows, SUBSETS)
     assert [r.completion_id for r in kept] == [f"fixture-completion-{n}" for n in range(1, 13)]
     c = ja.coverage(rows, SUBSETS).set_index("subset")
@@ -159,7 +163,8 @@ def test_the_panel_is_the_judges_majority_by_hand(joined: pd.DataFrame) -> None:
     p = ja.pairwise_f1(rated, ja.physician_labels(kept_rows())).set_index(["rater", "category"])
     assert p.loc[(ja.PANEL, "all")].kind == "panel" and p.loc[(ja.PANEL, "all")].pairs == 36
     assert p.loc[(ja.PANEL, "all")].balanced_f1 == pytest.approx((24 / 32 + 32 / 40) / 2)
-    s = ja.sens_spec_table(rated, n_resamples=50, seed=1).set_index(["judge", "category"])
+    s = ja.sens_spec_table(rated, n_resamples=50, seed=1, level=0.95).set_index(["judge",
+                                                                                 "category"])
     assert s.loc[(ja.PANEL, "all")].specificity_low == 1.0  # never meets a not-met row
     value, _ = ja.judges_ac1(rated)  # the panel is not a judge: AC1 unchanged
     assert value == pytest.approx(2 / 9)
@@ -209,7 +214,8 @@ def test_per_theme_and_psych_category_by_hand(joined: pd.DataFrame) -> None:
     assert p.loc[(ja.PANEL, "perinatal_mh")].pairs == 18
     assert p.loc[(ja.PANEL, "perinatal_mh")].balanced_f1 == pytest.approx(
         (10 / 15 + 16 / 21) / 2)
-    s = ja.sens_spec_table(rated, ja.PSYCH_CATEGORY, overall=False, n_resamples=50, seed=1)
+    s = ja.sens_spec_table(rated, ja.PSYCH_CATEGORY, overall=False, n_resamples=50, seed=1,
+                           level=0.95)
     r = s.set_index(["judge", "category"]).loc[(J1, "perinatal_mh")]
     assert (r.sensitivity, r.specificity) == (pytest.approx(2 / 3), 1.0)
 
@@ -269,8 +275,10 @@ def test_cluster_draws_keep_a_conversation_together() -> None:
 
 
 def test_sens_spec_intervals_are_seeded_and_clustered(joined: pd.DataFrame) -> None:
-    a = ja.sens_spec_table(joined, n_resamples=300, seed=3).set_index(["judge", "category"])
-    b = ja.sens_spec_table(joined, n_resamples=300, seed=3).set_index(["judge", "category"])
+    a = ja.sens_spec_table(joined, n_resamples=300, seed=3, level=0.95).set_index(["judge",
+                                                                                   "category"])
+    b = ja.sens_spec_table(joined, n_resamples=300, seed=3, level=0.95).set_index(["judge",
+                                                                                   "category"])
     pd.testing.assert_frame_equal(a, b)
     assert a.loc[(J1, "all")].n_conversations == 4
     # J2 never misses a met row: every resample's sensitivity is 1
@@ -293,7 +301,8 @@ def test_sens_spec_intervals_use_the_shared_percentile_interval(joined: pd.DataF
     r = t.loc[(J3, "all")]
     assert (r.sensitivity_low, r.sensitivity_high) == pytest.approx(
         tuple(np.percentile(se, [5, 95])))
-    wide = ja.sens_spec_table(joined, n_resamples=400, seed=3).set_index(["judge", "category"])
+    wide = ja.sens_spec_table(joined, n_resamples=400, seed=3, level=0.95).set_index(["judge",
+                                                                                      "category"])
     assert (wide.loc[(J3, "all")].sensitivity_low, wide.loc[(J3, "all")].sensitivity_high) == \
         pytest.approx(tuple(np.percentile(se, [2.5, 97.5])))
 
@@ -301,7 +310,7 @@ def test_sens_spec_intervals_use_the_shared_percentile_interval(joined: pd.DataF
 def test_a_slice_of_one_conversation_has_no_interval(joined: pd.DataFrame) -> None:
     """Each HealthBench theme of the fixture is one conversation: sensitivity and specificity
     are still computed, their intervals are undefined, with the reason."""
-    s = ja.sens_spec_table(joined, ja.THEME, overall=False, n_resamples=50, seed=1)
+    s = ja.sens_spec_table(joined, ja.THEME, overall=False, n_resamples=50, seed=1, level=0.95)
     assert (s["n_conversations"] == 1).all()
     assert s[["sensitivity_low", "sensitivity_high", "specificity_low",
               "specificity_high"]].isna().all(axis=None)
@@ -331,7 +340,8 @@ def _calibration(se_hits: int, sp_hits: int, n: int = 40) -> pd.DataFrame:
 def test_corrected_rate_propagates_calibration_uncertainty() -> None:
     graded = pd.DataFrame({"prompt_id": [f"p{i // 2}" for i in range(60)],
                            "criteria_met": [i % 3 != 0 for i in range(60)]})
-    perfect = ja.corrected_rate("j", graded, _calibration(40, 40), n_resamples=400, seed=9)
+    perfect = ja.corrected_rate("j", graded, _calibration(40, 40), n_resamples=400, seed=9,
+                                level=0.95)
     assert perfect.observed == pytest.approx(40 / 60) and perfect.corrected == pytest.approx(
         40 / 60)
     # with a perfect judge the interval is the run's own clustered bootstrap, by hand
@@ -339,14 +349,15 @@ def test_corrected_rate_propagates_calibration_uncertainty() -> None:
     w = cl.cluster_draws(graded["prompt_id"].tolist(), 400, rng)
     p = w @ graded["criteria_met"].to_numpy(bool) / w.sum(axis=1)
     assert (perfect.low, perfect.high) == pytest.approx(tuple(np.percentile(p, [2.5, 97.5])))
-    noisy = ja.corrected_rate("j", graded, _calibration(34, 36), n_resamples=400, seed=9)
+    noisy = ja.corrected_rate("j", graded, _calibration(34, 36), n_resamples=400, seed=9,
+                              level=0.95)
     # (2/3 + 0.9 - 1) / (0.85 + 0.9 - 1) = 0.5667 / 0.75
     assert noisy.corrected == pytest.approx((40 / 60 + 36 / 40 - 1) / (34 / 40 + 36 / 40 - 1))
     assert noisy.high - noisy.low > perfect.high - perfect.low
 
 
 def test_reader_checks_content(tmp_path: Path) -> None:
-    rows = [json.loads(x) for x in ja.fixture_jsonl().splitlines()]
+    rows = [json.loads(x) for x in ja.fixture_jsonl(judges=study.JUDGE_PANEL).splitlines()]
     path = tmp_path / "m.jsonl"
 
     def write(recs: list[dict]) -> Path:
@@ -373,13 +384,13 @@ def test_the_simulator_obeys_a_scripted_verdict() -> None:
     assert simulator.scripted_verdict(J2, marker) is False
     assert simulator.scripted_verdict(J3, marker) is None
     msgs = [("system", "s"), ("user", f"criteria_met ... {marker}")]
-    h = simulator.sim_hash(J2, msgs, None)
+    h = simulator.sim_hash(J2, msgs, None, seed=None)
     text = simulator.answer_text(J2, msgs, None, h)
     assert '"criteria_met": false' in text
 
 
 def test_the_grader_prompt_puts_the_rubric_in_verbatim() -> None:
-    row = ja.fixture_rows()[0]
+    row = ja.fixture_rows(judges=study.JUDGE_PANEL)[0]
     text = ja.grader_prompt("A <<conversation>> B <<rubric_item>> C", row)
     assert text == (f"A user: {row.prompt[0].content}\n\nassistant: {row.completion} B "
                     f"{row.rubric} C")
@@ -396,22 +407,29 @@ def test_cost_rows_price_each_call() -> None:
     assert batch.usd == pytest.approx(t.usd * price.batch_discount)
 
 
-def _live_run() -> SimpleNamespace:
-    return SimpleNamespace(mode="live", seed=5, params=JudgeAccuracyParams(n_resamples=50),
-                           figure_cache=None, ci_level=0.95)
+KNOBS = {"n_resamples": 50, "seed": 5, "level": 0.95}
+
+
+def _source() -> s15.MetaEval:
+    return s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
+                        13, ja.coverage(ja.fixture_rows(judges=study.JUDGE_PANEL),
+                                        SUBSETS), THEMES, CATS, [],
+                        pd.DataFrame())
+
+
+def _steps(graded: s15.Graded) -> tuple[s15.Accuracy, s15.Placement]:
+    acc = s15.accuracy(graded, **KNOBS)
+    place = s15.placement(graded, level=0.95, cache=None)
+    assert isinstance(acc, s15.Accuracy) and isinstance(place, s15.Placement)
+    return acc, place
 
 
 def test_the_chapter_on_the_fixture_verdicts() -> None:
-    everything = ja.fixture_rows()
-    source = s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
-                          13, ja.coverage(everything, SUBSETS), THEMES, CATS)
+    source = _source()
     v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
-    graded = s15.Graded(source, v, 0.0)
-    run = _live_run()
-    acc = s15.accuracy(run, graded)
-    place = s15.placement(run, graded)
-    assert isinstance(acc, s15.Accuracy) and isinstance(place, s15.Placement)
-    m = s15.metrics(run, graded, acc, place, s15.unavailable("none"))
+    graded = s15.Graded(source, v, 0.0, 0.0)
+    acc, place = _steps(graded)
+    m = s15.metrics(s15.Inputs("live", source), graded, acc, place, None)
     assert m.against_majority[J1]["all"].macro_f1 == pytest.approx(5 / 6)
     assert m.judges_ac1 == pytest.approx(2 / 9) and m.n_rows == 12 and m.n_physicians == 4
     assert m.pairwise["physicians"]["all"].balanced_f1 == pytest.approx(
@@ -443,7 +461,7 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     # a category named as prose, not as the file's identifier, where the gap is defined
     pooled = m.pairwise["physicians"]["emergency_referrals"].balanced_f1
     worse = m.model_copy(update={"pairwise": {**m.pairwise, J1: {
-        **m.pairwise[J1], "emergency_referrals": s15.PairwiseF1(
+        **m.pairwise[J1], "emergency_referrals": PairwiseF1(
             kind="judge", pairs=18, balanced_f1=pooled - 0.2)}}})
     assert "furthest below the physicians pooled on Emergency referrals (-0.200)" in str(
         s15.findings(worse))
@@ -452,22 +470,30 @@ def test_the_chapter_on_the_fixture_verdicts() -> None:
     gated = str(s15.findings(m, min_pairs=19))
     assert "is within" not in gated and "above the physicians' range" not in gated
     assert "with no physicians' range to place it in" in gated
-    below = m.model_copy(update={"pairwise": {**m.pairwise, J3: {"all": s15.PairwiseF1(
+    below = m.model_copy(update={"pairwise": {**m.pairwise, J3: {"all": PairwiseF1(
         kind="judge", pairs=36, balanced_f1=0.5)}}})
     assert "(0.500) is below the physicians' range" in str(s15.findings(below))
-    html = place._repr_html_() + acc._repr_html_() + source._repr_html_()
+    html = shown(place)._repr_html_() + shown(acc)._repr_html_() + shown(source)._repr_html_()
     assert "Figure J1" in html and "Emergency referrals" in html  # the theme, in prose
     assert "Perinatal mental health" in html and "Panel (majority of the judges)" in html
 
 
-def test_paper_mode_is_one_sentence() -> None:
-    run = SimpleNamespace(mode="paper")
-    note = s15.meta_eval(run)
-    assert str(note) == s15.PAPER_NOTE and "online only" in s15.PAPER_NOTE
-    assert s15.accuracy(run, note) is note and s15.placement(run, note) is note
-    m = s15.metrics(run, note, note, note, note)
+def test_paper_mode_says_once_that_it_needs_the_physician_labels(tmp_path) -> None:
+    run = s15.start(**chapter_parameters(graph.JUDGE_ACCURACY, tmp_path))
+    data = s15.meta_eval(run, meta_eval="registry", max_rows=None, judges=None)
+    top = str(shown(data))
+    assert data.rows is None and "This chapter needs the physician labels" in top
+    assert "online only" in top and "A live run adds" in top
+    plan = s15.cost_plan(data.rows, llm=run.llm)
+    graded = s15.grade(data.rows, run, temperature=0.0, max_tokens=10, max_reasks=0)
+    acc = s15.accuracy(graded, **KNOBS)
+    assert plan is graded is acc is None  # not executed: nothing is downloaded or called
+    assert s15.placement(graded, level=0.95, cache=tmp_path) is None
+    assert s15.corrected(acc, **KNOBS) is None and s15.agreement(graded) is None
+    m = s15.metrics(data, graded, acc, None, None)
     assert m.model_dump(exclude_unset=True) == {"mode": "paper"}
-    assert list(s15.findings(m)) == [s15.PAPER_NOTE]
+    assert s15.findings(m) is None
+    assert not (tmp_path / "default" / graph.JUDGE_ACCURACY / "stage.json").exists()
 
 
 # --- simple-evals' semantics, re-implemented from its definition ---------------------------------
@@ -517,15 +543,12 @@ def _fixture_pairs(slicing: str) -> dict[tuple[str, str], list[tuple[bool, bool]
     return out
 
 
-def _chapter_metrics() -> tuple[s15.JudgeAccuracyMetrics, s15.Placement, s15.Accuracy]:
-    source = s15.MetaEval(kept_rows(), "fixture", list(study.JUDGE_PANEL), "<<conversation>>",
-                          13, ja.coverage(ja.fixture_rows(), SUBSETS), THEMES, CATS)
+def _chapter_metrics() -> tuple[JudgeAccuracyMetrics, s15.Placement, s15.Accuracy]:
+    source = _source()
     v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
-    graded = s15.Graded(source, v, 0.0)
-    run = _live_run()
-    acc, place = s15.accuracy(run, graded), s15.placement(run, graded)
-    assert isinstance(acc, s15.Accuracy) and isinstance(place, s15.Placement)
-    return s15.metrics(run, graded, acc, place, s15.unavailable("none")), place, acc
+    graded = s15.Graded(source, v, 0.0, 0.0)
+    acc, place = _steps(graded)
+    return s15.metrics(s15.Inputs("live", source), graded, acc, place, None), place, acc
 
 
 def test_pairwise_f1_follows_simple_evals_on_every_slice() -> None:
@@ -578,12 +601,12 @@ def test_no_finding_rests_on_an_undefined_value() -> None:
     # the only slices are undefined for one judge: a large defined gap elsewhere is still named
     # but an undefined one never is, however large the other side's value
     gapless = m.model_copy(update={"pairwise": {**m.pairwise, J3: {
-        **m.pairwise[J3], "emergency_referrals": s15.PairwiseF1(
+        **m.pairwise[J3], "emergency_referrals": PairwiseF1(
             kind="judge", pairs=18, balanced_f1=None,
             undefined={"balanced_f1": "no “met” from the judge"})}}})
     assert "furthest below" not in str(s15.findings(gapless))
     none_all = m.model_copy(update={"pairwise": {**m.pairwise, J1: {
-        "all": s15.PairwiseF1(kind="judge", pairs=36, balanced_f1=None,
+        "all": PairwiseF1(kind="judge", pairs=36, balanced_f1=None,
                               undefined={"balanced_f1": "no “met” from the judge"})}}})
     said = str(s15.findings(none_all))
     assert ("its pairwise balanced F1 is undefined (no “met” from the judge), so it is not "
@@ -600,18 +623,18 @@ def test_the_chapter_shows_undefined_as_a_dash_with_the_reason() -> None:
     """The pairwise and accuracy tables show an undefined value as "—" (never a number, never
     "nan"), and say under the table why, naming the rater and the slice."""
     _, place, acc = _chapter_metrics()
-    summary = place.summary()
+    summary = placement_summary(place.table)
     assert math.isnan(summary.loc[J2, "emergency_referrals"])
     assert math.isnan(summary.loc[J3, "hedging"])
     assert summary.loc[J1, "all"] == pytest.approx((24 / 35 + 26 / 37) / 2)
     # laid out by the vocabulary: the undefined cells read "—", under the theme's prose name
-    shown = vocabulary.lay_out(summary, value_kind="score")
-    rows = {r[0]: dict(zip(shown.labels, r, strict=True)) for r in shown.texts}
+    laid = vocabulary.lay_out(summary, value_kind="score", level=0.95)
+    rows = {r[0]: dict(zip(laid.labels, r, strict=True)) for r in laid.texts}
     assert rows["Claude Haiku 4.5"]["Emergency referrals"] == s15.UNDEFINED == "—"
     hedging = study.THEME_LABELS["hedging"]  # "Responding under uncertainty"
     assert rows["Gemini 2.5 Flash"][hedging] == s15.UNDEFINED
     assert rows["GPT-4.1"]["All"] == f"{(24 / 35 + 26 / 37) / 2:.3f}"
-    html = place._repr_html_() + acc._repr_html_()
+    html = shown(place)._repr_html_() + shown(acc)._repr_html_()
     text = re.sub(r"data:[^\"']+", "", html)  # the figure's embedded image
     assert not re.search(r"\bnan\b", text, flags=re.IGNORECASE)
     assert s15.UNDEFINED in html

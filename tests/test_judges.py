@@ -76,7 +76,7 @@ def _per_conversation(table, n_conv, noise=0.0, seed=0):
 
 def test_bootstrap_constant_cells_give_degenerate_intervals():
     s = _per_conversation(TABLE, 5)
-    out = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=100, seed=0)
+    out = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=100, seed=0, level=0.95)
     got = out.set_index(["stat", "judge"])
     assert got.loc[("self_preference_raw", "J3"), "estimate"] == pytest.approx(0.3)
     assert got.loc[("self_preference_corrected", "J1"), "estimate"] == pytest.approx(0.2)
@@ -88,7 +88,7 @@ def test_bootstrap_constant_cells_give_degenerate_intervals():
 def test_bootstrap_estimates_match_point_statistics():
     s = _per_conversation(TABLE, 60, noise=0.2, seed=3)
     s.loc[5, "score"] = np.nan  # one unscored conversation: left out of that cell only
-    out = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=300, seed=1)
+    out = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=300, seed=1, level=0.95)
     point = judges.judge_metrics(scoring.per_judge_means(s), J, own=OWN)
     got = out.set_index(["stat", "judge"])["estimate"]
     for j in J:
@@ -99,7 +99,7 @@ def test_bootstrap_estimates_match_point_statistics():
         )
     assert (out["low"] <= out["estimate"]).all() and (out["estimate"] <= out["high"]).all()
     assert (out["high"] > out["low"]).all()
-    again = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=300, seed=1)
+    again = judges.bootstrap_judge_stats(s, judges=J, own=OWN, n_resamples=300, seed=1, level=0.95)
     pd.testing.assert_frame_equal(out, again)
 
 
@@ -110,7 +110,7 @@ def test_paper_mode_v1_by_hand():
     m = score_sources.read_matrix(sources.fetch("matrix_v1"))
     for judge in study.JUDGE_PANEL:  # every judge model is also a candidate
         assert judge in set(m["candidate"])
-    met = judges.paper_judge_metrics(m, source="matrix_v1")
+    met = judges.paper_judge_metrics(m, source="matrix_v1", judges=study.JUDGE_PANEL)
     assert met["n_candidates"] == 20
     raw = met["self_preference_raw"]
     # gpt-4.1 judging itself 0.483064; haiku and gemini gave it 0.462072 and 0.591803
@@ -127,8 +127,8 @@ def test_paper_mode_v1_by_hand():
     }
     assert all(-1 <= t <= 1 for t in met["kendall_tau"].values())
     # the three later candidates are not part of the judge statistics
-    pj = scoring.paper_per_judge(m)
-    assert judges.grand_mean(pj) == pytest.approx(met["grand_mean"])
+    pj = scoring.paper_per_judge(m, judges=study.JUDGE_PANEL)
+    assert judges.grand_mean(pj, judges=study.JUDGE_PANEL) == pytest.approx(met["grand_mean"])
     assert not set(study.LATER_CANDIDATES) & set(pj.index)
 
 
@@ -150,7 +150,7 @@ def test_two_judges_by_hand():
     cor = judges.self_preference(TABLE, two, own=OWN, corrected=True)
     assert cor == {"J1": pytest.approx(0.2), "J3": pytest.approx(0.2)}
     out = judges.bootstrap_judge_stats(_per_conversation(TABLE[two], 5), judges=two, own=OWN,
-                                       n_resamples=50, seed=0)
+                                       n_resamples=50, seed=0, level=0.95)
     assert len(out) == 6 and set(out["judge"]) == set(two)
 
 
@@ -161,7 +161,7 @@ def test_one_judge_has_no_pair_and_no_self_preference():
     assert m["self_preference_raw"] == {} and m["self_preference_corrected"] == {}
     assert m["grand_mean"] == pytest.approx(1.6 / 4) and m["n_candidates"] == 4
     out = judges.bootstrap_judge_stats(_per_conversation(TABLE[one], 5), judges=one, own=OWN,
-                                       n_resamples=50, seed=0)
+                                       n_resamples=50, seed=0, level=0.95)
     assert out["stat"].tolist() == ["severity"] and out["estimate"].tolist() == [0.0]
     assert not out[["estimate", "low", "high"]].isna().any(axis=None)
 
@@ -183,7 +183,7 @@ def test_undefined_tau_is_none_not_nan():
 
 def test_bootstrap_over_one_conversation_has_no_interval():
     out = judges.bootstrap_judge_stats(_per_conversation(TABLE, 1), judges=J, own=OWN,
-                                       n_resamples=50, seed=0)
+                                       n_resamples=50, seed=0, level=0.95)
     assert not out["estimate"].isna().any()
     assert out["low"].isna().all() and out["high"].isna().all()
 
@@ -221,6 +221,8 @@ def test_rank_agreement_shows_an_undefined_tau_as_a_dash_with_the_reason():
     flat = TABLE.assign(J2=0.5)
     shown = s09_judges.RankAgreement("v1", judges.kendall_taus(flat, J), 3, 4,
                                      judges.kendall_tau_undefined(flat, J))
-    html = shown._repr_html_()
+    from hbpsych_utils.stages.base import shown as chapter_shows
+
+    html = chapter_shows(shown)._repr_html_()
     assert html.count("—") >= 2 and "gave every candidate the same score" in html
     assert "nan" not in html.lower()

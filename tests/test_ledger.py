@@ -13,8 +13,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import graph, profiles
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.state import StageState
 from hbpsych_utils.reporting import (
@@ -246,7 +245,7 @@ def _of(stage: str) -> list[PaperNumber]:
     return [n for n in NUMBERS if ledger_numbers.stage_of(n) == stage]
 
 
-def _rows(profile: config.Profile | None, states: dict[str, StageState] | None = None
+def _rows(profile: profiles.Profile | None, states: dict[str, StageState] | None = None
           ) -> dict[str, ledger.Row]:
     """The ledger of a run with no metrics (every value missing) under ``profile``."""
     run = RunConditions(profile, states or {})
@@ -281,7 +280,7 @@ def test_conditions_are_derived_from_the_graph_per_number():
 def test_the_default_profile_sets_every_condition_as_the_paper_did():
     """The paper's conditions are the profile model's defaults; the default profile, which
     reproduces the paper, must not change any of them."""
-    default = config.load_profile("default")
+    default = profiles.load_profile("default")
     rows = _rows(default)
     assert all(r.status == NOT_COMPUTABLE for r in rows.values())  # no metrics, no departure
     for n in NUMBERS:
@@ -290,7 +289,7 @@ def test_the_default_profile_sets_every_condition_as_the_paper_did():
 
 
 def test_a_tweak_marks_exactly_the_numbers_it_can_change():
-    rows = _rows(config.load_profile("default", {"judges.subset": "hard"}))
+    rows = _rows(profiles.load_profile("default", {"judges.subset": "hard"}))
     for n in NUMBERS:
         r = rows[n.id]
         if ledger_numbers.stage_of(n) == graph.JUDGES:
@@ -298,28 +297,28 @@ def test_a_tweak_marks_exactly_the_numbers_it_can_change():
             assert r.compared == NOT_COMPUTABLE  # what the value alone says is kept
         else:
             assert r.status == NOT_COMPUTABLE, n.id
-    rows = _rows(config.load_profile("default", {"scores.include_later": True}))
+    rows = _rows(profiles.load_profile("default", {"scores.include_later": True}))
     assert rows["top1"].label() == "tweaked: scores.include_later = true"
     assert rows["panel_kimi_k2_6"].status == NOT_COMPUTABLE
     # 08's numbers are its first subset's: adding a subset after it changes none of them
-    rows = _rows(config.load_profile("default", {"scores.subsets": ["v1"]}))
+    rows = _rows(profiles.load_profile("default", {"scores.subsets": ["v1"]}))
     assert not any(r.status == TWEAKED for r in rows.values())
-    rows = _rows(config.load_profile("default", {"scores.subsets": ["hard", "v1"]}))
+    rows = _rows(profiles.load_profile("default", {"scores.subsets": ["hard", "v1"]}))
     assert rows["panel_kimi_k2_6"].label() == "tweaked: scores.subsets = [hard, v1]"
     # an upstream stopping rule reaches the subset and what counts over it, not the screen
-    rows = _rows(config.load_profile("default", {"review_round1.threshold": 0.1}))
+    rows = _rows(profiles.load_profile("default", {"review_round1.threshold": 0.1}))
     for key in ("r1_controls_included", "r2_pool", "subset_v1", "refusals_opus_share"):
         assert rows[key].label() == "tweaked: review_round1.threshold = 0.1", key
     assert rows["screen_relevant"].status == rows["panel_kimi_k2_6"].status == NOT_COMPUTABLE
     # a construction stage run live is a tweak of its mode, named by the key that set it
-    rows = _rows(config.load_profile("default", {"screening.mode": "live",
+    rows = _rows(profiles.load_profile("default", {"screening.mode": "live",
                                                  "screening.model": "claude-opus-4-8"}))
     assert rows["screen_relevant"].settings == ("screening.mode = live",
                                                 "screening.model = claude-opus-4-8")
 
 
 def test_a_live_evaluation_reads_own_replies():
-    rows = _rows(config.load_profile("smoke"))
+    rows = _rows(profiles.load_profile("smoke"))
     for n in NUMBERS:
         r = rows[n.id]
         if set(ledger_numbers.stages_of(n)) & set(EVALUATION):
@@ -327,7 +326,7 @@ def test_a_live_evaluation_reads_own_replies():
         else:
             # the smoke profile's corpus cap and seed change no number of 01-05 (replayed)
             assert r.status == NOT_COMPUTABLE, (n.id, r.label())
-    harness = _rows(config.load_profile("default", {"harness_validation.mode": "live"}))
+    harness = _rows(profiles.load_profile("default", {"harness_validation.mode": "live"}))
     assert harness["harness_score"].status == OWN_REPLIES
     assert harness["panel_kimi_k2_6"].status == NOT_COMPUTABLE
 
@@ -341,7 +340,7 @@ def test_a_chapter_not_current_marks_its_numbers_first():
     states = {graph.SCORES: _state(graph.SCORES, "not_current", hand),
               graph.SUBSET: _state(graph.SUBSET, "failed", "its last run was failed"),
               graph.JUDGES: _state(graph.JUDGES, "current", "")}
-    tweaked = config.load_profile("default", {"judges.subset": "hard",
+    tweaked = profiles.load_profile("default", {"judges.subset": "hard",
                                               "scores.include_later": True})
     rows = _rows(tweaked, states)
     for n in NUMBERS:
@@ -357,7 +356,7 @@ def test_a_chapter_not_current_marks_its_numbers_first():
     assert _rows(None, states)["top1"].status == NOT_CURRENT
     assert _rows(None, states)["tau_haiku_gemini"].status == NOT_COMPUTABLE
     # not current comes before own replies
-    smoke = _rows(config.load_profile("smoke"), states)
+    smoke = _rows(profiles.load_profile("smoke"), states)
     assert (smoke["top1"].status, smoke["tau_haiku_gemini"].status) == (NOT_CURRENT,
                                                                         OWN_REPLIES)
 
@@ -423,10 +422,10 @@ def test_one_perturbed_vote_shows_as_differing_numbers(default_run: Path, tmp_pa
     changed = _flip_an_included_control(votes)
     changed.to_csv(votes_path, index=False)
     shown = Votes([], changed)
-    stage_run = SimpleNamespace(mode=graph.REPLAY,
-                                params=SimpleNamespace(threshold=study.CONTROL_THRESHOLD))
-    review = SimpleNamespace(table=changed[["review_id", "prompt_id", "kind"]])
-    m03 = s03.metrics(stage_run, review, s03.tally(stage_run, shown), s03.agreement(shown))
+    review = SimpleNamespace(mode=graph.REPLAY, table=changed[["review_id", "prompt_id", "kind"]])
+    threshold = study.CONTROL_THRESHOLD
+    m03 = s03.metrics(review, s03.tally(shown, threshold=threshold), s03.agreement(shown),
+                      threshold=threshold)
     (run / graph.REVIEW_ROUND1 / graph.METRICS).write_text(json.dumps(metrics_models.dump(m03)))
     run_chapter(graph.SUBSET, {"profile": "default", "outputs_root": str(run.parent)})
 

@@ -49,15 +49,15 @@ def test_length_table_per_scorer_and_candidate():
     scores = pd.DataFrame({"scorer": ["panel"] * 3, "candidate": ["m"] * 3,
                            "prompt_id": ["c", "a", "b"], "score": [-0.1, 0.5, 0.2]})
     lengths = {("m", "a"): 1500, ("m", "b"): 4500, ("m", "c"): 3000}
-    t = length.length_table(scores, lengths, 0.0392, n_resamples=40, seed=3).iloc[0]
+    t = length.length_table(scores, lengths, 0.0392, n_resamples=40, seed=3, level=0.95).iloc[0]
     assert t["n"] == 3 and t["mean_chars"] == 3000 and t["median_chars"] == 3000
     assert t["clipped_mean"] == pytest.approx(0.2)
     assert t["adjusted_mean"] == pytest.approx((0.5392 + 0.004 - 0.1784) / 3)
     assert t["adjustment"] == pytest.approx(t["adjusted_mean"] - 0.2)
-    ci = scoring.bootstrap_ci([0.5392, 0.004, -0.1784], n_resamples=40, seed=3)
+    ci = scoring.bootstrap_ci([0.5392, 0.004, -0.1784], n_resamples=40, seed=3, level=0.95)
     assert [t["adjusted_ci_low"], t["adjusted_ci_high"]] == pytest.approx([ci.low, ci.high])
     with pytest.raises(length.LengthError, match="candidate m to prompt_id c"):
-        length.length_table(scores, {("m", "a"): 1, ("m", "b"): 2}, 0.0392)
+        length.length_table(scores, {("m", "a"): 1, ("m", "b"): 2}, 0.0392, level=0.95, seed=0)
 
 
 def test_reordered_pairs_need_both_gaps():

@@ -37,7 +37,7 @@ def test_registry_holds_the_study_panel() -> None:
 def test_decoding_quirks_from_the_registry() -> None:
     def dec(model: str, t: float | None = 0, cap: int | None = 8192) -> dict:
         s = REG.model(model)
-        return resolve_decoding(s, REG.providers[s.provider].kind, t, cap)
+        return resolve_decoding(s, REG.providers[s.provider].kind, t, cap, seed=None)
 
     assert dec("gpt-4.1-2025-04-14") == {"temperature": 0.0, "max_tokens": 8192}
     assert dec("gpt-5.5") == {"max_completion_tokens": 8192}  # temperature rejected
@@ -363,7 +363,7 @@ def test_the_simulator_answers_by_seed_and_as_before_without_one() -> None:
     msgs = [("user", "I cannot sleep.")]
     before = hashlib.sha256(json.dumps(["m", [list(m) for m in msgs], None], sort_keys=True,
                                        separators=(",", ":")).encode()).hexdigest()
-    assert sim_hash("m", msgs, None) == before == sim_hash("m", msgs, None, None)
+    assert sim_hash("m", msgs, None, seed=None) == before == sim_hash("m", msgs, None, None)
     assert sim_hash("m", msgs, None, 1) != sim_hash("m", msgs, None, 2) != before
     assert request_seed("openai", {"seed": 4}) == 4
     assert request_seed("openai", {"random_seed": 5}) == 5

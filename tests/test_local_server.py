@@ -72,7 +72,7 @@ def test_find_model_reports_a_listed_but_deleted_file(tmp_path, monkeypatch):
 
 
 def test_server_command_binds_loopback_with_the_chat_format(tmp_path):
-    cmd = ls.server_command(tmp_path / "m.gguf", 4321, python="py", n_ctx=1024, n_threads=2)
+    cmd = ls.server_command(tmp_path / "m.gguf", 4321, python="py", n_ctx=1024, n_threads=2, seed=0)
     assert cmd[:3] == ["py", "-m", "llama_cpp.server"]
     args = dict(zip(cmd[3::2], cmd[4::2], strict=True))
     assert args["--model"] == str(tmp_path / "m.gguf")

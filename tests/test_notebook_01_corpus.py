@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 
 from hbpsych_utils.construction import corpus
-from hbpsych_utils.core import config, sources
+from hbpsych_utils.core import sources
+from hbpsych_utils.pipeline import profiles
 
 pytestmark = pytest.mark.notebook
 
 
 def test_metrics_are_true_counts(smoke_run: Path) -> None:
     metrics = json.loads((smoke_run / "01_corpus" / "metrics.json").read_text())
-    n = config.load_profile("smoke").corpus.max_conversations
+    n = profiles.load_profile("smoke").corpus.max_conversations
     # independent recomputation straight from the first n lines of the corpus file
     lines = sources.fetch("healthbench_oss").read_text().splitlines()[:n]
     records = [json.loads(line) for line in lines]

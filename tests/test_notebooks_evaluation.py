@@ -153,18 +153,87 @@ def test_figures_and_tables_written_and_published(run: Path) -> None:
     assert m["published_to_figures"] is True and m["n_files"] == len(m["files"])
 
 
-def test_judge_accuracy_in_paper_mode_is_one_sentence(run: Path) -> None:
-    """15 on the default profile: the physicians' labels are online only, so the chapter says so
-    once per section, downloads nothing and calls no judge."""
+def test_judge_accuracy_in_paper_mode_says_once_what_it_needs(run: Path) -> None:
+    """15 on the default profile: the physicians' labels are online only, so the chapter says
+    once, at its top, that it needs them and what a live run adds, downloads nothing and calls
+    no judge; every other section shows nothing (the book drops it)."""
     import json
 
-    from hbpsych_utils.stages.s15_judge_accuracy import PAPER_NOTE
+    from hbpsych_utils.reporting.display import is_not_in_run
 
     assert metrics(run, "15_judge_accuracy") == {"mode": "paper"}
     # nothing fetched (no download attempt, not even the template): no artifact record at all
     assert sorted(p.name for p in (run / "15_judge_accuracy").iterdir()) == [
         "build.json", "metrics.json"]
     nb = json.loads((run / "notebooks" / "15_judge_accuracy.ipynb").read_text())
-    shown = [o.get("data", {}).get("text/markdown", "") for c in nb["cells"]
-             for o in c.get("outputs", [])]
-    assert sum(PAPER_NOTE in "".join(s) for s in shown) >= 5
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    shown = ["".join(o.get("data", {}).get("text/markdown", "")) for o in outputs]
+    assert sum("needs the physician labels" in s for s in shown) == 1
+    assert sum(is_not_in_run(o) for o in outputs) >= 6
+
+
+def _sections(nb: dict) -> list[tuple[str, list[dict]]]:
+    """A chapter's ``##`` sections: each heading's text and the outputs of its code cells."""
+    found: list[tuple[str, list[dict]]] = []
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and source.startswith("## "):
+            found.append((source.splitlines()[0][3:].strip(), []))
+        elif cell["cell_type"] == "code" and found:
+            found[-1][1].extend(cell.get("outputs", []))
+    return found
+
+
+def _book_headings(page: Path) -> list[str]:
+    """The section headings of a chapter's page in the book (the theme's own left out)."""
+    import re
+    from html import unescape
+
+    html = page.read_text(encoding="utf-8")
+    return [unescape(h).replace("’", "'").strip()
+            for h in re.findall(r"<h2>([^<]*)<a class=\"headerlink\"", html)]
+
+
+def test_a_chapter_without_its_data_says_so_once_at_its_top(run: Path) -> None:
+    """In the default (paper) run, chapters 13 and 14 need a live run and 15 the physician
+    labels: each chapter's first output says so, with what a live run adds, and no other
+    output repeats it; the book drops every section whose outputs are all "not in this run"
+    (heading included) and says the sentence once; the landing page marks these chapters
+    "needs ..." where the others read "current"."""
+    import json
+    import re
+    from html import unescape
+
+    from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.reporting.display import is_not_in_run
+
+    profile = config.load_profile("default")
+    needs = {s: need for s in graph.STAGES
+             if (need := graph.needs(s, graph.stage_mode(profile, s))) is not None}
+    assert needs == {graph.EXPLORER: "a live run", graph.ANALYSES: "a live run",
+                     graph.JUDGE_ACCURACY: "the physician labels"}
+    dropped = {graph.EXPLORER: 1, graph.ANALYSES: 3, graph.JUDGE_ACCURACY: 6}  # at least
+    for stage, need in needs.items():
+        nb = json.loads((run / "notebooks" / f"{stage}.ipynb").read_text(encoding="utf-8"))
+        shown = ["".join(o.get("data", {}).get("text/markdown", ""))
+                 for c in nb["cells"] for o in c.get("outputs", []) if not is_not_in_run(o)]
+        assert shown[0].startswith(f"**This chapter needs {need}**"), (stage, shown[0])
+        assert " adds " in shown[0], stage  # what a run with the data adds
+        assert sum("This chapter needs" in s for s in shown) == 1, stage
+        sections = _sections(nb)
+        empty = [h for h, outs in sections if outs and all(is_not_in_run(o) for o in outs)]
+        kept = [h for h, outs in sections if h not in empty]
+        assert len(empty) >= dropped[stage], (stage, empty)
+        page = run / "book" / f"{stage}.html"
+        assert _book_headings(page) == kept, stage
+        assert page.read_text(encoding="utf-8").count("This chapter needs") == 1, stage
+    landing = unescape(" ".join((run / "book" / "index.html").read_text(
+        encoding="utf-8").split()))
+    row = (r'href="(\d\d_\w+)\.html"><span[^>]*>\d\d · [^<]*</span></a></p></td> '
+           r'<td[^>]*><p>[^<]*</p></td> <td[^>]*><p>([^<]*)</p></td>')
+    states = dict(re.findall(row, landing))
+    assert set(states) == set(graph.STAGES)
+    assert {s: w for s, w in states.items() if s in needs} == {
+        s: f"needs {need}" for s, need in needs.items()}
+    assert {w for s, w in states.items() if s not in needs} == {"current"}

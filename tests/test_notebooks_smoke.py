@@ -17,7 +17,8 @@ import pytest
 from conftest import stage_metrics as metrics
 
 from hbpsych_utils import runner
-from hbpsych_utils.core import config, sources
+from hbpsych_utils.core import sources
+from hbpsych_utils.pipeline import profiles
 
 pytestmark = pytest.mark.notebook
 
@@ -62,7 +63,7 @@ def test_chain_shape_and_injected_faults(run: Path) -> None:
     assert gen["n_conversations"] >= 10
     assert gen["n_responses"] == len(gen["candidates"]) * gen["n_conversations"]
     assert gen["n_refused"] == 1  # the injected refusal, kept as the model's answer
-    profile = config.load_profile("smoke")
+    profile = profiles.load_profile("smoke")
     fault = next(f for f in profile.llm.faults if f.kind == "content_filter")
     rows = [json.loads(x) for x in (run / "06_generation" / "responses.jsonl").open()]
     (row,) = [r for r in rows if r["refusal"]]
@@ -161,7 +162,7 @@ def test_filter_results_on_the_runs_own_scores_matches_08(run: Path) -> None:
     from hbpsych_utils.reporting import interop
 
     results = interop.load_results([run / "07_grading" / "scores.csv"], "hbpsych")
-    reports = interop.filter_results(results, [interop.resolve_subset("v1")], seed=7)
+    reports = interop.filter_results(results, [interop.resolve_subset("v1")], seed=7, level=0.95)
     m = metrics(run, "08_scores")
     assert {r.model for r in reports} == set(m["panel_mean"])
     for r in reports:
@@ -174,7 +175,7 @@ def test_live_harness_check_at_reference_settings(run: Path) -> None:
     assert m["mode"] == "live" and m["settings"]["temperature"] == 0.5
     with open(run / "11_harness_validation" / "scores.csv") as fh:
         scores = [float(r["score"]) for r in csv.DictReader(fh) if r["score"] != ""]
-    n = config.load_profile("smoke").harness_validation.n_conversations
+    n = profiles.load_profile("smoke").harness_validation.n_conversations
     assert m["n_scored"] == len(scores) == n
     assert m["clipped_mean"] == pytest.approx(min(1, max(0, sum(scores) / len(scores))), abs=1e-12)
     assert m["n_common_with_released"] == m["n_scored"]  # every Hard id has a released score
@@ -207,10 +208,12 @@ def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path
         header = next(csv.reader(fh))
     assert [c for c in header if c in study.JUDGE_PANEL] == two
     # the heatmap, drawn again from the same files: one column per judge used
-    stage = s12_figures_tables.start({"profile": "smoke", "outputs_root": tmp_path,
-                                      "mode": "live", "publish": False})
+    stage = s12_figures_tables.start(profile="smoke", outputs_root=tmp_path, mode="live",
+                                     subsets=["v1", "hard"], publish=False)
     shutil.rmtree(stage.figure_cache)  # drawn, not copied from the run's figure cache
-    panels = s12_figures_tables.ranking_and_heatmaps(stage, s12_figures_tables.table1(stage))
+    data = s12_figures_tables.inputs(stage, subsets=["v1", "hard"])
+    panels = s12_figures_tables.ranking_and_heatmaps(s12_figures_tables.table1(data),
+                                                     cache=stage.figure_cache)
     heatmap = panels.figures["fig_heatmap_v1"].figure.axes[0]
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in two]
@@ -374,7 +377,7 @@ def test_smoke_with_three_samples_reports_worst_at_k(tmp_path: Path, mirror: Pat
     assert gen["samples"] == 3 and gen["n_sample_responses"] == 2 * gen["n_responses"]
     seeds = {json.loads(x)["seed"] for x in
              (run / "06_generation" / "responses_samples.jsonl").read_text().splitlines()}
-    assert seeds == {config.load_profile("smoke").seed + s for s in (1, 2)}
+    assert seeds == {profiles.load_profile("smoke").seed + s for s in (1, 2)}
     panel: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for name, sample in (("scores.csv", None), ("scores_samples.csv", "sample")):
         with open(run / "07_grading" / name) as fh:

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import graph, profiles
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "hbpsych_utils"
@@ -117,7 +116,7 @@ def test_parameters_cell_is_the_default_profiles_resolved_values(nb: Path) -> No
     import papermill
 
     declared = papermill.inspect_notebook(str(nb))
-    expected = graph.notebook_parameters(config.load_profile("default"), nb.stem, "../outputs")
+    expected = graph.notebook_parameters(profiles.load_profile("default"), nb.stem, "../outputs")
     assert list(declared) == list(expected)
     for key, value in expected.items():
         assert eval(declared[key]["default"]) == value, f"{nb.name}: {key}"
@@ -231,12 +230,26 @@ def test_imports_only_go_down_the_layers() -> None:
     assert found == [], "upward imports:\n" + "\n".join(found)
 
 
+def chapter_of(module: str) -> str | None:
+    """The chapter a module belongs to (``hbpsych_utils.stages.s15_judge_accuracy``, for the
+    chapter's module or any module of its package), ``None`` outside the chapters."""
+    prefix = "hbpsych_utils.stages."
+    if not module.startswith(prefix + "s"):
+        return None
+    return prefix + module.removeprefix(prefix).split(".")[0]
+
+
 def test_stages_do_not_import_each_other() -> None:
+    """A chapter (a stage module, or a package whose modules split one) imports no other
+    chapter; the modules of one chapter's package import one another."""
     modules = package_modules()
-    chapters = {m for m in modules if m.startswith("hbpsych_utils.stages.s")}
+    chapters = {m for m in modules if chapter_of(m) is not None}
     found = sorted(f"{m} -> {t}" for m in chapters for t in imports_of(modules[m], modules)
-                   if t in chapters)
+                   if t in chapters and chapter_of(t) != chapter_of(m))
     assert found == []
+    assert chapter_of("hbpsych_utils.stages.s15_judge_accuracy.rows") == chapter_of(
+        "hbpsych_utils.stages.s15_judge_accuracy") != chapter_of("hbpsych_utils.stages.s14_x")
+    assert chapter_of("hbpsych_utils.stages.base") is None
 
 
 def test_the_simulator_is_imported_only_where_a_profile_asks_for_it() -> None:

@@ -20,15 +20,14 @@ import pytest
 from conftest import notebook, write_profile
 
 from hbpsych_utils import runner
-from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import graph, profiles
 from hbpsych_utils.runner import schedule
 
 # --- what waits for what (no kernel) ----------------------------------------------------------
 
 
 def test_a_notebook_waits_for_the_planned_notebooks_upstream_of_it() -> None:
-    default = config.load_profile("default")  # paper mode: 06 to 15 read released files
+    default = profiles.load_profile("default")  # paper mode: 06 to 15 read released files
     to_run = graph.profile_stages(default)
     board = schedule.board(default, to_run)
     assert board.waits_for["03_review_round1"] == {"01_corpus", "02_screening"}
@@ -47,7 +46,7 @@ def test_a_notebook_waits_for_the_planned_notebooks_upstream_of_it() -> None:
 
 def test_a_stage_left_out_of_the_plan_still_orders_those_around_it() -> None:
     """03 does not run (current); 04 reads 03, which reads 01: 04 waits for 01."""
-    default = config.load_profile("default")
+    default = profiles.load_profile("default")
     board = schedule.board(default, ["01_corpus", "04_recall"])
     assert board.waits_for == {"01_corpus": set(), "04_recall": {"01_corpus"}}
 
@@ -55,7 +54,7 @@ def test_a_stage_left_out_of_the_plan_still_orders_those_around_it() -> None:
 def test_the_notebooks_that_call_models_take_the_store_in_turn() -> None:
     """They share the run's LLM store, which they read (answers already paid for, the spend
     so far): one at a time, in the plan's order, whether or not the one before succeeded."""
-    smoke = config.load_profile("smoke")
+    smoke = profiles.load_profile("smoke")
     to_run = graph.profile_stages(smoke)
     callers = [s for s in to_run if schedule.calls_models(smoke, s)]
     assert callers == ["06_generation", "07_grading", "11_harness_validation",
@@ -69,7 +68,7 @@ def test_the_notebooks_that_call_models_take_the_store_in_turn() -> None:
     assert "11_harness_validation" not in board.ready(len(to_run))  # 07 has not ended
     board.ended.add("07_grading")  # failed: 11 reads nothing of it, and its turn has come
     assert "11_harness_validation" in board.ready(len(to_run))
-    assert not any(schedule.calls_models(config.load_profile("default"), s) for s in to_run)
+    assert not any(schedule.calls_models(profiles.load_profile("default"), s) for s in to_run)
 
 
 def test_jobs_must_be_a_whole_number_of_at_least_one(capsys) -> None:

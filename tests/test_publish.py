@@ -19,8 +19,8 @@ import jsonschema
 import pytest
 
 from hbpsych_utils import study
-from hbpsych_utils.core import config, sources
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.core import sources
+from hbpsych_utils.pipeline import graph, profiles
 from hbpsych_utils.reporting import publish, publish_contract, publish_paper, publish_run
 from hbpsych_utils.runner import cli
 
@@ -62,7 +62,7 @@ def fake_paper_run(root: Path) -> publish.RunFolder:
         index[key] = name
     (subset_dir / "subsets.json").write_text(json.dumps(index))
     manifest = {"package_version": "0.1.0", "git": {"commit": "abc123", "dirty": False}}
-    return publish.RunFolder(root, config.load_profile("default"), manifest)
+    return publish.RunFolder(root, profiles.load_profile("default"), manifest)
 
 
 def valid_artifact() -> publish.Artifact:
@@ -150,7 +150,8 @@ def test_a_candidate_missing_from_a_judges_matrix_is_refused(mirror: Path, tmp_p
     with pytest.raises(publish.PublishError, match=(
             r"matrix_hard\.csv: candidate gpt-6-astra has no score from judge "
             r"claude-haiku-4-5-20251001")):
-        publish_paper.paper_scores(main, publish_paper.read_released("hard", cut))
+        publish_paper.paper_scores(main, publish_paper.read_released("hard", cut),
+                                   judges=study.JUDGE_PANEL)
 
 
 def test_check_release_refuses_a_value_that_is_not_the_printed_one(paper_v1: Any) -> None:
@@ -293,7 +294,7 @@ def test_publish_smoke_intervals_errors_items_cost_and_the_book(
     assert cli.publish_main(["smoke", "--outputs", str(run.parent), "--no-book"]) == 0
     out = run / publish.PUBLISHED_DIR / "v1"
     scores = list(csv.DictReader((run / "07_grading" / "scores.csv").open(encoding="utf-8")))
-    smoke = config.load_profile("smoke")
+    smoke = profiles.load_profile("smoke")
     payloads = {f.name: json.loads(f.read_text()) for f in out.glob("*.json")
                 if f.name != publish.EXPORT_MANIFEST}
     assert {p["model"]["label"] for p in payloads.values()} == set(smoke.generation.candidates)

@@ -38,13 +38,13 @@ def test_worst_at_k_is_the_mean_of_subset_minima():
 
 
 def test_worst_at_k_table_by_hand():
-    t = reliability.worst_at_k_table(_long(GRID), n_resamples=30, seed=2).set_index("k")
+    t = reliability.worst_at_k_table(_long(GRID), n_resamples=30, seed=2, level=0.95).set_index("k")
     assert t["n"].tolist() == [2, 2, 2]
     # worst-at-1: the mean of all samples; worst-at-K: the mean of per-conversation minima
     assert t.loc[1, "clipped_mean"] == pytest.approx((0.5 + 0.8) / 2)
     assert t.loc[2, "clipped_mean"] == pytest.approx((0.3 + 0.6) / 2)
     assert t.loc[3, "clipped_mean"] == pytest.approx((0.2 + 0.4) / 2)
-    ci = scoring.bootstrap_ci([0.2, 0.4], n_resamples=30, seed=2)
+    ci = scoring.bootstrap_ci([0.2, 0.4], n_resamples=30, seed=2, level=0.95)
     assert [t.loc[3, "ci_low"], t.loc[3, "ci_high"]] == pytest.approx([ci.low, ci.high])
 
 
@@ -53,7 +53,7 @@ def test_incomplete_conversations_are_left_out_and_clipping_applies():
     long = _long(grid)
     kept, dropped = reliability.complete(long)
     assert dropped == 1 and sorted(kept.index.get_level_values("prompt_id")) == ["c1", "c2", "c4"]
-    t = reliability.worst_at_k_table(long, n_resamples=30).set_index("k")
+    t = reliability.worst_at_k_table(long, n_resamples=30, level=0.95, seed=0).set_index("k")
     assert t.loc[3, "clipped_mean"] == 0.0  # (0.2 + 0.4 - 0.9) / 3 < 0: clipped to 0
     assert t.loc[1, "n"] == 3
 

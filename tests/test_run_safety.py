@@ -22,7 +22,7 @@ from nbclient.exceptions import DeadKernelError
 
 from hbpsych_utils import runner
 from hbpsych_utils.core import config, runlock, sources
-from hbpsych_utils.pipeline import stage
+from hbpsych_utils.pipeline import profiles, stage
 
 
 def make_store(out: Path) -> tuple[int, str]:
@@ -264,7 +264,7 @@ def test_second_run_into_the_same_folder_is_refused_at_once(project: Path) -> No
         valid = profile.read_text()
         profile.write_text("description: test\ncorpus: {max_conversations: -1}\n")
         with pytest.raises(config.ProfileError, match="max_conversations"):
-            config.load_profile("p")
+            profiles.load_profile("p")
         second = subprocess.run(cli("--outputs", str(out)), env=env, text=True,
                                 capture_output=True, timeout=60, check=False)
         assert second.returncode == runner.EXIT_LOCKED, second.stderr

@@ -12,7 +12,7 @@ from conftest import notebook, write_profile
 
 from hbpsych_utils import runner, study
 from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import state
+from hbpsych_utils.pipeline import profiles, state
 from hbpsych_utils.runner import plan as run_plan
 
 SEEN = "open(f'{outputs_root}/{profile}/seen.txt', 'a').write(f'{NAME} {VALUE}\\n')"
@@ -162,14 +162,14 @@ def test_a_second_run_does_only_what_changed(project: Path) -> None:
         "01_corpus", "02_screening", "03_review_round1"]
 
 
-def built(project: Path, out: Path, *stages: str, text: str = "") -> config.Profile:
+def built(project: Path, out: Path, *stages: str, text: str = "") -> profiles.Profile:
     """A run folder in which ``stages`` have build records matching the profile (as if the
     runner had run them): the plan can then be checked without starting a kernel."""
     write_profile(project, "01_corpus", "02_screening", "03_review_round1", "04_recall",
                   text=text)
     for name in ("01_corpus", "02_screening", "03_review_round1", "04_recall"):
         notebook(project / "notebooks" / f"{name}.ipynb", "y = 1")
-    profile = config.load_profile("p")
+    profile = profiles.load_profile("p")
     expected = state.expected_inputs(profile)
     for name in stages:
         (out / name).mkdir(parents=True)
@@ -177,7 +177,7 @@ def built(project: Path, out: Path, *stages: str, text: str = "") -> config.Prof
     return profile
 
 
-def planned(profile: config.Profile, out: Path, **kw) -> dict[str, tuple[bool, str]]:
+def planned(profile: profiles.Profile, out: Path, **kw) -> dict[str, tuple[bool, str]]:
     steps = run_plan.plan(profile, out, state.expected_inputs(profile), **kw)
     return {s.stage: (s.run, s.reason) for s in steps}
 
@@ -243,7 +243,7 @@ def test_an_upstream_the_profile_does_not_run_leaves_its_dependents_alone(
     write_profile(project, "01_corpus", "03_review_round1")
     for name in ("01_corpus", "03_review_round1"):
         notebook(project / "notebooks" / f"{name}.ipynb", "y = 1")
-    profile = config.load_profile("p")
+    profile = profiles.load_profile("p")
     out = project / "outputs" / "p"
     expected = state.expected_inputs(profile)
     assert expected["03_review_round1"].upstream == {

@@ -12,11 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, notebook, write_profile
+from conftest import ROOT, chapter_parameters, notebook, write_profile
 
 from hbpsych_utils import runner
 from hbpsych_utils.__main__ import main as cli
 from hbpsych_utils.core import config, paths
+from hbpsych_utils.pipeline import profiles
 from hbpsych_utils.pipeline.stage import Stage
 
 MUST_NOT_RUN = "raise SystemExit('must not run')"
@@ -64,7 +65,7 @@ def test_a_profile_named_by_an_unsafe_name_or_file_is_refused(given: str, name: 
     with pytest.raises(config.ProfileError, match=f"profile name {name!r} is not a plain name"):
         config.existing_profile_path(given)
     with pytest.raises(config.ProfileError, match="is not a plain name"):
-        config.load_profile(given)
+        profiles.load_profile(given)
 
 
 @pytest.mark.parametrize(("file", "argument"), [
@@ -254,5 +255,5 @@ def test_a_notebook_run_by_hand_with_an_unsafe_profile_removes_and_writes_nothin
     kept.mkdir(parents=True)
     before = snapshot(tmp_path)
     with pytest.raises(paths.UnsafePath, match="is not a plain name"):
-        base.start("09_judges", {"profile": "..", "outputs_root": str(outputs)})
+        base.start("09_judges", chapter_parameters("09_judges", outputs, profile=".."))
     assert snapshot(tmp_path) == before

@@ -72,18 +72,18 @@ def test_an_interval_needs_two_conversations():
     assert one.undefined == scoring.ONE_CONVERSATION
     none = scoring.percentile_interval([np.nan] * 5, 0.95, n=5)
     assert math.isnan(none.low) and none.undefined == scoring.NO_RESAMPLE
-    ci = scoring.bootstrap_ci([0.7], seed=1)
+    ci = scoring.bootstrap_ci([0.7], seed=1, level=0.95)
     assert (ci.estimate, ci.n, ci.undefined) == (0.7, 1, scoring.ONE_CONVERSATION)
     assert math.isnan(ci.low) and math.isnan(ci.high)
-    iv, std = scoring.interval_and_std([0.7], seed=1)
+    iv, std = scoring.interval_and_std([0.7], seed=1, level=0.95)
     # the reference's bootstrap_std over one conversation stays what it computes: 0
     assert math.isnan(iv.low) and std == pytest.approx(0.0, abs=1e-12)
-    d = scoring.paired_difference(pd.Series({"p": 0.9}), pd.Series({"p": 0.4}), seed=1)
+    d = scoring.paired_difference(pd.Series({"p": 0.9}), pd.Series({"p": 0.4}), seed=1, level=0.95)
     assert d.difference == pytest.approx(0.5) and math.isnan(d.low) and math.isnan(d.high)
 
 
 def test_bootstrap_constant_scores_degenerate_interval():
-    ci = scoring.bootstrap_ci([0.4] * 10, seed=1)
+    ci = scoring.bootstrap_ci([0.4] * 10, seed=1, level=0.95)
     assert (ci.estimate, ci.low, ci.high, ci.n) == (pytest.approx(0.4), pytest.approx(0.4),
                                                      pytest.approx(0.4), 10)
 
@@ -91,13 +91,13 @@ def test_bootstrap_constant_scores_degenerate_interval():
 def test_bootstrap_two_point_distribution():
     # n = 2: resample means are 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4, so the 2.5% and
     # 97.5% percentiles of 1,000 resamples are 0 and 1.
-    ci = scoring.bootstrap_ci([0.0, 1.0], seed=0)
+    ci = scoring.bootstrap_ci([0.0, 1.0], seed=0, level=0.95)
     assert (ci.estimate, ci.low, ci.high) == (0.5, 0.0, 1.0)
 
 
 def test_bootstrap_clips_each_resample():
     # resample means 0.5, 1.0, 1.5 -> clipped to 0.5, 1.0, 1.0: the upper limit is 1, not 1.5
-    ci = scoring.bootstrap_ci([1.5, 0.5], seed=0)
+    ci = scoring.bootstrap_ci([1.5, 0.5], seed=0, level=0.95)
     assert (ci.estimate, ci.low, ci.high) == (1.0, 0.5, 1.0)
     means = scoring.bootstrap_means([1.5, 0.5], seed=0)
     assert set(np.unique(means)) == {0.5, 1.0}
@@ -106,16 +106,16 @@ def test_bootstrap_clips_each_resample():
 def test_bootstrap_is_seeded():
     rng = np.random.default_rng(11)
     x = rng.uniform(-0.2, 1.0, size=200)
-    a = scoring.bootstrap_ci(x, seed=5)
-    b = scoring.bootstrap_ci(x, seed=5)
-    c = scoring.bootstrap_ci(x, seed=6)
+    a = scoring.bootstrap_ci(x, seed=5, level=0.95)
+    b = scoring.bootstrap_ci(x, seed=5, level=0.95)
+    c = scoring.bootstrap_ci(x, seed=6, level=0.95)
     assert a == b
     assert (a.low, a.high) != (c.low, c.high)
     assert a.low < a.estimate < a.high
 
 
 def test_reference_bootstrap_std():
-    assert scoring.reference_bootstrap_std([0.3] * 20) == pytest.approx(0.0, abs=1e-12)
+    assert scoring.reference_bootstrap_std([0.3] * 20, seed=0) == pytest.approx(0.0, abs=1e-12)
     # two-point case: std of {0, .5, 1} w.p. {1/4, 1/2, 1/4} is sqrt(1/8) = 0.3536
     assert scoring.reference_bootstrap_std([0.0, 1.0], seed=2) == pytest.approx(
         math.sqrt(1 / 8), abs=0.02
@@ -145,7 +145,7 @@ def test_table1_by_hand():
         ("j1", "B", "p", 0.9), ("j2", "B", "p", 0.7),
         ("j1", "B", "q", 0.5), ("j2", "B", "q", np.nan),
     ])
-    t = scoring.table1(s, judges=["j1", "j2"], n_resamples=200, seed=0)
+    t = scoring.table1(s, judges=["j1", "j2"], n_resamples=200, seed=0, level=0.95)
     assert list(t.index) == ["B", "A"]
     # B: panel only over p: (0.9 + 0.7) / 2 = 0.8; j1 mean over p, q = 0.7; j2 over p = 0.7
     assert t.loc["B", "panel_mean"] == pytest.approx(0.8)
@@ -170,7 +170,7 @@ def test_paired_difference_constant_shift():
     idx = [f"p{i}" for i in range(30)]
     b = pd.Series(np.linspace(0.1, 0.5, 30), index=idx)
     a = b + 0.1
-    r = scoring.paired_difference(a, b, names=("a", "b"), seed=0)
+    r = scoring.paired_difference(a, b, names=("a", "b"), seed=0, level=0.95)
     assert r.difference == pytest.approx(0.1)
     assert (r.low, r.high) == (pytest.approx(0.1), pytest.approx(0.1))
     # every resample difference is > 0: p = 2 * (0 + 1) / (1000 + 1)
@@ -181,7 +181,7 @@ def test_paired_difference_constant_shift():
 def test_paired_difference_identical_and_common_conversations():
     a = pd.Series([0.3, 0.6, 0.9], index=["x", "y", "z"])
     b = pd.Series([0.3, 0.6, np.nan, 0.1], index=["x", "y", "z", "w"])
-    r = scoring.paired_difference(a, b, seed=0)
+    r = scoring.paired_difference(a, b, seed=0, level=0.95)
     assert r.n == 2
     assert r.difference == 0.0
     assert r.p_value == 1.0
@@ -206,7 +206,7 @@ def test_pairwise_family():
         "B": pd.Series(base + 0.1, index=idx),
         "C": pd.Series(base, index=idx),
     }
-    df = scoring.pairwise_differences(per, ["A", "B", "C"], n_resamples=500, seed=1)
+    df = scoring.pairwise_differences(per, ["A", "B", "C"], n_resamples=500, seed=1, level=0.95)
     assert list(zip(df["a"], df["b"], strict=True)) == [("A", "B"), ("A", "C"), ("B", "C")]
     assert df["difference"].to_numpy() == pytest.approx([0.1, 0.2, 0.1])
     # all three raw p-values are 2/501; Holm multiplies by 3, 2, 1 then takes the running max
@@ -260,9 +260,9 @@ def test_paper_mode_from_released_v1_matrix():
 
     m = score_sources.read_matrix(sources.fetch("matrix_v1"))
     assert len(m) == 69
-    pj = scoring.paper_per_judge(m, source="matrix_v1")
+    pj = scoring.paper_per_judge(m, source="matrix_v1", judges=study.JUDGE_PANEL)
     assert len(pj) == 20 and pj["in_study"].all()
-    table = scoring.paper_table(pj)
+    table = scoring.paper_table(pj, judges=study.JUDGE_PANEL)
     # kimi-k2.6 rows: haiku 0.586262, gemini 0.694921, gpt-4.1 0.599671 -> 1.880854 / 3
     assert table.loc["kimi-k2.6", "panel_mean"] == pytest.approx(0.626951333333, abs=1e-9)
     # gpt-5.5: (0.584990 + 0.688751 + 0.597851) / 3 = 0.623864
@@ -273,10 +273,10 @@ def test_paper_mode_from_released_v1_matrix():
     # gpt-3.5-turbo: (0.129478 + 0.272775 + 0.125420) / 3 = 0.175891 -> last
     assert table.index[-1] == "gpt-3.5-turbo"
     assert table.loc["gpt-3.5-turbo", "panel_mean"] == pytest.approx(0.175891, abs=1e-9)
-    later = scoring.paper_per_judge(m, include_later=True)
+    later = scoring.paper_per_judge(m, include_later=True, judges=study.JUDGE_PANEL)
     assert len(later) == 23
     assert sorted(later.index[~later["in_study"]]) == sorted(study.LATER_CANDIDATES)
-    met = score_sources.paper_scores(pj)
+    met = score_sources.paper_scores(pj, judges=study.JUDGE_PANEL)
     assert met.ci_low is None and met.n_panel is None  # not computable from a matrix
     assert len(met.ranking) == 20
     assert met.per_judge["gemini-2.5-flash"]["gpt-5.5"] == 0.688751
@@ -288,6 +288,7 @@ def test_paper_mode_hard_matrix_has_119_prompts():
 
     m = score_sources.read_matrix(sources.fetch("matrix_hard_v1"))
     assert set(m["n_prompts"]) == {119}
-    pj = scoring.paper_per_judge(m, source="matrix_hard_v1")
+    pj = scoring.paper_per_judge(m, source="matrix_hard_v1", judges=study.JUDGE_PANEL)
     # claude-fable-5 on hard: (0.317005 + 0.459551 + 0.275279) / 3 = 0.350611667
-    assert scoring.paper_panel_means(pj)["claude-fable-5"] == pytest.approx(0.350611667, abs=1e-9)
+    assert scoring.paper_panel_means(pj, judges=study.JUDGE_PANEL)["claude-fable-5"] == (
+        pytest.approx(0.350611667, abs=1e-9))

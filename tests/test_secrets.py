@@ -340,7 +340,7 @@ def test_a_key_echoed_in_a_simulated_reply_is_replaced_and_the_run_agrees(
                                      "variable": "OPENAI_API_KEY", "rows": 3,
                                      "occurrences": 3}]
     # the responses table made from the run is data: written as the store holds it
-    table = generation.responses_table(first)
+    table = generation.responses_table(first, seed=0)
     generation.write_responses(table, tmp_path / "responses.jsonl")
     written = generation.read_responses(tmp_path / "responses.jsonl")
     assert list(written["text"]) == [r.text for r in first]

@@ -282,8 +282,9 @@ def test_a_ray_actor_retries_a_transient_error_and_stops_at_an_account_error() -
 def test_the_stages_a_profile_may_name_external_are_the_ones_shards_exports() -> None:
     from typing import get_args
 
-    from hbpsych_utils.core.config import LLMSettings, ProfileError, load_profile
+    from hbpsych_utils.core.config import LLMSettings, ProfileError
     from hbpsych_utils.pipeline import graph
+    from hbpsych_utils.pipeline.profiles import load_profile
     from hbpsych_utils.runner import shards
 
     (literal,) = get_args(LLMSettings.model_fields["external"].annotation)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import grading_live_metrics
+from conftest import chapter_parameters, grading_live_metrics
 
 from hbpsych_utils.construction import corpus, subset
 from hbpsych_utils.evaluation import generation, grading
@@ -18,9 +18,9 @@ from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import AnalysesMetrics, KScore, LengthScore, RunSpread
 from hbpsych_utils.pipeline.metrics import TagScore as T
 from hbpsych_utils.pipeline.stage import Stage
-from hbpsych_utils.reporting.display import Note
+from hbpsych_utils.reporting.display import NotInRun
 from hbpsych_utils.stages import s14_analyses
-from hbpsych_utils.stages.base import run_chapter
+from hbpsych_utils.stages.base import run_chapter, shown
 
 PROFILE = "synthetic"
 JUDGES = ["j-a", "j-b"]
@@ -148,22 +148,31 @@ def test_one_sample_has_no_worst_at_k_and_a_harder_variant_adjusts_more(tmp_path
     m = run_chapter(graph.ANALYSES, _params(tmp_path, length_penalty="hard"))
     assert m.samples == 1 and m.worst_at_k is None and m.run_spread is None
     assert m.length_per_500 == 0.0392
-    run = s14_analyses.start(_params(tmp_path))
-    graded = s14_analyses.graded(run)
-    assert isinstance(s14_analyses.reliability(run, graded), Note)
+    run = s14_analyses.start(**chapter_parameters(graph.ANALYSES, tmp_path, "smoke",
+                                                  **_params(tmp_path)))
+    data = s14_analyses.inputs(run, subset="v1")
+    assert data.graded is not None and data.graded.samples == 1 and data.sampled is None
+    assert s14_analyses.reliability(data.sampled, n_resamples=40, seed=3, level=0.95,
+                                    cache=run.figure_cache) is None  # not executed
+    assert "need at least 2" in str(shown(data))  # said once, at the chapter's top
     assert "One reply per conversation" in " ".join(s14_analyses.findings(m))
 
 
-def test_paper_mode_is_one_sentence_everywhere(tmp_path):
-    run = s14_analyses.start({"profile": PROFILE, "outputs_root": tmp_path, "mode": "paper"})
-    graded = s14_analyses.graded(run)
-    assert isinstance(graded, Note) and "released matrices" in graded.text
-    for step in (s14_analyses.by_tag(run, graded), s14_analyses.lengths(run, graded),
-                 s14_analyses.reliability(run, graded)):
-        assert step is graded
-    m = s14_analyses.metrics(run, graded, graded, graded, graded)
+def test_paper_mode_says_once_what_it_needs_and_computes_nothing(tmp_path):
+    run = s14_analyses.start(**chapter_parameters(graph.ANALYSES, tmp_path, profile=PROFILE))
+    data = s14_analyses.inputs(run, subset="v1")
+    top = str(shown(data))
+    assert data.graded is None and "This chapter needs a live run" in top
+    assert "released matrices" in top and "worst-at-k" in top  # why, and what a live run adds
+    knobs = {"n_resamples": 40, "seed": 3, "level": 0.95}
+    for step in (s14_analyses.by_tag(data.graded, **knobs),
+                 s14_analyses.lengths(data.graded, penalty="hard", cache=tmp_path, **knobs),
+                 s14_analyses.reliability(data.sampled, cache=tmp_path, **knobs),
+                 s14_analyses.heatmaps(None, cache=tmp_path)):
+        assert step is None and isinstance(shown(step), NotInRun)
+    m = s14_analyses.metrics(data, None, None, None)
     assert m.model_dump(exclude_unset=True) == {"mode": "paper"}
-    assert list(s14_analyses.findings(m)) == [s14_analyses.PAPER_NOTE]
+    assert s14_analyses.findings(m) is None
 
 
 def test_figures_titles_and_captions_are_written_once():

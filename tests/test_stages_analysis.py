@@ -6,11 +6,12 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import grading_live_metrics
+from conftest import chapter_parameters, grading_live_metrics
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset
@@ -27,7 +28,7 @@ from hbpsych_utils.pipeline.metrics import (
 )
 from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.reporting import tables
-from hbpsych_utils.reporting.display import Note
+from hbpsych_utils.reporting.display import NotInRun
 from hbpsych_utils.stages import (
     s08_scores,
     s09_judges,
@@ -35,7 +36,7 @@ from hbpsych_utils.stages import (
     s12_figures_tables,
     s13_explorer,
 )
-from hbpsych_utils.stages.base import run_chapter
+from hbpsych_utils.stages.base import StageRun, run_chapter, shown
 
 JUDGES = list(study.JUDGE_PANEL)
 CANDIDATES = [*study.JUDGE_PANEL, "cand-x"]
@@ -211,7 +212,8 @@ def test_12_findings_name_top_files_and_publication():
     judged = _judge_metrics({"A|B": 0.95, "A|C": 0.95, "B|C": 0.95},
                             {"A": -0.1, "B": 0.1, "C": 0.0})
     out = list(s12_figures_tables.findings(_figures_metrics(True), judges=judged,
-                                           top=["x", "y", "z"], subset="v1", intervals=False))
+                                           top=["x", "y", "z"], subset="v1", intervals=False,
+                                           level=0.95))
     text = " ".join(out)
     assert text.startswith("3 files written (.csv, .png, .svg).")
     # the subset of the judge figure is named, even when it is the ranking's
@@ -219,19 +221,22 @@ def test_12_findings_name_top_files_and_publication():
             "agree on the order") in text
     assert "but they differ in level" in text and out[-1] == "Copies are in `figures/`."
     out = list(s12_figures_tables.findings(_figures_metrics(False), judges=judged, top=["x"],
-                                           subset="hard", intervals=True))
+                                           subset="hard", intervals=True, level=0.95))
     assert "figures/" not in " ".join(out)
     assert out[1].startswith(f"On {study.SUBSET_TITLES['hard']} the panel puts x on top")
     assert f"(with 95% intervals in the ranking figure); on {study.SUBSET_TITLES['v1']} " in out[1]
     single = _judge_metrics({}, {"A": 0.0})
     assert "single judge" in s12_figures_tables.judge_agreement(single)
     none = list(s12_figures_tables.findings(_figures_metrics(False), judges=judged, top=[],
-                                            subset=None, intervals=False))
+                                            subset=None, intervals=False, level=0.95))
     assert "no ranking" in none[1]
 
 
 def test_13_findings():
-    assert "nothing to explore" in str(s13_explorer.findings(s13_explorer.Grades(None)))
+    assert s13_explorer.findings(None) is None  # the chapter's top says why, once
+    data = SimpleNamespace(ids=["a", "b"], candidates=["c"], judges=["j"])
+    assert str(s13_explorer.findings(s13_explorer.Grades(data, ["a"]))) == (
+        "1 of 2 conversations has at least one criterion on which the judges disagree.")
 
 
 # ---------------------------------------------------------------------------- readers
@@ -281,7 +286,7 @@ def test_paper_source_is_the_released_matrix(tmp_path, mirror):
         rows = list(csv.DictReader(fh))
     cell = {(r["candidate"], r["judge"]): float(r["clipped_mean_score"]) for r in rows}
     assert list(source.per_judge.index) == list(study.CANDIDATES)
-    table = source.table1(n_resamples=None, seed=0)
+    table = source.table1(n_resamples=None, seed=0, level=0.95)
     for cand in study.CANDIDATES:
         expected = sum(cell[cand, j] for j in JUDGES) / len(JUDGES)
         assert table.at[cand, "panel_mean"] == pytest.approx(expected)
@@ -326,14 +331,21 @@ def test_live_source_restricts_to_the_subset(tmp_path):
     assert source is not None and source.intervals and source.judges == JUDGES
     assert sorted(source.scores["prompt_id"].unique()) == HARD
     assert source.n.to_dict() == dict.fromkeys(CANDIDATES, len(HARD))
-    table = source.table1(n_resamples=20, seed=0)
+    table = source.table1(n_resamples=20, seed=0, level=0.95)
     assert {"ci_low", "ci_high", "bootstrap_std"} <= set(table.columns)
     with pytest.raises(scoring.ScoringError, match="n_resamples"):
-        source.table1(n_resamples=None, seed=0)
+        source.table1(n_resamples=None, seed=0, level=0.95)
     # a subset none of whose conversations was graded has no source
     subset.write_all(Stage(PROFILE, graph.SUBSET, tmp_path),
                      {"v2": subset.subset_record("s-v2", IDS[11:])})
     assert score_sources.evaluation_source(stage, "v2", mode="live") is None
+
+
+def _figures12(root: Path, **values: object) -> tuple[StageRun, s12_figures_tables.Inputs]:
+    """12 started on the synthetic run, and its inputs resolved."""
+    params = chapter_parameters(graph.FIGURES, root, **_params(root, **values))
+    run = s12_figures_tables.start(**{k: v for k, v in params.items() if k != "seed"})
+    return run, s12_figures_tables.inputs(run, subsets=params["subsets"])
 
 
 def test_stages_run_on_a_graded_run(tmp_path):
@@ -349,8 +361,7 @@ def test_stages_run_on_a_graded_run(tmp_path):
     assert m10.refused_conversations == {"cand-x": ["p02"]}
     assert m10.sensitivity is not None
     assert {r.candidate: r.n_excluded for r in m10.sensitivity}["cand-x"] == 9
-    run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
-    m12 = run_chapter(graph.FIGURES, run12.parameters)
+    m12 = run_chapter(graph.FIGURES, _params(tmp_path, publish=False))
     assert m12.n_files == len(m12.files) == 19
     assert all((out / graph.FIGURES / f).is_file() for f in m12.files)
     # one source for Table 1: 12's numbers are 08's
@@ -386,13 +397,13 @@ def test_stages_run_with_fewer_judges(tmp_path, judges):
     assert set(m09.self_preference_raw) == (set(judges) if len(judges) > 1 else set())
     assert m09.intervals and {r.judge for r in m09.intervals} == set(judges)
     run_chapter(graph.REFUSALS, _params(tmp_path))
-    run12 = s12_figures_tables.start(_params(tmp_path, publish=False))
-    t1 = s12_figures_tables.table1(run12)
-    panels = s12_figures_tables.ranking_and_heatmaps(run12, t1)
+    run12, data = _figures12(tmp_path, publish=False)
+    t1 = s12_figures_tables.table1(data)
+    panels = s12_figures_tables.ranking_and_heatmaps(t1, cache=tmp_path / "cache")
     heatmap = panels.figures["fig_heatmap_v1"].figure.axes[0]
     assert [t.get_text() for t in heatmap.get_xticklabels()] == [study.display_name(j)
                                                                   for j in judges]
-    judged = s12_figures_tables.judge_figure(run12)
+    judged = s12_figures_tables.judge_figure(data.judged, cache=tmp_path / "cache")
     bias = judged.figures["fig_judges_v1"].figure.axes[0]
     assert [t.get_text() for t in bias.get_yticklabels()] == [study.display_name(j)
                                                               for j in judges]
@@ -402,7 +413,8 @@ def test_stages_run_with_fewer_judges(tmp_path, judges):
     assert all(study.display_name(j) in header for j in judges)
     assert all(study.display_name(j) not in header for j in JUDGES if j not in judges)
     text = " ".join(s12_figures_tables.findings(m12, judges=judged.judges, top=t1.top,
-                                                subset=t1.primary, intervals=t1.intervals))
+                                                subset=t1.primary, intervals=t1.intervals,
+                                                level=t1.level))
     assert f"on {study.SUBSET_TITLES['v1']} " in text
     assert ("single judge" in text) is (len(judges) == 1)
 
@@ -416,14 +428,13 @@ def test_subsets_without_a_table1_are_said_and_left_out(tmp_path):
                       "hard": subset.subset_record("s-hard", HARD)})
     run_chapter(graph.SCORES, _params(tmp_path, subsets=["hard"], n_resamples=20))
     run_chapter(graph.JUDGES, _params(tmp_path, subset="v2", n_resamples=20))
-    run12 = s12_figures_tables.start(_params(tmp_path, subsets=["v1", "v2", "hard"],
-                                             publish=False))
-    t1 = s12_figures_tables.table1(run12)
+    run12, data = _figures12(tmp_path, subsets=["v1", "v2", "hard"], publish=False)
+    t1 = s12_figures_tables.table1(data)
     assert list(t1.subsets) == ["hard"] and t1.primary == "hard"
     assert "not among the scored subsets" in t1.skipped["v1"]
     assert "graded none of its conversations" in t1.skipped["v2"]
-    judged = s12_figures_tables.judge_figure(run12)
-    assert not judged.figures and "no judge figure" in judged._repr_html_()
+    judged = s12_figures_tables.judge_figure(data.judged, cache=tmp_path / "cache")
+    assert not judged.figures and "no judge figure" in shown(judged)._repr_html_()
     m12 = run_chapter(graph.FIGURES, run12.parameters)
     assert sorted(m12.files) == sorted(
         ["table1_hard.csv", *tables.TABLE1_FILES, "catalogue.json", *(
@@ -432,20 +443,27 @@ def test_subsets_without_a_table1_are_said_and_left_out(tmp_path):
     assert (out / graph.FIGURES / graph.METRICS).is_file()
 
 
-def test_09_section_without_intervals_is_one_sentence(tmp_path, mirror):
-    """Paper mode: the live-only section says why in a sentence, not as a Python string."""
-    run = s09_judges.start({"profile": "p", "outputs_root": tmp_path, "mode": "paper"})
-    shown = s09_judges.intervals(run, s09_judges.evaluation_source(run))
-    assert isinstance(shown, Note)
-    assert shown._repr_markdown_().startswith("Intervals need per-conversation scores")
+def test_09_says_once_that_intervals_need_per_conversation_scores(tmp_path, mirror):
+    """Paper mode: the chapter's top says what intervals need; the section computes nothing and
+    shows the marker the book drops."""
+    run = s09_judges.start(**chapter_parameters(graph.JUDGES, tmp_path, profile="p"))
+    source = s09_judges.evaluation_source(run, subset="v1")
+    assert source.per_conversation is None
+    assert "bootstrap intervals need per-conversation grades" in str(shown(source))
+    bootstrap = s09_judges.intervals(source.per_conversation, n_resamples=20, seed=1,
+                                     level=0.95)
+    assert bootstrap is None and isinstance(shown(bootstrap), NotInRun)
+    assert s09_judges.severity(source) is not None  # the point values are computed
 
 
 def test_explorer_stage_writes_only_its_build_record(tmp_path):
     _synthetic_run(tmp_path)
-    run = s13_explorer.start({"profile": PROFILE, "outputs_root": tmp_path, "mode": "paper"})
-    grades = s13_explorer.grades(run)
-    assert grades.data is None
-    assert isinstance(s13_explorer.explorer(grades), Note)
-    assert "nothing to explore" in str(s13_explorer.findings(grades))
+    run = s13_explorer.start(profile=PROFILE, outputs_root=tmp_path, mode="paper")
+    data = s13_explorer.grades(run)
+    assert data.grades is None
+    assert "This chapter needs a live run" in str(shown(data))  # once, at the top
+    assert s13_explorer.explorer(data.grades) is None
+    assert s13_explorer.example(data.grades) is None
+    assert s13_explorer.findings(data.grades) is None
     s13_explorer.write(run)
     assert [p.name for p in (tmp_path / PROFILE / graph.EXPLORER).iterdir()] == ["build.json"]

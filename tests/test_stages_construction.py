@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import chapter_parameters
 
 from hbpsych_utils.construction import (
     corpus,
@@ -35,7 +36,7 @@ from hbpsych_utils.pipeline.metrics import (
     dump,
 )
 from hbpsych_utils.pipeline.stage import Stage
-from hbpsych_utils.reporting.display import Findings, Note
+from hbpsych_utils.reporting.display import Findings
 from hbpsych_utils.stages import (
     s01_corpus,
     s02_screening,
@@ -43,7 +44,7 @@ from hbpsych_utils.stages import (
     s04_recall,
     s05_subset,
 )
-from hbpsych_utils.stages.base import run_chapter
+from hbpsych_utils.stages.base import run_chapter, shown
 
 # --- 01 ----------------------------------------------------------------------------------------
 
@@ -383,48 +384,54 @@ def screen_by_hand(root: Path) -> None:
 
 
 def test_sections_a_live_run_cannot_produce_say_why(tmp_path: Path, mirror: Path) -> None:
-    """01 without language detection, then 03 and 04 live before any ratings: every section
-    that has nothing to show is one sentence, nothing is written for it, and the metrics say
-    which state the rounds are in."""
-    common = {"profile": "t", "outputs_root": tmp_path}
-    run01 = s01_corpus.start({**common, "corpus_file": str(TOY / "corpus.jsonl"),
-                              "detect_language": False})
-    loaded = s01_corpus.load(run01)
-    languages = s01_corpus.languages(run01, loaded)
-    assert isinstance(languages, Note) and "detect_language" in str(languages)
-    m01 = s01_corpus.metrics(run01, loaded, s01_corpus.describe(run01, loaded, languages))
+    """01 without language detection, then 03 and 04 live before any ratings: what a section
+    has nothing to show for is said once (with the set, or the pool), the section is not made,
+    nothing is written for it, and the metrics say which state the rounds are in."""
+    params01 = chapter_parameters(graph.CORPUS, tmp_path, profile="t",
+                                  corpus_file=str(TOY / "corpus.jsonl"), detect_language=False)
+    run01 = s01_corpus.start(**params01)
+    loaded = s01_corpus.load(run01, allow_partial=True, invalid_records="error",
+                             max_conversations=None, corpus_file=params01["corpus_file"])
+    languages = s01_corpus.languages(loaded, detect=False)
+    assert languages.flags is None and "detect_language" in str(shown(languages))
+    m01 = s01_corpus.metrics(loaded, s01_corpus.describe(run01, loaded, languages))
     assert m01.n_non_english is None and m01.non_english_share is None
     assert "non-English" not in " ".join(s01_corpus.findings(m01))
-    run_chapter(graph.CORPUS, run01.parameters)
+    run_chapter(graph.CORPUS, params01)
     root = tmp_path / "t"
     assert not (root / graph.CORPUS / graph.LANGUAGES).exists()
     screen_by_hand(root)
 
-    run03 = s03_review_round1.start({**common, "mode": "live", "seed": 3, "n_controls": 4})
-    review = s03_review_round1.review_set(run03)
+    run03 = s03_review_round1.start(**chapter_parameters(
+        graph.REVIEW_ROUND1, tmp_path, profile="t", mode="live", seed=3, n_controls=4))
+    review = s03_review_round1.review_set(run03, n_controls=4, seed=3, ratings_files=None)
     materials = s03_review_round1.instrument(run03, review)
     # the instrument is named relative to the run folder, the same on every machine
     assert materials.instrument == "03_review_round1/instrument.html"
     assert str(tmp_path) not in materials._repr_markdown_()
-    votes = s03_review_round1.votes(run03, review)
-    counted = s03_review_round1.tally(run03, votes)
+    assert review.rated is None and "review_round1.ratings_files" in shown(review).html()
+    votes = s03_review_round1.votes(review.rated)
+    counted = s03_review_round1.tally(votes, threshold=0.3)
     agreed = s03_review_round1.agreement(votes)
-    assert all(isinstance(x, Note) for x in (votes, counted, agreed))
-    assert "review_round1.ratings_files" in str(votes)
-    m03 = s03_review_round1.metrics(run03, review, counted, agreed)
+    assert votes is counted is agreed is None
+    m03 = s03_review_round1.metrics(review, counted, agreed, threshold=0.3)
     assert dump(m03) == {"mode": "live", "n_reviewed": len(review.table), "n_ratings_files": 0}
     s03_review_round1.write(run03, m03, review, votes)
     assert {p.name for p in (root / graph.REVIEW_ROUND1).iterdir()} >= {
         graph.REVIEW_SET, "packet.json", "instrument.html", graph.METRICS}
     assert not (root / graph.REVIEW_ROUND1 / graph.VOTES).exists()
 
-    run04 = s04_recall.start({**common, "mode": "live", "seed": 3, "n_controls": 1})
-    pool = s04_recall.recall_pool(run04)
+    params04 = chapter_parameters(graph.RECALL, tmp_path, profile="t", mode="live", seed=3,
+                                  n_controls=1)
+    run04 = s04_recall.start(**params04)
+    pool = s04_recall.recall_pool(run04, ratings_files=None, rubric_artifact="recovery_rubric",
+                                  rubric_file=None, model=None)
     assert pool.state == review_round.AWAITING_ROUND1 and not pool.round1.tallied
-    for section in (s04_recall.recall_screen(run04, pool),
-                    s04_recall.review_set(run04, pool, s04_recall.recall_screen(run04, pool))):
-        assert isinstance(section, Note) and "awaiting round 1's ratings" in str(section)
-    m04 = run_chapter(graph.RECALL, run04.parameters)
+    assert pool.to_screen is None and "awaiting round 1's ratings" in str(shown(pool))
+    screen = s04_recall.recall_screen(pool.to_screen, run04, batch_size=5, max_reasks=0)
+    assert screen is None
+    assert s04_recall.review_set(pool, screen, n_controls=1, seed=3) is None
+    m04 = run_chapter(graph.RECALL, params04)
     assert dump(m04) == {"mode": "live", "round2": "awaiting_round1_ratings",
                          "n_recall_pool": len(pool.ids)}
     assert {p.name for p in (root / graph.RECALL).iterdir()} & {

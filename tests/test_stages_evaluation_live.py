@@ -9,16 +9,16 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import record_released_corpus, released_jsonl
+from conftest import chapter_parameters, record_released_corpus, released_jsonl
 from pydantic import ValidationError
 
 from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation
-from hbpsych_utils.core.config import GradingParams, HarnessValidationParams
 from hbpsych_utils.evaluation import panel
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as typed
@@ -33,10 +33,12 @@ from hbpsych_utils.pipeline.metrics import (
     ReleasedLength,
     TagScore,
 )
+from hbpsych_utils.pipeline.profiles import GradingParams, HarnessValidationParams
+from hbpsych_utils.pipeline.stage import Stage
 from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.vocabulary import Table
 from hbpsych_utils.stages import base, s06_generation, s07_grading, s11_harness_validation
-from hbpsych_utils.stages.base import run_chapter
+from hbpsych_utils.stages.base import StageRun, run_chapter, shown
 
 
 def text(sentences: Findings) -> str:
@@ -87,7 +89,8 @@ def test_06_and_07_say_when_earlier_attempts_paid_for_answers_they_reused() -> N
 
 
 def test_06_paper_findings_name_the_anomalies_logged() -> None:
-    spend = pd.Series({"x": 3.0, "y": 1.0}, name="usd")
+    spend = s06_generation.ReleasedGeneration(pd.Series({"x": 3.0, "y": 1.0}, name="usd"),
+                                              pd.DataFrame())
     m = GenerationPaperMetrics(mode="paper", n_candidates_charged=2, spend_generate_usd=4.0,
                                anomalies={"call_failed": 1, "empty_response": 14})
     found = text(s06_generation.findings(m, spend))
@@ -116,7 +119,8 @@ def test_06_metrics_from_a_responses_table() -> None:
     generated = s06_generation.Responses(table, pd.DataFrame(), plan_est_cost=1.0000004,
                                          spend=0.1234567, stopped_by_budget=False,
                                          paid_earlier=0.5)
-    m = s06_generation.metrics(source, generated)
+    m = s06_generation.metrics(s06_generation.Inputs("live", source, None, None), generated,
+                               None)
     assert m.spend_earlier_attempts_usd == 0.5
     assert isinstance(m, GenerationLiveMetrics)
     assert (m.n_responses, m.n_ok, m.n_refused, m.n_failed) == (4, 2, 1, 1)
@@ -137,12 +141,15 @@ def test_06_metrics_and_findings_with_samples() -> None:
         "sample": [0, 0, 1, 1, 2, 2], "seed": [None, None, 8, 8, 9, 9]})
     convs = [Conversation("p1", (), ()), Conversation("p2", (), ())]
     source = s06_generation.Conversations("v1", ["a"], convs, 2, convs)
-    m = s06_generation.metrics(source, s06_generation.Responses(
-        table, pd.DataFrame(), plan_est_cost=1.0, spend=0.5, stopped_by_budget=False))
+    m = s06_generation.metrics(s06_generation.Inputs("live", source, None, None),
+                               s06_generation.Responses(table, pd.DataFrame(),
+                                                        plan_est_cost=1.0, spend=0.5,
+                                                        stopped_by_budget=False,
+                                                        paid_earlier=0.0), None)
     assert (m.n_responses, m.n_ok, m.n_refused, m.n_failed) == (2, 2, 0, 0)
     assert (m.samples, m.n_sample_responses, m.n_sample_ok, m.n_sample_refused,
             m.n_sample_failed) == (3, 4, 2, 1, 1)
-    found = text(s06_generation.findings(m))
+    found = text(s06_generation.findings(m, None))
     assert "answered each conversation 3 times: 4 further replies (2 answered, 1 refused, " \
            "1 failed)" in found
     assert typed.parse(graph.GENERATION, base.metrics_json(m)) == m
@@ -152,13 +159,14 @@ def test_06_paper_metrics_from_the_released_logs() -> None:
     spend = pd.Series({"x": 3.00004, "y": 1.0}, name="usd").rename_axis("candidate")
     anomalies = pd.DataFrame({"call_failed": [1, 0], "empty_response": [0, 2]},
                              index=pd.Index(["x", "y"], name="model"))
-    logs = s06_generation.ReleasedLogs(pd.DataFrame(), [])
-    m = s06_generation.metrics(logs, s06_generation.ReleasedGeneration(spend, anomalies))
+    data = s06_generation.Inputs("paper", None, s06_generation.ReleasedLogs(pd.DataFrame(), []),
+                                 None)
+    m = s06_generation.metrics(data, None, s06_generation.ReleasedGeneration(spend, anomalies))
     assert m == GenerationPaperMetrics(mode="paper", n_candidates_charged=2,
                                        spend_generate_usd=4.0,
                                        anomalies={"call_failed": 1, "empty_response": 2})
-    empty = s06_generation.metrics(logs, s06_generation.ReleasedGeneration(spend,
-                                                                           pd.DataFrame()))
+    empty = s06_generation.metrics(data, None, s06_generation.ReleasedGeneration(
+        spend, pd.DataFrame()))
     assert empty.anomalies == {}
 
 
@@ -241,12 +249,13 @@ def test_07_metrics_from_a_panel_run(tmp_path: Path) -> None:
                             Counter({1: 4, 2: 2, 3: 1, 4: 1}),
                             spend={"k": {"spend_usd": 0.1000004, "input_tokens": 10,
                                          "cache_read_tokens": 2, "cache_write_tokens": 0}})
-    run = s07_grading.start({"profile": "t", "outputs_root": tmp_path, "mode": "live",
-                             "judges": ["j", "k"]})
     template = s07_grading.GraderTemplate("<<conversation>> <<rubric_item>>", "abc")
-    found = s07_grading.PanelVerdicts(["j", "k"], graded, {}, 1.5, paid_earlier=0.25)
+    found = s07_grading.PanelVerdicts(["j", "k"], graded, {}, 1.5, paid_earlier=0.25,
+                                      temperature=0.0, response_schema=False,
+                                      prompt_caching=True)
     scores = s07_grading.Scores(pd.DataFrame({"score": [float("nan"), 0.0, 1.0]}))
-    m = s07_grading.metrics(run, template, found, scores)
+    data = s07_grading.Inputs("live", s07_grading.Replies(pd.DataFrame(), {}, ["j", "k"]), None)
+    m = s07_grading.metrics(data, template, found, scores)
     assert (m.spend_usd, m.spend_earlier_attempts_usd) == (0.1, 0.25)
     assert isinstance(m, GradingLiveMetrics)
     assert m.judges == ["j", "k"] and m.grader_template_sha256 == "abc"
@@ -263,13 +272,19 @@ def test_07_metrics_from_a_panel_run(tmp_path: Path) -> None:
     assert typed.parse(graph.GRADING, written) == m
 
 
-def test_07_live_only_sections_say_why_in_paper_mode() -> None:
+def test_07_live_only_sections_are_not_executed_in_paper_mode() -> None:
     released = s07_grading.ReleasedGrading(
         pd.DataFrame({"ts": [None], "phase": ["grade"], "who": ["j"], "cost": [1.0]}), [])
-    for section in (s07_grading.census(released), s07_grading.conversation_scores(released)):
-        assert isinstance(section, Note) and section.text.endswith(".")
-    assert isinstance(s07_grading.spend(released), Table)
-    assert "no anomalies" in released._repr_html_()
+    data = s07_grading.Inputs("paper", None, released)
+    verdicts = s07_grading.panel_verdicts(data.replies, None, None, temperature=0.0,
+                                          max_tokens=1, max_reasks=0, response_schema=False)
+    assert verdicts is None  # nothing is graded: the released logs are read instead
+    for section in (s07_grading.census(verdicts), s07_grading.conversation_scores(verdicts),
+                    s07_grading.spend(verdicts)):
+        assert section is None
+    assert isinstance(shown(s07_grading.released_spend(data.released)), Table)
+    assert "no anomalies" in shown(released)._repr_html_()
+    assert "not released" in str(shown(data))
 
 
 # ------------------------------------------------------------------------------ 11 findings
@@ -277,7 +292,7 @@ def test_07_live_only_sections_say_why_in_paper_mode() -> None:
 REPLAY11 = HarnessMetrics(
     mode="replay", n_scored=1000, clipped_mean=0.1574, bootstrap_std=0.0089, published=None,
     delta=None, published_source="",
-    settings=s11_harness_validation.settings_of(HarnessValidationParams()))
+    settings=s11_harness_validation.RELEASED_SETTINGS)
 
 
 def test_11_difference_in_bootstrap_sds_only_with_a_published_figure() -> None:
@@ -336,15 +351,15 @@ def test_11_comparison_with_the_released_run_only_on_common_conversations() -> N
 def test_11_models_default_to_the_study_harness_model() -> None:
     params = HarnessValidationParams()
     assert params.candidate is None and params.judge is None
-    assert s11_harness_validation.settings_of(params).model_dump() == {
+    given = {"temperature": params.temperature, "max_tokens": params.max_tokens}
+    assert s11_harness_validation.settings(candidate=None, judge=None, **given).model_dump() == {
         "candidate": study.HARNESS_MODEL, "judge": study.HARNESS_MODEL,
         "temperature": study.REFERENCE_TEMPERATURE, "max_tokens": study.GRADER_MAX_TOKENS}
-    other = HarnessValidationParams(candidate="c", judge="j")
-    assert s11_harness_validation.settings_of(other).candidate == "c"
-    assert s11_harness_validation.settings_of(other).judge == "j"
-    # replay reports the released run's settings, whatever the section's live settings say
-    assert s11_harness_validation.settings_of(other, graph.REPLAY).candidate == \
-        study.HARNESS_MODEL
+    other = s11_harness_validation.settings(candidate="c", judge="j", **given)
+    assert (other.candidate, other.judge) == ("c", "j")
+    # the released run's settings are the study's defaults of the section
+    assert s11_harness_validation.RELEASED_SETTINGS == s11_harness_validation.settings(
+        candidate=None, judge=None, **given)
 
 
 # ------------------------------------------------------------------ paper/replay on the release
@@ -359,9 +374,8 @@ def paper_root(tmp_path: Path, mirror: Path) -> Path:
 def test_06_and_07_paper_from_the_released_logs(paper_root: Path) -> None:
     spend = released_jsonl("run_spend")
     errors = released_jsonl("run_errors")
-    run06 = s06_generation.start({"profile": "t", "outputs_root": paper_root})
-    assert run06.mode == graph.PAPER
-    gen = run_chapter(graph.GENERATION, run06.parameters)
+    gen = run_chapter(graph.GENERATION, chapter_parameters(graph.GENERATION, paper_root,
+                                                           profile="t"))
     assert isinstance(gen, GenerationPaperMetrics)
     by_model: dict[str, float] = {}
     for s in spend:
@@ -371,28 +385,32 @@ def test_06_and_07_paper_from_the_released_logs(paper_root: Path) -> None:
     assert gen.spend_generate_usd == pytest.approx(sum(by_model.values()), abs=1e-4)
     kinds = Counter(e["kind"] for e in errors if e["phase"] == "generate")
     assert gen.anomalies == dict(sorted(kinds.items()))
-    folder = run06.stage.final_dir
+    folder = paper_root / "t" / graph.GENERATION
     assert json.loads((folder / graph.METRICS).read_text()) == base.metrics_json(gen)
     table = pd.read_csv(folder / "spend_by_candidate.csv")
     assert table.columns.tolist() == ["candidate", "usd"]
     assert table["candidate"].iloc[0] == max(by_model, key=by_model.get)
+    released = s06_generation.ReleasedGeneration(table.set_index("candidate")["usd"],
+                                                 pd.DataFrame())
     assert "most expensive was " + study.display_name(max(by_model, key=by_model.get)) in text(
-        s06_generation.findings(gen, table.set_index("candidate")["usd"]))
+        s06_generation.findings(gen, released))
 
     # 07 as its chapter makes the calls
-    run07 = s07_grading.start({"profile": "t", "outputs_root": paper_root})
+    run07 = s07_grading.start(**chapter_parameters(graph.GRADING, paper_root, profile="t"))
+    data = s07_grading.inputs(run07, judges=None)
     template = s07_grading.grader_template(run07)
-    verdicts = s07_grading.panel_verdicts(run07, template)
-    assert isinstance(verdicts, s07_grading.ReleasedGrading)
+    verdicts = s07_grading.panel_verdicts(data.replies, run07, template, temperature=0.0,
+                                          max_tokens=1, max_reasks=0, response_schema=False)
+    assert verdicts is None and data.released is not None
     census = s07_grading.census(verdicts)
     scores = s07_grading.conversation_scores(verdicts)
-    assert isinstance(census, Note) and isinstance(scores, Note)
-    grade = s07_grading.metrics(run07, template, verdicts, scores)
-    s07_grading.write(run07, grade, verdicts, census, scores)
+    grade = s07_grading.metrics(data, template, verdicts, scores)
+    s07_grading.write(run07, grade, data, verdicts, census, scores)
     assert isinstance(grade, GradingPaperMetrics)
     no_verdict = [e for e in errors if e["kind"] == "grade_no_verdict"]
     assert grade.n_no_verdict == len(no_verdict)
-    assert verdicts.no_verdict["prompt_id"].tolist() == [e["prompt_id"] for e in no_verdict]
+    assert data.released.no_verdict["prompt_id"].tolist() == [e["prompt_id"]
+                                                              for e in no_verdict]
     assert grade.spend_grade_usd == pytest.approx(
         sum(s["cost"] for s in spend if s["phase"] == "grade"), abs=1e-4)
     assert set(grade.spend_by_judge) == {s["who"] for s in spend if s["phase"] == "grade"}
@@ -401,27 +419,41 @@ def test_06_and_07_paper_from_the_released_logs(paper_root: Path) -> None:
 
 
 def test_06_paper_does_not_generate(paper_root: Path) -> None:
-    run = s06_generation.start({"profile": "t", "outputs_root": paper_root})
-    source = s06_generation.inputs(run)
-    assert isinstance(source, s06_generation.ReleasedLogs)
-    assert "responses are not released" in source._repr_markdown_()
-    assert isinstance(s06_generation.responses(run, source), s06_generation.ReleasedGeneration)
+    params = chapter_parameters(graph.GENERATION, paper_root, profile="t")
+    run = s06_generation.start(**params)
+    data = s06_generation.inputs(run, subset="v1", candidates=[], n_conversations=None,
+                                 samples=1, judges=None)
+    assert data.live is None and data.released is not None
+    assert "responses are not released" in str(shown(data))
+    assert s06_generation.responses(data.live, run, temperature=0.0, max_tokens=1, samples=1,
+                                    seed=1) is None
+    assert isinstance(s06_generation.released_generation(data.released),
+                      s06_generation.ReleasedGeneration)
+    assert data.basis is not None and data.basis.judges == list(study.JUDGE_PANEL)
+
+
+def _replay11(root: Path, **values: object) -> StageRun:
+    return s11_harness_validation.start(**chapter_parameters(graph.HARNESS, root, profile="t",
+                                                             **values))
 
 
 def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     scores = [x["score"] for x in released_jsonl("harness_scores")]
-    run = s11_harness_validation.start({"profile": "t", "outputs_root": paper_root,
-                                        "published": 0.2, "published_source": "test"})
+    run = _replay11(paper_root, published=0.2, published_source="test", n_resamples=200)
     assert run.mode == graph.REPLAY
-    released = s11_harness_validation.released_run(run)
-    rerun = s11_harness_validation.live_rerun(run, released)
-    assert isinstance(rerun, Note)
-    summary = s11_harness_validation.summary(run, released, rerun)
-    difference = s11_harness_validation.published_difference(summary)
-    comparison = s11_harness_validation.released_comparison(released, rerun)
-    assert isinstance(comparison, Note)
-    breakdown = s11_harness_validation.released_breakdown(run, released)
-    lengths = s11_harness_validation.released_length(run)
+    released = s11_harness_validation.released_run(run, n_conversations=None)
+    assert released.rerun is None  # replay: nothing to run again
+    rerun = s11_harness_validation.live_rerun(released.rerun, run, candidate=None, judge=None,
+                                              temperature=0.5, max_tokens=10, seed=0)
+    assert rerun is None
+    summary = s11_harness_validation.summary(released, rerun, published=0.2,
+                                             published_source="test", n_resamples=200, seed=1)
+    difference = shown(s11_harness_validation.published_difference(summary))
+    comparison = s11_harness_validation.released_comparison(rerun, released)
+    assert comparison is None
+    breakdown = s11_harness_validation.released_breakdown(released.graded, n_resamples=200,
+                                                          seed=1, level=0.9)
+    lengths = s11_harness_validation.released_length(released)
     m = s11_harness_validation.metrics(summary, comparison, breakdown, lengths)
     s11_harness_validation.write(run, m, rerun, comparison, breakdown)
     assert isinstance(difference, Table)
@@ -429,7 +461,7 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     assert m.n_scored == len(scores)
     assert m.clipped_mean == pytest.approx(min(1, max(0, sum(scores) / len(scores))))
     assert m.delta == pytest.approx(m.clipped_mean - 0.2)
-    assert m.settings.candidate == study.HARNESS_MODEL
+    assert m.settings.candidate == study.HARNESS_MODEL and m.ci_level == 0.9
     assert "n_common_with_released" not in base.metrics_json(m)
     assert sorted(p.name for p in run.stage.final_dir.glob("*.csv")) == [
         s11_harness_validation.BREAKDOWN_FILE]
@@ -437,16 +469,16 @@ def test_11_replay_from_the_released_scores(paper_root: Path) -> None:
     # the released run by tag, on the conversations whose rubrics the partial corpus holds
     assert m.released_breakdown is not None and m.released_breakdown.n_with_rubric == 193
     assert m.released_length is not None and m.released_length.n == len(scores)
-    html = breakdown._repr_html_()
-    assert "193 of the 1,000" in html and "Context awareness" in html
+    html = shown(breakdown)._repr_html_()
+    assert "193 of the 1,000" in html and "Context awareness" in html and "90%" in html
 
 
 def test_11_no_published_figure_is_said_not_shown(paper_root: Path) -> None:
-    run = s11_harness_validation.start({"profile": "t", "outputs_root": paper_root,
-                                        "published": None})
-    released = s11_harness_validation.released_run(run)
-    summary = s11_harness_validation.summary(run, released, Note("replay"))
-    difference = s11_harness_validation.published_difference(summary)
+    run = _replay11(paper_root, published=None)
+    released = s11_harness_validation.released_run(run, n_conversations=None)
+    summary = s11_harness_validation.summary(released, None, published=None,
+                                             published_source="", n_resamples=100, seed=1)
+    difference = shown(s11_harness_validation.published_difference(summary))
     assert isinstance(difference, Note) and "No published figure" in difference.text
 
 
@@ -477,16 +509,20 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
 
     cands = list(study.JUDGE_PANEL[:2])
     live = {"profile": "t", "outputs_root": live_root, "mode": "live", "llm": SIMULATED}
-    run06 = s06_generation.start({**live, "candidates": cands})
-    source = s06_generation.inputs(run06)
-    assert isinstance(source, s06_generation.Conversations) and len(source.selected) == 3
-    plan = s06_generation.cost_plan(run06, source)
-    assert isinstance(plan, Table)
-    sent = s06_generation.responses(run06, source)
+    params = chapter_parameters(graph.GENERATION, live_root, **live, candidates=cands)
+    run06 = s06_generation.start(**params)
+    data = s06_generation.inputs(run06, subset="v1", candidates=cands, n_conversations=None,
+                                 samples=1, judges=None)
+    assert data.live is not None and len(data.live.selected) == 3
+    plan = s06_generation.cost_plan(data.basis, llm=run06.llm)
+    assert isinstance(shown(plan), Table)
+    sent = s06_generation.responses(data.live, run06, temperature=params["temperature"],
+                                    max_tokens=params["max_tokens"], samples=1,
+                                    seed=params["seed"])
     assert isinstance(sent, s06_generation.Responses)
     assert sent.plan.loc["total", "calls"] == 6  # the engine's plan, before any call was sent
-    m = s06_generation.metrics(source, sent)
-    s06_generation.write(run06, m, plan, sent)
+    m = s06_generation.metrics(data, sent, None)
+    s06_generation.write(run06, m, plan, sent, None)
     assert isinstance(m, GenerationLiveMetrics)
     assert (m.n_conversations, m.n_responses, m.n_ok) == (3, 6, 6)
     assert set(m.decoding_sent) == set(cands)
@@ -496,8 +532,8 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
     assert len(back) == 6 and set(back["model"]) == set(cands)
     assert {p.name for p in folder06.glob("*.csv")} == {"summary.csv", "cost_plan.csv"}
 
-    run07 = s07_grading.start({**live})
-    g = run_chapter(graph.GRADING, run07.parameters)
+    g = run_chapter(graph.GRADING, live)
+    run07 = SimpleNamespace(stage=Stage("t", graph.GRADING, live_root))
     assert isinstance(g, GradingLiveMetrics)
     assert g.judges == list(study.JUDGE_PANEL)  # None resolved to the study's panel
     folder07 = run07.stage.final_dir
@@ -508,13 +544,13 @@ def test_generation_grading_and_harness_live(live_root: Path) -> None:
     assert {p.name for p in folder07.glob("*.csv")} == {"verdicts.csv", "scores.csv",
                                                        "census.csv"}
 
-    again = run_chapter(graph.GENERATION, {**live, "candidates": cands})
+    again = run_chapter(graph.GENERATION, params)
     assert isinstance(again, GenerationLiveMetrics)
     assert again.spend_usd == 0  # a re-run is answered from the run's store
     assert generation.read_responses(folder06 / graph.RESPONSES)["cached"].all()
 
-    run11 = s11_harness_validation.start({**live, "n_conversations": 2})
-    h = run_chapter(graph.HARNESS, run11.parameters)
+    h = run_chapter(graph.HARNESS, {**live, "n_conversations": 2})
+    run11 = SimpleNamespace(stage=Stage("t", graph.HARNESS, live_root))
     assert (h.mode, h.n_scored) == ("live", 2)
     assert h.settings.judge == study.HARNESS_MODEL
     released = {x["prompt_id"]: x["score"] for x in released_jsonl("harness_scores")}

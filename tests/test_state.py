@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline import graph, profiles, state
 
-DEFAULT = config.load_profile("default")
+DEFAULT = profiles.load_profile("default")
 
 
-def built(run: Path, profile: config.Profile = DEFAULT) -> dict[str, state.Inputs]:
+def built(run: Path, profile: profiles.Profile = DEFAULT) -> dict[str, state.Inputs]:
     """A run folder in which the runner built every stage of ``profile`` from its inputs."""
     expected = state.expected_inputs(profile, mirror=True)
     for name, inputs in expected.items():
@@ -25,13 +24,13 @@ def built(run: Path, profile: config.Profile = DEFAULT) -> dict[str, state.Input
     return expected
 
 
-def states(run: Path, profile: config.Profile = DEFAULT) -> dict[str, state.StageState]:
+def states(run: Path, profile: profiles.Profile = DEFAULT) -> dict[str, state.StageState]:
     return {s.stage: s for s in state.stage_states(run, profile, mirror=True)}
 
 
 def test_a_tweak_changes_the_fingerprints_of_its_stage_and_what_depends_on_it() -> None:
     before = state.expected_inputs(DEFAULT, mirror=True)
-    tweaked = config.load_profile("default", {"judges.subset": "hard"})
+    tweaked = profiles.load_profile("default", {"judges.subset": "hard"})
     after = state.expected_inputs(tweaked, mirror=True)
     changed = [s for s in before if before[s].fingerprint() != after[s].fingerprint()]
     assert changed == [graph.JUDGES, graph.FIGURES]
@@ -52,7 +51,7 @@ def test_the_artifact_source_is_part_of_the_corpus_inputs() -> None:
 def test_a_local_file_a_stage_reads_is_fingerprinted_by_content(tmp_path: Path) -> None:
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("one\n")
-    profile = config.load_profile("default", {"corpus.corpus_file": str(corpus)})
+    profile = profiles.load_profile("default", {"corpus.corpus_file": str(corpus)})
     first = state.expected_inputs(profile, mirror=True)[graph.CORPUS]
     corpus.write_text("two\n")
     second = state.expected_inputs(profile, mirror=True)[graph.CORPUS]
@@ -63,7 +62,7 @@ def test_every_stage_built_from_its_inputs_is_current(tmp_path: Path) -> None:
     built(tmp_path)
     got = states(tmp_path)
     assert [s.state for s in got.values()] == ["current"] * len(graph.STAGES)
-    local = config.load_profile("local")
+    local = profiles.load_profile("local")
     assert states(tmp_path, local)[graph.JUDGES].state == "not_in_profile"
 
 
@@ -100,7 +99,7 @@ def test_a_failed_stage_and_what_reads_it(tmp_path: Path) -> None:
 
 def test_changed_inputs_missing_outputs_and_unreadable_records(tmp_path: Path) -> None:
     built(tmp_path)
-    tweaked = config.load_profile("default", {"scores.subsets": ["v1"]})
+    tweaked = profiles.load_profile("default", {"scores.subsets": ["v1"]})
     got = states(tmp_path, tweaked)
     assert got[graph.SCORES].reason == 'scores.subsets changed (["v1", "hard"] → ["v1"])'
     assert got[graph.FIGURES].state == "not_current"
@@ -116,7 +115,7 @@ def test_changed_inputs_missing_outputs_and_unreadable_records(tmp_path: Path) -
 def test_self_state_is_what_the_runner_plans_by(tmp_path: Path) -> None:
     expected = built(tmp_path)
     assert state.self_state(tmp_path, graph.JUDGES, expected[graph.JUDGES]) == (True, "")
-    tweaked = state.expected_inputs(config.load_profile("default", {"judges.subset": "v2"}),
+    tweaked = state.expected_inputs(profiles.load_profile("default", {"judges.subset": "v2"}),
                                     mirror=True)
     ok, why = state.self_state(tmp_path, graph.JUDGES, tweaked[graph.JUDGES])
     assert not ok and why == 'judges.subset changed ("v1" → "v2")'

@@ -147,10 +147,11 @@ def _cells(md: str, first: str) -> list[str]:
 
 
 def test_paper_table1_with_intervals_puts_subsets_side_by_side():
-    st = tables.table1(scoring.table1(_scores(), judges=J, n_resamples=200, seed=5), judges=J)
+    st = tables.table1(scoring.table1(_scores(), judges=J, n_resamples=200, seed=5,
+                                      level=0.95), judges=J)
     other = st.copy()
     other["panel_mean"] = other["panel_mean"] - 0.1
-    t = tables.paper_table1({"v1": st, "hard": other}, n_resamples=200)
+    t = tables.paper_table1({"v1": st, "hard": other}, n_resamples=200, judges=None, level=0.95)
     assert t.label == "Table 1"
     assert list(t.frame.columns) == ["Rank", "Model", "HealthBench-Psych v1 (n = 4)",
                                      "HealthBench-Psych-Hard v1 (n = 4)"]
@@ -172,7 +173,7 @@ def test_paper_table1_with_intervals_puts_subsets_side_by_side():
 
 def test_paper_table1_point_estimates_say_why_and_mark_later():
     pt = tables.table1(scoring.paper_table(PER_JUDGE, J), judges=J, n=50)
-    t = tables.paper_table1({"v1": pt})
+    t = tables.paper_table1({"v1": pt}, judges=None, level=0.95)
     assert t.frame["Model"].tolist() == ["L †", "J3", "J1", "J2", "X"]
     assert t.frame.iloc[0, 2] == "0.700"  # no interval in a point-estimate cell
     assert "point estimates" in t.caption and "no interval" in t.caption
@@ -192,9 +193,10 @@ def test_per_judge_table_lists_each_judge_and_the_panel():
 
 
 def test_table1_texts_are_every_file_and_deterministic():
-    st = tables.table1(scoring.table1(_scores(), judges=J, n_resamples=100, seed=5), judges=J)
-    a = tables.table1_texts({"v1": st}, judges=J, n_resamples=100)
-    b = tables.table1_texts({"v1": st}, judges=J, n_resamples=100)
+    st = tables.table1(scoring.table1(_scores(), judges=J, n_resamples=100, seed=5,
+                                      level=0.95), judges=J)
+    a = tables.table1_texts({"v1": st}, judges=J, n_resamples=100, level=0.95)
+    b = tables.table1_texts({"v1": st}, judges=J, n_resamples=100, level=0.95)
     assert a == b
     assert sorted(a) == sorted(["table1_v1.csv", *tables.TABLE1_FILES])
     assert a["table1_v1.csv"] == tables.csv_text(st)
@@ -209,8 +211,10 @@ def test_table1_texts_are_every_file_and_deterministic():
 
 def _released(name: str, include_later: bool = False) -> pd.DataFrame:
     m = score_sources.read_matrix(sources.fetch(name))
-    pt = scoring.paper_table(scoring.paper_per_judge(m, include_later=include_later))
-    return tables.table1(pt, n=score_sources.matrix_n(m))
+    pt = scoring.paper_table(scoring.paper_per_judge(m, include_later=include_later,
+                                                     judges=study.JUDGE_PANEL),
+                             judges=study.JUDGE_PANEL)
+    return tables.table1(pt, n=score_sources.matrix_n(m), judges=study.JUDGE_PANEL)
 
 
 def _matrix_panel(name: str, candidate: str) -> float:
@@ -225,7 +229,7 @@ def _matrix_panel(name: str, candidate: str) -> float:
 @needs_mirror
 def test_table1_on_the_released_matrices():
     v1, hard = _released("matrix_v1"), _released("matrix_hard_v1")
-    texts = tables.table1_texts({"v1": v1, "hard": hard}, judges=study.JUDGE_PANEL)
+    texts = tables.table1_texts({"v1": v1, "hard": hard}, judges=study.JUDGE_PANEL, level=0.95)
     rows = list(csv.DictReader(io.StringIO(texts["table1_v1.csv"])))
     assert len(rows) == 20
     assert list(rows[0]) == ["rank", "candidate", "panel_mean", "ci_low", "ci_high", "n",
@@ -253,5 +257,5 @@ def test_table1_on_released_hard_with_later():
     hard = _released("matrix_hard_v1", include_later=True)
     assert len(hard) == 23 and set(hard["n"]) == {119}
     assert sorted(hard.loc[~hard["in_study"], "candidate"]) == sorted(study.LATER_CANDIDATES)
-    tex = tables.paper_table1({"hard": hard}).latex("tab:t")
+    tex = tables.paper_table1({"hard": hard}, judges=None, level=0.95).latex("tab:t")
     assert tex.count(r"\textdagger{}") == 4  # three rows and the note

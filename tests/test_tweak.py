@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hbpsych_utils.core import config, paths
-from hbpsych_utils.pipeline import state
+from hbpsych_utils.pipeline import profiles, state
 from hbpsych_utils.runner import checks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize(("args", "error"), [
     (["default", "--set", "nosuch.key=1"], "nosuch: unknown key (expected one of:"),
     (["--set", "nosuch.key=1"], "nosuch: unknown key (expected one of:"),
-    (["default", "--set", "scores.n_resamples=100"],
+    (["default", "--set", "scores.top_k=3"],
      "no stage reads this key, so the tweak would change nothing:\n"
-     "  - scores.n_resamples: 08_scores reads it only in live mode"),
+     "  - scores.top_k: 08_scores reads it only in live mode"),
 ], ids=["profile-first", "set-first", "unread-in-paper-mode"])
 def test_run_all_rejects_a_bad_or_unread_key_before_running(tmp_path: Path, args: list[str],
                                                             error: str) -> None:
@@ -42,7 +42,7 @@ def test_run_all_rejects_a_bad_or_unread_key_before_running(tmp_path: Path, args
 
 
 @pytest.mark.parametrize(("overrides", "why"), [
-    ({"scores.n_resamples": 100},
+    ({"scores.top_k": 3},
      "08_scores reads it only in live mode (paper mode reads the released matrices, which "
      "carry one clipped mean per candidate and judge (point estimates only); bootstrap "
      "intervals and paired differences need per-conversation grades, in live mode); this "
@@ -60,15 +60,15 @@ def test_a_set_no_stage_reads_names_why(overrides: dict, why: str) -> None:
     assert str(exc.value).startswith(
         f"profile 'default' ({config.profile_path('default')}; --set {key}=")
     assert f"  - {key}: {why}" in str(exc.value)
-    assert config.load_profile("default", overrides)  # a valid value: only the runner refuses
+    assert profiles.load_profile("default", overrides)  # a valid value: only the runner refuses
 
 
 def test_a_set_some_stage_reads_is_accepted() -> None:
     profile, unread = checks.load_for_run("default", {"judges.subset": "hard", "seed": 3})
     assert (profile.judges.subset, profile.seed) == ("hard", 3)
     assert unread == []
-    smoke, _ = checks.load_for_run("smoke", {"scores.n_resamples": 100, "llm.max_cost": 5})
-    assert smoke.scores.n_resamples == 100  # live: 08 bootstraps, the engine is called
+    smoke, _ = checks.load_for_run("smoke", {"n_resamples": 100, "llm.max_cost": 5})
+    assert smoke.n_resamples == 100  # live: the bootstraps are drawn, the engine is called
 
 
 @pytest.mark.slow
@@ -107,7 +107,7 @@ def test_notebook_runs_standalone_from_notebooks_folder(default_run: Path,
     assert build is not None and build.by == state.HAND
     assert build.parameters["subset"] == "hard"
     assert not (run / ".hand" / "09_judges").exists()  # swapped into place
-    states = {s.stage: s for s in state.stage_states(run, config.load_profile("default"))}
+    states = {s.stage: s for s in state.stage_states(run, profiles.load_profile("default"))}
     assert states["09_judges"].state == "not_current"
     assert states["09_judges"].reason.startswith(
         "its outputs were written outside the runner (papermill or JupyterLab, with ")

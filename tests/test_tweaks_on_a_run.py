@@ -42,10 +42,10 @@ def states(run: Path) -> dict[str, dict]:
 
 def test_a_tweak_no_stage_reads_is_refused_before_anything_runs(tmp_path: Path, capsys) -> None:
     code = runner.main(["default", "--outputs", str(tmp_path), "--set",
-                        "scores.n_resamples=5000"])
+                        "scores.top_k=3"])
     err = capsys.readouterr().err
     assert code == runner.EXIT_USAGE
-    assert "scores.n_resamples" in err and "paper mode" in err and "08_scores" in err
+    assert "scores.top_k" in err and "paper mode" in err and "08_scores" in err
     assert not (tmp_path / "default").exists()
 
 
@@ -129,9 +129,9 @@ def test_a_rerun_that_fails_early_leaves_what_depends_on_it_not_current(
 
 
 def runner_profile(**corpus: object):
-    from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
-    return config.load_profile("default", {f"corpus.{k}": v for k, v in corpus.items()})
+    return profiles.load_profile("default", {f"corpus.{k}": v for k, v in corpus.items()})
 
 
 def papermill(notebook: str, out: Path, outputs_root: Path, *params: str

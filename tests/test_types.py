@@ -1,7 +1,8 @@
 """The type check: mypy, as pyproject.toml's ``[tool.mypy]`` configures it, passes on the
-packages it names (``pipeline`` and ``evaluation`` among them), and a stage's metrics read back
-as that stage's model, to the type checker too. The settings are kept honest: no module's
-errors are switched off wholesale, and only third-party packages may be untyped."""
+packages it names (``pipeline``, ``evaluation`` and ``stages`` among them), and a stage's
+metrics read back as that stage's model, to the type checker too. The settings are kept
+honest: no module's errors are switched off wholesale, and only third-party packages may be
+untyped."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def _checked(config: dict) -> set[str]:
 
 def test_the_type_check_covers_the_lower_layers_with_strict_settings() -> None:
     config = _config()
-    assert {f"{PACKAGE}.pipeline", f"{PACKAGE}.evaluation", f"{PACKAGE}.reporting"} <= _checked(
+    assert {f"{PACKAGE}.pipeline", f"{PACKAGE}.evaluation", f"{PACKAGE}.reporting",
+            f"{PACKAGE}.stages"} <= _checked(
         config)
     for flag in ("check_untyped_defs", "disallow_untyped_defs", "disallow_incomplete_defs",
                  "disallow_any_generics", "strict_equality", "warn_unused_ignores"):
@@ -94,11 +96,11 @@ def test_metrics_read_as_their_stages_models_to_the_type_checker(tmp_path: Path)
     revealed = re.findall(r'Revealed type is "([^"]+)"', result.stdout)
     m = "hbpsych_utils.pipeline.metrics."
     assert revealed == [
-        f"{m}ScoresMetrics", "list[str]",
-        f"{m}GradingPaperMetrics | {m}GradingLiveMetrics",
+        f"{m}s08_scores.ScoresMetrics", "list[str]",
+        f"{m}s07_grading.GradingPaperMetrics | {m}s07_grading.GradingLiveMetrics",
         "int",
-        f"{m}RecallMetrics",
-        f"{m}Metrics",  # a stage's name in a variable: the common base
+        f"{m}s04_recall.RecallMetrics",
+        f"{m}model.Metrics",  # a stage's name in a variable: the common base
     ], result.stdout
     # a field 08 does not have is an error, where an untyped read would let it through
     assert re.search(r'"ScoresMetrics" has no attribute "n_conversations"', result.stdout)

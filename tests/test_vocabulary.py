@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from hbpsych_utils import study
 from hbpsych_utils.core import config
-from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline import graph, profiles
 from hbpsych_utils.reporting import book, book_chapters, figures, labels, tables, vocabulary
 from hbpsych_utils.reporting.vocabulary import Table, facts
 
@@ -63,7 +63,7 @@ def test_every_label_of_the_label_table_is_for_readers() -> None:
     """No label is a machine name (snake_case), and no two columns of one meaning drift: every
     label starts with a capital letter or is a statistic's own symbol."""
     for name, col in labels.COLUMNS.items():
-        shown = vocabulary.label(name)
+        shown = vocabulary.label(name, level=0.95)
         assert not SNAKE.match(shown), (name, shown)
         assert shown[0].isupper() or shown[0].isdigit() or shown.split()[0] in (
             "n", "p", "k", "sha256"), (name, shown)
@@ -86,11 +86,11 @@ def test_columns_by_label_and_wide_columns_by_their_terms() -> None:
     frame = pd.DataFrame({"clipped_mean": [0.5], "input_tokens": [12], "gpt-4.1-2025-04-14":
                           [0.25], "perinatal_mh": [3], "axis:context_awareness": [0.1],
                           "n_refused": [1]})
-    labels = vocabulary.lay_out(frame).labels
+    labels = vocabulary.lay_out(frame, level=0.95).labels
     assert labels == ["Clipped mean", "Input tokens", "GPT-4.1", "Perinatal mental health",
                       "Context awareness", "Refused"]
     # a name the table does not know keeps its words, never its underscores
-    assert vocabulary.label("some_new_column") == "Some new column"
+    assert vocabulary.label("some_new_column", level=0.95) == "Some new column"
 
 
 # --- values by kind ---------------------------------------------------------------------------
@@ -149,20 +149,21 @@ def test_an_interval_is_one_cell_labelled_with_the_runs_level() -> None:
     laid = vocabulary.lay_out(frame, level=0.9)
     assert laid.labels == ["Model", "Clipped mean", "90% interval"]
     assert laid.texts == [["a", "0.500", "[0.400, 0.600]"]]
-    assert vocabulary.lay_out(frame).labels[-1] == "95% interval"  # the study's level
+    assert vocabulary.lay_out(frame, level=0.95).labels[-1] == "95% interval"  # the study's level
 
 
 def test_a_repeated_row_label_is_shown_once() -> None:
     frame = pd.DataFrame({"x": [1, 2, 3]}, index=pd.MultiIndex.from_tuples(
         [("gpt-4.1-2025-04-14", "a"), ("gpt-4.1-2025-04-14", "b"), ("gemini-2.5-flash", "a")],
         names=["judge", "candidate"]))
-    texts = vocabulary.lay_out(frame, value_kind="count").texts
+    texts = vocabulary.lay_out(frame, value_kind="count", level=0.95).texts
     assert [r[0] for r in texts] == ["GPT-4.1", "", "Gemini 2.5 Flash"]
 
 
 def test_facts_label_and_format_each_row_by_its_kind() -> None:
     table = facts({"n_conversations": 712, "turns_mean": 2.9714, "non_english_share": 0.0421,
-                   "points_all_integer": True, "sha256": "ab" * 32}, caption="The corpus")
+                   "points_all_integer": True, "sha256": "ab" * 32}, caption="The corpus",
+                  level=None)
     found = cells(table)
     assert [c["text"] for c in found] == [
         "Conversations", "712", "Turns per conversation, mean", "3.0",
@@ -211,7 +212,7 @@ def test_the_panel_is_named_by_the_runs_judges(judges: list[str], name: str) -> 
     t1 = pd.DataFrame({"rank": [1], "candidate": ["x"], "panel_mean": [0.5], "ci_low": [0.4],
                        "ci_high": [0.6], "n": pd.array([9], dtype="Int64"),
                        **{j: [0.5] for j in judges}})
-    caption = tables.paper_table1({"v1": t1}, level=0.9).caption
+    caption = tables.paper_table1({"v1": t1}, level=0.9, judges=None).caption
     assert caption.startswith(name.capitalize()) and "90% intervals" in caption
     assert "95%" not in caption
     from hbpsych_utils.reporting import catalogue
@@ -241,23 +242,23 @@ def test_a_sentence_names_models_as_readers_do(text: str, shown: str) -> None:
 @pytest.mark.parametrize("bad", ["0", "1", "1.5", "-0.2", "ninety"])
 def test_the_interval_level_must_lie_between_0_and_1(tmp_path, bad: str) -> None:
     with pytest.raises(config.ProfileError, match="ci_level"):
-        config.load_profile("default", config.parse_overrides([f"ci_level={bad}"]))
-    assert config.load_profile("default", {"ci_level": 0.9}).ci_level == 0.9
-    assert config.load_profile("default").ci_level == study.CI_LEVEL
+        profiles.load_profile("default", config.parse_overrides([f"ci_level={bad}"]))
+    assert profiles.load_profile("default", {"ci_level": 0.9}).ci_level == 0.9
+    assert profiles.load_profile("default").ci_level == study.CI_LEVEL
 
 
 def test_the_stages_that_compute_intervals_read_the_level() -> None:
     """The level reaches every stage that computes an interval (in the modes it computes
     them), as a notebook parameter; a paper run reads it where its released run is broken
     down with intervals (11), so ``--set ci_level=0.9`` is never refused."""
-    default, smoke = config.load_profile("default"), config.load_profile("smoke")
+    default, smoke = profiles.load_profile("default"), profiles.load_profile("smoke")
     readers = {s for s in graph.STAGES if "ci_level" in graph.keys_read(smoke, s)}
     assert readers == {graph.SCORES, graph.JUDGES, graph.HARNESS, graph.ANALYSES,
                        graph.JUDGE_ACCURACY}
     assert {s for s in graph.STAGES if "ci_level" in graph.keys_read(default, s)} == {
         graph.HARNESS}
     assert graph.unread_reason(default, "ci_level") is None
-    params = graph.notebook_parameters(config.load_profile("smoke", {"ci_level": 0.9}),
+    params = graph.notebook_parameters(profiles.load_profile("smoke", {"ci_level": 0.9}),
                                        graph.SCORES, "../outputs")
     assert params["ci_level"] == 0.9
 
@@ -314,7 +315,7 @@ FIGURES = {
         {"severity": {j: 0.01 * i for i, j in enumerate(study.JUDGE_PANEL)},
          "self_preference_raw": {j: 0.02 for j in study.JUDGE_PANEL},
          "self_preference_corrected": {j: -0.01 for j in study.JUDGE_PANEL},
-         "n_candidates": 20}, subset="HealthBench-Psych-Hard v1"),
+         "n_candidates": 20}, subset="HealthBench-Psych-Hard v1", judges=None, level=0.95),
     "length": lambda: figures.length_scatter.__wrapped__(
         pd.DataFrame({"mean_chars": [400.0, 2600.0, 5200.0], "clipped_mean": [0.3, 0.5, 0.6],
                       "adjusted_mean": [0.31, 0.48, 0.5]}, index=list(study.CANDIDATES[:3])),

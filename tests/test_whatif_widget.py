@@ -123,7 +123,7 @@ def test_without_a_widget_frontend_it_shows_the_runs_own_table(paper_parts,
     assert escape.html_text(whatif_widget.STATIC_NOTE) in static
 
     nb = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell("display(scores.whatif(run, metrics))")
+    cell = nbformat.v4.new_code_cell("show(scores.whatif(sources.whatif, metrics))")
     cell.outputs = [nbformat.v4.new_output("display_data", data=bundle)]
     nb.cells = [cell]
     nbformat.write(nb, str(tmp_path / "in.ipynb"))
@@ -138,5 +138,5 @@ def test_chapter_08_reads_what_the_live_whatif_needs_as_declared_inputs() -> Non
     assert "length_penalty" in graph.parameter_names(graph.SCORES)
     nb = nbformat.read(str(Path(__file__).parents[1] / "notebooks" / "08_scores.ipynb"),
                        as_version=4)
-    assert any(c.cell_type == "code" and "scores.whatif(run, metrics)" in c.source
+    assert any(c.cell_type == "code" and "scores.whatif(sources.whatif, metrics," in c.source
                for c in nb.cells)

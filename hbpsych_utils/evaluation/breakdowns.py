@@ -147,8 +147,8 @@ def with_panel(tags: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
 
 
 def summarise(long: pd.DataFrame, *, by: Sequence[str] = ("scorer", "candidate", "tag"),
-              n_resamples: int = study.N_RESAMPLES, seed: int = 0,
-              level: float = study.CI_LEVEL) -> pd.DataFrame:
+              n_resamples: int = study.N_RESAMPLES, seed: int,
+              level: float) -> pd.DataFrame:
     """Per group of ``by``: n conversations, the clipped mean with its seeded percentile
     bootstrap interval at ``level`` (NaN on one conversation), and the reference's
     ``bootstrap_std`` from the same resamples (``scoring.interval_and_std``). Conversations

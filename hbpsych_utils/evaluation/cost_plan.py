@@ -404,7 +404,7 @@ def compare(design: Design, registry: Registry, routings: Sequence[Routing],
 # The study's design
 
 def study_design(subset: str = "v1", *, candidates: Sequence[str] = study.CANDIDATES,
-                 judges: Sequence[str] = study.JUDGE_PANEL,
+                 judges: Sequence[str],
                  fetch: Callable[[str], Path] | None = None,
                  held: Sequence[Conversation] | None = None) -> Design:
     """The study's design on a released subset: its candidates and judge panel on every

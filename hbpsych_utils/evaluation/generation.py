@@ -94,7 +94,7 @@ def generation_requests(
     max_tokens: int | None = MAX_TOKENS,
     tag: str = GENERATE_TAG,
     samples: int = 1,
-    seed: int = 0,
+    seed: int,
 ) -> list[Request]:
     """One engine request per (candidate, conversation), conversation-major within a model;
     ``tag`` names the part of the run they belong to in the store's ledger; with ``samples``
@@ -123,7 +123,7 @@ def generation_requests(
     ]
 
 
-def responses_table(results: Iterable[Result], seed: int = 0) -> pd.DataFrame:
+def responses_table(results: Iterable[Result], seed: int) -> pd.DataFrame:
     """The engine's results as the responses table later stages read (one row per request);
     with ``sample`` and ``seed`` columns when the requests were sampled (their ``seed``: the
     one :func:`generation_requests` derived them from)."""

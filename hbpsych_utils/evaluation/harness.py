@@ -218,7 +218,7 @@ def summarize(
     scores: Iterable[float | None],
     *,
     published: float | None,
-    seed: int = 0,
+    seed: int,
     n_resamples: int = study.N_RESAMPLES,
 ) -> HarnessReplay:
     """A run summarised as simple-evals reports it: n scored, clipped mean, ``bootstrap_std``,
@@ -244,7 +244,7 @@ def replay(
     lines: Iterable[HarnessLine],
     *,
     published: float | None,
-    seed: int = 0,
+    seed: int,
     n_resamples: int = study.N_RESAMPLES,
 ) -> HarnessReplay:
     """Summary of the released harness run (``summarize`` of its per-conversation scores)."""

@@ -399,8 +399,8 @@ def judges_ac1(joined: pd.DataFrame) -> tuple[float, int]:
 # --- intervals --------------------------------------------------------------------------------
 
 def sens_spec_table(joined: pd.DataFrame, by: str = "category", *, overall: bool = True,
-                    n_resamples: int = study.N_RESAMPLES, seed: int = study.SEED,
-                    level: float = study.CI_LEVEL) -> pd.DataFrame:
+                    n_resamples: int = study.N_RESAMPLES, seed: int,
+                    level: float) -> pd.DataFrame:
     """Per judge and value of ``by`` (and ``all`` when ``overall``; column ``category``):
     sensitivity and specificity with conversation-clustered percentile bootstrap intervals;
     one generator per (judge, slice) from ``seed``, in a fixed order, so a table is
@@ -444,8 +444,8 @@ class CorrectedRate:
 
 
 def corrected_rate(judge: str, graded: pd.DataFrame, calibration: pd.DataFrame, *,
-                   n_resamples: int = study.N_RESAMPLES, seed: int = study.SEED,
-                   level: float = study.CI_LEVEL) -> CorrectedRate:
+                   n_resamples: int = study.N_RESAMPLES, seed: int,
+                   level: float) -> CorrectedRate:
     """A judge's criterion-met rate on a graded run, corrected for its errors (Rogan-Gladen).
 
     ``graded``: the judge's verdicts on the run (``prompt_id``, ``criteria_met``; missing
@@ -524,7 +524,7 @@ def cost_rows(n_rows: int, mean_input_tokens: float, judges: Sequence[str], regi
 
 # --- the format fixture ---------------------------------------------------------------------------
 
-def fixture_rows(judges: Sequence[str] = study.JUDGE_PANEL) -> list[MetaEvalRow]:
+def fixture_rows(judges: Sequence[str]) -> list[MetaEvalRow]:
     """The format fixture: thirteen rows in the real file's layout, physician labels chosen so
     that every statistic is computable by hand, each completion carrying the simulator's
     marker that scripts the judges' verdicts (:data:`FIXTURE_VERDICTS`, the i-th judge of
@@ -552,7 +552,7 @@ def fixture_rows(judges: Sequence[str] = study.JUDGE_PANEL) -> list[MetaEvalRow]
     return rows
 
 
-def fixture_jsonl(judges: Sequence[str] = study.JUDGE_PANEL) -> str:
+def fixture_jsonl(judges: Sequence[str]) -> str:
     """:func:`fixture_rows` as the file's JSON lines (what ``tests/fixtures`` holds)."""
     import json
 

@@ -40,7 +40,7 @@ def complete_rows(per_judge: pd.DataFrame, judges: Sequence[str]) -> pd.DataFram
 
 
 def kendall_taus(
-    per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
+    per_judge: pd.DataFrame, judges: Sequence[str]
 ) -> dict[str, float | None]:
     """Kendall's tau-b between every pair of judges over the candidates (scipy's tau-b).
 
@@ -62,7 +62,7 @@ def kendall_taus(
 
 
 def kendall_tau_undefined(
-    per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
+    per_judge: pd.DataFrame, judges: Sequence[str]
 ) -> dict[str, str]:
     """Why each undefined tau of :func:`kendall_taus` is undefined (pair -> reason): a rank
     correlation needs two candidates and two different scores from each judge."""
@@ -80,13 +80,13 @@ def kendall_tau_undefined(
     return out
 
 
-def grand_mean(per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL) -> float:
+def grand_mean(per_judge: pd.DataFrame, judges: Sequence[str]) -> float:
     """Mean of every (candidate, judge) score over the candidates all judges scored."""
     return float(complete_rows(per_judge, judges).to_numpy().mean())
 
 
 def severity(
-    per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
+    per_judge: pd.DataFrame, judges: Sequence[str]
 ) -> dict[str, float]:
     """Judge mean over candidates minus the grand mean (negative = harsher than the panel)."""
     t = complete_rows(per_judge, judges)
@@ -113,7 +113,7 @@ def _own_candidates(
 
 def self_preference(
     per_judge: pd.DataFrame,
-    judges: Sequence[str] = study.JUDGE_PANEL,
+    judges: Sequence[str],
     *,
     own: Mapping[str, str] = study.JUDGE_OWN_CANDIDATE,
     corrected: bool = False,
@@ -151,7 +151,7 @@ class JudgeFields(TypedDict):
 
 def judge_metrics(
     per_judge: pd.DataFrame,
-    judges: Sequence[str] = study.JUDGE_PANEL,
+    judges: Sequence[str],
     *,
     own: Mapping[str, str] = study.JUDGE_OWN_CANDIDATE,
 ) -> JudgeFields:
@@ -170,7 +170,7 @@ def judge_metrics(
 def paper_judge_metrics(
     matrix: pd.DataFrame,
     *,
-    judges: Sequence[str] = study.JUDGE_PANEL,
+    judges: Sequence[str],
     candidates: Sequence[str] = study.CANDIDATES,
     own: Mapping[str, str] = study.JUDGE_OWN_CANDIDATE,
     source: str = "matrix",
@@ -233,12 +233,12 @@ def _stats_from_table(
 def bootstrap_judge_stats(
     scores: pd.DataFrame,
     *,
-    judges: Sequence[str] = study.JUDGE_PANEL,
+    judges: Sequence[str],
     candidates: Sequence[str] | None = None,
     own: Mapping[str, str] = study.JUDGE_OWN_CANDIDATE,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int = 0,
-    level: float = study.CI_LEVEL,
+    seed: int,
+    level: float,
 ) -> pd.DataFrame:
     """Severity and self-preference (raw and corrected) with percentile bootstrap intervals.
 

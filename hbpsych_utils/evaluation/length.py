@@ -103,8 +103,8 @@ def distribution(n_chars: Iterable[float]) -> LengthDistribution:
 
 
 def length_table(scores: pd.DataFrame, lengths: Mapping[tuple[str, str], int], per_500: float,
-                 *, n_resamples: int = study.N_RESAMPLES, seed: int = 0,
-                 level: float = study.CI_LEVEL) -> pd.DataFrame:
+                 *, n_resamples: int = study.N_RESAMPLES, seed: int,
+                 level: float) -> pd.DataFrame:
     """Per (scorer, candidate) of a long score table (``scorer, candidate, prompt_id, score``):
     n, mean and median reply length, the raw clipped mean, the length-adjusted one with its
     seeded bootstrap interval at ``level`` (``scoring.bootstrap_ci``), and the adjustment

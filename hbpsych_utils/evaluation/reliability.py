@@ -70,7 +70,7 @@ def complete(samples: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 
 def worst_at_k_table(samples: pd.DataFrame, *, n_resamples: int = study.N_RESAMPLES,
-                     seed: int = 0, level: float = study.CI_LEVEL) -> pd.DataFrame:
+                     seed: int, level: float) -> pd.DataFrame:
     """Per (scorer, candidate) and k = 1..K: n conversations, the clipped mean of their
     worst-at-k and its seeded bootstrap interval at ``level``."""
     grid, _ = complete(samples)

@@ -119,7 +119,7 @@ def matrix_n(matrix: pd.DataFrame) -> pd.Series:
     return matrix.groupby("candidate")["n_prompts"].min().astype(int).rename("n")
 
 
-def paper_scores(per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
+def paper_scores(per_judge: pd.DataFrame, judges: Sequence[str]
                  ) -> SubsetScores:
     """A subset's numbers in paper mode (no interval or n: not computable from the matrix)."""
     panel = paper_panel_means(per_judge, judges)
@@ -215,7 +215,7 @@ class EvaluationSource:
         return self.panel_long.groupby("candidate").size().rename("n")
 
     def table1(self, *, n_resamples: int | None, seed: int,
-               level: float = study.CI_LEVEL) -> pd.DataFrame:
+               level: float) -> pd.DataFrame:
         """Table 1 for this source: ``paper_table`` (point estimates) or ``table1`` with
         seeded bootstrap intervals at ``level`` and the reference's ``bootstrap_std``
         (live)."""
@@ -255,8 +255,10 @@ def evaluation_source(
     if mode == "paper":
         artifact = study.MATRIX_ARTIFACTS[subset]
         matrix = read_matrix(stage.fetch(artifact))
-        per_judge = paper_per_judge(matrix, include_later=include_later, source=artifact)
-        return EvaluationSource(subset, list(study.JUDGE_PANEL), per_judge, matrix=matrix)
+        judges = list(study.JUDGE_PANEL)  # the released matrices hold the study's panel
+        per_judge = paper_per_judge(matrix, judges=judges, include_later=include_later,
+                                    source=artifact)
+        return EvaluationSource(subset, judges, per_judge, matrix=matrix)
     scores = read_scores(stage.upstream(graph.GRADING, graph.SCORES_TABLE))
     scores = scores[scores["prompt_id"].isin(subset_files.stage_ids(stage, subset))]
     if scores.empty:

@@ -76,7 +76,7 @@ def bootstrap_means(
     scores: Iterable[float] | pd.Series | np.ndarray,
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int | np.random.Generator = 0,
+    seed: int | np.random.Generator,
 ) -> np.ndarray:
     """Clipped mean of each conversation-level bootstrap resample."""
     x = _as_array(scores)
@@ -143,8 +143,8 @@ def bootstrap_ci(
     scores: Iterable[float] | pd.Series | np.ndarray,
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int | np.random.Generator = 0,
-    level: float = study.CI_LEVEL,
+    seed: int | np.random.Generator,
+    level: float,
 ) -> Interval:
     """Clipped mean with its seeded percentile bootstrap interval."""
     x = _as_array(scores)
@@ -156,8 +156,8 @@ def interval_and_std(
     scores: Iterable[float] | pd.Series | np.ndarray,
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int | np.random.Generator = 0,
-    level: float = study.CI_LEVEL,
+    seed: int | np.random.Generator,
+    level: float,
 ) -> tuple[Interval, float]:
     """:func:`bootstrap_ci` and :func:`reference_bootstrap_std` from the same resamples (one
     bootstrap, the same numbers as calling both with the same seed)."""
@@ -170,7 +170,7 @@ def reference_bootstrap_std(
     scores: Iterable[float] | pd.Series | np.ndarray,
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int | np.random.Generator = 0,
+    seed: int | np.random.Generator,
 ) -> float:
     """HealthBench's ``bootstrap_std``: population std (ddof=0) of 1,000 clipped resample means.
 
@@ -211,7 +211,7 @@ def score_matrix(scores: pd.DataFrame, candidate: str) -> pd.DataFrame:
 
 
 def panel_conversation_scores(
-    scores: pd.DataFrame, candidate: str, judges: Sequence[str] | None = None
+    scores: pd.DataFrame, candidate: str, judges: Sequence[str] | None
 ) -> pd.Series:
     """Per-conversation panel score: equal-weight mean over the judges, for the conversations
     that every judge of the panel scored (the others are left out, not partially averaged)."""
@@ -237,11 +237,11 @@ def per_judge_means(scores: pd.DataFrame) -> pd.DataFrame:
 def table1(
     scores: pd.DataFrame,
     *,
-    judges: Sequence[str] | None = None,
+    judges: Sequence[str] | None,
     candidates: Sequence[str] | None = None,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int = 0,
-    level: float = study.CI_LEVEL,
+    seed: int,
+    level: float,
 ) -> pd.DataFrame:
     """Table 1: per candidate, panel mean with its bootstrap CI, n, and each judge's mean.
 
@@ -295,8 +295,8 @@ def paired_difference(
     *,
     names: tuple[str, str] = ("a", "b"),
     n_resamples: int = study.N_RESAMPLES,
-    seed: int | np.random.Generator = 0,
-    level: float = study.CI_LEVEL,
+    seed: int | np.random.Generator,
+    level: float,
 ) -> PairedDifference:
     """Bootstrap of the paired difference on the conversations both series score.
 
@@ -349,8 +349,8 @@ def pairwise_differences(
     candidates: Sequence[str],
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int = 0,
-    level: float = study.CI_LEVEL,
+    seed: int,
+    level: float,
 ) -> pd.DataFrame:
     """All pairs among ``candidates`` (in the order given: a before b), with bootstrap CIs,
     raw p-values and Holm–Bonferroni adjusted p-values over this family of pairs.
@@ -388,7 +388,7 @@ def top_k(table: pd.DataFrame, k: int) -> list[str]:
 def paper_per_judge(
     matrix: pd.DataFrame,
     *,
-    judges: Sequence[str] = study.JUDGE_PANEL,
+    judges: Sequence[str],
     study_candidates: Sequence[str] = study.CANDIDATES,
     include_later: bool = False,
     source: str = "matrix",
@@ -419,7 +419,7 @@ def paper_per_judge(
 
 
 def paper_panel_means(
-    per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL
+    per_judge: pd.DataFrame, judges: Sequence[str]
 ) -> pd.Series:
     """Point estimate of the panel score: the mean of the judges' released clipped means.
 
@@ -435,7 +435,7 @@ def ranking(values: pd.Series) -> list[str]:
     return df.sort_values(["v", "c"], ascending=[False, True], kind="mergesort")["c"].tolist()
 
 
-def paper_table(per_judge: pd.DataFrame, judges: Sequence[str] = study.JUDGE_PANEL) -> pd.DataFrame:
+def paper_table(per_judge: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
     """Paper-mode Table 1: rank, panel mean (point estimate) and per-judge means."""
     panel = paper_panel_means(per_judge, judges)
     order = ranking(panel)
@@ -463,7 +463,7 @@ def panel_scores_long(scores: pd.DataFrame, judges: Sequence[str]) -> pd.DataFra
 
 def with_reference_std(
     table: pd.DataFrame, scores: pd.DataFrame, judges: Sequence[str], *,
-    n_resamples: int = study.N_RESAMPLES, seed: int = 0,
+    n_resamples: int = study.N_RESAMPLES, seed: int,
 ) -> pd.DataFrame:
     """Table 1 plus the reference harness's ``bootstrap_std`` of each panel score."""
     out = table.copy()

@@ -176,7 +176,8 @@ def paper_data(run: RunFiles, subsets: Sequence[str] = study.SUBSET_KEYS) -> Pap
         except ArtifactError as exc:
             skipped[key] = str(exc).splitlines()[0]
             continue
-        per_judge[key] = scoring.paper_per_judge(matrix, include_later=True, source=name)
+        per_judge[key] = scoring.paper_per_judge(matrix, judges=study.JUDGE_PANEL,
+                                                include_later=True, source=name)
         ns[key] = matrix.pivot(index="candidate", columns="judge", values="n_prompts")
     if not per_judge:
         raise WhatIfError("no released matrix could be read: " + "; ".join(skipped.values()))

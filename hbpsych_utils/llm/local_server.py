@@ -113,10 +113,15 @@ def free_port(host: str = HOST) -> int:
         return sock.getsockname()[1]
 
 
+SERVER_SEED = 0
+"""llama.cpp's own sampling seed for the server it starts (a request that carries a seed
+overrides it)."""
+
+
 def server_command(model_path: Path, port: int, *, python: str = sys.executable,
                    chat_format: str = CHAT_FORMAT, n_ctx: int = 2048,
                    n_threads: int | None = None, alias: str = MODEL_ALIAS,
-                   seed: int = 0) -> list[str]:
+                   seed: int) -> list[str]:
     """The argv that starts llama-cpp-python's server on loopback."""
     cmd = [python, "-m", "llama_cpp.server", "--model", str(model_path), "--host", HOST,
            "--port", str(port), "--chat_format", chat_format, "--n_ctx", str(n_ctx),
@@ -203,7 +208,7 @@ def local_server(model_path: Path | None = None, *, port: int | None = None,
         log_path = log_root / f"server-{chosen}.log"
         base_url = f"http://{HOST}:{chosen}/v1"
         cmd = server_command(model, chosen, python=python, chat_format=chat_format,
-                             n_ctx=n_ctx, n_threads=n_threads, alias=alias)
+                             n_ctx=n_ctx, n_threads=n_threads, alias=alias, seed=SERVER_SEED)
         with log_path.open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env)

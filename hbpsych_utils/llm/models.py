@@ -239,7 +239,7 @@ def _validate(cls: type[BaseModel], body: dict[str, Any], source: str, where: st
 
 
 def resolve_decoding(spec: ModelSpec, kind: ProviderKind, temperature: float | None,
-                     max_tokens: int | None, seed: int | None = None) -> dict[str, Any]:
+                     max_tokens: int | None, seed: int | None) -> dict[str, Any]:
     """The decoding parameters actually sent for one request to one model.
 
     Temperature: ``rejected`` models never get one (provider default), fixed ones always get

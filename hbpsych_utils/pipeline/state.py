@@ -30,19 +30,20 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from hbpsych_utils.core import paths, records, sources
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.core.writes import write_json_record
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.profiles import Profile
 
 BUILD_RECORD = "build.json"
 FAILURE_RECORD = "failed.json"
-RUNNER, HAND = "runner", "hand"
+RUNNER: Final = "runner"
+HAND: Final = "hand"
 EXECUTED_DIR = "notebooks"
 """Where the runner writes each stage's executed notebook, inside the run folder."""
 

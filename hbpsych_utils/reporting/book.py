@@ -47,6 +47,7 @@ from pydantic import BaseModel
 from hbpsych_utils import study
 from hbpsych_utils.construction.instrument import BOOK_COPY, INSTRUMENT_FILE
 from hbpsych_utils.core import escape, paths, records
+from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.reporting import ledger, ledger_conditions, ledger_numbers, whatif_page
 from hbpsych_utils.reporting.book_chapters import chapters_of, prepare_notebook
@@ -220,7 +221,9 @@ def write_sources(profile_dir: Path, src: Path) -> str:
                          overrides if isinstance(overrides, dict) else None, states, command,
                          reproduced=ledger.summary(rows), find=find + whatif.find,
                          extra_pages=extra_pages, judges=run_judges(metrics, run),
-                         level=run.ci_level if run else study.CI_LEVEL, card=whatif.card),
+                         level=run.ci_level if run else study.CI_LEVEL, card=whatif.card,
+                         modes=({s: graph.stage_mode(run, s) for s in graph.STAGES} if run
+                                else None)),
         encoding="utf-8")
     stage_dir = profile_dir / FIGURES_STAGE
     if stage_dir.is_dir():

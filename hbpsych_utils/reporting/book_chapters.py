@@ -13,6 +13,7 @@ from typing import Any
 from hbpsych_utils.core import escape, records
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.state import StageState
+from hbpsych_utils.reporting import display
 from hbpsych_utils.reporting.book_run import BookError
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -55,6 +56,7 @@ def prepare_notebook(src: Path, dst: Path, banner: str = "", command: str = "") 
         raise BookError(f"{src}: not a Jupyter notebook ({type(exc).__name__}: "
                         f"{(str(exc).strip().splitlines() or [''])[0][:200]})") from None
     nb.metadata.pop("widgets", None)
+    nb.cells = display.without_sections_not_in_run(nb.cells)
     for cell in nb.cells:
         if cell.cell_type == "code":
             _fold(cell)

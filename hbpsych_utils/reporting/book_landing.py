@@ -10,7 +10,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hbpsych_utils import study
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as m
 from hbpsych_utils.pipeline.metrics import Metrics
@@ -95,13 +94,16 @@ def landing_markdown(profile: str, metrics: RunMetrics, chapters: Sequence[str],
                      description: str = "", overrides: Mapping[str, Any] | None = None,
                      states: Mapping[str, StageState] | None = None,
                      command: str = "", reproduced: ledger.Summary | None = None,
-                     find: str = "", extra_pages: Sequence[str] = (),
-                     judges: tuple[list[str], str] | None = None,
-                     level: float = study.CI_LEVEL, card: str = "") -> str:
+                     find: str = "", extra_pages: Sequence[str] = (), *,
+                     judges: tuple[list[str], str] | None, level: float,
+                     modes: Mapping[str, str | None] | None = None, card: str = "") -> str:
     """The landing page: the study, how much of the paper this run reproduces (``reproduced``,
     the ledger's summary), where everything is (``find``), this run's profile, each stage's
     mode and state, the headline numbers (each marked when its chapter is not current) with
-    the headline score's comparability ``card`` (Markdown) under them, contents."""
+    the headline score's comparability ``card`` (Markdown) under them, contents. A stage's mode
+    is its metrics' (``modes``, the profile's, for a stage that writes none); a current chapter
+    whose mode leaves it nothing to show is marked "needs ..." (``graph.needs``) instead of
+    "current"."""
     states = states or {}
     parts = [f"# HealthBench-Psych: the {code(title_name(profile), cell=False)} run\n",
              STUDY_SUMMARY + "\n"]
@@ -111,7 +113,7 @@ def landing_markdown(profile: str, metrics: RunMetrics, chapters: Sequence[str],
     if find:
         parts += ["## Find your way\n", find]
     parts += _this_run(profile, description, judges, level, overrides)
-    parts += _chapters(metrics, states, chapters, command)
+    parts += _chapters(metrics, states, chapters, command, modes or {})
     parts += _headlines(metrics, states, chapters, card)
     parts.append("## Contents\n")
     toc = [*chapters, FIGURES_PAGE, *extra_pages, PROVENANCE_PAGE]
@@ -137,7 +139,7 @@ def _this_run(profile: str, description: str, judges: tuple[list[str], str] | No
 
 
 def _chapters(metrics: RunMetrics, states: Mapping[str, StageState], chapters: Sequence[str],
-              command: str) -> list[str]:
+              command: str, modes: Mapping[str, str | None]) -> list[str]:
     """How many chapters are not current, and each chapter the profile runs with its mode and
     state."""
     parts = []
@@ -151,11 +153,15 @@ def _chapters(metrics: RunMetrics, states: Mapping[str, StageState], chapters: S
         st = states.get(stage)
         if st is not None and st.state == "not_in_profile":
             continue
+        found = metrics.get(stage)
+        mode = getattr(found, "mode", None) or modes.get(stage)
         word = (STATE_WORDS[st.state] if st is not None else "unknown")
         if st is not None and not st.current:
             word = f"**{word}**: {cell(st.reason)}"
+        elif (need := graph.needs(stage, mode)) is not None:
+            word = f"needs {need}"
         rows.append((chapter_link(f"{stage[:2]} · {graph.spec(stage).title}", stage, chapters),
-                     cell(_mode(metrics.get(stage))), word))
+                     cell(_mode(mode, found)), word))
     parts.append("Each stage runs in a mode: *replay* or *paper* reads the released study's "
                  "files, *live* calls models through the engine.\n")
     parts.append(vocabulary.markdown_table(["Chapter", "Mode", "State"], rows,
@@ -163,9 +169,8 @@ def _chapters(metrics: RunMetrics, states: Mapping[str, StageState], chapters: S
     return parts
 
 
-def _mode(found: Metrics | None) -> str:
-    """A stage's mode as its metrics record it ("–" without), with round 2's state."""
-    mode = getattr(found, "mode", None)
+def _mode(mode: str | None, found: Metrics | None) -> str:
+    """A stage's mode ("–" without), with round 2's state as its metrics record it."""
     round2 = getattr(found, "round2", None)
     return (mode or "–") + (f" (round 2 {round2.replace('_', ' ')})" if round2 else "")
 

@@ -43,9 +43,10 @@ def _profile_values(profile: str | None) -> dict[str, Any] | None:
     if not profile:
         return None
     from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
     try:
-        return config.load_profile(profile).model_dump(mode="json", exclude_unset=True)
+        return profiles.load_profile(profile).model_dump(mode="json", exclude_unset=True)
     except (config.ProfileError, OSError, ValueError):
         return None
 

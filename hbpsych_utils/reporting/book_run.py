@@ -15,10 +15,10 @@ from pydantic import ValidationError
 
 from hbpsych_utils import study
 from hbpsych_utils.core import paths, records
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph, state
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.metrics import Metrics
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.pipeline.state import StageState
 from hbpsych_utils.reporting import vocabulary
 from hbpsych_utils.reporting.book_markdown import cell, code
@@ -45,6 +45,7 @@ def run_profile(profile_dir: Path, manifest: Mapping[str, Any] | None) -> Profil
     """The profile a run folder was made with: the manifest's values (overrides applied), or
     the profile file of the folder's name; ``None`` when neither can be read."""
     from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
     values = (manifest or {}).get("profile_values")
     if isinstance(values, dict) and values:
@@ -53,7 +54,7 @@ def run_profile(profile_dir: Path, manifest: Mapping[str, Any] | None) -> Profil
         except ValidationError:
             return None
     try:
-        return config.load_profile(str((manifest or {}).get("profile") or profile_dir.name))
+        return profiles.load_profile(str((manifest or {}).get("profile") or profile_dir.name))
     except (config.ProfileError, OSError, ValueError):
         return None
 

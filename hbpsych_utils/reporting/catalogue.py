@@ -70,7 +70,7 @@ def _rank(stem: str) -> int:
     return next((i for i, head in enumerate(ORDER) if stem.startswith(head)), len(ORDER))
 
 
-def label(stems: Sequence[str], judges: Sequence[str] = study.JUDGE_PANEL
+def label(stems: Sequence[str], judges: Sequence[str]
           ) -> dict[str, tuple[str, str, bool]]:
     """Each stem's label, title and whether the paper has it, in the paper's order: the paper's
     objects, the judge figure (Figure I2, of the subset 09 measured), then the supplements,

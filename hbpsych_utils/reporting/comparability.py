@@ -26,11 +26,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from hbpsych_utils import study
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.evaluation import length
 from hbpsych_utils.llm.models import ConfigError, profile_registry, resolve_decoding
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.reporting import vocabulary
 
 CARD_CAPTION = ("Comparability card: what this score rests on, read from the run's manifest "
@@ -157,7 +157,7 @@ class Card(BaseModel):
     def table(self, caption: str = CARD_CAPTION) -> vocabulary.Facts:
         return vocabulary.facts(self.rows(), caption,
                                 kinds={"card_subset_sha256": "identifier",
-                                       "card_grader": "identifier"})
+                                       "card_grader": "identifier"}, level=self.level)
 
     def html(self, caption: str = "") -> str:
         """The card as the vocabulary shows a table of facts (no inline stylesheet: the book
@@ -223,7 +223,7 @@ def _sent(profile: Profile, judges: Sequence[str], temperature: float,
             continue
         kind = registry.providers[spec.provider].kind
         out.append(JudgeSetting(judge=j, sent=resolve_decoding(spec, kind, temperature,
-                                                                max_tokens)))
+                                                                max_tokens, seed=None)))
     return out
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol
 
 import matplotlib
 import numpy as np
@@ -121,10 +121,15 @@ def _cached(cache: Path | None, key: str) -> CachedFigure | None:
     return CachedFigure(key, files)
 
 
-F = TypeVar("F", bound=Callable[..., Figure])
+class Keyed(Protocol):
+    """A figure function keyed by its inputs: it also takes ``cache=`` and may return the
+    figure saved before (:func:`keyed`)."""
+
+    def __call__(self, *args: Any, cache: Path | None = None,
+                 **kwargs: Any) -> Figure | CachedFigure: ...
 
 
-def keyed(draw: F) -> F:
+def keyed(draw: Callable[..., Figure]) -> Keyed:
     """Key a figure function by its inputs; with ``cache=`` (a folder), return the files saved
     for the same key instead of drawing (see the module doc)."""
 
@@ -140,7 +145,7 @@ def keyed(draw: F) -> F:
         setattr(fig, _INPUTS_KEY, key)
         return fig
 
-    return wrapper  # type: ignore[return-value]  # also takes cache= and may return the files
+    return wrapper
 
 
 Layout = Literal["constrained", "compressed", "tight"] | None

@@ -129,7 +129,7 @@ def panel_ranking(
     subset: str,
     judge_models: Sequence[str] = study.JUDGE_PANEL,
     later: Sequence[str] = study.LATER_CANDIDATES,
-    level: float = study.CI_LEVEL,
+    level: float,
 ) -> Figure:
     """Candidates by panel mean, best on top, with bootstrap intervals (at ``level``, which
     the subtitle states) when the table has them (``scoring.table1``) or labelled as point
@@ -227,7 +227,7 @@ def judge_heatmap(
     per_judge: pd.DataFrame,
     *,
     subset: str,
-    judges: Sequence[str] = study.JUDGE_PANEL,
+    judges: Sequence[str],
     own: Mapping[str, str] | None = None,
     later: Sequence[str] = study.LATER_CANDIDATES,
     cmap: str = "cividis",
@@ -300,8 +300,8 @@ def judge_bias(
     stats: pd.DataFrame | Mapping[str, Any],
     *,
     subset: str,
-    judges: Sequence[str] | None = None,
-    level: float = study.CI_LEVEL,
+    judges: Sequence[str] | None,
+    level: float,
 ) -> Figure:
     """Severity per judge (left) beside self-preference raw vs severity-corrected (right).
 

@@ -210,9 +210,9 @@ def healthbench_ids() -> list[str]:
 
 
 def _default_seed() -> int:
-    from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
-    return int(config.Profile.model_fields["seed"].default)
+    return int(profiles.Profile.model_fields["seed"].default)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -270,9 +270,11 @@ def main(argv: list[str] | None = None) -> int:
                                criteria=args.by_tag)
         check_known_ids(results, healthbench_ids())
         subsets = [resolve_subset(s) for s in (args.subset or DEFAULT_SUBSETS)]
-        reports = filter_results(results, subsets, n_resamples=args.resamples, seed=seed)
+        reports = filter_results(results, subsets, n_resamples=args.resamples, seed=seed,
+                                 level=study.CI_LEVEL)
         tags = (tag_reports(results, subsets, corpus_tags=corpus_themes(results),
-                            n_resamples=args.resamples, seed=seed) if args.by_tag else None)
+                            n_resamples=args.resamples, seed=seed, level=study.CI_LEVEL)
+                if args.by_tag else None)
     except (InteropError, sources.ArtifactError, corpus.CorpusError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -294,9 +296,11 @@ def _output(as_json: bool, results: LoadedResults, reports: Sequence[SubsetRepor
     """What the command prints: the report as JSON (the tags in it) or as text (the tags
     after it)."""
     if as_json:
-        doc = reports_json(reports, results.inputs, n_resamples=n_resamples, seed=seed)
+        doc = reports_json(reports, results.inputs, n_resamples=n_resamples, seed=seed,
+                           level=study.CI_LEVEL)
         if tags is not None:
             doc["tags"] = [t.as_dict() for t in tags]
         return json.dumps(doc, indent=2)
-    text = format_text(reports, results.inputs, n_resamples=n_resamples, seed=seed)
+    text = format_text(reports, results.inputs, n_resamples=n_resamples, seed=seed,
+                       level=study.CI_LEVEL)
     return text if tags is None else f"{text}\n{format_tags(tags, results)}"

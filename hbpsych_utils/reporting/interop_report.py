@@ -99,8 +99,8 @@ def subset_report(
     subset: Subset,
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int = 0,
-    level: float = study.CI_LEVEL,
+    seed: int,
+    level: float,
 ) -> SubsetReport:
     """One model on one subset: clipped mean and seeded percentile bootstrap over the
     subset conversations it has scores for."""
@@ -121,8 +121,8 @@ def filter_results(
     subsets: Iterable[Subset],
     *,
     n_resamples: int = study.N_RESAMPLES,
-    seed: int = 0,
-    level: float = study.CI_LEVEL,
+    seed: int,
+    level: float,
 ) -> list[SubsetReport]:
     """A report per model (sorted) and subset (in the order given)."""
     subsets = list(subsets)
@@ -145,7 +145,7 @@ def interval_text(low: float | None, high: float | None) -> str:
 
 def format_text(
     reports: Sequence[SubsetReport], inputs: Sequence[InputSummary], *, n_resamples: int,
-    seed: int, level: float = study.CI_LEVEL,
+    seed: int, level: float,
 ) -> str:
     lines = []
     for inp in inputs:
@@ -173,7 +173,7 @@ def format_text(
 
 def reports_json(
     reports: Sequence[SubsetReport], inputs: Sequence[InputSummary], *, n_resamples: int,
-    seed: int, level: float = study.CI_LEVEL,
+    seed: int, level: float,
 ) -> dict[str, Any]:
     return {
         "inputs": [{"path": i.path, "format": i.format, "models": list(i.models),

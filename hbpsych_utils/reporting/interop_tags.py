@@ -62,7 +62,7 @@ class TagReport:
 def tag_reports(
     results: LoadedResults, subsets: Iterable[Subset], *,
     corpus_tags: Mapping[str, Sequence[str]] | None = None,
-    n_resamples: int = study.N_RESAMPLES, seed: int = 0, level: float = study.CI_LEVEL,
+    n_resamples: int = study.N_RESAMPLES, seed: int, level: float,
 ) -> list[TagReport]:
     """Per model and subset, every rubric axis and theme scored from the input's per-criterion
     results, as the compendium scores them (``breakdowns.tag_scores``, the panel's with

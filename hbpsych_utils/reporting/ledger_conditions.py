@@ -17,8 +17,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.pipeline.state import StageState
 from hbpsych_utils.reporting.ledger_numbers import PaperNumber, stages_of
 from hbpsych_utils.reporting.ledger_values import chapter

@@ -165,7 +165,7 @@ def _live_run(run: RunFolder, key: str, gen: metrics.GenerationLiveMetrics,
         raise PublishError(f"{run.root}: this run graded no conversation of "
                            f"{study.SUBSET_TITLES[key]}; publish the subset it generated on "
                            f"(--subset {gen.subset})")
-    n_resamples, seed = run.profile.scores.n_resamples, run.profile.seed
+    n_resamples, seed = run.profile.n_resamples, run.profile.seed
     level = run.profile.ci_level
     graded_at = state.read_build(run.root, graph.GRADING)
     assert graded_at is not None  # 07_grading is current (require_current)

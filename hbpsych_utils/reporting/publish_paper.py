@@ -91,7 +91,7 @@ class ReleasedScores:
     """Subset -> the conversations behind them (the matrix's ``n_prompts``)."""
 
 
-def paper_scores(main: Released, hard: Released, judges: Sequence[str] = study.JUDGE_PANEL
+def paper_scores(main: Released, hard: Released, judges: Sequence[str]
                  ) -> dict[str, ReleasedScores]:
     """Per candidate of the main matrix: each judge's released value on the main subset and
     Psych-Hard, the panel means (the mean of the judges') and the conversations behind them."""
@@ -151,7 +151,7 @@ def paper_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], list[Rele
     }
     out = []
     card = comparability.exported(run.root, run.profile, run.manifest, key)
-    for cand, s in paper_scores(main, hard).items():
+    for cand, s in paper_scores(main, hard, study.JUDGE_PANEL).items():
         n = s.n[key]
         out.append(Artifact(
             benchmark=benchmark(info), model=model_info(run, cand, None),

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core import records, sources
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.llm.models import ConfigError, profile_registry, resolve_decoding
 from hbpsych_utils.pipeline import graph, metrics, state
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.reporting.publish_contract import (
     BENCHMARK_SLUG,
     Benchmark,
@@ -168,7 +168,8 @@ def model_info(run: RunFolder, candidate: str, sampling: Mapping[str, Any] | Non
         raise PublishError(f"candidate {candidate}: {exc}") from None
     if sampling is None:
         sampling = resolve_decoding(spec, registry.providers[spec.provider].kind,
-                                    study.STUDY_TEMPERATURE, study.GENERATION_MAX_TOKENS)
+                                    study.STUDY_TEMPERATURE, study.GENERATION_MAX_TOKENS,
+                                    seed=None)  # the study sent no seed
     return ModelInfo(label=candidate, api_model_id=spec.api_model, provider=spec.provider,
                      sampling={**sampling, **spec.extra_body})
 

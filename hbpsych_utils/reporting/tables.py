@@ -43,7 +43,7 @@ LATER_NOTE = (
 def table1(
     table: pd.DataFrame,
     *,
-    judges: Sequence[str] = study.JUDGE_PANEL,
+    judges: Sequence[str],
     n: int | Mapping[str, int] | pd.Series | None = None,
 ) -> pd.DataFrame:
     """Normalise a ``scoring.table1`` or ``scoring.paper_table`` frame to Table 1's layout.
@@ -300,9 +300,9 @@ def _n_text(t1: pd.DataFrame) -> str:
     return f"n = {ns[0]:,}" if len(ns) == 1 else f"n = {ns[0]:,}–{ns[-1]:,}"
 
 
-def paper_table1(subsets: Mapping[str, pd.DataFrame], *, judges: Sequence[str] | None = None,
+def paper_table1(subsets: Mapping[str, pd.DataFrame], *, judges: Sequence[str] | None,
                  decimals: int = 3, n_resamples: int | None = None,
-                 level: float = study.CI_LEVEL, per_judge: str = "Table I1") -> ReaderTable:
+                 level: float, per_judge: str = "Table I1") -> ReaderTable:
     """Table 1 as the paper lays it out: one row per model, best first by the first subset's
     panel mean, and one column per subset (v1 and Hard side by side) with the panel mean and,
     where the source has per-conversation grades, its interval (at ``level``) in the same cell.
@@ -404,7 +404,7 @@ subset's ``table1_<subset>.csv``)."""
 
 def table1_texts(subsets: Mapping[str, pd.DataFrame], *, judges: Sequence[str],
                  n_resamples: int | None = None,
-                 level: float = study.CI_LEVEL) -> dict[str, str]:
+                 level: float) -> dict[str, str]:
     """Table 1's files, by name: each subset's CSV (every column, 6 decimals, the machine
     layout ``table1_<subset>.csv``), Table 1 in the paper's layout and the per-judge appendix
     table of the first subset, each as Markdown and LaTeX. ``subsets``: normalised frames."""

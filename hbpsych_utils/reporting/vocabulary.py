@@ -57,9 +57,17 @@ def level_text(level: float) -> str:
     return f"{100 * float(level):g}%"
 
 
-def label(name: object, level: float = study.CI_LEVEL) -> str:
-    """A column's readers' label (:func:`column`), its ``{level}`` filled in."""
-    return column(name).label.replace("{level}", level_text(level))
+def label(name: object, level: float | None) -> str:
+    """A column's readers' label (:func:`column`), its ``{level}`` filled in with the run's
+    interval level (``None``: a table without intervals; an interval's label then is an
+    error, never the study's level by default)."""
+    text = column(name).label
+    if "{level}" not in text:
+        return text
+    if level is None:
+        raise ValueError(f"column {name!r} is an interval: its table needs the run's interval "
+                         "level")
+    return text.replace("{level}", level_text(level))
 
 
 # --- values ----------------------------------------------------------------------------------
@@ -328,7 +336,7 @@ class Layout:
 
 
 def lay_out(frame: pd.DataFrame, *, index: bool = True, kinds: Mapping[str, Kind] | None = None,
-            value_kind: Kind | None = None, level: float = study.CI_LEVEL,
+            value_kind: Kind | None = None, level: float | None,
             header: bool = True, lead: Sequence[str] = ()) -> Layout:
     """``frame`` as readers see it (the module doc): its index (unless ``index`` is false or it
     is the default 0..n-1) as the first columns, intervals as one column, every label from the
@@ -338,7 +346,7 @@ def lay_out(frame: pd.DataFrame, *, index: bool = True, kinds: Mapping[str, Kind
     labels (terms, or models). ``lead`` names columns shown first, the first of them kept in
     view as the row header (a table's models before its phases)."""
     row_labels = _index_columns(frame) if index else []
-    columns = _intervals(row_labels + _data_columns(frame, lead))
+    columns = _intervals(row_labels + _data_columns(frame, lead, level))
     found = _column_kinds(columns, len(row_labels), dict(kinds or {}), value_kind)
     cells, texts, classes = _cells(columns, found, len(frame))
     _blank_repeated_labels(columns, len(row_labels), cells, texts)
@@ -356,11 +364,11 @@ def _index_columns(frame: pd.DataFrame) -> Columns:
             for i, n in enumerate(idx.names)]
 
 
-def _data_columns(frame: pd.DataFrame, lead: Sequence[str]) -> Columns:
+def _data_columns(frame: pd.DataFrame, lead: Sequence[str], level: float | None) -> Columns:
     """The frame's columns (a column named by a tuple as its parts' labels), ``lead`` first."""
     data = []
     for i, c in enumerate(frame.columns):
-        name = " · ".join(label(x) for x in c) if isinstance(c, tuple) else str(c)
+        name = " · ".join(label(x, level) for x in c) if isinstance(c, tuple) else str(c)
         data.append((name, list(frame.iloc[:, i])))
     first = [c for name in lead for c in data if c[0] == name]
     return first + [c for c in data if c not in first]
@@ -459,8 +467,9 @@ class Table:
     """Kinds of columns the label table does not know (or knows otherwise here)."""
     value_kind: Kind | None = None
     """The kind of every column the label table does not know (a wide table's scores)."""
-    level: float = study.CI_LEVEL
-    """The interval level its interval columns are labelled with."""
+    level: float | None = study.CI_LEVEL
+    """The interval level its interval columns are labelled with (``None``: a table without
+    intervals)."""
     notes: Sequence[str] = ()
     lead: Sequence[str] = ()
     """Columns shown first, the first kept in view as the row header."""
@@ -500,7 +509,7 @@ class Facts(Table):
 
 
 def facts(values: Mapping[str, Any], caption: str = "", *,
-          kinds: Mapping[str, Kind] | None = None, level: float = study.CI_LEVEL,
+          kinds: Mapping[str, Kind] | None = None, level: float | None,
           notes: Sequence[str] = ()) -> Facts:
     """A :class:`Facts` table of ``values`` (machine name -> value)."""
     return Facts(pd.DataFrame([dict(values)]), caption, kinds=dict(kinds or {}), level=level,

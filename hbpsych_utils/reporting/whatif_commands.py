@@ -21,9 +21,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from hbpsych_utils.core import escape, paths
-from hbpsych_utils.core.config import Profile, ProfileError, apply_overrides
+from hbpsych_utils.core.config import ProfileError, apply_overrides
 from hbpsych_utils.evaluation.whatif import Choice, Space
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.pipeline.profiles import Profile
 
 NO_SETTING = {
     "median": "the median panel",

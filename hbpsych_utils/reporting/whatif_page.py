@@ -28,12 +28,12 @@ import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.core import escape
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.sources import ArtifactError
 from hbpsych_utils.evaluation import score_sources, scoring, whatif
 from hbpsych_utils.evaluation.whatif import Choice, LiveData, PaperData, Space, WhatIf
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.reporting import comparability, vocabulary, whatif_commands, whatif_figure
 from hbpsych_utils.reporting.tables import LATER_MARK, LATER_NOTE
 from hbpsych_utils.reporting.whatif_switcher import Dim, State, switcher_html
@@ -124,7 +124,7 @@ def compute(profile_dir: Path, profile: Profile, metrics: Mapping[str, Any]) -> 
     judges = getattr(metrics.get(graph.GRADING), "judges", None) if live else None
     score, later = scorer(RunFiles(Path(profile_dir)), scores, judges,
                           penalty_variant=profile.analyses.length_penalty,
-                          n_resamples=scores.n_resamples or profile.scores.n_resamples,
+                          n_resamples=scores.n_resamples or profile.n_resamples,
                           seed=profile.seed, level=scores.ci_level or profile.ci_level)
     for choice in score.whatif.space.distinct():
         score(choice)
@@ -196,7 +196,7 @@ def dims(space: Space, later: Sequence[str]) -> list[Dim]:
                                ("1", "left out (each model's own)")]
         options["clip"] = [("1", "clipped to [0, 1]"), ("0", "unclipped")]
         options["length"] = [("0", "raw scores"), ("1", "length-adjusted")]
-    return [Dim(name, vocabulary.label(CONTROL_COLUMNS[name]), values)
+    return [Dim(name, vocabulary.label(CONTROL_COLUMNS[name], None), values)
             for name, values in options.items()]
 
 

@@ -27,10 +27,8 @@ from hbpsych_utils.construction.ratings import RatingsError, check_format, revie
 from hbpsych_utils.core.config import (
     LimitOverride,
     LLMSettings,
-    Profile,
     ProfileError,
     describe_overrides,
-    load_profile,
     profile_path,
     resolve_path,
     unset_live_model,
@@ -40,11 +38,12 @@ from hbpsych_utils.llm.faults import FAULT_KINDS
 from hbpsych_utils.llm.models import ConfigError, Registry, profile_registry
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.graph import HARNESS, stage_mode
+from hbpsych_utils.pipeline.profiles import Profile, load_profile
 
 
 def load_for_run(name_or_path: str | Path, overrides: Mapping[str, Any] | None = None
                  ) -> tuple[Profile, list[str]]:
-    """A profile as the runner uses it: validated (:func:`core.config.load_profile`), every
+    """A profile as the runner uses it: validated (:func:`pipeline.profiles.load_profile`), every
     reference checked (:func:`check_references`), and every ``--set`` key read by some stage
     under the profile's modes. Returns the profile and one line per key of the profile file
     that no stage reads (to say once at start)."""

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hbpsych_utils.core.config import Profile, ProfileError
+from hbpsych_utils.core.config import ProfileError
 from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline.profiles import Profile
 
 
 @dataclass(frozen=True)

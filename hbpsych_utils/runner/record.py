@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.writes import take_replaced
 from hbpsych_utils.pipeline import graph, stage, state
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.runner import manifest
 from hbpsych_utils.runner.step import Outcome
 

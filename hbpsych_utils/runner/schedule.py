@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hbpsych_utils.core.config import Profile
 from hbpsych_utils.core.writes import scrub_file, with_path
 from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.runner import execute
 from hbpsych_utils.runner.record import Recorder
 from hbpsych_utils.runner.result import RunInterrupted, and_list, stopped_at

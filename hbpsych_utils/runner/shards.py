@@ -157,9 +157,10 @@ class _Upstream:
 
 def _profile(args: argparse.Namespace) -> Any:
     from hbpsych_utils.core import config
+    from hbpsych_utils.pipeline import profiles
 
     try:
-        return config.load_profile(args.profile, config.parse_overrides(args.overrides))
+        return profiles.load_profile(args.profile, config.parse_overrides(args.overrides))
     except (config.ProfileError, FileNotFoundError) as exc:
         raise CommandError(f"error: {exc}", EXIT_USAGE) from None
 

@@ -1,5 +1,6 @@
-"""One module per chapter: ``sNN_<name>.start(globals())``, then the stage's science steps in the
-order its notebook calls them, ``metrics``, ``write`` and ``findings``.
+"""One module per chapter (a package for a chapter split along its parts): ``sNN_<name>.start``
+with every parameter of the notebook's parameters cell by name, its resolver, then the stage's
+science steps in the order its notebook calls them, ``metrics``, ``write`` and ``findings``.
 ``base.run_chapter`` runs a chapter's own calls in this process, for scripts and tests.
 
 A notebook is a chapter: it states what and why, takes its parameters, and makes these calls by

@@ -2,29 +2,29 @@
 
 The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`load` (the
 profile's corpus: the registry's HealthBench file, verified against the ids of the released
-screen, or a local ``corpus_file``), :func:`languages` (the non-English flags, when detection
-is on), :func:`describe` (size, turns, rubric criteria and points, themes, languages, how much
-of HealthBench-Hard is present) with :func:`turns_figure`, :func:`metrics`, :func:`write`
-(``corpus_source.json``, the record every later stage reloads the same corpus from; the tables;
-``metrics.json``) and :func:`findings`.
+screen, or a local ``corpus_file``), :func:`languages` (the non-English flags, when
+``detect_language`` is on), :func:`describe` (size, turns, rubric criteria and points, themes,
+languages, how much of HealthBench-Hard is present) with :func:`turns_figure`,
+:func:`metrics`, :func:`write` (``corpus_source.json``, the record every later stage reloads
+the same corpus from; the tables; ``metrics.json``) and :func:`findings`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from hbpsych_utils.construction import corpus
-from hbpsych_utils.core.config import CorpusParams
+from hbpsych_utils.construction.corpus import Conversation, CorpusDescription
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import CorpusMetrics
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.vocabulary import Table, Tables, facts
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -36,40 +36,43 @@ _SPREAD = ("n_conversations", "n_rubric_items", "n_non_english", "non_english_sh
 """Keys of ``describe_corpus`` that the metrics place themselves (the rest follow as they are)."""
 
 
-start = base.starter(STAGE, CorpusParams)
+start = base.starter(STAGE)
 
 
-@dataclass(frozen=True, repr=False)
-class Loaded(Shown):
+@dataclass(frozen=True)
+class Loaded:
     """The corpus as loaded and verified, with the load options later stages reload it with."""
 
     corpus: corpus.ProfileCorpus
     options: dict[str, Any]
 
     @property
-    def conversations(self) -> list[corpus.Conversation]:
+    def conversations(self) -> list[Conversation]:
         return self.corpus.conversations
 
-    def _repr_markdown_(self) -> str:
-        return (f"**{self.corpus.coverage.describe()}** (source: {md_text(self.corpus.source)}); "
-                f"{count(len(self.corpus.report.skipped), 'invalid line')} skipped.")
+    def view(self) -> Note:
+        return Note(f"**{self.corpus.coverage.describe()}** (source: "
+                    f"{md_text(self.corpus.source)}); "
+                    f"{count(len(self.corpus.report.skipped), 'invalid line')} skipped.")
 
 
-def load(run: StageRun[CorpusParams]) -> Loaded:
-    """Load the profile's corpus and verify it by content (``corpus.load_for_profile``); a local
-    ``corpus_file`` is recorded as an input of the stage."""
-    params = run.params
+def load(run: StageRun, *, allow_partial: bool, invalid_records: Literal["error", "skip"],
+         max_conversations: int | None, corpus_file: str | None) -> Loaded:
+    """Load the profile's corpus and verify it by content (``corpus.load_for_profile``): the
+    registry's, or a local ``corpus_file`` (recorded as an input of the stage), partial when
+    ``allow_partial``, bad lines an error or skipped (``invalid_records``), the first
+    ``max_conversations``."""
     loaded = corpus.load_for_profile(
-        allow_partial=params.allow_partial,
-        invalid_records=params.invalid_records,
-        max_conversations=params.max_conversations,
-        corpus_file=params.corpus_file,
+        allow_partial=allow_partial,
+        invalid_records=invalid_records,
+        max_conversations=max_conversations,
+        corpus_file=corpus_file,
         fetch=run.stage.fetch,
     )
-    if params.corpus_file is not None:
+    if corpus_file is not None:
         run.stage.record_input("corpus_file", loaded.report.path)
-    return Loaded(loaded, {"invalid_records": params.invalid_records,
-                           "max_conversations": params.max_conversations})
+    return Loaded(loaded, {"invalid_records": invalid_records,
+                           "max_conversations": max_conversations})
 
 
 def language_table(languages: dict[str, corpus.Language]) -> pd.DataFrame:
@@ -79,50 +82,52 @@ def language_table(languages: dict[str, corpus.Language]) -> pd.DataFrame:
                          for pid, lang in languages.items()])
 
 
-@dataclass(frozen=True, repr=False)
-class Languages(Shown):
-    """Each conversation's detected language (``languages.csv``, which 02 reads)."""
+@dataclass(frozen=True)
+class Languages:
+    """Each conversation's detected language (``languages.csv``, which 02 reads); ``None``
+    when detection is off."""
 
-    flags: dict[str, corpus.Language]
+    flags: dict[str, corpus.Language] | None
 
     @property
     def table(self) -> pd.DataFrame:
-        return language_table(self.flags)
+        return language_table(self.flags or {})
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Table | Note:
+        if self.flags is None:
+            return Note("Language detection is off (`detect_language` is false): no "
+                        "conversation is flagged non-English, and 02 detects languages itself "
+                        "if it translates.")
         table = self.table
         counts = table[table.non_english].language.value_counts().rename("conversations")
         return Table(counts.to_frame(), caption="Conversations confidently non-English, by "
-                     "detected language").html()
+                     "detected language")
 
 
-def languages(run: StageRun[CorpusParams], loaded: Loaded) -> Languages | Note:
+def languages(loaded: Loaded, *, detect: bool) -> Languages:
     """The language of every conversation's user turns (py3langid; only confident, non-trivial
-    texts are flagged non-English), when the profile detects languages."""
-    if not run.params.detect_language:
-        return unavailable("Language detection is off (`detect_language` is false): no "
-                           "conversation is flagged non-English, and 02 detects languages "
-                           "itself if it translates.")
-    return Languages(corpus.language_flags(loaded.conversations))
+    texts are flagged non-English), when ``detect`` (the profile's ``detect_language``)."""
+    return Languages(corpus.language_flags(loaded.conversations) if detect else None)
 
 
-@dataclass(frozen=True, repr=False)
-class Description(Shown):
+@dataclass(frozen=True)
+class Description:
     """What a reader wants first: the corpus's numbers, its themes and its turns."""
 
-    stats: dict[str, Any]
+    stats: CorpusDescription
     """``corpus.describe_corpus``: size, turns, rubric items and points, languages."""
     themes: pd.DataFrame
     turns: pd.DataFrame
     n_hard_ids: int
     n_hard_in_corpus: int
 
-    def _repr_html_(self) -> str:
-        shown = {key: self.stats[key] for key in STATS if self.stats.get(key) is not None}
+    def view(self) -> Tables:
+        stats: dict[str, Any] = dict(self.stats)
+        shown = {key: stats[key] for key in STATS if stats.get(key) is not None}
         return Tables([
-            facts(shown, caption="The corpus"),
+            facts(shown, caption="The corpus", level=None),
             Table(self.themes, caption="Conversations per HealthBench theme"),
-        ])._repr_html_()
+        ])
 
 
 STATS = ("n_conversations", "n_multi_turn", "turns_mean", "turns_median", "turns_max",
@@ -132,13 +137,12 @@ STATS = ("n_conversations", "n_multi_turn", "turns_mean", "turns_median", "turns
 vocabulary names and formats them)."""
 
 
-def describe(run: StageRun[CorpusParams], loaded: Loaded,
-             languages: Languages | Note) -> Description:
+def describe(run: StageRun, loaded: Loaded, languages: Languages) -> Description:
     """Count the corpus: size, turns, rubric criteria and points, themes, languages, and how
     many of the HealthBench-Hard conversations it holds."""
     conversations = loaded.conversations
     hard = set(corpus.hard_ids(run.stage.fetch("harness_scores")))
-    flags = languages.flags if isinstance(languages, Languages) else None
+    flags = languages.flags
     themes = pd.Series(corpus.theme_counts(conversations), name="conversations")
     turns = pd.Series(corpus.turn_distribution(conversations), name="conversations")
     return Description(
@@ -162,35 +166,34 @@ def turns_figure(description: Description) -> figures.Captioned:
         "the number of messages in their prompt (the turns before the reply a model writes)."))
 
 
-def metrics(run: StageRun[CorpusParams], loaded: Loaded,
-            description: Description) -> CorpusMetrics:
+def metrics(loaded: Loaded, description: Description) -> CorpusMetrics:
     """01's metrics: where the corpus came from, its coverage, and its description."""
     stats, coverage = description.stats, loaded.corpus.coverage
-    return CorpusMetrics(
-        corpus_source=loaded.corpus.source,
-        complete=coverage.complete,
-        n_conversations=stats["n_conversations"],
-        n_expected=coverage.n_expected,
-        coverage=coverage.fraction,
-        n_skipped=len(loaded.corpus.report.skipped),
-        n_hard_ids=description.n_hard_ids,
-        n_hard_in_corpus=description.n_hard_in_corpus,
-        n_rubric_items=stats["n_rubric_items"],
-        n_non_english=stats.get("n_non_english"),
-        non_english_share=stats.get("non_english_share"),
-        ids_sha256=corpus.ids_hash(c.prompt_id for c in loaded.conversations),
+    return CorpusMetrics.model_validate({
+        "corpus_source": loaded.corpus.source,
+        "complete": coverage.complete,
+        "n_conversations": stats["n_conversations"],
+        "n_expected": coverage.n_expected,
+        "coverage": coverage.fraction,
+        "n_skipped": len(loaded.corpus.report.skipped),
+        "n_hard_ids": description.n_hard_ids,
+        "n_hard_in_corpus": description.n_hard_in_corpus,
+        "n_rubric_items": stats["n_rubric_items"],
+        "n_non_english": stats.get("n_non_english"),
+        "non_english_share": stats.get("non_english_share"),
+        "ids_sha256": corpus.ids_hash(c.prompt_id for c in loaded.conversations),
         **{k: v for k, v in stats.items() if k not in _SPREAD},
-    )
+    })
 
 
-def write(run: StageRun[CorpusParams], m: CorpusMetrics, loaded: Loaded,
-          description: Description, languages: Languages | Note) -> Written:
+def write(run: StageRun, m: CorpusMetrics, loaded: Loaded, description: Description,
+          languages: Languages) -> Written:
     """``corpus_source.json`` (file, hash and load options: how every later stage reloads this
     corpus), the themes, turns and languages tables, and ``metrics.json``."""
     run.stage.write_json(graph.CORPUS_RECORD, corpus.source_record(loaded.corpus,
                                                                    loaded.options))
     tables = {THEMES: description.themes, TURNS: description.turns}
-    if isinstance(languages, Languages):
+    if languages.flags is not None:
         tables[graph.LANGUAGES] = languages.table
     written = base.write(run, m, tables=tables)
     return replace(written, files=[graph.CORPUS_RECORD, *written.files])

@@ -1,29 +1,31 @@
 """Chapter 04, the recall round (round 2): what the screen missed, reviewed blind.
 
 The chapter's calls, in order: :func:`start` (its parameters, checked); :func:`recall_pool`
-(round 1's decision, the pool of ``NOT_RELEVANT`` conversations that were not round-1 controls,
-and the state round 2 is in: ``review_round.ROUND2_STATES``, written as ``round2`` in the
-metrics); :func:`recall_screen` (live, once round 1 triggered a recall round: the recall rubric
-over the pool through the LLM engine); :func:`review_set` (replay: the released recovery key;
-live: candidates plus fresh seeded controls from the recall screen's ``NO`` pool);
+(the resolver: round 1's decision, the pool of ``NOT_RELEVANT`` conversations that were not
+round-1 controls, and the state round 2 is in, ``review_round.ROUND2_STATES``, written as
+``round2`` in the metrics; replay, the released round-2 set and ratings; live, once round 1
+triggered a recall round, the pool to screen); :func:`recall_screen` (the recall rubric over the
+pool through the LLM engine); :func:`review_set` (replay: the released recovery key; live:
+candidates plus fresh seeded controls from the recall screen's ``NO`` pool);
 :func:`instrument`; :func:`votes`, :func:`tally` and :func:`agreement` (once round 2 is
-tallied); :func:`metrics`, :func:`write` and :func:`findings`. Each step this run's state cannot
-produce says why instead. Without a round-2 set, files an earlier run's round 2 left behind are
-removed, and without a tally so is ``votes.csv``: 05 reads ``round2`` and the votes, and must
-never mix runs.
+tallied); :func:`metrics`, :func:`write` and :func:`findings`. What this run's state cannot
+produce is said once, with the pool, and not made. Without a round-2 set, files an earlier
+run's round 2 left behind are removed, and without a tally so is ``votes.csv``: 05 reads
+``round2`` and the votes, and must never mix runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import ratings, review_round, screening
 from hbpsych_utils.construction import review_set as review_sets
+from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.construction.review_round import (
     AWAITING_RATINGS,
     AWAITING_ROUND1,
@@ -31,12 +33,13 @@ from hbpsych_utils.construction.review_round import (
     TALLIED,
 )
 from hbpsych_utils.construction.tally import design_counts, outcomes, tally_round2
-from hbpsych_utils.core.config import RecallParams, resolve_path, unset_live_model
+from hbpsych_utils.core.config import resolve_path, unset_live_model
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import REVIEW_ROUND1, RecallMetrics, ReviewRound1Metrics
-from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.pipeline.profiles import RecallParams
+from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.rounds import Agreement, Tally, Votes
 from hbpsych_utils.reporting.vocabulary import Table, Tables
 from hbpsych_utils.stages import base
@@ -54,20 +57,46 @@ STATES: dict[str, tuple[str, str]] = {
                        "no ratings files are listed in `recall.ratings_files` yet"),
 }
 """Each round-2 state as the chapter says it: a label and why."""
+start = base.starter(STAGE)
 
 
-start = base.starter(STAGE, RecallParams)
+@dataclass(frozen=True)
+class Round2Set:
+    """The round-2 set (the recovery key's columns: kind, recall tier, bucket, reason) and the
+    ratings files that rate it (none while they are awaited)."""
+
+    table: pd.DataFrame
+    ratings_paths: list[Path]
+
+    def view(self) -> Tables:
+        t = self.table
+        return Tables([
+            Table(pd.crosstab(t.kind, t.recovery_tier), caption="Items by kind and recall tier",
+                  value_kind="count"),
+            Table(pd.crosstab(t.recovery_bucket, t.recovery_tier), value_kind="count",
+                  caption="Items by miss bucket and recall tier"),
+        ], note=f"Round-2 set: {len(t):,} conversations.")
 
 
-def _not_in(what: str, state: str) -> Note:
-    label, why = STATES[state]
-    return unavailable(f"No {what}: round 2 is {label}; {why}.")
+@dataclass(frozen=True)
+class ToScreen:
+    """Live, once round 1 triggered a recall round: the recall rubric, the pooled
+    conversations and the model that screens them."""
+
+    spec: screening.ScreenSpec
+    pooled: list[Conversation]
+    conversations: list[Conversation]
+    """01's corpus (simulator faults may name any of its conversations)."""
+    model: str
 
 
-@dataclass(frozen=True, repr=False)
-class RecallPool(Shown):
-    """Round 1's decision, the recall pool, and the state round 2 is in."""
+@dataclass(frozen=True)
+class RecallPool:
+    """Round 1's decision, the recall pool, the state round 2 is in, and what this run has of
+    round 2: the released set (replay) or the pool to screen (live, when a recall round is
+    triggered)."""
 
+    mode: Literal["replay", "live"]
     inputs: review_round.RoundInputs
     round1: ReviewRound1Metrics
     ids: list[str]
@@ -75,28 +104,59 @@ class RecallPool(Shown):
     state: str
     ratings_paths: list[Path]
     """Live: the round-2 ratings files the profile lists (none yet, or all three)."""
+    released_set: Round2Set | None = None
+    to_screen: ToScreen | None = None
+    lacking: str = ""
+    """What this run's state cannot produce, said once."""
 
-    def _repr_markdown_(self) -> str:
+    def view(self) -> Note:
         label, why = STATES[self.state]
-        return (f"Recall pool: **{len(self.ids):,}** NOT_RELEVANT conversations not used as "
-                f"round-1 controls. Round 2 is **{label}**: {why}.")
+        return Note(f"Recall pool: **{len(self.ids):,}** NOT_RELEVANT conversations not used "
+                    f"as round-1 controls. Round 2 is **{label}**: {why}.{self.lacking}")
 
 
-def recall_pool(run: StageRun[RecallParams]) -> RecallPool:
+@base.resolver
+def recall_pool(run: StageRun, *, ratings_files: list[str] | None, rubric_artifact: str,
+                rubric_file: str | None, model: str | None) -> RecallPool:
     """The pool the recall screen runs over, and which state round 2 is in (the mode, round 1's
-    stopping decision from its metrics, and whether round-2 ratings are listed)."""
+    stopping decision from its metrics, and whether round-2 ``ratings_files`` are listed);
+    replay: the released round-2 set (from the recovery key, checked against the review ids
+    the released ratings carry) and its ratings; live, once round 1 triggered a recall round:
+    the recall rubric and the screening ``model`` (a live recall without one is refused)."""
     stage = run.stage
     inputs = review_round.round_inputs(stage)
     round1_set = review_sets.read_set(stage.upstream(graph.REVIEW_ROUND1, graph.REVIEW_SET))
     round1 = stage.upstream_metrics(REVIEW_ROUND1)
     pool = review_sets.recall_pool(inputs.screen, round1_set)
-    paths = [resolve_path(p) for p in (run.params.ratings_files or [])]
+    paths = [resolve_path(p) for p in (ratings_files or [])]
     state = review_round.round2_state(run.mode, round1, bool(paths))
-    return RecallPool(inputs, round1, pool, state, paths)
+    if run.mode == graph.REPLAY:
+        released = [stage.fetch(f"ratings_round2_R{i}") for i in RELEASED_REVIEWERS]
+        table = review_sets.replay_round2(stage.fetch("recovery_screening_key"),
+                                          ratings.released_assignment(released))
+        return RecallPool(graph.REPLAY, inputs, round1, pool, state, paths,
+                          released_set=Round2Set(table, released), lacking=(
+                              " In replay there is no recall screen: the released recovery "
+                              "key carries each candidate's tier and bucket."))
+    if state not in (TALLIED, AWAITING_RATINGS):
+        return RecallPool(graph.LIVE, inputs, round1, pool, state, paths, lacking=(
+            " So there is no recall screen, round-2 set, instrument, votes, tally or agreement "
+            "in this run."))
+    if problem := unset_live_model("recall", RecallParams(mode="live", model=model)):
+        raise ValueError(problem)  # a notebook run by hand
+    assert model is not None
+    spec = screening.recall_spec(screening.rubric_text(rubric_artifact, rubric_file,
+                                                       stage.fetch))
+    by_id = {c.prompt_id: c for c in inputs.conversations}
+    todo = ToScreen(spec, [by_id[p] for p in pool if p in by_id], inputs.conversations, model)
+    waiting = (" Votes, tally and agreement follow once the ratings are listed."
+               if state == AWAITING_RATINGS else "")
+    return RecallPool(graph.LIVE, inputs, round1, pool, state, paths, to_screen=todo,
+                      lacking=waiting)
 
 
-@dataclass(frozen=True, repr=False)
-class RecallScreen(Shown):
+@dataclass(frozen=True)
+class RecallScreen:
     """The recall rubric's verdict on every pooled conversation: a tier ``CLEAR | POSSIBLE |
     NO`` and a miss bucket."""
 
@@ -112,153 +172,117 @@ class RecallScreen(Shown):
     def n_failed(self) -> int:
         return int((self.live.table.provenance == "screen_failed").sum())
 
-    def _repr_markdown_(self) -> str:
-        return (f"Screened {len(self.live.table):,} pooled conversations with "
-                f"{md_text(study.display_name(self.model))} in batches of {self.batch_size}: "
-                f"{self.n_refused} "
-                f"refused (each a POSSIBLE candidate), {self.n_failed} without a valid record "
-                f"after re-asks; {count(len(self.live.log), 'problem')} logged "
-                f"(`{review_round.RECALL_PROBLEMS_FILE}`).")
+    def view(self) -> Note:
+        return Note(f"Screened {len(self.live.table):,} pooled conversations with "
+                    f"{md_text(study.display_name(self.model))} in batches of "
+                    f"{self.batch_size}: {self.n_refused} refused (each a POSSIBLE candidate), "
+                    f"{self.n_failed} without a valid record after re-asks; "
+                    f"{count(len(self.live.log), 'problem')} logged "
+                    f"(`{review_round.RECALL_PROBLEMS_FILE}`).")
 
 
-def recall_screen(run: StageRun[RecallParams], pool: RecallPool) -> RecallScreen | Note:
-    """The recall rubric over the pool through the engine (batches of ``batch_size``, bounded
-    re-asks; a refusal makes the item a ``POSSIBLE`` candidate), once round 1 has triggered a
-    recall round."""
-    if run.mode == graph.REPLAY:
-        return unavailable("No recall screen in replay mode: the released recovery key carries "
-                           "each candidate's tier and bucket.")
-    if pool.state not in (TALLIED, AWAITING_RATINGS):
-        return _not_in("recall screen", pool.state)
-    params = run.params
-    if problem := unset_live_model("recall", params):  # a notebook run by hand
-        raise ValueError(problem)
-    spec = screening.recall_spec(
-        screening.rubric_text(params.rubric_artifact, params.rubric_file, run.stage.fetch))
-    conversations = pool.inputs.conversations
-    by_id = {c.prompt_id: c for c in conversations}
-    pooled = [by_id[p] for p in pool.ids if p in by_id]
-    with run.open_engine(conversations=conversations) as engine:
-        ask = screening.engine_ask(engine, params.model, mode=run.llm.mode, tag="recall")
-        live = screening.run_screen(spec, pooled, ask, batch_size=params.batch_size,
-                                    max_reasks=params.max_reasks)
-    return RecallScreen(str(params.model), params.batch_size, live)
+@base.needs
+def recall_screen(todo: ToScreen, run: StageRun, *, batch_size: int,
+                  max_reasks: int) -> RecallScreen:
+    """The recall rubric over the pool through the engine (batches of ``batch_size``, at most
+    ``max_reasks`` re-asks; a refusal makes the item a ``POSSIBLE`` candidate), once round 1
+    has triggered a recall round (``RecallPool.to_screen``)."""
+    with run.open_engine(conversations=todo.conversations) as engine:
+        ask = screening.engine_ask(engine, todo.model, mode=run.llm.mode, tag="recall")
+        live = screening.run_screen(todo.spec, todo.pooled, ask, batch_size=batch_size,
+                                    max_reasks=max_reasks)
+    return RecallScreen(todo.model, batch_size, live)
 
 
-@dataclass(frozen=True, repr=False)
-class Round2Set(Shown):
-    """The round-2 set (the recovery key's columns: kind, recall tier, bucket, reason) and the
-    ratings files that rate it."""
-
-    table: pd.DataFrame
-    ratings_paths: list[Path]
-
-    def _repr_html_(self) -> str:
-        t = self.table
-        return Tables([
-            Table(pd.crosstab(t.kind, t.recovery_tier), caption="Items by kind and recall tier",
-                  value_kind="count"),
-            Table(pd.crosstab(t.recovery_bucket, t.recovery_tier), value_kind="count",
-                  caption="Items by miss bucket and recall tier"),
-        ], note=f"Round-2 set: {len(t):,} conversations.")._repr_html_()
+def review_set(pool: RecallPool, recall: RecallScreen | None, *, n_controls: int,
+               seed: int) -> Round2Set | None:
+    """The round-2 set: replay, the released one the resolver read; live, the recall screen's
+    candidates with ``n_controls`` fresh controls from its ``NO`` pool, in a new order seeded
+    by ``seed``; ``None`` without a recall screen (the pool said why). Either way checked
+    against the pool."""
+    found = pool.released_set
+    if found is None and recall is not None:
+        found = Round2Set(review_sets.design_round2(recall.live.table, n_controls, seed),
+                          pool.ratings_paths)
+    if found is not None:
+        review_sets.check_round2_design(found.table, pool.ids, n_controls=n_controls)
+    return found
 
 
-def review_set(run: StageRun[RecallParams], pool: RecallPool,
-               recall: RecallScreen | Note) -> Round2Set | Note:
-    """Replay: the released round-2 set from the recovery key (checked against the review ids
-    the released ratings carry). Live: the recall screen's candidates with fresh controls from
-    its ``NO`` pool, in a new seeded order. Either way checked against the pool."""
-    params, stage = run.params, run.stage
-    if run.mode == graph.REPLAY:
-        paths = [stage.fetch(f"ratings_round2_R{i}") for i in RELEASED_REVIEWERS]
-        table = review_sets.replay_round2(stage.fetch("recovery_screening_key"),
-                                          ratings.released_assignment(paths))
-    elif isinstance(recall, RecallScreen):
-        paths = pool.ratings_paths
-        table = review_sets.design_round2(recall.live.table, params.n_controls, run.seed)
-    else:
-        return _not_in("round-2 set", pool.state)
-    review_sets.check_round2_design(table, pool.ids, n_controls=params.n_controls)
-    return Round2Set(table, paths)
-
-
-def instrument(run: StageRun[RecallParams], pool: RecallPool,
-               review: Round2Set | Note) -> review_round.Materials | Note:
+@base.needs
+def instrument(review: Round2Set, run: StageRun,
+               pool: RecallPool) -> review_round.Materials:
     """The round-2 packet and instrument (the same clinicians, packet ``recovery``)."""
-    if not isinstance(review, Round2Set):
-        return _not_in("round-2 instrument", pool.state)
     return review_round.write_materials(run.stage, review.table, pool.inputs,
                                         round_name="round2", packet="recovery")
 
 
-def votes(run: StageRun[RecallParams], pool: RecallPool, review: Round2Set | Note) -> Votes | Note:
+@base.needs
+def votes(review: Round2Set, pool: RecallPool) -> Votes | None:
     """Each round-2 ratings file validated against the set (packet ``recovery``), then the
-    votes; only once round 2 is tallied."""
-    if pool.state != TALLIED or not isinstance(review, Round2Set):
-        return _not_in("round-2 votes", pool.state)
+    votes; ``None`` while the ratings are awaited (the pool said so)."""
+    if not review.ratings_paths:
+        return None
     rated = ratings.load_round(review.ratings_paths, review.table,
                                vocabulary=pool.inputs.vocabulary, expected_packet="recovery")
     return Votes(rated, ratings.votes_table(review.table, rated))
 
 
-def tally(run: StageRun[RecallParams], pool: RecallPool, votes: Votes | Note) -> Tally | Note:
+@base.needs
+def tally(votes: Votes, *, threshold: float) -> Tally:
     """Inclusion and the stopping rule on the fresh controls: the loop ends when their
     inclusion rate is at or below ``threshold`` (``tally.tally_round2``)."""
-    if not isinstance(votes, Votes):
-        return _not_in("round-2 tally", pool.state)
-    return Tally(tally_round2(votes.table, threshold=run.params.threshold),
-                 outcomes(votes.table))
+    return Tally(tally_round2(votes.table, threshold=threshold), outcomes(votes.table))
 
 
-def agreement(pool: RecallPool, votes: Votes | Note) -> Agreement | Note:
+@base.needs
+def agreement(votes: Votes) -> Agreement:
     """Gwet's AC1 per reviewer pair and their mean, the multi-rater AC1, Fleiss' and Cohen's
     kappa (``review_round.relevance_agreement``)."""
-    if not isinstance(votes, Votes):
-        return _not_in("round-2 agreement", pool.state)
     return Agreement(review_round.relevance_agreement(votes.table))
 
 
-def metrics(run: StageRun[RecallParams], pool: RecallPool, recall: RecallScreen | Note,
-            review: Round2Set | Note, tally: Tally | Note,
-            agreement: Agreement | Note) -> RecallMetrics:
+def metrics(pool: RecallPool, recall: RecallScreen | None, review: Round2Set | None,
+            tally: Tally | None, agreement: Agreement | None, *,
+            threshold: float) -> RecallMetrics:
     """04's metrics: the state and the pool; live, the recall screen; with a tally, its counts,
-    the agreement and the threshold; while awaiting ratings, what the set holds; when no round
-    2 is needed, that the loop has ended."""
-    fields: dict[str, Any] = {"mode": run.mode, "round2": pool.state,
+    the agreement and the ``threshold``; while awaiting ratings, what the set holds; when no
+    round 2 is needed, that the loop has ended."""
+    fields: dict[str, Any] = {"mode": pool.mode, "round2": pool.state,
                               "n_recall_pool": len(pool.ids)}
-    if isinstance(recall, RecallScreen):
+    if recall is not None:
         fields.update(recall_model=recall.model, n_recall_screened=len(recall.live.table),
                       n_recall_refused=recall.n_refused, n_recall_failed=recall.n_failed,
                       n_recall_problems=len(recall.live.log))
-    if isinstance(tally, Tally) and isinstance(agreement, Agreement):
+    if tally is not None and agreement is not None:
         counted = tally.counted
         fields.update(**counted.metrics(), **agreement.summary.metrics(),
                       recall_triggered=counted.recall_triggered,
-                      tier_counts=counted.tier_counts, threshold=run.params.threshold)
+                      tier_counts=counted.tier_counts, threshold=threshold)
     else:
-        if isinstance(review, Round2Set):
+        if review is not None:
             fields.update(design_counts(review.table))
         if pool.state == NOT_NEEDED:
             fields["loop_terminated"] = True
     return RecallMetrics(**fields)
 
 
-def write(run: StageRun[RecallParams], m: RecallMetrics, recall: RecallScreen | Note,
-          review: Round2Set | Note, votes: Votes | Note) -> Written:
+def write(run: StageRun, m: RecallMetrics, recall: RecallScreen | None,
+          review: Round2Set | None, votes: Votes | None) -> Written:
     """The recall screen and its problems, the round-2 set and its votes (05 reads them) as far
     as this run has them, then ``metrics.json``."""
     stage = run.stage
     tables: dict[str, pd.DataFrame] = {}
-    if isinstance(recall, RecallScreen):
+    if recall is not None:
         tables[review_round.RECALL_SCREEN_FILE] = recall.live.table
         tables[review_round.RECALL_PROBLEMS_FILE] = pd.DataFrame(
             recall.live.log, columns=list(screening.LOG_COLUMNS))
-    if isinstance(review, Round2Set):
+    if review is not None:
         tables[graph.REVIEW_SET] = review.table
     else:
         for stale in review_round.ROUND2_FILES:
             stage.path(stale).unlink(missing_ok=True)  # nothing from an earlier run's round 2
-    if isinstance(votes, Votes):
+    if votes is not None:
         tables[graph.VOTES] = votes.table
     else:
         stage.path(graph.VOTES).unlink(missing_ok=True)  # no votes from an earlier run

@@ -15,18 +15,18 @@ the figure; ``metrics.json``) and :func:`findings`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from hbpsych_utils import study
 from hbpsych_utils.construction import corpus, ratings, review_round, subset, tally
-from hbpsych_utils.core.config import SubsetParams
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import SubsetMetrics
 from hbpsych_utils.reporting import figures
-from hbpsych_utils.reporting.display import Findings, Note, Shown, unavailable
+from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.vocabulary import Table
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -37,25 +37,25 @@ TOP_CATEGORIES = 3
 FIGURE = "category_distribution"
 
 
-start = base.starter(STAGE, SubsetParams)
+start = base.starter(STAGE)
 
 
-@dataclass(frozen=True, repr=False)
-class Votes(Shown):
+@dataclass(frozen=True)
+class Votes:
     """The two rounds' votes tables (round 2's is ``None`` when no recall round was needed)."""
 
     round1: pd.DataFrame
     round2: pd.DataFrame | None
 
-    def _repr_markdown_(self) -> str:
+    def view(self) -> Note:
         first = f"Round 1's votes on {len(self.round1):,} conversations"
         if self.round2 is None:
-            return (f"{first}; round 1 met the stopping rule and 04 ran no recall round "
-                    "(`round2: not_needed`), so the subset is round 1's alone.")
-        return f"{first} and round 2's on {len(self.round2):,}."
+            return Note(f"{first}; round 1 met the stopping rule and 04 ran no recall round "
+                        "(`round2: not_needed`), so the subset is round 1's alone.")
+        return Note(f"{first} and round 2's on {len(self.round2):,}.")
 
 
-def votes(run: StageRun[SubsetParams]) -> Votes:
+def votes(run: StageRun) -> Votes:
     """Round 1's votes, and round 2's when 04 tallied it; an error while round 2 awaits its
     ratings (or round 1's)."""
     stage = run.stage
@@ -69,29 +69,28 @@ def votes(run: StageRun[SubsetParams]) -> Votes:
                        "ratings (profile key recall.ratings_files) before it can be assembled")
 
 
-@dataclass(frozen=True, repr=False)
-class Subsets(Shown):
+@dataclass(frozen=True)
+class Subsets:
     """Each subset's ids and its file content in the released layout (key: v1, v2, hard)."""
 
     ids: dict[str, list[str]]
     records: dict[str, dict[str, Any]]
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Table:
         table = pd.DataFrame([{"subset": k, "n": r["n"],
                                "prompt_id_sha256": r["prompt_id_sha256"]}
                               for k, r in self.records.items()]).set_index("subset")
         return Table(table, caption="The subsets, with their content hashes "
-                     "(sha256 of the sorted ids; the whole hash on hover)").html()
+                     "(sha256 of the sorted ids; the whole hash on hover)")
 
 
-def assemble(run: StageRun[SubsetParams], votes: Votes) -> Subsets:
+def assemble(run: StageRun, votes: Votes, *, name: str) -> Subsets:
     """The subset under each control policy (v1, v2) from the majority-included items, and
-    Psych-Hard: v1's conversations among the HealthBench-Hard ids."""
+    Psych-Hard: v1's conversations among the HealthBench-Hard ids; named after ``name``."""
     hard_ids = corpus.hard_ids(run.stage.fetch("harness_scores"))
     ids = {version: subset.assemble(votes.round1, votes.round2, policy)
            for version, policy in subset.POLICIES.items()}
     ids["hard"] = subset.hard_subset(ids["v1"], hard_ids)
-    name = run.params.name
     records = {
         "v1": subset.subset_record(f"{name}-v1", ids["v1"], policy=vars(subset.POLICIES["v1"])),
         "v2": subset.subset_record(f"{name}-v2", ids["v2"], policy=vars(subset.POLICIES["v2"])),
@@ -101,17 +100,17 @@ def assemble(run: StageRun[SubsetParams], votes: Votes) -> Subsets:
     return Subsets(ids, records)
 
 
-@dataclass(frozen=True, repr=False)
-class Categories(Shown):
+@dataclass(frozen=True)
+class Categories:
     """The modal reviewer category of each v1 conversation, and the count per category."""
 
     by_conversation: pd.Series
     counts: dict[str, int]
     """Largest first, "no category majority" last (``subset.category_counts``)."""
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Table:
         table = pd.Series(self.counts, name="conversations").rename_axis("category").to_frame()
-        return Table(table, caption="v1 conversations by modal reviewer category").html()
+        return Table(table, caption="v1 conversations by modal reviewer category")
 
 
 def categories(votes: Votes, subsets: Subsets) -> Categories:
@@ -129,46 +128,49 @@ def subset_title(name: str, key: str) -> str:
     return f"{name} {key}"
 
 
-def category_figure(run: StageRun[SubsetParams], categories: Categories) -> figures.Captioned:
-    """The categories of v1 as bars, largest first, "no category majority" greyed at the end."""
-    title = subset_title(run.params.name, "v1")
+def category_figure(categories: Categories, *, name: str, cache: Path) -> figures.Captioned:
+    """The categories of v1 as bars, largest first, "no category majority" greyed at the end
+    (the subset named after ``name``; ``cache`` keeps figures drawn before)."""
+    title = subset_title(name, "v1")
     fig = figures.category_distribution(
-        categories.counts, title=f"{title}: modal reviewer category", cache=run.figure_cache)
+        categories.counts, title=f"{title}: modal reviewer category", cache=cache)
     total = sum(categories.counts.values())
     return figures.Captioned(fig, f"{title} by modal reviewer category", (
         f"The {total:,} conversations of {title} by the category most of the reviewers who "
         "included them chose, largest first; those without a category majority in grey."))
 
 
-@dataclass(frozen=True, repr=False)
-class Comparison(Shown):
-    """Each derived subset against the released file of the same key."""
+@dataclass(frozen=True)
+class Comparison:
+    """Each derived subset against the released file of the same key (none when the profile
+    turns the comparison off)."""
 
     by_subset: dict[str, subset.ReleaseComparison]
 
-    def _repr_html_(self) -> str:
+    def view(self) -> Table | Note:
+        if not self.by_subset:
+            return Note("No comparison with the released subsets: the profile turns it off "
+                        "(`compare_with_release` is false).")
         table = pd.DataFrame([{"subset": k, "n_derived": c.n_derived,
                                "n_released": c.n_released, "ids_match": c.ids_match,
                                "hash_match": c.hash_match}
                               for k, c in self.by_subset.items()]).set_index("subset")
-        return Table(table, caption="Derived subsets against the released files").html()
+        return Table(table, caption="Derived subsets against the released files")
 
 
-def compare_with_release(run: StageRun[SubsetParams], subsets: Subsets) -> Comparison | Note:
-    """Ids and hash of each derived subset against the released one (``subset_v1``, ...)."""
-    if not run.params.compare_with_release:
-        return unavailable("No comparison with the released subsets: the profile turns it off "
-                           "(`compare_with_release` is false).")
+def compare_with_release(run: StageRun, subsets: Subsets, *, compare: bool) -> Comparison:
+    """Ids and hash of each derived subset against the released one (``subset_v1``, ...),
+    when ``compare`` (the profile's ``compare_with_release``)."""
+    if not compare:
+        return Comparison({})
     return Comparison({key: subset.compare_with_release(
         key, subsets.ids[key], subset.load_subset(run.stage.fetch(artifact)))
         for key, artifact in study.SUBSET_ARTIFACTS.items()})
 
 
-def metrics(subsets: Subsets, categories: Categories,
-            comparison: Comparison | Note) -> SubsetMetrics:
+def metrics(subsets: Subsets, categories: Categories, comparison: Comparison) -> SubsetMetrics:
     """05's metrics: sizes and hashes, the release check where it ran, the categories."""
-    matches = ({f"matches_release_{k}": c.matches for k, c in comparison.by_subset.items()}
-               if isinstance(comparison, Comparison) else {})
+    matches = {f"matches_release_{k}": c.matches for k, c in comparison.by_subset.items()}
     records = subsets.records
     return SubsetMetrics(
         n_v1=len(subsets.ids["v1"]), n_v2=len(subsets.ids["v2"]),
@@ -182,7 +184,7 @@ def metrics(subsets: Subsets, categories: Categories,
     )
 
 
-def write(run: StageRun[SubsetParams], m: SubsetMetrics, subsets: Subsets,
+def write(run: StageRun, m: SubsetMetrics, subsets: Subsets,
           categories: Categories, figure: figures.Captioned) -> Written:
     """Each subset as ``<name>.json`` with the index later stages read, the categories, the
     figure and ``metrics.json``."""

@@ -1,6 +1,8 @@
 """Chapter 12, figures and tables: the paper's figures and Table 1, from what earlier stages wrote.
 
-The chapter's calls, in order: :func:`start` (its parameters, checked),
+The chapter's calls, in order: :func:`start` (its parameters, checked), :func:`inputs` (the
+resolver: 05's categories, 08's metrics, checked to be of this chapter's mode, and its Table 1
+of each subset of ``subsets`` with the evaluation source it came from, 09's metrics),
 :func:`category_figure` (Figure G1, 05_subset's categories), :func:`table1` (Table 1 in the
 paper's layout, every subset of ``subsets`` side by side, and the per-judge Table I1, from the
 Table 1 08_scores wrote: its numbers, not a second bootstrap, as CSV, Markdown and LaTeX),
@@ -28,11 +30,11 @@ from matplotlib.figure import Figure
 from hbpsych_utils import study
 from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.construction.tally import NO_CATEGORY_MAJORITY
-from hbpsych_utils.core import escape, paths
-from hbpsych_utils.core.config import FiguresTablesParams
+from hbpsych_utils.core import paths
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.evaluation import judges as judge_stats
 from hbpsych_utils.evaluation.score_sources import (
+    EvaluationMode,
     EvaluationSource,
     evaluation_source,
     read_table1,
@@ -42,7 +44,8 @@ from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as stage_metrics
 from hbpsych_utils.pipeline.metrics import FiguresTablesMetrics, JudgesMetrics, ScoresMetrics
 from hbpsych_utils.reporting import catalogue, figures, figures_folder, tables
-from hbpsych_utils.reporting.display import Findings, Shown
+from hbpsych_utils.reporting.display import Findings, Note, Together
+from hbpsych_utils.reporting.figures import Captioned, Gallery
 from hbpsych_utils.reporting.vocabulary import Tables, level_text, panel_name
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun, Written
@@ -52,19 +55,18 @@ CATEGORIES = "fig_categories_v1"
 FIGURE_FORMATS = ("png", "svg")
 
 
-start = base.starter(STAGE, FiguresTablesParams)
+start = base.starter(STAGE)
 
 
-def category_figure(run: StageRun[FiguresTablesParams]) -> figures.Captioned:
+def category_figure(categories: pd.Series, *, judges: list[str],
+                    cache: Path) -> figures.Captioned:
     """Figure G1, the subset's composition: conversations per modal reviewer category
-    (05_subset)."""
-    categories = subset_files.read_categories(run.stage.upstream(graph.SUBSET,
-                                                                 graph.CATEGORIES_V1))
+    (05_subset), labelled as the catalogue labels the run's objects (``judges``: its panel)."""
     counts = subset_files.category_counts(categories)
     title = study.SUBSET_TITLES["v1"]
     fig = figures.category_distribution(counts, title=f"{title}: modal reviewer category",
-                                        cache=run.figure_cache)
-    label, heading, _ = catalogue.label([CATEGORIES])[CATEGORIES]
+                                        cache=cache)
+    label, heading, _ = catalogue.label([CATEGORIES], judges)[CATEGORIES]
     none = counts.get(NO_CATEGORY_MAJORITY, 0)
     return figures.Captioned(fig, f"{label}. {heading}", (
         f"The {sum(counts.values()):,} conversations of {title} by the category most of the "
@@ -87,8 +89,64 @@ class SubsetTable:
     source: EvaluationSource
 
 
-@dataclass(frozen=True, repr=False)
-class Table1(Shown):
+@dataclass(frozen=True)
+class Inputs:
+    """What the chapter lays out: 05's categories, 08's metrics (of this chapter's mode) and
+    Table 1 of each subset it scored, with the subsets left out and why, and 09's metrics."""
+
+    mode: EvaluationMode
+    categories: pd.Series
+    scores: ScoresMetrics
+    subsets: dict[str, SubsetTable]
+    skipped: dict[str, str]
+    judged: JudgesMetrics
+
+    @property
+    def judges(self) -> list[str]:
+        """The panel 08 scored with (the study's when no subset has a Table 1)."""
+        first = next(iter(self.subsets.values()), None)
+        return list(study.JUDGE_PANEL) if first is None else list(first.source.judges)
+
+
+@base.resolver
+def inputs(run: StageRun, *, subsets: list[str]) -> Inputs:
+    """05's categories; 08_scores' metrics, checked to be of the same mode as this stage (its
+    Table 1 files are the ones this stage publishes); Table 1 of each subset of ``subsets``
+    from 08's ``table1_<subset>.csv`` (read back exactly) with its evaluation source (the
+    judges 08 scored with, n, the per-judge means); a subset without graded conversations, or
+    that 08 did not score, is left out with a sentence; 09_judges' metrics."""
+    mode: EvaluationMode = graph.LIVE if run.mode == graph.LIVE else graph.PAPER
+    scores = run.stage.upstream_metrics(stage_metrics.SCORES)
+    if scores.mode != mode:
+        raise ScoringError(
+            f"{STAGE} is in {mode!r} mode but {graph.SCORES} ran in {scores.mode!r} mode in "
+            f"profile {run.profile!r}: run both with the same {graph.EVALUATION_MODE} (the "
+            "mode of figures_tables and of scores)")
+    found: dict[str, SubsetTable] = {}
+    skipped = {}
+    for key in subsets:
+        title = study.SUBSET_TITLES[key]
+        source = evaluation_source(run.stage, key, mode=mode,
+                                   include_later=scores.include_later)
+        if source is None:  # a live run may have graded nothing of a subset
+            skipped[key] = (f"{title}: this run graded none of its conversations, so it has no "
+                            "Table 1 and no figures.")
+            continue
+        path = run.stage.upstream_optional(graph.SCORES, graph.TABLE1.format(subset=key))
+        if path is None:
+            skipped[key] = (f"{title}: chapter 08 made no Table 1 for it (it is not among the "
+                            "scored subsets), so it has no Table 1 and no figures here.")
+            continue
+        found[key] = SubsetTable(key, tables.table1(read_table1(path), judges=source.judges,
+                                                    n=source.n), source)
+    categories = subset_files.read_categories(run.stage.upstream(graph.SUBSET,
+                                                                 graph.CATEGORIES_V1))
+    return Inputs(mode, categories, scores, found, skipped,
+                  run.stage.upstream_metrics(stage_metrics.JUDGES))
+
+
+@dataclass(frozen=True)
+class Table1:
     """Table 1 of every subset of ``subsets`` that 08_scores wrote one for, in the paper's
     layout, and the per-judge appendix table; the subsets left out, each with the sentence
     saying why."""
@@ -96,7 +154,7 @@ class Table1(Shown):
     subsets: dict[str, SubsetTable]
     skipped: dict[str, str]
     n_resamples: int | None
-    level: float = study.CI_LEVEL
+    level: float
     """The level of the intervals chapter 08 computed (its metrics' ``ci_level``)."""
 
     @property
@@ -140,53 +198,19 @@ class Table1(Shown):
                                    judges=self.subsets[self.primary].source.judges,
                                    n_resamples=self.n_resamples, level=self.level)
 
-    def _repr_html_(self) -> str:
-        notes = "".join(f"<p>{escape.html_text(s)}</p>" for s in self.skipped.values())
-        return notes + Tables([t.table() for t in self.reader_tables()])._repr_html_()
-
-    def __repr__(self) -> str:
-        return "\n\n".join([*self.skipped.values(),
-                             *(t.markdown() for t in self.reader_tables())])
+    def view(self) -> Together:
+        return Together([*(Note(s) for s in self.skipped.values()),
+                         Tables([t.table() for t in self.reader_tables()])])
 
 
-def scores_metrics(run: StageRun[FiguresTablesParams]) -> ScoresMetrics:
-    """08_scores' metrics, checked to be of the same mode as this stage: its Table 1 files are
-    the ones this stage publishes."""
-    scores = run.stage.upstream_metrics(stage_metrics.SCORES)
-    if scores.mode != run.mode:
-        raise ScoringError(
-            f"{STAGE} is in {run.mode!r} mode but {graph.SCORES} ran in {scores.mode!r} mode in "
-            f"profile {run.profile!r}: run both with the same {graph.EVALUATION_MODE} (the "
-            "mode of figures_tables and of scores)")
-    return scores
-
-
-def table1(run: StageRun[FiguresTablesParams]) -> Table1:
-    """Table 1 of each subset from 08_scores' ``table1_<subset>.csv`` (read back exactly), in
-    the paper's layout for the judges 08 scored with; a subset without graded conversations,
-    or that 08 did not score, is left out with a sentence."""
-    scores = scores_metrics(run)
-    found: dict[str, SubsetTable] = {}
-    skipped = {}
-    for key in run.params.subsets:
-        title = study.SUBSET_TITLES[key]
-        source = evaluation_source(run.stage, key, mode=run.mode or graph.PAPER,
-                                   include_later=scores.include_later)
-        if source is None:  # a live run may have graded nothing of a subset
-            skipped[key] = (f"{title}: this run graded none of its conversations, so it has no "
-                            "Table 1 and no figures.")
-            continue
-        path = run.stage.upstream_optional(graph.SCORES, graph.TABLE1.format(subset=key))
-        if path is None:
-            skipped[key] = (f"{title}: chapter 08 made no Table 1 for it (it is not among the "
-                            "scored subsets), so it has no Table 1 and no figures here.")
-            continue
-        found[key] = SubsetTable(key, tables.table1(read_table1(path), judges=source.judges,
-                                                    n=source.n), source)
-    n_resamples = (scores.n_resamples if any(s.source.intervals for s in found.values())
+def table1(data: Inputs) -> Table1:
+    """Table 1 of each subset 08 wrote one for, in the paper's layout for the judges 08 scored
+    with, with the resamples and level of 08's intervals where it has them."""
+    scores = data.scores
+    n_resamples = (scores.n_resamples if any(s.source.intervals for s in data.subsets.values())
                    else None)
     level = scores.ci_level if scores.ci_level is not None else study.CI_LEVEL
-    return Table1(found, skipped, n_resamples, level)
+    return Table1(data.subsets, data.skipped, n_resamples, level)
 
 
 def _ranking_caption(sub: SubsetTable, n_resamples: int | None, level: float) -> str:
@@ -210,7 +234,7 @@ def _heatmap_caption(sub: SubsetTable) -> str:
             "self-preference would show.")
 
 
-def ranking_and_heatmaps(run: StageRun[FiguresTablesParams], t1: Table1) -> figures.Gallery:
+def ranking_and_heatmaps(t1: Table1, *, cache: Path) -> figures.Gallery:
     """Per subset, the panel ranking (Figure G2 on v1: from 08's Table 1, intervals where it
     has them) and the model x judge heatmap (Figure I1 on v1: the evaluation source's
     per-judge means), for the judges used; other subsets' are supplements."""
@@ -219,36 +243,36 @@ def ranking_and_heatmaps(run: StageRun[FiguresTablesParams], t1: Table1) -> figu
         title = study.SUBSET_TITLES[key]
         drawn[f"fig_ranking_{key}"] = (figures.panel_ranking(
             sub.table.set_index("candidate"), subset=title, judge_models=sub.source.judges,
-            level=t1.level, cache=run.figure_cache),
+            level=t1.level, cache=cache),
             _ranking_caption(sub, t1.n_resamples, t1.level))
         drawn[f"fig_heatmap_{key}"] = (figures.judge_heatmap(
             sub.source.per_judge, subset=title, judges=sub.source.judges,
-            cache=run.figure_cache), _heatmap_caption(sub))
+            cache=cache), _heatmap_caption(sub))
     labels = catalogue.label(list(drawn), t1.judges)
     shown = {stem: figures.Captioned(drawn[stem][0], f"{labels[stem][0]}. {labels[stem][1]}",
                                      drawn[stem][1]) for stem in labels}
     return figures.Gallery(shown, notes=tuple(t1.skipped.values()))
 
 
-@dataclass(frozen=True, repr=False)
-class JudgeFigure(Shown):
+@dataclass(frozen=True)
+class JudgeFigure:
     """Severity and self-preference of the judges (09_judges' metrics), on 09's subset."""
 
     judges: JudgesMetrics
-    gallery: figures.Gallery
+    gallery: Gallery
 
     @property
-    def figures(self) -> Mapping[str, figures.Captioned]:
+    def figures(self) -> Mapping[str, Captioned]:
         return self.gallery.figures
 
-    def _repr_html_(self) -> str:
-        return self.gallery._repr_html_()
+    def view(self) -> Gallery:
+        return self.gallery
 
 
-def judge_figure(run: StageRun[FiguresTablesParams]) -> JudgeFigure:
-    """Figure I2 from 09_judges' metrics (intervals when 09 ran live), named after the subset
-    09 measured (``judges.subset``), which may differ from this chapter's subsets."""
-    judged = run.stage.upstream_metrics(stage_metrics.JUDGES)
+def judge_figure(judged: JudgesMetrics, *, cache: Path) -> JudgeFigure:
+    """Figure I2 from 09_judges' metrics (intervals when 09 had per-conversation scores), named
+    after the subset 09 measured (``judges.subset``), which may differ from this chapter's
+    subsets."""
     title = study.SUBSET_TITLES[judged.subset]
     if not judged.severity:
         return JudgeFigure(judged, figures.Gallery({}, notes=(
@@ -256,9 +280,10 @@ def judge_figure(run: StageRun[FiguresTablesParams]) -> JudgeFigure:
             "figure.",)))
     stem = f"fig_judges_{judged.subset}"
     level = judged.ci_level if judged.ci_level is not None else study.CI_LEVEL
-    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title, level=level,
-                             cache=run.figure_cache)
-    label, heading, _ = catalogue.label([stem])[stem]
+    fig = figures.judge_bias(judge_stats.judge_stats(judged), subset=title, judges=None,
+                             level=level,
+                             cache=cache)
+    label, heading, _ = catalogue.label([stem], list(judged.severity))[stem]
     how = (f"with {level_text(level)} bootstrap intervals" if judged.intervals else
            "as point estimates (no per-conversation grades, so no interval)")
     grand = f" {judged.grand_mean:.3f}" if judged.grand_mean is not None else ""
@@ -303,23 +328,25 @@ def catalogue_of(category: figures.Captioned, t1: Table1, panels: figures.Galler
 
 
 def _outputs(category: figures.Captioned, t1: Table1, panels: figures.Gallery,
-             judged: JudgeFigure) -> tuple[dict[str, Figure], dict[str, str]]:
+             judged: JudgeFigure
+             ) -> tuple[dict[str, Figure | figures.CachedFigure], dict[str, str]]:
     """Every figure (by file stem) and text file (by file name) the chapter writes."""
     figs = {stem: c.figure for stem, c in _figures(category, panels, judged).items()}
     made = catalogue_of(category, t1, panels, judged)
     return figs, {**t1.texts(), catalogue.CATALOGUE: made.model_dump_json(indent=1) + "\n"}
 
 
-def metrics(run: StageRun[FiguresTablesParams], category: figures.Captioned, t1: Table1,
-            panels: figures.Gallery, judged: JudgeFigure) -> FiguresTablesMetrics:
-    """12's metrics: the files it writes and whether they are published to ``figures/``."""
+def metrics(data: Inputs, category: figures.Captioned, t1: Table1, panels: figures.Gallery,
+            judged: JudgeFigure, *, publish: bool) -> FiguresTablesMetrics:
+    """12's metrics: the files it writes and whether they are published to ``figures/``
+    (``publish``)."""
     figs, texts = _outputs(category, t1, panels, judged)
     names = [*texts, *(f"{stem}.{ext}" for stem in figs for ext in FIGURE_FORMATS)]
-    return FiguresTablesMetrics(mode=run.mode or graph.PAPER, files=sorted(names),
-                                n_files=len(names), published_to_figures=run.params.publish)
+    return FiguresTablesMetrics(mode=data.mode, files=sorted(names), n_files=len(names),
+                                published_to_figures=publish)
 
 
-def write(run: StageRun[FiguresTablesParams], m: FiguresTablesMetrics,
+def write(run: StageRun, m: FiguresTablesMetrics,
           category: figures.Captioned, t1: Table1, panels: figures.Gallery,
           judged: JudgeFigure) -> Written:
     """Every figure (PNG and SVG), Table 1 file and the catalogue, then ``metrics.json``; with
@@ -377,7 +404,7 @@ def judge_agreement(
 
 
 def findings(m: FiguresTablesMetrics, *, judges: JudgesMetrics, top: Sequence[str],
-             subset: str | None, intervals: bool, level: float = study.CI_LEVEL) -> Findings:
+             subset: str | None, intervals: bool, level: float) -> Findings:
     """The sentences of "What we found": the files written, the top of the primary subset's
     ranking (``subset``: the first with a Table 1, ``None`` when none has one), what the judges
     agree on (``judge_agreement``, from 09's metrics, naming the subset they were measured on)

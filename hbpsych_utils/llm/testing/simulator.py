@@ -199,7 +199,7 @@ def _norm_google(body: dict[str, Any]) -> tuple[list[tuple[str, str]], Any, int 
 
 
 def sim_hash(model: str, messages: Iterable[tuple[str, str]], schema: Any,
-             seed: int | None = None) -> str:
+             seed: int | None) -> str:
     """The simulator's deterministic seed for a request (independent of the API family); a
     sampling seed the request carries (:func:`request_seed`) is added, none leaves it as it was."""
     parts: list[Any] = [model, [list(m) for m in messages], schema]
