@@ -23,10 +23,10 @@ import pytest
 from conftest import grading_live_metrics
 
 from hbpsych_utils import study
-from hbpsych_utils.core import config, escape, sources
+from hbpsych_utils.core import escape, sources
 from hbpsych_utils.evaluation import length, scoring, whatif
 from hbpsych_utils.evaluation.whatif import Choice, Space
-from hbpsych_utils.pipeline import graph, metrics
+from hbpsych_utils.pipeline import graph, metrics, profiles
 from hbpsych_utils.reporting import comparability, vocabulary, whatif_commands
 from hbpsych_utils.reporting import whatif_page as page
 from hbpsych_utils.reporting import whatif_switcher as switcher
@@ -56,7 +56,7 @@ def paper(mirror: Path) -> whatif.WhatIf:
     space = Space("paper", study.JUDGE_PANEL, ("v1", "v2", "hard"), True)
     reference = whatif.reference_choice(space, "v1", False)
     study_order = scoring.ranking(scoring.paper_panel_means(
-        data.per_judge["v1"][data.per_judge["v1"]["in_study"]]))
+        data.per_judge["v1"][data.per_judge["v1"]["in_study"]], study.JUDGE_PANEL))
     return whatif.compute(space, data, reference, study_order)
 
 
@@ -110,7 +110,8 @@ def test_hard_with_the_later_models_is_the_mean_of_the_three_judges(paper) -> No
 
 def test_the_runs_own_choice_is_08s_paper_table(paper) -> None:
     data = whatif.paper_data(Released())
-    table = scoring.paper_table(data.per_judge["v1"][data.per_judge["v1"]["in_study"]])
+    table = scoring.paper_table(data.per_judge["v1"][data.per_judge["v1"]["in_study"]],
+                                study.JUDGE_PANEL)
     own = paper.outcome(paper.reference).table
     assert own.index.tolist() == table.index.tolist()
     assert (own["score"] == table["panel_mean"]).all()  # the same arithmetic, bit for bit
@@ -258,8 +259,8 @@ def test_every_control_setting_has_a_state(paper) -> None:
     assert keys == every
 
 
-def profile_with(name: str, **sets: object) -> tuple[config.Profile, dict]:
-    profile = config.load_profile(name, sets)
+def profile_with(name: str, **sets: object) -> tuple[profiles.Profile, dict]:
+    profile = profiles.load_profile(name, sets)
     return profile, {"profile": name, "overrides": sets,
                      "profile_values": profile.model_dump(mode="json")}
 

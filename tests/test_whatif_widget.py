@@ -32,7 +32,7 @@ def paper_parts(mirror: Path) -> tuple[whatif.PaperData, Space, Choice, list[str
     space = Space("paper", study.JUDGE_PANEL, ("v1", "v2", "hard"), True)
     reference = whatif.reference_choice(space, "v1", False)
     v1 = data.per_judge["v1"]
-    order = scoring.ranking(scoring.paper_panel_means(v1[v1["in_study"]]))
+    order = scoring.ranking(scoring.paper_panel_means(v1[v1["in_study"]], study.JUDGE_PANEL))
     return data, space, reference, order
 
 
@@ -64,7 +64,7 @@ def test_the_paper_panel_shows_whatifs_table_for_each_choice(paper_parts) -> Non
     panel = panel_on(data, space, reference, order, later)
     assert [d.name for d in panel.dims] == ["judges", "combine", "subset", "later"]
     assert [c.description for c in panel.controls.values()] == [
-        vocabulary.label(page.CONTROL_COLUMNS[d.name]) for d in panel.dims]
+        vocabulary.label(page.CONTROL_COLUMNS[d.name], None) for d in panel.dims]
     assert panel.choice() == reference
     shown_equals_whatif(panel, every, whatif.paper_outcome(data, reference))
 
