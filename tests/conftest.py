@@ -133,6 +133,27 @@ def hard_run(tmp_path_factory: pytest.TempPathFactory, default_run: Path, mirror
     return run_once(tmp_path_factory, "hard", build)
 
 
+TWO_JUDGES = list(study.JUDGE_PANEL[:2])
+"""The two-judge panel of :func:`two_judge_smoke` (GPT-4.1 and Claude Haiku 4.5)."""
+TWO_JUDGE_SETTINGS = {"grading.judges": TWO_JUDGES, "ci_level": 0.9, "grading.temperature": 0.3}
+"""A smoke run tweaked in its panel, its interval level and its judges' temperature."""
+
+
+@pytest.fixture(scope="session")
+def two_judge_smoke(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+    """The smoke profile graded by two judges at temperature 0.3, every interval at 90%
+    (:data:`TWO_JUDGE_SETTINGS`): what the book says of a panel, a level and judge settings
+    that are not the study's."""
+    from hbpsych_utils import runner
+
+    out = tmp_path_factory.mktemp("smoke-two-judges")
+    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
+        result = runner.run_profile("smoke", outputs_root=out, echo=print,
+                                    overrides=TWO_JUDGE_SETTINGS)
+    assert result.ok, result.notebooks
+    return out / "smoke"
+
+
 def stage_metrics(run: Path, stage: str) -> dict:
     """``metrics.json`` of one stage of a run folder (what notebook tests assert on)."""
     return json.loads((run / stage / "metrics.json").read_text(encoding="utf-8"))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FAKE_KEYS, ROOT, _environ
+from conftest import ROOT, TWO_JUDGE_SETTINGS, TWO_JUDGES
 
 from hbpsych_utils import study
 from hbpsych_utils.pipeline import graph
@@ -175,21 +175,14 @@ def test_every_table_of_the_book_fits_and_reads_as_a_readers_table(
 
 # --- a two-judge panel at a 90% interval level ------------------------------------------------
 
-TWO_JUDGES = list(study.JUDGE_PANEL[:2])
-LEVEL = 0.9
+LEVEL = TWO_JUDGE_SETTINGS["ci_level"]
 
 
 @pytest.fixture(scope="module")
-def tweaked_smoke(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    """The smoke profile graded by two judges, every interval at 90%."""
-    from hbpsych_utils import runner
-
-    out = tmp_path_factory.mktemp("smoke-two-judges")
-    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
-        result = runner.run_profile("smoke", outputs_root=out, echo=print, overrides={
-            "grading.judges": TWO_JUDGES, "ci_level": LEVEL})
-    assert result.ok, result.notebooks
-    return out / "smoke"
+def tweaked_smoke(two_judge_smoke: Path) -> Path:
+    """The smoke profile graded by two judges, every interval at 90% (conftest's, shared with
+    the what-if's tests)."""
+    return two_judge_smoke
 
 
 PAGE_TEXT = """() => ({

@@ -51,7 +51,8 @@ def test_modes_resolve_from_the_profile() -> None:
 
 def test_upstream_follows_the_mode() -> None:
     assert graph.spec(graph.SCORES).upstream(DEFAULT) == []
-    assert graph.spec(graph.SCORES).upstream(SMOKE) == [graph.SUBSET, graph.GRADING]
+    assert graph.spec(graph.SCORES).upstream(SMOKE) == [graph.SUBSET, graph.GENERATION,
+                                                        graph.GRADING]
     assert graph.dependents([graph.JUDGES], DEFAULT) == [graph.FIGURES]
     assert graph.dependents([graph.CORPUS], DEFAULT) == [
         graph.REVIEW_ROUND1, graph.RECALL, graph.SUBSET, graph.GENERATION, graph.REFUSALS,

@@ -9,6 +9,8 @@ functions where it is put into a page.
 - ``md_text``: into Markdown prose or a table cell (no HTML; Markdown's own markers shown as
   themselves; one line).
 - ``md_code``: into Markdown as an inline code span, verbatim whatever backticks it holds.
+- ``json_script``: data into a ``<script type="application/json">`` element, read back with
+  ``JSON.parse``.
 
 Markdown links cannot run code (markdown-it refuses ``javascript:`` and ``data:`` targets),
 so raw HTML is the one way in, and escaping ``<`` and ``&`` closes it.
@@ -24,6 +26,7 @@ left-to-right and right-to-left marks, are kept as they are.
 from __future__ import annotations
 
 import html
+import json
 import re
 
 MD_MARKERS = "\\`*_[]|"
@@ -80,3 +83,17 @@ def md_code(value: object, *, cell: bool = False) -> str:
     fence = "`" * (max(runs, default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+_SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                  "\u2029": "\\u2029"}
+
+
+def json_script(data: object) -> str:
+    """``data`` as the text of a ``<script type="application/json">`` element: JSON in which
+    ``<``, ``>`` and ``&`` are written as ``\\u`` escapes, so no value can close the element
+    (``</script>``) or open a comment (``<!--``) that changes how the browser reads it; U+2028
+    and U+2029 too (line terminators to older JavaScript). ``JSON.parse`` gives ``data`` back
+    exactly. Keys keep their order; no key of ``data`` may be other than a string."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_UNSAFE[m.group()], text)

@@ -19,7 +19,8 @@ a laptop's window, and it ships every script, stylesheet and icon font in the pa
 nothing is fetched at build or view time (pydata-sphinx-theme, under it, the same).
 
 Offline by construction: no MathJax (LaTeX outputs fall back to text), no widget manager (an
-ipywidgets view is replaced by a note; the static HTML the stage displays after it stays), and
+ipywidgets view is replaced by its own static version where it carries one, else by a note;
+the static HTML the stage displays after it stays), and
 search without result summaries (those fetch pages, which ``file://`` forbids; the search index
 is a script the page loads). Upstream addresses are links a reader may follow; the book itself
 requests nothing outside its folder. The headline numbers and the ledger come from tested
@@ -48,7 +49,7 @@ from hbpsych_utils.construction.instrument import BOOK_COPY, INSTRUMENT_FILE
 from hbpsych_utils.core import escape, paths, records
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
-from hbpsych_utils.reporting import ledger, ledger_conditions, ledger_numbers
+from hbpsych_utils.reporting import ledger, ledger_conditions, ledger_numbers, whatif_page
 from hbpsych_utils.reporting.book_chapters import chapters_of, prepare_notebook
 from hbpsych_utils.reporting.book_figures import figures_markdown
 from hbpsych_utils.reporting.book_landing import (
@@ -209,13 +210,18 @@ def write_sources(profile_dir: Path, src: Path) -> str:
         extra_pages.append(METHODS_PAGE)
     find = find_markdown(chapters, copy_instruments(profile_dir, src),
                          METHODS_PAGE in extra_pages, explorer_note(metrics))
+    scores = metrics_models.SCORES.stage
+    whatif = whatif_page.add_to_book(
+        profile_dir, src, metrics, manifest, run, chapter_banner(states.get(scores), command),
+        stage_command(profile, scores, manifest, profile_dir.parent))
+    extra_pages += whatif.pages
     overrides = (manifest or {}).get("overrides")
     (src / "index.md").write_text(
         landing_markdown(profile, metrics, chapters, run.description if run else "",
                          overrides if isinstance(overrides, dict) else None, states, command,
-                         reproduced=ledger.summary(rows), find=find, extra_pages=extra_pages,
-                         judges=run_judges(metrics, run),
-                         level=run.ci_level if run else study.CI_LEVEL,
+                         reproduced=ledger.summary(rows), find=find + whatif.find,
+                         extra_pages=extra_pages, judges=run_judges(metrics, run),
+                         level=run.ci_level if run else study.CI_LEVEL, card=whatif.card,
                          modes=({s: graph.stage_mode(run, s) for s in graph.STAGES} if run
                                 else None)),
         encoding="utf-8")
@@ -226,7 +232,7 @@ def write_sources(profile_dir: Path, src: Path) -> str:
         figures_markdown(stage_dir, "files", chapters,
                          chapter_banner(states.get(FIGURES_STAGE), command),
                          stage_command(profile, FIGURES_STAGE, manifest, profile_dir.parent),
-                         of(metrics, metrics_models.SCORES)),
+                         of(metrics, metrics_models.SCORES), whatif.card),
         encoding="utf-8")
     (src / f"{PROVENANCE_PAGE}.md").write_text(
         provenance_markdown(manifest, chapters, metrics, states,

@@ -1,6 +1,6 @@
 """The book's chapters: each executed notebook of the run, copied for the book (code folded, a
-widget replaced by a note, each table and figure saying the run's own command, a warning on a
-chapter that is not current).
+widget replaced by its own static version where it carries one and else by a note, each table
+and figure saying the run's own command, a warning on a chapter that is not current).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def with_command(html: str, command: str) -> str:
 
 def prepare_notebook(src: Path, dst: Path, banner: str = "", command: str = "") -> None:
     """Copy an executed notebook for the book: code folded behind a click, widget views
-    replaced by a note (their static outputs stay), widget state dropped (nothing to load);
+    replaced by their own static version where they carry one (``text/html``) and else by a
+    note (the static outputs after them stay), widget state dropped (nothing to load);
     ``banner`` (Markdown), when given, is put under the chapter's title as a warning;
     ``command``, when given, is what each table and figure says makes it again."""
     import nbformat
@@ -80,10 +81,11 @@ def _fold(cell: Any) -> None:
 
 
 def _for_the_book(out: Any, command: str) -> None:
-    """One output as the book shows it: a widget view replaced by a note, and ``command``
-    (when given) under each table and figure."""
+    """One output as the book shows it: a widget view replaced by its own static version (or
+    else a note), and ``command`` (when given) under each table and figure."""
     if WIDGET_VIEW in out.get("data", {}):
-        out["data"] = {"text/markdown": WIDGET_NOTE}
+        static = out["data"].get("text/html")  # a widget's own static version
+        out["data"] = {"text/html": static} if static else {"text/markdown": WIDGET_NOTE}
         out["metadata"] = {}
     html = out.get("data", {}).get("text/html")
     if command and html:

@@ -52,13 +52,15 @@ def figure_page_tables(stage_dir: Path, made: catalogue.Catalogue,
 
 
 def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner: str = "",
-                     command: str = "", scores: ScoresMetrics | None = None) -> str:
+                     command: str = "", scores: ScoresMetrics | None = None,
+                     card: str = "") -> str:
     """The tables and figures of 12_figures_tables in the paper's order, under the paper's
     labels and with their captions (its ``catalogue.json``), each with its downloads (``rel``:
     the folder of the files' copies, relative to the page) and where it came from: chapter 12
     and ``command``, which makes it again; ``banner`` when 12 is not current. The tables are
     laid out by the display vocabulary (``scores``: 08's metrics, for Table 1's interval level
-    and resamples)."""
+    and resamples); Table 1 is followed by the headline score's comparability ``card``
+    (Markdown)."""
     parts = ["# Figures and tables\n"]
     if banner:
         parts.append(f"```{{warning}}\n{banner}\n```\n")
@@ -74,6 +76,8 @@ def figures_markdown(stage_dir: Path, rel: str, chapters: Sequence[str], banner:
                  "paper's order and under its labels; the compendium's own additions follow, "
                  "marked so. Each comes with its files.\n")
     laid_out = figure_page_tables(stage_dir, made, scores)
+    if card and "table1" in laid_out:
+        laid_out["table1"] += "\n" + card
     for item in made.items:
         parts += _item(item, stage_dir, rel, laid_out.get(item.stem))
         if command:

@@ -96,13 +96,14 @@ def landing_markdown(profile: str, metrics: RunMetrics, chapters: Sequence[str],
                      command: str = "", reproduced: ledger.Summary | None = None,
                      find: str = "", extra_pages: Sequence[str] = (), *,
                      judges: tuple[list[str], str] | None, level: float,
-                     modes: Mapping[str, str | None] | None = None) -> str:
+                     modes: Mapping[str, str | None] | None = None, card: str = "") -> str:
     """The landing page: the study, how much of the paper this run reproduces (``reproduced``,
     the ledger's summary), where everything is (``find``), this run's profile, each stage's
-    mode and state, the headline numbers (each marked when its chapter is not current),
-    contents. A stage's mode is its metrics' (``modes``, the profile's, for a stage that writes
-    none); a current chapter whose mode leaves it nothing to show is marked "needs ..."
-    (``graph.needs``) instead of "current"."""
+    mode and state, the headline numbers (each marked when its chapter is not current) with
+    the headline score's comparability ``card`` (Markdown) under them, contents. A stage's mode
+    is its metrics' (``modes``, the profile's, for a stage that writes none); a current chapter
+    whose mode leaves it nothing to show is marked "needs ..." (``graph.needs``) instead of
+    "current"."""
     states = states or {}
     parts = [f"# HealthBench-Psych: the {code(title_name(profile), cell=False)} run\n",
              STUDY_SUMMARY + "\n"]
@@ -113,7 +114,7 @@ def landing_markdown(profile: str, metrics: RunMetrics, chapters: Sequence[str],
         parts += ["## Find your way\n", find]
     parts += _this_run(profile, description, judges, level, overrides)
     parts += _chapters(metrics, states, chapters, command, modes or {})
-    parts += _headlines(metrics, states, chapters)
+    parts += _headlines(metrics, states, chapters, card)
     parts.append("## Contents\n")
     toc = [*chapters, FIGURES_PAGE, *extra_pages, PROVENANCE_PAGE]
     parts.append("```{toctree}\n:maxdepth: 1\n\n" + "\n".join(toc) + "\n```\n")
@@ -175,9 +176,9 @@ def _mode(mode: str | None, found: Metrics | None) -> str:
 
 
 def _headlines(metrics: RunMetrics, states: Mapping[str, StageState],
-               chapters: Sequence[str]) -> list[str]:
+               chapters: Sequence[str], card: str = "") -> list[str]:
     """The headline numbers, each linking to its chapter and marked when that is not
-    current."""
+    current, then the headline score's comparability card."""
     heads = headline_numbers(metrics)
     if not heads:
         return ["## Headline numbers\n", "None: the stages that compute them did not run.\n"]
@@ -187,4 +188,5 @@ def _headlines(metrics: RunMetrics, states: Mapping[str, StageState],
             vocabulary.markdown_table(["", "This run", "Detail"], [
                 (cell(h.label), chapter_link(h.value, h.chapter, chapters)
                  + not_current_mark(states.get(h.chapter)), hashes(cell(h.detail)))
-                for h in heads], ["name", "text", "text"])]
+                for h in heads], ["name", "text", "text"]),
+            card]

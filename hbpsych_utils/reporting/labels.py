@@ -249,6 +249,31 @@ COLUMNS: dict[str, Column] = {
     "chars_max": Column("Reply length, longest (characters)", "rounded"),
     "raw_mean": Column("Clipped mean (raw)", "score"),
     "length_adjusted_mean": Column("Length-adjusted clipped mean", "score"),
+    # the what-if panel and the robustness of the ranking
+    "whatif_rank": Column("Rank", "count"),
+    "whatif_change": Column("Change in rank", "number"),
+    "whatif_judges": Column("Judges", "name"),
+    "whatif_combine": Column("Panel", "name"),
+    "whatif_later": Column("Later models", "flag"),
+    "whatif_refusals": Column("Refusals", "name"),
+    "whatif_mean": Column("Mean", "name"),
+    "whatif_length": Column("Length", "name"),
+    "same_top": Column("Same top models", "flag"),
+    "largest_move": Column("Largest move (places)", "number"),
+    "moved": Column("Who moves most", "text"),
+    "supported_reversals": Column("Reversals the intervals support", "count"),
+    # the comparability card
+    "card_judges": Column("Judges and their settings", "text"),
+    "card_settings_source": Column("Where the settings come from", "text"),
+    "card_panel": Column("Panel", "text"),
+    "card_clip": Column("Clip rule", "text"),
+    "card_length": Column("Length adjustment", "text"),
+    "card_refusals": Column("Refusals", "text"),
+    "card_subset": Column("Subset", "text"),
+    "card_subset_sha256": Column("Subset ids, sha256", "identifier"),
+    "card_n": Column("n", "text"),
+    "card_interval": Column("Interval", "text"),
+    "card_grader": Column("Grader template, sha256", "identifier"),
 }
 """The label table: every column a chapter shows, by its machine name, with its readers'
 label and the kind of its values. The one place a column is named for readers."""

@@ -6,7 +6,7 @@ and a per-conversation JSONL (``items_artifact``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from hbpsych_utils.evaluation import generation, panel, scoring
 from hbpsych_utils.evaluation.score_sources import EvaluationSource, evaluation_source
 from hbpsych_utils.llm.store import Store
 from hbpsych_utils.pipeline import graph, metrics, state
+from hbpsych_utils.reporting import comparability
 from hbpsych_utils.reporting.publish_contract import (
     Artifact,
     ItemLine,
@@ -126,6 +127,8 @@ class LiveRun:
     config: dict[str, Any]
     """``run.harness_config`` (a JSON payload of the contract)."""
     scoring: Scoring
+    card: Callable[[Sequence[int]], dict[str, Any] | None]
+    """The subset's comparability card for a candidate's ``n`` (``comparability.exported``)."""
 
 
 def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, list[ItemLine]]]:
@@ -180,7 +183,8 @@ def _live_run(run: RunFolder, key: str, gen: metrics.GenerationLiveMetrics,
         (hard_source.table1(n_resamples=n_resamples, seed=seed, level=level)
          if hard_source is not None else None),
         ledger_by_candidate(run.root / "llm_store.sqlite"), graded_at.written_at, config,
-        judge_info(source.judges, grading.grader_template_sha256, grading.temperature))
+        judge_info(source.judges, grading.grader_template_sha256, grading.temperature),
+        comparability.exported(run.root, run.profile, run.manifest, key))
 
 
 def _artifact(live: LiveRun, cand: str, attempted: int,
@@ -198,7 +202,8 @@ def _artifact(live: LiveRun, cand: str, attempted: int,
                     adapter_version=hbpsych_utils.__version__, started_at=stamps[0],
                     finished_at=stamps[1], cost_usd=cost, n_completed=done,
                     n_errors=attempted - done,
-                    harness_config={**live.config, "cost_usd": _cost_note(paid)}),
+                    harness_config={**live.config, "cost_usd": _cost_note(paid),
+                                    "comparability": live.card([done])}),
         scoring=live.scoring, metrics=_metrics(live, cand), items_artifact=items_name(cand))
 
 

@@ -22,6 +22,7 @@ from hbpsych_utils.core import records, sources
 from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.evaluation.score_sources import matrix_n, read_matrix
 from hbpsych_utils.pipeline import graph
+from hbpsych_utils.reporting import comparability
 from hbpsych_utils.reporting.publish_contract import (
     Artifact,
     Metric,
@@ -149,6 +150,7 @@ def paper_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], list[Rele
         "exported_by": compendium(run),
     }
     out = []
+    card = comparability.exported(run.root, run.profile, run.manifest, key)
     for cand, s in paper_scores(main, hard, study.JUDGE_PANEL).items():
         n = s.n[key]
         out.append(Artifact(
@@ -156,7 +158,8 @@ def paper_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], list[Rele
             run=RunInfo(harness=study.STUDY_HARNESS, harness_commit=None,
                         adapter_version=hbpsych_utils.__version__, started_at=stamps[0],
                         finished_at=stamps[-1], cost_usd=None, n_completed=n,
-                        n_errors=info.n - n, harness_config=config),
+                        n_errors=info.n - n,
+                        harness_config={**config, "comparability": card([n])}),
             scoring=judge_info(study.JUDGE_PANEL, template, study.STUDY_TEMPERATURE),
             metrics=[subset_metric("healthbench_score", s.panel[key], n),
                      subset_metric("healthbench_hard_score", s.panel[HARD], s.n[HARD]),

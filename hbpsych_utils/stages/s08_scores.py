@@ -7,12 +7,14 @@ where the run has them), :func:`table1` (per candidate, each judge's clipped mea
 panel's, with seeded bootstrap intervals where the source has per-conversation scores),
 :func:`paired_differences` (the top-k candidates pairwise, Holm-adjusted; it needs
 per-conversation scores), :func:`metrics`, :func:`write` (``table1_<subset>.csv``,
-``paired_differences_<subset>.csv``, ``metrics.json``) and :func:`findings`. The first subset
-with scores is the primary one.
+``paired_differences_<subset>.csv``, ``metrics.json``), :func:`findings` and :func:`whatif`
+(Table 1 under other scoring choices, an ipywidgets panel in JupyterLab; what it reads is
+resolved with the sources). The first subset with scores is the primary one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,11 +27,13 @@ from hbpsych_utils.evaluation import scoring
 from hbpsych_utils.evaluation.score_sources import (
     EvaluationMode,
     EvaluationSource,
+    RunFiles,
     evaluation_source,
+    graded_judges,
 )
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.metrics import PairedDifferenceRow, ScoresMetrics
-from hbpsych_utils.reporting import tables
+from hbpsych_utils.reporting import tables, whatif_page, whatif_widget
 from hbpsych_utils.reporting.display import Findings, Note
 from hbpsych_utils.reporting.tables import ReaderTable
 from hbpsych_utils.reporting.vocabulary import Table, Tables, level_text, panel_phrase
@@ -41,14 +45,25 @@ start = base.starter(STAGE)
 
 
 @dataclass(frozen=True)
+class WhatIfInputs:
+    """What the what-if scores other choices from: the stage's view of the run's files (the
+    released matrices in paper mode; 07's ``scores.csv`` and 06's replies in live mode) and the
+    run's panel (07's judges in live mode; ``None``: the released matrices' judges)."""
+
+    files: RunFiles
+    judges: Sequence[str] | None
+
+
+@dataclass(frozen=True)
 class Sources:
     """Each subset's evaluation source under the run's mode; the subsets this run has no
-    scores for."""
+    scores for; what the what-if reads (``None``: a live run that kept no replies)."""
 
     mode: EvaluationMode
     include_later: bool
     by_subset: dict[str, EvaluationSource]
     skipped: list[str]
+    whatif: WhatIfInputs | None
 
     @property
     def primary(self) -> str:
@@ -75,6 +90,9 @@ class Sources:
         if self.per_conversation is None:
             lines.append("\nBootstrap intervals and paired differences need per-conversation "
                          "grades, which a live run makes (the smoke profile, or a real one).")
+        if self.whatif is None:
+            lines.append(f"\nThe what-if needs each reply (06's `{graph.RESPONSES}`, for the "
+                         "refusals and the length-adjusted score), which this run has not kept.")
         return Note("\n".join(lines))
 
 
@@ -82,7 +100,8 @@ class Sources:
 def evaluation_sources(run: StageRun, *, subsets: list[str], include_later: bool) -> Sources:
     """Where each subset of ``subsets`` gets its scores under the run's mode
     (``score_sources.evaluation_source``): the released matrix (paper; the three later
-    candidates too with ``include_later``) or this run's graded conversations (live)."""
+    candidates too with ``include_later``) or this run's graded conversations (live); and what
+    the what-if reads (live: the run's panel, and only where the run kept its replies)."""
     mode: EvaluationMode = graph.LIVE if run.mode == graph.LIVE else graph.PAPER
     found: dict[str, EvaluationSource] = {}
     skipped = []
@@ -95,7 +114,12 @@ def evaluation_sources(run: StageRun, *, subsets: list[str], include_later: bool
     if not found:
         raise scoring.ScoringError(
             f"{STAGE}: no subset of {subsets} has scores in profile {run.profile!r}")
-    return Sources(mode, include_later, found, skipped)
+    # the what-if: the released matrices' judges, or the run's panel and the replies it kept
+    whatif: WhatIfInputs | None = WhatIfInputs(run.stage, None)
+    if mode == graph.LIVE:
+        kept = run.stage.upstream_optional(graph.GENERATION, graph.RESPONSES) is not None
+        whatif = WhatIfInputs(run.stage, graded_judges(run.stage)) if kept else None
+    return Sources(mode, include_later, found, skipped, whatif)
 
 
 @dataclass(frozen=True)
@@ -251,3 +275,17 @@ def _closeness_sentence(m: ScoresMetrics, name: dict[str, str], close: float) ->
                 "this small should not be read as a ranking.")
     return (f"{name[rank[0]]} leads {name[rank[1]]} by {pm[rank[0]] - pm[rank[1]]:.3f}, more "
             f"than {close:g}; these are point estimates without intervals.")
+
+
+@base.needs
+def whatif(inputs: WhatIfInputs, scores: ScoresMetrics, *, length_penalty: str,
+           n_resamples: int, seed: int, level: float) -> whatif_widget.Panel:
+    """Table 1 under other scoring choices (which judges, mean or median, the subset, the later
+    models; live: refusals, the clip, the length adjustment with ``length_penalty``, intervals
+    of ``n_resamples`` seeded resamples at ``level``), against this chapter's ranking: an
+    ipywidgets panel in JupyterLab (``reporting.whatif_widget``), the run's own scoring where
+    no widget frontend renders it. The same functions as the book's what-if page."""
+    scorer, later = whatif_page.scorer(inputs.files, scores, inputs.judges,
+                                       penalty_variant=length_penalty, n_resamples=n_resamples,
+                                       seed=seed, level=level)
+    return whatif_widget.Panel(scorer, later)

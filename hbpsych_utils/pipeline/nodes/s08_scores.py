@@ -10,6 +10,7 @@ from pydantic import Field
 from hbpsych_utils.core.config import Section
 from hbpsych_utils.pipeline.spec import (
     EVALUATION_MODE,
+    GENERATION,
     GRADED_SUBSETS,
     IN_LIVE,
     IN_PAPER,
@@ -17,7 +18,9 @@ from hbpsych_utils.pipeline.spec import (
     MATRICES,
     PAPER,
     RELEASED_MATRICES,
+    RESPONSES,
     SCORES,
+    Input,
     Read,
     StageSpec,
     evaluation_mode,
@@ -36,7 +39,7 @@ class Params(Section):
 
 SPEC = StageSpec(
     SCORES, "Scores and the leaderboard", "scores", Params, evaluation_mode, (PAPER, LIVE),
-    inputs=GRADED_SUBSETS,
+    inputs=(*GRADED_SUBSETS, Input(GENERATION, (RESPONSES,), IN_LIVE)),
     reads=(
         Read((EVALUATION_MODE, "scores.subsets")),
         Read(("scores.include_later",), IN_PAPER,
@@ -44,6 +47,10 @@ SPEC = StageSpec(
              "added after the study exist only in the released matrices"),
         Read(("scores.top_k", "seed", "ci_level", "n_resamples"), IN_LIVE,
              RELEASED_MATRICES),
+        Read(("analyses.length_penalty",), IN_LIVE,
+             "the what-if's length-adjusted choice needs each reply's length, in live mode"),
     ),
     artifacts=MATRICES,
-    summary='Table 1: per-judge and panel scores, bootstrap intervals, paired differences')
+    parameters={"length_penalty": "analyses.length_penalty"},
+    summary=('Table 1: per-judge and panel scores, bootstrap intervals, paired differences; the '
+             'what-if panel (Table 1 under other scoring choices; ipywidgets in JupyterLab)'))
