@@ -143,15 +143,17 @@ TWO_JUDGE_SETTINGS = {"grading.judges": TWO_JUDGES, "ci_level": 0.9, "grading.te
 def two_judge_smoke(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     """The smoke profile graded by two judges at temperature 0.3, every interval at 90%
     (:data:`TWO_JUDGE_SETTINGS`): what the book says of a panel, a level and judge settings
-    that are not the study's."""
+    that are not the study's. Built once for all xdist workers."""
     from hbpsych_utils import runner
 
-    out = tmp_path_factory.mktemp("smoke-two-judges")
-    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
-        result = runner.run_profile("smoke", outputs_root=out, echo=print,
-                                    overrides=TWO_JUDGE_SETTINGS)
-    assert result.ok, result.notebooks
-    return out / "smoke"
+    def build(out: Path) -> Path:
+        with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
+            result = runner.run_profile("smoke", outputs_root=out, echo=print,
+                                        overrides=TWO_JUDGE_SETTINGS)
+        assert result.ok, result.notebooks
+        return out / "smoke"
+
+    return run_once(tmp_path_factory, "smoke-two-judges", build)
 
 
 def stage_metrics(run: Path, stage: str) -> dict:
