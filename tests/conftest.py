@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,6 +53,17 @@ def _use_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
     path = mirror_path()
     if path is not None:
         monkeypatch.setenv("HBPSYCH_MIRROR", str(path))
+
+
+@pytest.fixture(autouse=True)
+def _no_chapter_after_a_test() -> Iterator[None]:
+    """A chapter's ``start`` says, for the whole process, which chapter its tables come from (a
+    kernel runs one chapter); a test that runs a chapter in this process must not leave that
+    said for the tests that follow it on the same worker."""
+    yield
+    vocabulary = sys.modules.get("hbpsych_utils.reporting.vocabulary")
+    if vocabulary is not None:
+        vocabulary.begin_chapter(None)
 
 
 @pytest.fixture
