@@ -3,7 +3,7 @@ module- or class-scoped fixture (a run, a server, a browser) go to one worker, s
 
 Each such test is grouped by its file, unless it names an ``xdist_group`` itself. xdist's own
 loadgroup reads the group from a suffix it appends to the test's id, which pytest 9.2 no longer
-lets a plugin change (pytest-xdist issue 1386: the tests are then spread as if ungrouped, with
+lets a plugin change (with pytest-xdist 3.8 the tests are then spread as if ungrouped, with
 no error). So each worker also writes the groups it collected, by test id, into the session's
 temp folder, and the controller's scheduler reads them there (loadgroup's own suffix still
 counts where pytest keeps it).
