@@ -17,7 +17,20 @@ for arg in "$@"; do
     -n|-n*|--numprocesses|--numprocesses=*|--dist|--dist=*|no:xdist|-pno:xdist) parallel=() ;;
   esac
 done
+# Compiled modules are kept (in the gitignored __pycache__ folders) even when the environment
+# sets PYTHONDONTWRITEBYTECODE: without them every worker compiles the package and pytest
+# rewrites every test module's asserts again (collecting the fast tier: 19.6 s of CPU
+# without them, 13.2 s with them, measured under load).
+unset PYTHONDONTWRITEBYTECODE
+# ruff beside pytest, not after it (its report is printed once pytest has finished)
+ruff_out="$(mktemp)"
+trap 'rm -f "$ruff_out"' EXIT
+"$PY" -m ruff check . >"$ruff_out" 2>&1 &
+ruff_pid=$!
 status=0
 "$PY" -m pytest "${parallel[@]}" "$@" || status=$?
-"$PY" -m ruff check . || status=$?
+ruff_status=0
+wait "$ruff_pid" || ruff_status=$?
+cat "$ruff_out"
+[ "$ruff_status" -eq 0 ] || status=$ruff_status
 exit "$status"

@@ -14,9 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_notebook
 from shared_runs import run_once
 
 from hbpsych_utils import study
@@ -244,6 +242,9 @@ def notebook(path: Path, *cells: str, **params: object) -> None:
     per string. The runner injects only what a notebook declares, and only what the stage graph
     gives that stage (``graph.parameter_names``), so a parameter the stage is not given is an
     error here rather than a default silently kept."""
+    import nbformat  # here, not at import: jsonschema's import costs every worker a second
+    from nbformat.v4 import new_code_cell, new_notebook
+
     from hbpsych_utils.pipeline import graph
 
     given = graph.parameter_names(path.stem)  # an unknown stage name is an error too

@@ -17,6 +17,7 @@ limits, exemptions included (the counts in docs/testing.md).
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -73,6 +74,12 @@ def functions(blocks: Iterable[Function | Class], prefix: str = ""
 
 def measure(path: str, source: str) -> list[Excess]:
     """What in one module's ``source`` exceeds the limits (``path`` names it)."""
+    return list(_measured(path, source))
+
+
+@functools.cache
+def _measured(path: str, source: str) -> tuple[Excess, ...]:
+    """:func:`measure`, once per module text in a process (three tests measure the package)."""
     found = []
     n_lines = len(source.splitlines())
     if n_lines > MAX_MODULE_LINES:
@@ -81,7 +88,7 @@ def measure(path: str, source: str) -> list[Excess]:
         lines = f.endline - f.lineno + 1
         if lines > MAX_FUNCTION_LINES or f.complexity > MAX_COMPLEXITY:
             found.append(Excess(path, name, lines, f.complexity))
-    return found
+    return tuple(found)
 
 
 def package_excesses() -> list[Excess]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import source_trees
 from conftest import chapter_parameters
 
 from hbpsych_utils import study
@@ -158,7 +159,7 @@ def test_no_yaml_is_read_outside_the_strict_loader() -> None:
         for path in (ROOT / folder).rglob("*.py"):
             if path.name == "yaml_loader.py":
                 continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for node in ast.walk(source_trees.tree(path)):
                 if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                         and node.value.id == "yaml" and "load" in node.attr):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: yaml.{node.attr}")

@@ -5,6 +5,7 @@ simulator's scripted verdicts, and the chapter's findings."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -425,11 +426,8 @@ def _steps(graded: s15.Graded) -> tuple[s15.Accuracy, s15.Placement]:
 
 
 def test_the_chapter_on_the_fixture_verdicts() -> None:
+    m, place, acc = _chapter_metrics()
     source = _source()
-    v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
-    graded = s15.Graded(source, v, 0.0, 0.0)
-    acc, place = _steps(graded)
-    m = s15.metrics(s15.Inputs("live", source), graded, acc, place, None)
     assert m.against_majority[J1]["all"].macro_f1 == pytest.approx(5 / 6)
     assert m.judges_ac1 == pytest.approx(2 / 9) and m.n_rows == 12 and m.n_physicians == 4
     assert m.pairwise["physicians"]["all"].balanced_f1 == pytest.approx(
@@ -543,7 +541,10 @@ def _fixture_pairs(slicing: str) -> dict[tuple[str, str], list[tuple[bool, bool]
     return out
 
 
+@functools.cache
 def _chapter_metrics() -> tuple[JudgeAccuracyMetrics, s15.Placement, s15.Accuracy]:
+    """Chapter 15's steps on the fixture verdicts, computed once for the tests that read them
+    (none changes what it is given)."""
     source = _source()
     v = fixture_verdicts().assign(recovered=False, excluded=False, attempts=1, reason="parsed")
     graded = s15.Graded(source, v, 0.0, 0.0)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import source_trees
 import yaml
 
 from hbpsych_utils.pipeline import graph, profiles
@@ -144,7 +145,7 @@ def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(source_trees.tree(path)):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name in modules}
         elif isinstance(node, ast.ImportFrom):
@@ -260,8 +261,8 @@ def test_the_simulator_is_imported_only_where_a_profile_asks_for_it() -> None:
         "hbpsych_utils.llm.testing") and any(t.startswith("hbpsych_utils.llm.testing")
                                              for t in imports_of(path, modules)))
     assert importers == ["hbpsych_utils.llm.session"]
-    tree = ast.parse(modules["hbpsych_utils.llm.session"].read_text(encoding="utf-8"))
-    top = [n for n in tree.body if isinstance(n, ast.ImportFrom)
+    session = source_trees.tree(modules["hbpsych_utils.llm.session"])
+    top = [n for n in session.body if isinstance(n, ast.ImportFrom)
            and (n.module or "").startswith("hbpsych_utils.llm.testing")]
     assert top == []
 
@@ -278,8 +279,9 @@ def model_ids() -> set[str]:
     return set(registry["models"]) | {m["api_model"] for m in registry["models"].values()}
 
 
-def string_literals(source: str) -> set[str]:
-    return {n.value for n in ast.walk(ast.parse(source))
+def string_literals(source: str | ast.Module) -> set[str]:
+    parsed = ast.parse(source) if isinstance(source, str) else source
+    return {n.value for n in ast.walk(parsed)
             if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
@@ -288,7 +290,7 @@ def test_model_ids_only_in_the_constants_module() -> None:
     assert ids & string_literals(CONSTANTS.read_text(encoding="utf-8")), "study.py names models"
     offenders = {}
     for path in PACKAGE.rglob("*.py"):
-        if path != CONSTANTS and (found := ids & string_literals(path.read_text("utf-8"))):
+        if path != CONSTANTS and (found := ids & string_literals(source_trees.tree(path))):
             offenders[str(path.relative_to(ROOT))] = sorted(found)
     for nb in NOTEBOOKS:
         cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]

@@ -15,11 +15,6 @@ import os
 
 import pytest
 
-if os.environ.get("HBPSYCH_EXTRAS") == "all":
-    import ray  # noqa: F401  (the extra was installed: it must be importable)
-else:
-    pytest.importorskip("ray.data")
-
 from hbpsych_utils.llm.testing import Simulator
 from hbpsych_utils.llm.testing.simulator import body_sha256
 
@@ -37,6 +32,9 @@ BODIES = [
 
 @pytest.fixture(scope="module")
 def local_ray():
+    # the extra is looked for here, not at import: collecting the module imports no Ray
+    if os.environ.get("HBPSYCH_EXTRAS") != "all":  # installed with it, Ray must import
+        pytest.importorskip("ray.data")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 

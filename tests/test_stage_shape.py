@@ -9,6 +9,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import source_trees
 from pydantic import BaseModel
 
 from hbpsych_utils.pipeline import graph
@@ -103,7 +104,7 @@ def test_every_chapter_with_modes_has_one_resolver() -> None:
         files = [p for p in chapter_files() if p.relative_to(STAGES).parts[0].startswith(
             f"s{name}")]
         resolvers = [fn.name for p in files
-                     for fn in functions(ast.parse(p.read_text(encoding="utf-8")))
+                     for fn in functions(source_trees.tree(p))
                      if is_resolver(fn)]
         assert len(resolvers) == (1 if graph.spec(name).modes else len(resolvers)), (
             name, resolvers)
@@ -149,9 +150,9 @@ def test_the_checker_finds_a_default_for_the_judges_the_seed_or_the_level() -> N
 def test_no_function_of_the_package_defaults_the_judges_the_seed_or_the_level() -> None:
     found = [f"{path.relative_to(PACKAGE)}:{line}: {fn}({arg}=...)"
              for path in sorted(PACKAGE.rglob("*.py"))
-             for line, fn, arg in defaults(ast.parse(path.read_text(encoding="utf-8")))
+             for line, fn, arg in defaults(source_trees.tree(path))
              if f"{path.relative_to(PACKAGE)}:{fn}" not in ENTRY_POINTS]
     assert found == []
     entry = {f"{path.relative_to(PACKAGE)}:{fn}" for path in sorted(PACKAGE.rglob("*.py"))
-             for _, fn, _ in defaults(ast.parse(path.read_text(encoding="utf-8")))}
+             for _, fn, _ in defaults(source_trees.tree(path))}
     assert set(ENTRY_POINTS) <= entry  # each exemption still has a default to explain

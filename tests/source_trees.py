@@ -1,0 +1,23 @@
+"""The syntax trees of the project's Python files, each parsed once per test process.
+
+The shape tests (imports and layers, defaults, model ids, YAML reads) each walk every module of
+the package, and parsing them is most of their time. A file that changed (its size or its
+modification time) is parsed again. Callers read the trees and never change them.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+
+def tree(path: Path) -> ast.Module:
+    """``path`` parsed: the same tree object for as long as the file is unchanged."""
+    stat = path.stat()
+    return _parse(path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parse(path: Path, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
