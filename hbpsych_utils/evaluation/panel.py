@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -211,6 +211,7 @@ def grade(
     prompt_caching: bool = False,
     tag: str = GRADE_TAG,
     repeat: int = 0,
+    only: Collection[tuple[str, str, int]] | None = None,
 ) -> PanelRun:
     """Grade every gradable reply with every judge; return the verdict table.
 
@@ -223,10 +224,15 @@ def grade(
     each prompt the criteria of one reply share, so that it can arrange the calls for the
     providers' prompt caches; the prompts sent, and so the verdicts, are the same either way.
     ``repeat`` (``Request.repeat``): a non-zero value grades the same questions again as new
-    calls and store entries (the judges' self-consistency); 0 is the grading itself.
+    calls and store entries (the judges' self-consistency); 0 is the grading itself. ``only``
+    (``(candidate, prompt_id, criterion_index)`` triples) grades those criteria alone, built as
+    the whole grading builds them (the same questions: a re-grading of a sample).
     """
     items, not_graded = _items(responses, conversations, judges, template, temperature,
                                max_tokens)
+    if only is not None:
+        wanted = set(only)
+        items = [it for it in items if (it.candidate, it.prompt_id, it.criterion_index) in wanted]
     return _run(engine, items, not_graded, "sample" in responses.columns,
                 max_reasks=max_reasks, mode=mode, response_schema=response_schema,
                 prompt_caching=prompt_caching, tag=tag, repeat=repeat)
