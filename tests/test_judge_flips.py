@@ -135,3 +135,19 @@ def test_three_repeats_flip_the_same_share(tmp_path) -> None:
                             values="criteria_met")
     assert (by_repeat[1] == by_repeat[2]).all()  # the later calls agree with each other
     assert ((by_repeat[0] != by_repeat[1]).tolist()) == expected
+
+
+@pytest.mark.slow
+def test_the_child_process_simulator_takes_the_flip_setting(tmp_path) -> None:
+    """``SimulatorProcess`` passes ``flip_rate`` and ``flip_seed`` to its simulator: at rate 1
+    every grader prompt's second answer is the other verdict."""
+    from hbpsych_utils.llm import ChatMessage, Request
+    from hbpsych_utils.llm.testing import SimulatorProcess
+
+    with SimulatorProcess(flip_rate=1.0, flip_seed=5) as sim:
+        engine = Engine(tmp_path / "s.sqlite", REG, base_urls=sim.base_urls_for(REG),
+                        limits=FREE, progress=False, env={}, backoff_base=0.01)
+        asks = [Request(JUDGE, [ChatMessage(r, t) for r, t in _prompt(i)], temperature=0,
+                        max_tokens=64, repeat=r) for i in range(3) for r in (0, 1)]
+        verdicts = [_verdict(res.text) for res in engine.run(asks, mode="sync")]
+    assert verdicts[0::2] == [not v for v in verdicts[1::2]]
