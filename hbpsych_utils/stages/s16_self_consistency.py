@@ -91,7 +91,14 @@ class Sample:
     def n_conversations(self) -> int:
         return len({pid for _, pid, _ in self.items})
 
+    @property
+    def empty(self) -> bool:
+        """07 graded nothing: there is no item to re-grade."""
+        return not self.items
+
     def view(self) -> Note:
+        if self.empty:
+            return Note("This run's grading holds no verdict, so there is no item to re-grade.")
         return Note(f"{count(len(self.items), 'item')} ((reply, criterion) pairs of "
                     f"{count(self.n_conversations, 'conversation')}) drawn from the "
                     f"{self.n_population:,} of this run's grading, to be graded "
@@ -137,8 +144,8 @@ def sample(run: StageRun, *, repeats: int, repeat_sample: int, judges: list[str]
         stage.upstream(graph.CORPUS, graph.CORPUS_RECORD))}
     replies = generation.read_responses(stage.upstream(graph.GENERATION, graph.RESPONSES))
     pairs = {(c, p) for c, p, _ in items}
-    replies = replies[[(m, p) in pairs for m, p in zip(replies["model"], replies["prompt_id"],
-                                                        strict=True)]]
+    replies = replies.loc[np.array([(m, p) in pairs for m, p in zip(
+        replies["model"], replies["prompt_id"], strict=True)], dtype=bool)]
     cats = subset_files.read_categories(stage.upstream(graph.SUBSET, graph.CATEGORIES_V1))
     psych = {pid: tags[0].split(":", 1)[1]
              for pid, tags in breakdowns.category_tags(cats).items()}
