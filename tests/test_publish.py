@@ -402,8 +402,8 @@ def test_a_broken_payload_writes_nothing(smoke_run: Path, tmp_path: Path,
     run = copy_run(smoke_run, tmp_path / "runs")
     real = publish.live_artifacts
 
-    def broken(*args: Any) -> Any:
-        artifacts, lines = real(*args)
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        artifacts, lines = real(*args, **kwargs)
         artifacts[-1].run.n_errors = 2**31  # more than the store's int4 column holds
         return artifacts, lines
 
