@@ -451,7 +451,8 @@ def ranking_tau_undefined(scores: pd.DataFrame) -> dict[str, str]:
             continue
         same = [r for r in (a, b) if complete[r].nunique() < 2]
         if same:
-            out[f"{a}|{b}"] = ("repeat " + " and ".join(same)
+            out[f"{a}|{b}"] = (("repeats " if len(same) > 1 else "repeat ")
+                               + " and ".join(same)
                                + " gave every candidate the same panel score: no order")
     return out
 
