@@ -429,3 +429,31 @@ def test_ten_thousand_items_with_a_known_share_flipped(share):
         assert (a.low, a.high) == (0.0, 0.0)
     else:
         assert 0.04 < a.low < share < a.high < 0.06
+
+
+def test_flip_rate_table_has_a_row_per_rate_and_the_reasons():
+    rates = cs.flip_rates(repeats_table(JUDGE_A), ["A"], **KNOBS)
+    table = cs.flip_rate_table(rates)
+    assert table["judge"].tolist() == ["A", cs.PANEL]
+    assert table.loc[0, ["n_items", "n_flipped", "rate", "low", "high"]].tolist() == [
+        5, 2, 0.4, 0.0, 0.5]
+    assert math.isnan(table.loc[1, "rate"]) and table.loc[1, "undefined"] == cs.ONE_JUDGE
+
+
+def test_repeat_scores_read_the_first_replies_of_a_sampled_verdict_table():
+    verdicts = study_verdicts().assign(sample=0)
+    other = verdicts.assign(sample=1, criteria_met=False)  # a second reply: not the study's
+    both = pd.concat([verdicts, other], ignore_index=True)
+    table = repeats_table(SCORE_REPEATS)
+    assert cs.repeat_scores(both, table, CONVS).equals(
+        cs.repeat_scores(study_verdicts(), table, CONVS))
+
+
+def test_empty_tables_give_empty_results():
+    empty = repeats_table({})
+    assert cs.item_flips(empty).empty
+    assert cs.panel_repeats(empty, ["A", "B"]).empty
+    rates = cs.flip_rates(empty, ["A", "B"], **KNOBS)
+    assert [(r.judge, r.rate, r.undefined) for r in rates] == [
+        ("A", None, cs.NO_ITEMS), ("B", None, cs.NO_ITEMS), (cs.PANEL, None, cs.NO_ITEMS)]
+    assert cs.repeat_agreement(empty) == {}

@@ -40,10 +40,10 @@ An undefined statistic is ``None`` (NaN in a table) with its reason, never a num
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -171,7 +171,7 @@ def panel_repeats(repeats: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
     return out[list(REPEAT_COLUMNS)]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class FlipRate:
     """One judge's (or the panel's) flip rate with its conversation-clustered percentile
     interval; ``rate``, ``low`` and ``high`` are ``None`` where undefined, ``undefined`` says
@@ -221,6 +221,13 @@ def flip_rates(repeats: pd.DataFrame, judges: Sequence[str], *, n_resamples: int
         out.append(_flip_rate(PANEL, panel, np.random.default_rng([seed, len(judges)]),
                               n_resamples, level))
     return out
+
+
+def flip_rate_table(rates: Sequence[FlipRate]) -> pd.DataFrame:
+    """:func:`flip_rates` as a table, one row per rate in its order, a column per field (an
+    undefined value NaN, as in the other tables, its reason in ``undefined``)."""
+    columns = [f.name for f in dataclasses.fields(FlipRate)]
+    return pd.DataFrame([dataclasses.asdict(r) for r in rates], columns=columns)
 
 
 def self_consistent(rate: FlipRate) -> bool | None:
