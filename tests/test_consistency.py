@@ -457,3 +457,16 @@ def test_empty_tables_give_empty_results():
     assert [(r.judge, r.rate, r.undefined) for r in rates] == [
         ("A", None, cs.NO_ITEMS), ("B", None, cs.NO_ITEMS), (cs.PANEL, None, cs.NO_ITEMS)]
     assert cs.repeat_agreement(empty) == {}
+    no_labels = pd.DataFrame({"prompt_id": [], "axis": []})
+    assert cs.flips_by(empty, no_labels, "axis").empty
+    assert cs.judge_refusals(empty, {}).empty
+
+
+@pytest.mark.parametrize("met", [[True, False, True, False],
+                                 [True, False, True, None],
+                                 ["True", "False", "True", float("nan")]])
+def test_an_excluded_or_missing_verdict_is_none_never_false(met):
+    frame = pd.DataFrame({"criteria_met": met, "excluded": [False, False, True, False]})
+    got = cs.obtained(frame).tolist()
+    assert got[:3] == [True, False, None]
+    assert got[3] is (False if met[3] is False else None)
