@@ -470,3 +470,20 @@ def test_an_excluded_or_missing_verdict_is_none_never_false(met):
     got = cs.obtained(frame).tolist()
     assert got[:3] == [True, False, None]
     assert got[3] is (False if met[3] is False else None)
+
+
+def test_interval_level_and_a_judges_interval_apart_from_the_others():
+    items = {("A", "x", f"p{i}", c): [T, F] if c < i % 3 else [T, T]
+             for i in range(12) for c in range(3)}
+    items |= {("B", "x", f"p{i}", 0): [F, F] for i in range(12)}
+    table = repeats_table(items)
+    wide = cs.flip_rates(table, ["A"], **KNOBS)[0]
+    narrow = cs.flip_rates(table, ["A"], **(KNOBS | {"level": 0.5}))[0]
+    assert wide.low is not None and wide.high is not None
+    assert narrow.low is not None and narrow.high is not None
+    assert wide.low <= narrow.low <= wide.rate <= narrow.high <= wide.high
+    assert narrow.high - narrow.low < wide.high - wide.low
+    # A's rate and interval do not change when judge B joins the table
+    assert cs.flip_rates(table, ["A", "B"], **KNOBS)[0] == wide
+    with pytest.raises(scoring.ScoringError, match="level"):
+        cs.flip_rates(table, ["A"], **(KNOBS | {"level": 95}))
