@@ -40,10 +40,10 @@ An undefined statistic is ``None`` (NaN in a table) with its reason, never a num
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -109,10 +109,16 @@ def _as_verdict(value: object) -> bool | None:
 def obtained(frame: pd.DataFrame) -> pd.Series:
     """Each row's obtained verdict (True, False) or ``None``: an ``excluded`` row (when the
     column is there) or a missing ``criteria_met`` has none."""
-    excluded = (frame["excluded"].astype("boolean").fillna(False).astype(bool).tolist()
-                if "excluded" in frame.columns else [False] * len(frame))
-    values = [None if ex else _as_verdict(m)
-              for m, ex in zip(frame["criteria_met"].tolist(), excluded, strict=True)]
+    excluded = (frame["excluded"].astype("boolean").fillna(False).to_numpy(bool)
+                if "excluded" in frame.columns else np.zeros(len(frame), bool))
+    met = frame["criteria_met"]
+    values: np.ndarray
+    if met.dtype == bool:  # no missing verdict to look for: the study-sized tables' case
+        values = met.to_numpy(object, copy=True)
+        values[excluded] = None
+    else:
+        values = np.array([None if ex else _as_verdict(m)
+                           for m, ex in zip(met.tolist(), excluded, strict=True)], dtype=object)
     return pd.Series(values, index=frame.index, dtype=object, name="criteria_met")
 
 
@@ -139,7 +145,7 @@ def item_flips(repeats: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     met = obtained(repeats)
     frame = repeats[list(ITEM_KEYS)].assign(n_verdicts=met.notna().to_numpy(),
-                                            n_met=met.map(lambda v: v is True).to_numpy())
+                                            n_met=met.eq(True).to_numpy(bool))
     out = frame.groupby(list(ITEM_KEYS), sort=False)[["n_verdicts", "n_met"]].sum()
     out = out.astype(int).reset_index()
     out["flipped"] = (out["n_met"] > 0) & (out["n_met"] < out["n_verdicts"])
@@ -159,8 +165,8 @@ def panel_repeats(repeats: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
     if sub.empty or not judges:
         return pd.DataFrame(columns=list(REPEAT_COLUMNS))
     met = obtained(sub)
-    frame = sub[keys].assign(met=met.map(lambda v: v is True).to_numpy(),
-                             not_met=met.map(lambda v: v is False).to_numpy())
+    frame = sub[keys].assign(met=met.eq(True).to_numpy(bool),
+                             not_met=met.eq(False).to_numpy(bool))
     g = frame.groupby(keys, sort=False)[["met", "not_met"]].sum().reset_index()
     size = len(judges)
     verdict = [True if m * 2 > size else False if n * 2 > size else None
@@ -171,7 +177,7 @@ def panel_repeats(repeats: pd.DataFrame, judges: Sequence[str]) -> pd.DataFrame:
     return out[list(REPEAT_COLUMNS)]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class FlipRate:
     """One judge's (or the panel's) flip rate with its conversation-clustered percentile
     interval; ``rate``, ``low`` and ``high`` are ``None`` where undefined, ``undefined`` says
@@ -221,6 +227,13 @@ def flip_rates(repeats: pd.DataFrame, judges: Sequence[str], *, n_resamples: int
         out.append(_flip_rate(PANEL, panel, np.random.default_rng([seed, len(judges)]),
                               n_resamples, level))
     return out
+
+
+def flip_rate_table(rates: Sequence[FlipRate]) -> pd.DataFrame:
+    """:func:`flip_rates` as a table, one row per rate in its order, a column per field (an
+    undefined value NaN, as in the other tables, its reason in ``undefined``)."""
+    columns = [f.name for f in dataclasses.fields(FlipRate)]
+    return pd.DataFrame([dataclasses.asdict(r) for r in rates], columns=columns)
 
 
 def self_consistent(rate: FlipRate) -> bool | None:
@@ -300,7 +313,10 @@ def flips_by(repeats: pd.DataFrame, labels: pd.DataFrame, by: str) -> pd.DataFra
     if by not in FLIP_LABELS:
         raise ConsistencyError(f"flips_by: by must be one of {list(FLIP_LABELS)}, got {by!r}")
     items = item_flips(repeats)
-    items = _labelled(items[items["defined"].astype(bool)], labels, by)
+    items = items[items["defined"].astype(bool)]
+    if items.empty:
+        return pd.DataFrame(columns=["judge", by, "n_items", "n_flipped", "rate"])
+    items = _labelled(items, labels, by)
     parts = [(POOLED, items[items["judge"] != PANEL])]
     parts += [(str(j), g) for j, g in items.groupby("judge", sort=False)]
     frames = []
@@ -451,7 +467,8 @@ def ranking_tau_undefined(scores: pd.DataFrame) -> dict[str, str]:
             continue
         same = [r for r in (a, b) if complete[r].nunique() < 2]
         if same:
-            out[f"{a}|{b}"] = ("repeat " + " and ".join(same)
+            out[f"{a}|{b}"] = (("repeats " if len(same) > 1 else "repeat ")
+                               + " and ".join(same)
                                + " gave every candidate the same panel score: no order")
     return out
 
