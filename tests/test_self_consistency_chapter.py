@@ -150,3 +150,24 @@ def test_an_undefined_statistic_is_shown_as_a_dash_with_its_reason() -> None:
     assert m.flip_rates[J2].rate == 1 / 4 and m.flip_rates[J2].high is None
     assert "one conversation" in m.flip_rates[J2].undefined["interval"]
     assert repr(s16.scores(single).view()) and repr(s16.refusals(single).view())
+
+
+def test_the_repeats_are_16s_keys_not_07s() -> None:
+    """``grading.repeats`` and ``grading.repeat_sample`` sit in 07's section but only 16 reads
+    them: 07's fingerprint and parameters ignore them (it is not re-run when they change), 16
+    takes them as parameters, and a paper run refuses them naming 16."""
+    from hbpsych_utils.core.config import ProfileError
+    from hbpsych_utils.pipeline import profiles
+    from hbpsych_utils.runner import checks
+
+    smoke = profiles.load_profile("smoke")
+    more = profiles.load_profile("smoke", {"grading.repeats": 5, "grading.repeat_sample": 9})
+    assert graph.keys_read(smoke, graph.GRADING) == graph.keys_read(more, graph.GRADING)
+    assert "repeats" not in graph.parameter_names(graph.GRADING)
+    read = graph.keys_read(more, "16_self_consistency")
+    assert (read["grading.repeats"], read["grading.repeat_sample"]) == (5, 9)
+    params = graph.notebook_parameters(more, "16_self_consistency", "../outputs")
+    assert (params["repeats"], params["repeat_sample"]) == (5, 9)
+    with pytest.raises(ProfileError, match=r"grading\.repeats: 16_self_consistency reads it "
+                       r"only in live mode"):
+        checks.load_for_run("default", {"grading.repeats": 3})
