@@ -56,12 +56,12 @@ REFUSALS_FILE = "judge_refusals.csv"
 
 LACKING_WHY = ("the released files hold one verdict per (judge, reply, criterion), so there is "
                "nothing to repeat;")
-LACKING_ADDS = ("a live run with `grading.repeats` of 2 or more re-grades a seeded sample of "
-                "items and measures how often each judge changes its verdict.")
+LACKING_ADDS = ("a live run with `grading.repeats` of 2 or more adds how often each judge "
+                "changes its verdict when a seeded sample of items is graded again.")
 ONCE_WHY = ("this run grades each item once (`grading.repeats` is 1), so there is nothing to "
             "compare;")
-ONCE_ADDS = ("set `grading.repeats` to 2 or more to re-grade a seeded sample of "
-             "`grading.repeat_sample` items.")
+ONCE_ADDS = ("`grading.repeats` of 2 or more adds how often each judge changes its verdict "
+             "when a seeded sample of `grading.repeat_sample` items is graded again.")
 
 
 # --- what is re-graded -------------------------------------------------------------------------
