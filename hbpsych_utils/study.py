@@ -253,6 +253,17 @@ highest, notebook 15's finding on whether a judge or the panel is within it) onl
 on at least this many label pairs; fewer would let one physician's handful of rows stretch the
 range. With fewer than two such physicians there is no range and the finding says so."""
 
+SELF_CONSISTENT_FLIP_RATE = 0.02
+"""A judge (or the panel majority) "agrees with itself" when the upper end of its flip rate's
+interval (the share of re-graded items whose verdicts are not unanimous across repeats) is
+below this: at most one item in fifty changes its verdict when the same request is sent
+again. A judge whose interval reaches it is said to flip."""
+
+RANKING_STABLE_TAU = 0.9
+"""Re-grading "keeps the ranking" when the Kendall tau between the candidates' panel scores
+of every pair of repeats is at least this (the bar ``TAU_SAME_ORDER`` sets for two judges,
+applied to one panel graded twice)."""
+
 ALPHA = 0.05
 """A paired difference "differs" when its Holm-adjusted p-value is below this."""
 

@@ -20,7 +20,7 @@ from conftest import ROOT
 PAGE = ROOT / "docs" / "contributing.md"
 BLOCK = re.compile(r"^```(\w+) (file|cell)=(\S+)(?: tags=(\S+))?\n(.*?)^```$", re.M | re.S)
 COPIED = ("hbpsych_utils", "notebooks", "params", "docs", "README.md", "pyproject.toml")
-STAGE = "16_penalties"
+STAGE = "17_penalties"
 
 
 def walkthrough() -> tuple[dict[str, str], list[nbformat.NotebookNode]]:
@@ -44,10 +44,10 @@ def test_the_walkthrough_touches_five_hand_edited_files() -> None:
     files, cells = walkthrough()
     touched = {*files, f"notebooks/{STAGE}.ipynb"} if cells else set(files)
     assert touched == {
-        "hbpsych_utils/pipeline/nodes/s16_penalties.py",   # its graph node and section model
-        "hbpsych_utils/pipeline/metrics/s16_penalties.py",  # its metrics model
-        "hbpsych_utils/stages/s16_penalties.py",           # its stage module
-        "notebooks/16_penalties.ipynb",                     # its notebook
+        "hbpsych_utils/pipeline/nodes/s17_penalties.py",   # its graph node and section model
+        "hbpsych_utils/pipeline/metrics/s17_penalties.py",  # its metrics model
+        "hbpsych_utils/stages/s17_penalties.py",           # its stage module
+        "notebooks/17_penalties.ipynb",                     # its notebook
         "docs/penalties.md",                                # its docs page
     }
     assert [c.metadata.get("tags") for c in cells].count(["parameters"]) == 1
@@ -120,9 +120,9 @@ def test_the_walkthroughs_chapter_runs_through_the_runner(tmp_path: Path, mirror
     docs = _command(project, env, "docs")
     assert docs.returncode == 0, docs.stderr
     readme = (project / "README.md").read_text(encoding="utf-8")
-    assert ("| `16_penalties` | the share of the rubrics' criteria that take points away, by "
+    assert ("| `17_penalties` | the share of the rubrics' criteria that take points away, by "
             "theme ([`docs/penalties.md`](docs/penalties.md)) |") in readme
-    assert "| 16_penalties |" in (project / "docs" / "pipeline.md").read_text("utf-8")
+    assert "| 17_penalties |" in (project / "docs" / "pipeline.md").read_text("utf-8")
 
     # its profile section exists in every profile without an edit: --set reaches it
     ran = _command(project, env, "run", "default", "--outputs", str(outputs),
@@ -146,7 +146,7 @@ def test_the_walkthroughs_chapter_runs_through_the_runner(tmp_path: Path, mirror
 
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     states = {s["stage"]: s["state"] for s in manifest["stages"]}
-    assert list(states)[-1] == STAGE and len(states) == 16  # the graph's stages, in order
+    assert list(states)[-1] == STAGE and len(states) == 17  # the graph's stages, in order
     assert (states["01_corpus"], states[STAGE]) == ("current", "current")
     assert set(states.values()) == {"current", "not_in_profile"}
     assert manifest["profile_values"]["penalties"] == {"min_conversations": 100}

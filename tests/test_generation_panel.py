@@ -249,3 +249,66 @@ def test_calls_are_tagged_with_what_they_are_for() -> None:
     panel.grade(eng, responses.iloc[:1], by_id, JUDGES[:1], TEMPLATE, mode="sync",
                 tag="harness-grade")
     assert {r.tag for r in eng.requests} == {"harness-grade:cand"}
+
+
+def test_repeat_is_a_new_key_and_repeat_0_is_todays(tmp_path) -> None:
+    """A re-grading (``repeat`` r > 0) is its own request key, one per repeat; repeat 0 keys
+    are the keys every earlier grading stored (the key blob without the field)."""
+    import hashlib
+
+    from hbpsych_utils.llm.requests import KEY_VERSION, canonical_json, request_key
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "criteria_met?"}]}
+    today = hashlib.sha256(canonical_json({"v": KEY_VERSION, "provider": "p", "endpoint": "e",
+                                           "api": "a", "body": body}).encode()).hexdigest()
+    assert request_key(provider="p", endpoint="e", api="a", body=body, repeat=0) == today
+    keys = {request_key(provider="p", endpoint="e", api="a", body=body, repeat=r, sample=s)
+            for r in range(3) for s in range(2)}
+    assert len(keys) == 6  # each (repeat, re-ask) pair its own entry
+    e = Engine(tmp_path / "s.db", REG, progress=False, env={})
+    by_id = {c.prompt_id: c for c in convs()}
+    responses = pd.DataFrame({"model": ["cand"], "prompt_id": ["p1"], "status": ["ok"],
+                              "text": ["Try a routine."]})
+    items, _ = panel._items(responses, by_id, JUDGES, TEMPLATE, 0.0, 64)
+    first = [e.resolve(panel._request(it, 0, None)).key for it in items]
+    assert first == [e.resolve(panel._request(it, 0, None, repeat=0)).key for it in items]
+    again = [e.resolve(panel._request(it, 0, None, repeat=1)).key for it in items]
+    assert not set(first) & set(again) and len(set(again)) == len(items)
+    sent = [e.resolve(panel._request(it, 0, None, repeat=r)).body for it in items[:1]
+            for r in (0, 1)]
+    assert sent[0] == sent[1]  # the repeat is never sent: the same question
+    with pytest.raises(ValueError, match="repeat"):
+        panel._request(items[0], 0, None, repeat=-1)
+
+
+@pytest.mark.slow
+def test_repeats_are_new_calls_and_judge_refusals_are_never_not_met(tmp_path, sim) -> None:
+    """``grade(repeat=1)`` sends every criterion again (new store entries; a second repeat-1
+    grading sends nothing); a judge whose provider filters a criterion's call (OpenAI
+    ``content_filter``) is asked again and then excluded as ``judge_refused``, not graded as
+    not met; another judge on the same criterion is unaffected."""
+    by_id = {c.prompt_id: c for c in convs()}
+    responses = pd.DataFrame({"model": ["cand", "cand"], "prompt_id": ["p1", "p2"],
+                              "status": ["ok", "ok"], "text": ["Try a routine.", "Taper."]})
+    eng = engine(tmp_path, sim)
+    base = panel.grade(eng, responses, by_id, JUDGES, TEMPLATE, mode="sync")
+    assert base.calls == {1: 15}
+    sim.add_fault(Fault("content_filter", match="Asks about mood", model=JUDGES[0]))
+    sim.add_fault(Fault("content_filter", match="Advises tapering", model=JUDGES[0], times=1))
+    again = panel.grade(eng, responses, by_id, JUDGES, TEMPLATE, mode="sync", repeat=1,
+                        max_reasks=2)
+    assert again.calls == {1: 15, 2: 2, 3: 1}  # all sent anew; two filtered calls re-asked
+    assert not set(again.keys) & set(base.keys)
+    v = again.verdicts.set_index(["judge", "prompt_id", "criterion_index"])
+    refused = v.loc[(JUDGES[0], "p1", 1)]
+    assert refused["reason"] == "judge_refused" and refused["excluded"]
+    assert refused["criteria_met"] is None and refused["attempts"] == 3
+    once = v.loc[(JUDGES[0], "p2", 0)]  # filtered once, then answered on the re-ask
+    assert once["reason"] in ("parsed", "recovered") and once["attempts"] == 2
+    assert v.loc[(JUDGES[1], "p1", 1), "reason"] == "parsed"
+    assert (v.reason == "judge_refused").sum() == 1
+    n = len(sim.log)
+    rerun = panel.grade(eng, responses, by_id, JUDGES, TEMPLATE, mode="sync", repeat=1,
+                        max_reasks=2)
+    assert len(sim.log) == n  # every answer of repeat 1, refusals included, is in the store
+    assert rerun.verdicts.equals(again.verdicts)

@@ -139,12 +139,52 @@ def test_rerun_is_free_and_identical(smoke_run: Path, tmp_path: Path) -> None:
                                                                   ".run.lock"))
     before = (run / "07_grading" / "verdicts.csv").read_bytes()
     scores_before = (run / "07_grading" / "scores.csv").read_bytes()
+    repeats_before = (run / "16_self_consistency" / "repeats.csv").read_bytes()
+    calls_before = json.loads((run / "manifest.json").read_text())["spend"]["calls"]
     result = runner.run_profile("smoke", outputs_root=run.parent,
-                                only=["06_generation", "07_grading"], echo=print)
+                                only=["06_generation", "07_grading", "16_self_consistency"],
+                                echo=print)
     assert result.ok
     assert metrics(run, "06_generation")["spend_usd"] == 0  # every call came from the store
     assert (run / "07_grading" / "verdicts.csv").read_bytes() == before
     assert (run / "07_grading" / "scores.csv").read_bytes() == scores_before
+    # the re-gradings too: each repeat is its own store entry, found again
+    again = metrics(run, "16_self_consistency")
+    assert again["spend_usd"] == 0 and again["n_calls"] > 0
+    assert (run / "16_self_consistency" / "repeats.csv").read_bytes() == repeats_before
+    # the store's ledger: not one request was sent by the re-run
+    assert json.loads((run / "manifest.json").read_text())["spend"]["calls"] == calls_before
+
+
+def test_self_consistency_end_to_end_with_three_repeats(run: Path) -> None:
+    """Chapter 16 on smoke: 40 items graded three times by the three judges (07's verdict and
+    two re-gradings), against a simulator that flips 5% of grader prompts after their first
+    answer. Each chapter opens its own simulator, so repeat 1 (its first answer) is 07's
+    verdict again and only repeat 2 can flip (docs/self_consistency.md)."""
+    m = metrics(run, "16_self_consistency")
+    profile = profiles.load_profile("smoke")
+    assert (m["mode"], m["repeats"], m["n_items"]) == ("live", 3, 40)
+    assert m["simulator_flip_rate"] == profile.llm.simulator_flip_rate == 0.05
+    with open(run / "16_self_consistency" / "repeats.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 3 * 40 * 3
+    by_item: dict[tuple[str, ...], dict[int, str]] = defaultdict(dict)
+    for r in rows:
+        by_item[(r["judge"], r["candidate"], r["prompt_id"], r["criterion_index"])][
+            int(r["repeat"])] = r["criteria_met"]
+    assert all(sorted(v) == [0, 1, 2] for v in by_item.values())
+    # repeat 0 is 07's verdict, read from its table
+    with open(run / "07_grading" / "verdicts.csv") as fh:
+        graded = {(r["judge"], r["candidate"], r["prompt_id"], r["criterion_index"]):
+                  r["criteria_met"] for r in csv.DictReader(fh)}
+    assert all(v[0] == graded[k] for k, v in by_item.items())
+    both = {k: v for k, v in by_item.items() if "" not in v.values()}
+    assert all(v[1] == v[0] for v in both.values())  # the same question, the same answer
+    for judge in metrics(run, "07_grading")["judges"]:
+        flipped = sum(v[2] != v[0] for k, v in both.items() if k[0] == judge)
+        assert m["flip_rates"][judge]["n_flipped"] == flipped
+    assert sum(x["n_flipped"] for j, x in m["flip_rates"].items() if j != "panel majority") > 0
+    assert set(m["ranking_taus"]) == {"0|1", "0|2", "1|2"}
 
 
 def test_explorer_notebook_renders_the_run(run: Path) -> None:

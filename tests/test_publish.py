@@ -178,6 +178,46 @@ def test_a_valid_artifact_passes_both_validators(mirror: Path) -> None:
     assert independent_problems(payload, mirror) == []
 
 
+def test_flip_rates_go_into_the_contracts_metrics(mirror: Path) -> None:
+    """The judges' flip rates (16) where mindbench-results v1 has a place: ``metrics``, one
+    ``judge_flip_rates`` (every judge and the panel majority, with intervals), the panel's as a
+    value with its n and interval, and the candidate's score spread; an undefined value stays
+    null. Nothing when 16 did not re-grade."""
+    from hbpsych_utils.pipeline.metrics.s16_self_consistency import (
+        FlipRate,
+        ScoreSpread,
+        SelfConsistencyMetrics,
+    )
+    from hbpsych_utils.reporting import publish_live
+
+    rate = FlipRate(n_items=40, n_flipped=2, n_conversations=11, n_left_out=0, rate=0.05,
+                    low=0.0, high=0.11, repeat_ac1=0.93, self_consistent=False)
+    panel = rate.model_copy(update={"n_flipped": 0, "rate": 0.0, "high": 0.0})
+    m = SelfConsistencyMetrics(
+        mode="live", repeats=3, repeat_sample=40, n_items=40, ci_level=0.95,
+        simulator_flip_rate=0.05, flip_rates={"gpt-4.1-2025-04-14": rate,
+                                              "panel majority": panel},
+        score_spread={"m": ScoreSpread(by_repeat={"0": 0.4, "1": 0.4, "2": None}, min=None,
+                                       max=None, spread=None,
+                                       undefined={"spread": "a repeat has no panel score"})})
+    found = publish_live.flip_metrics(m, "m")
+    art = valid_artifact()
+    art.metrics += found
+    payload = art.payload()
+    assert independent_problems(payload, mirror) == []
+    by_key = {x["key"]: x for x in payload["metrics"]}
+    flips = by_key["judge_flip_rates"]["value_json"]
+    assert flips["by_judge"]["gpt-4.1-2025-04-14"] == {
+        "rate": 0.05, "ci_low": 0.0, "ci_high": 0.11, "n_items": 40, "n_flipped": 2,
+        "repeat_ac1": 0.93}
+    assert (flips["repeats"], flips["n_items"], flips["level"]) == (3, 40, 0.95)
+    assert {k: by_key["panel_flip_rate"][k] for k in ("value", "n", "ci_low", "ci_high")} == {
+        "value": 0.0, "n": 40, "ci_low": 0.0, "ci_high": 0.0}
+    assert by_key["score_spread_across_repeats"]["value"] is None
+    assert publish_live.flip_metrics(m, "other")[-1].key == "panel_flip_rate"
+    assert publish_live.flip_metrics(SelfConsistencyMetrics(mode="live", repeats=1), "m") == []
+
+
 @pytest.mark.parametrize(("break_it", "field"), [
     (lambda a: a.run.__setattr__("n_errors", 2**31), "run.n_errors"),
     (lambda a: a.model.sampling.__setitem__("max_retries", 3), "model.sampling"),
@@ -321,8 +361,20 @@ def test_publish_smoke_intervals_errors_items_cost_and_the_book(
         assert p["run"]["harness_config"]["simulator"] is True
         assert p["run"]["cost_usd"] > 0
         ledger_total += p["run"]["cost_usd"]
+    # the judges' flip rates (16 re-graded a sample): in every artifact, as 16 measured them
+    flips = json.loads((run / "16_self_consistency" / "metrics.json").read_text())
+    for p in payloads.values():
+        by_key = {m["key"]: m for m in p["metrics"]}
+        shown = by_key["judge_flip_rates"]["value_json"]["by_judge"]
+        assert {j: x["rate"] for j, x in shown.items()} == {
+            j: x["rate"] for j, x in flips["flip_rates"].items()}
+        assert by_key["panel_flip_rate"]["value"] == flips["flip_rates"]["panel majority"]["rate"]
+        assert by_key["score_spread_across_repeats"]["value"] == flips["score_spread"][
+            p["model"]["label"]]["spread"]
+    recorded = json.loads((run / publish.RECORD).read_text())["v1"]["stages"]
+    assert "16_self_consistency" in recorded
     # the candidates' costs are the ledger's generation and grading lines, nothing else (the
-    # harness check's calls are tagged apart)
+    # harness check's and the re-gradings' calls are tagged apart)
     grading = json.loads((run / "07_grading" / "metrics.json").read_text())
     generation = json.loads((run / "06_generation" / "metrics.json").read_text())
     assert ledger_total == pytest.approx(grading["spend_usd"] + generation["spend_usd"],
@@ -350,8 +402,8 @@ def test_a_broken_payload_writes_nothing(smoke_run: Path, tmp_path: Path,
     run = copy_run(smoke_run, tmp_path / "runs")
     real = publish.live_artifacts
 
-    def broken(*args: Any) -> Any:
-        artifacts, lines = real(*args)
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        artifacts, lines = real(*args, **kwargs)
         artifacts[-1].run.n_errors = 2**31  # more than the store's int4 column holds
         return artifacts, lines
 

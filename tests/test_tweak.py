@@ -50,7 +50,8 @@ def test_run_all_rejects_a_bad_or_unread_key_before_running(tmp_path: Path, args
     ({"llm.max_cost": 5},
      "no stage of this profile calls a model under its modes (02_screening replay, 04_recall "
      "replay, 06_generation paper, 07_grading paper, 11_harness_validation replay, "
-     "15_judge_accuracy paper); the engine's settings apply when a stage runs live"),
+     "15_judge_accuracy paper, 16_self_consistency paper); the engine's settings apply when "
+     "a stage runs live"),
     ({"screening.batch_size": 10}, "02_screening reads it only in live mode"),
 ], ids=["paper-mode", "no-model-called", "replay-mode"])
 def test_a_set_no_stage_reads_names_why(overrides: dict, why: str) -> None:

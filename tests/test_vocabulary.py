@@ -254,7 +254,7 @@ def test_the_stages_that_compute_intervals_read_the_level() -> None:
     default, smoke = profiles.load_profile("default"), profiles.load_profile("smoke")
     readers = {s for s in graph.STAGES if "ci_level" in graph.keys_read(smoke, s)}
     assert readers == {graph.SCORES, graph.JUDGES, graph.HARNESS, graph.ANALYSES,
-                       graph.JUDGE_ACCURACY}
+                       graph.JUDGE_ACCURACY, "16_self_consistency"}
     assert {s for s in graph.STAGES if "ci_level" in graph.keys_read(default, s)} == {
         graph.HARNESS}
     assert graph.unread_reason(default, "ci_level") is None

@@ -83,6 +83,10 @@ class LLMSettings(Section):
 
     simulator: bool = False
     """Start the loopback provider simulator and point every provider at it (smoke, tests)."""
+    simulator_flip_rate: float = Field(default=0.0, ge=0, le=1)
+    """The simulator's flip setting: this share of grader prompts gets the other verdict on every
+    call after the first its simulator answers (a judge that does not agree with itself; read by
+    the self-consistency chapter, docs/self_consistency.md). Only with ``simulator: true``."""
     faults: list[FaultSpec] = []
     base_urls: dict[str, str] = {}
     """Provider name or kind -> base URL (a local OpenAI-compatible server, vLLM, Ollama)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import csv
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -168,7 +168,7 @@ def _items(
 
 
 def _request(item: _Item, attempt: int, schema: Mapping[str, object] | None,
-             prompt_caching: bool = False, tag: str = GRADE_TAG) -> Request:
+             prompt_caching: bool = False, tag: str = GRADE_TAG, repeat: int = 0) -> Request:
     from hbpsych_utils.llm import ChatMessage, Request
 
     r = item.request
@@ -177,7 +177,7 @@ def _request(item: _Item, attempt: int, schema: Mapping[str, object] | None,
         messages=tuple(ChatMessage(m["role"], m["content"]) for m in r.messages()),
         temperature=r.temperature,
         max_tokens=r.max_tokens, tag=grade_tag(item.candidate, tag), sample=attempt,
-        response_schema=schema,
+        repeat=repeat, response_schema=schema,
         metadata={"judge": item.judge, "candidate": item.candidate,
                   "prompt_id": item.prompt_id, "criterion_index": item.criterion_index,
                   **({"sample": item.sample} if item.sample is not None else {})},
@@ -210,6 +210,8 @@ def grade(
     response_schema: Mapping[str, object] | None = None,
     prompt_caching: bool = False,
     tag: str = GRADE_TAG,
+    repeat: int = 0,
+    only: Collection[tuple[str, str, int]] | None = None,
 ) -> PanelRun:
     """Grade every gradable reply with every judge; return the verdict table.
 
@@ -221,12 +223,19 @@ def grade(
     ``prompt_caching`` (the profile's ``llm.prompt_caching``) tells the engine which part of
     each prompt the criteria of one reply share, so that it can arrange the calls for the
     providers' prompt caches; the prompts sent, and so the verdicts, are the same either way.
+    ``repeat`` (``Request.repeat``): a non-zero value grades the same questions again as new
+    calls and store entries (the judges' self-consistency); 0 is the grading itself. ``only``
+    (``(candidate, prompt_id, criterion_index)`` triples) grades those criteria alone, built as
+    the whole grading builds them (the same questions: a re-grading of a sample).
     """
     items, not_graded = _items(responses, conversations, judges, template, temperature,
                                max_tokens)
+    if only is not None:
+        wanted = set(only)
+        items = [it for it in items if (it.candidate, it.prompt_id, it.criterion_index) in wanted]
     return _run(engine, items, not_graded, "sample" in responses.columns,
                 max_reasks=max_reasks, mode=mode, response_schema=response_schema,
-                prompt_caching=prompt_caching, tag=tag)
+                prompt_caching=prompt_caching, tag=tag, repeat=repeat)
 
 
 def grade_requests(
@@ -239,22 +248,26 @@ def grade_requests(
     mode: Mode = "batch",
     response_schema: Mapping[str, object] | None = None,
     tag: str = GRADE_TAG,
+    repeat: int = 0,
+    prompt_caching: bool = False,
 ) -> PanelRun:
     """Grade ready-made grader requests (one criterion each, keyed by their ``prompt_id`` and
     ``criterion_index``) with every judge, as :func:`grade` grades replies: the same re-asks,
-    exclusions, spend and verdict table, ``candidate`` naming what was graded."""
+    exclusions, spend and verdict table, ``candidate`` naming what was graded (``repeat`` and
+    ``prompt_caching`` as there)."""
     items = [_Item(judge, candidate, r.prompt_id, r.criterion_index, r)
              for r in requests for judge in judges]
     return _run(engine, items, pd.DataFrame(columns=["candidate", "prompt_id", "status"]),
                 False, max_reasks=max_reasks, mode=mode, response_schema=response_schema,
-                prompt_caching=False, tag=tag)
+                prompt_caching=prompt_caching, tag=tag, repeat=repeat)
 
 
 def _run(engine: Engine, items: list[_Item], not_graded: pd.DataFrame, sampled: bool, *,
          max_reasks: int, mode: Mode, response_schema: Mapping[str, object] | None,
-         prompt_caching: bool, tag: str) -> PanelRun:
+         prompt_caching: bool, tag: str, repeat: int = 0) -> PanelRun:
     verdicts: dict[int, grading.Verdict] = {}
     reasons: dict[int, str] = {}
+    refused: set[int] = set()
     calls: Counter[int] = Counter()
     spend: dict[str, Spend] = {}
     run_ids: list[str] = []
@@ -263,8 +276,9 @@ def _run(engine: Engine, items: list[_Item], not_graded: pd.DataFrame, sampled: 
     for attempt in range(max_reasks + 1):
         if not pending:
             break
-        results = engine.run([_request(items[i], attempt, response_schema, prompt_caching, tag)
-                              for i in pending], mode=mode if attempt == 0 else "sync")
+        results = engine.run([_request(items[i], attempt, response_schema, prompt_caching, tag,
+                                       repeat) for i in pending],
+                             mode=mode if attempt == 0 else "sync")
         calls[attempt + 1] += len(pending)
         keys += [res.key for res in results]
         report = getattr(engine, "last_report", None)
@@ -276,22 +290,27 @@ def _run(engine: Engine, items: list[_Item], not_graded: pd.DataFrame, sampled: 
             verdicts[i], reason = _verdict_of(res, attempt)
             if reason is None:
                 again.append(i)
+                # the last answer decides what an item that stays without a verdict is called
+                (refused.add if res.status == "refused" else refused.discard)(i)
             else:
                 reasons[i] = reason
         pending = again
     for i in pending:
         it = items[i]
-        reasons[i] = "no_verdict"
-        log.warning("judge %s, candidate %s, %s, criterion %d: no verdict after %d re-asks; "
+        reasons[i] = "judge_refused" if i in refused else "no_verdict"
+        log.warning("judge %s, candidate %s, %s, criterion %d: no verdict after %d re-asks%s; "
                     "excluded", it.judge, it.candidate, it.prompt_id, it.criterion_index,
-                    max_reasks)
+                    max_reasks, " (the judge's provider refused it)" if i in refused else "")
     table = _verdict_table(items, verdicts, reasons, sampled)
     return PanelRun(table, not_graded, calls, spend, run_ids, keys)
 
 
 def _verdict_of(res: Result, attempt: int) -> tuple[grading.Verdict, str | None]:
     """A judge call's verdict and its ``reason`` (``VERDICT_TABLE_COLUMNS``); ``None`` for a
-    reply without a verdict, which is asked again."""
+    reply without a verdict, which is asked again. A call the judge's provider refused or
+    filtered (``status == "refused"``, e.g. OpenAI's ``finish_reason=content_filter``) has no
+    verdict either: asked again like an unparsed one, and when none of the re-asks gets a
+    verdict its reason is ``judge_refused`` (``_run``), never a verdict of not met."""
     if res.status in ("failed", "not_run"):
         # the engine already retried transport failures; a later run retries the call
         reason = "call_failed" if res.status == "failed" else "not_run"

@@ -169,7 +169,7 @@ class Engine:
         body = cls.body(spec, req, decoding)
         arranged = cache_arranged(spec, req)
         key = request_key(provider=provider.name, endpoint=_endpoint_class(self.base_url(provider)),
-                          api=cls.api, body=body, sample=req.sample,
+                          api=cls.api, body=body, sample=req.sample, repeat=req.repeat,
                           cache=spec.cache_mode if arranged else None)
         cap = decoding.get(spec.max_tokens_param or "max_tokens") or decoding.get(
             "max_output_tokens") or decoding.get("max_completion_tokens")

@@ -55,9 +55,11 @@ class Request:
     ``tag`` and ``metadata`` travel to the result and never enter the key. ``sample`` is a
     replicate index: it is never sent, but a non-zero value enters the key, so a deliberate
     re-ask of the same question (an unparseable judge verdict) or another sampled reply is a
-    new call, not a cache hit. ``seed`` is a sampling seed, sent (and so part of the key) only
-    to a model whose API takes one (``models.resolve_decoding``); the config a result records
-    says whether it was.
+    new call, not a cache hit. ``repeat`` is a deliberate re-grading of the same question (the
+    judges' self-consistency): never sent either, a non-zero value enters the key, so each
+    repeat is its own store entry while re-asks inside it still count ``sample``. ``seed`` is
+    a sampling seed, sent (and so part of the key) only to a model whose API takes one
+    (``models.resolve_decoding``); the config a result records says whether it was.
 
     ``cache_prefix_chars`` says that the first that many characters of the last message (a user
     turn), with every message before it, are shared with other requests (grading: every
@@ -74,6 +76,7 @@ class Request:
     tag: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
     sample: int = 0
+    repeat: int = 0
     cache_prefix_chars: int | None = None
     seed: int | None = None
 
@@ -81,6 +84,8 @@ class Request:
         object.__setattr__(self, "messages", _normalise_messages(self.messages))
         if self.sample < 0:
             raise ValueError(f"sample must be >= 0, got {self.sample}")
+        if self.repeat < 0:
+            raise ValueError(f"repeat must be >= 0, got {self.repeat}")
         if self.max_tokens is not None and int(self.max_tokens) < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         n = self.cache_prefix_chars
@@ -128,13 +133,14 @@ def canonical_json(obj: Any) -> str:
 
 def request_key(
     *, provider: str, endpoint: str, api: str, body: Mapping[str, Any], sample: int = 0,
-    cache: str | None = None,
+    cache: str | None = None, repeat: int = 0,
 ) -> str:
     """sha256 of the canonical request: provider, endpoint class, API and the wire body.
 
     The wire body holds the snapshot id, the messages, the decoding parameters actually sent
     (after the registry's quirks) and the response schema. A non-zero ``sample`` (replicate
-    index) is added; sample 0 leaves the key as it always was. ``cache`` (the model's cache mode
+    index) is added; sample 0 leaves the key as it always was; so is a non-zero ``repeat`` (a
+    deliberate re-grading), repeat 0 leaving it unchanged. ``cache`` (the model's cache mode
     when the request is arranged for its prompt cache) is added too, so an arranged request
     never shares a key with an unarranged one, even where the wire body is the same (Gemini).
     """
@@ -142,6 +148,8 @@ def request_key(
             "body": body}
     if sample:
         blob["sample"] = sample
+    if repeat:
+        blob["repeat"] = repeat
     if cache:
         blob["cache"] = cache
     return hashlib.sha256(canonical_json(blob).encode("utf-8")).hexdigest()

@@ -61,7 +61,8 @@ def open_engine(
 
             sim = stack.enter_context(Simulator(
                 faults=_faults(settings.get("faults") or [], first_user_turns or {}),
-                cache_min_tokens=cache_minimums(registry)))  # the run's registry decides
+                cache_min_tokens=cache_minimums(registry),  # the run's registry decides
+                flip_rate=float(settings.get("simulator_flip_rate") or 0.0)))
             base_urls = {**sim.base_urls_for(registry), **base_urls}
             # the simulator has no real rate limits; pacing calls for them would only slow tests
             limits = {p: {"rpm": None, "tpm": None} for p in registry.providers} | limits

@@ -116,10 +116,16 @@ def section_model(name: str) -> type[Section] | None:
 
 
 def section_fields(name: str) -> list[str]:
-    """The fields of stage ``name``'s profile section, as its notebook declares them (its
-    ``mode`` is the resolved mode, declared once as ``mode``)."""
+    """The fields of stage ``name``'s profile section that it reads, as its notebook declares
+    them (its ``mode`` is the resolved mode, declared once as ``mode``). A field of the section
+    that only a later stage reads (``grading.repeats``, read by 16 and not by 07) is that
+    stage's parameter (its ``parameters``), not this one's."""
     model = section_model(name)
-    return [] if model is None else [f for f in model.model_fields if f != "mode"]
+    if model is None:
+        return []
+    s = spec(name)
+    read = {k for r in s.reads for k in r.keys}
+    return [f for f in model.model_fields if f != "mode" and f"{s.section}.{f}" in read]
 
 
 def _reads_any(name: str, prefix: str) -> bool:
@@ -258,8 +264,8 @@ def _shown_keys(keys: tuple[str, ...]) -> list[str]:
     """Keys as the table shows them: the engine's call settings as one entry."""
     if set(LLM_CALL_KEYS) <= set(keys):
         rest = [k for k in keys if not k.startswith("llm.")]
-        left = [k.removeprefix("llm.") for k in ("llm.prompt_caching", "llm.external")
-                if k not in keys]
+        left = [k.removeprefix("llm.") for k in ("llm.prompt_caching", "llm.external",
+                                                  "llm.simulator_flip_rate") if k not in keys]
         engine = ("the engine's settings (`llm.*`" + (" but " + " and ".join(
             f"`{k}`" for k in left) if left else "") + ")")
         return [f"`{k}`" for k in rest] + [engine]

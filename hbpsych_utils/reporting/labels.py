@@ -143,6 +143,16 @@ COLUMNS: dict[str, Column] = {
     "empty_response": Column("Empty responses", "count"),
     "grade_fallback": Column("Verdicts recovered", "count"),
     "grade_no_verdict": Column("Verdicts never obtained", "count"),
+    # a judge's self-consistency (16)
+    "repeat": Column("Repeat", "count"),
+    "repeat_pair": Column("Repeats", "name"),
+    "n_items": Column("Items", "count"),
+    "n_flipped": Column("Flipped", "count"),
+    "n_left_out": Column("Left out (fewer than two verdicts)", "count"),
+    "graded": Column("Graded", "count"),
+    "judge_refused": Column("Refused by the judge's provider", "count"),
+    "no_verdict": Column("No usable verdict", "count"),
+    "other": Column("Failed or not sent", "count"),
     "characters": Column("Characters", "count"),
     # tokens
     "input_tokens": Column("Input tokens", "count"),
@@ -177,6 +187,7 @@ COLUMNS: dict[str, Column] = {
     "self_preference_corrected": Column("Self-preference, severity-corrected", "signed"),
     "kendall_tau": Column("Kendall's τ", "score"),
     "gwet_ac1": Column("Gwet's AC1", "score"),
+    "repeat_ac1": Column("AC1 between repeats", "score"),
     "cohen_kappa": Column("Cohen's kappa", "score"),
     "p_value": Column("p", "p_value"),
     "p_holm": Column("p (Holm)", "p_value"),
@@ -204,12 +215,14 @@ COLUMNS: dict[str, Column] = {
     "slice": Column("Slice", "name"),
     "min": Column("Lowest", "score"),
     "max": Column("Highest", "score"),
+    "spread": Column("Spread (highest − lowest)", "score"),
     # shares
     "share": Column("Share", "share"),
     "included_share": Column("Share included", "share"),
     "majority_met": Column("Share met (physician majority)", "share"),
     "non_english_share": Column("Share flagged non-English", "share"),
     "percent_agreement": Column("Identical labels", "share"),
+    "flip_rate": Column("Flip rate", "share"),
     # intervals (a low and a high column shown as one; see ``_intervals``)
     "ci_interval": Column("{level} interval", "interval"),
     "interval": Column("{level} interval", "interval"),
@@ -298,6 +311,9 @@ TERMS: dict[str, str] = {
     "no category majority": "No category majority",
     "ok": "Answered",
     "failed": "Failed",
+    "panel majority": "Panel (majority of the judges)",
+    "all judges": "All judges pooled",
+    "uncategorised": "Uncategorised",
 }
 """Readers' names of the machine's terms that a table shows as values or row labels (besides
 models, categories, themes and axes, which ``study`` names); a statistic named as a value

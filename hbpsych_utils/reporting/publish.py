@@ -5,7 +5,9 @@ benchmark x run, in the contract ``mindbench-results v1`` (a JSON Schema, draft 
 registry as ``results_schema``). ``python -m hbpsych_utils publish PROFILE`` writes one per
 candidate of an existing run, for the main subset (``v1`` or ``v2``) with Psych-Hard beside it,
 as the study's own exporter did: ``healthbench_score`` (the panel score on the main subset),
-``healthbench_hard_score`` and ``per_judge_scores`` (each judge's clipped mean on both).
+``healthbench_hard_score`` and ``per_judge_scores`` (each judge's clipped mean on both), and
+in a live run that re-graded a sample the judges' flip rates (``judge_flip_rates``,
+``panel_flip_rate``, ``score_spread_across_repeats``).
 
 *Paper mode* (a run whose evaluation read the released matrices) re-exports the released
 record: every candidate of the main subset's matrix (23 for v1: the study's 20 and the three
@@ -52,6 +54,7 @@ from pydantic import ValidationError
 from hbpsych_utils.core import records, sources
 from hbpsych_utils.core.writes import write_json
 from hbpsych_utils.pipeline import graph, state
+from hbpsych_utils.pipeline.nodes.s16_self_consistency import SELF_CONSISTENCY
 from hbpsych_utils.reporting.publish_contract import (
     ARTIFACT_TYPE,
     SCHEMA_ARTIFACT,
@@ -61,7 +64,7 @@ from hbpsych_utils.reporting.publish_contract import (
     PublishError,
     artifact_name,
 )
-from hbpsych_utils.reporting.publish_live import live_artifacts
+from hbpsych_utils.reporting.publish_live import FLIP_RATES, live_artifacts
 from hbpsych_utils.reporting.publish_paper import check_release, paper_artifacts
 from hbpsych_utils.reporting.publish_run import RunFolder, compendium, open_run, require_current
 
@@ -197,7 +200,9 @@ def publish(run_dir: Path, *, subset: str = "v1", output: Path | None = None,
     if run.mode == graph.PAPER:
         artifacts, released = paper_artifacts(run, subset)
     else:
-        artifacts, lines = live_artifacts(run, subset)
+        artifacts, lines = live_artifacts(run, subset, flips=SELF_CONSISTENCY in stages)
+        if not any(m.key == FLIP_RATES for a in artifacts for m in a.metrics):
+            stages.pop(SELF_CONSISTENCY, None)  # 16 re-graded nothing: it reports nothing
     files = render(artifacts, lines, schema)
     if run.mode == graph.PAPER:
         check_release({n: json.loads(b) for n, b in files.items() if n.endswith(".json")},

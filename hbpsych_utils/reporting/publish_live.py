@@ -1,7 +1,10 @@
 """Live mode: this run's grading of a subset (and Psych-Hard), one artifact per candidate, with
 bootstrap intervals (the run's seed and resamples, as 08_scores computes them), the measured
 ``n_errors``, what the run's store paid for the candidate, the decoding settings actually sent,
-and a per-conversation JSONL (``items_artifact``).
+and a per-conversation JSONL (``items_artifact``). When the run re-graded a sample
+(16_self_consistency, current), the judges' flip rates go where the contract has a place for
+them: ``metrics`` (``judge_flip_rates``, ``panel_flip_rate``, and the candidate's
+``score_spread_across_repeats``).
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ import pandas as pd
 
 import hbpsych_utils
 from hbpsych_utils import study
-from hbpsych_utils.evaluation import generation, panel, scoring
+from hbpsych_utils.evaluation import consistency, generation, panel, scoring
 from hbpsych_utils.evaluation.score_sources import EvaluationSource, evaluation_source
 from hbpsych_utils.llm.store import Store
 from hbpsych_utils.pipeline import graph, metrics, state
+from hbpsych_utils.pipeline.metrics.s16_self_consistency import (
+    SELF_CONSISTENCY,
+    SelfConsistencyMetrics,
+)
 from hbpsych_utils.reporting import comparability
 from hbpsych_utils.reporting.publish_contract import (
     Artifact,
@@ -131,8 +138,15 @@ class LiveRun:
     """The subset's comparability card for a candidate's ``n`` (``comparability.exported``)."""
 
 
-def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, list[ItemLine]]]:
-    """This run's grading of subset ``key`` (and Psych-Hard), one artifact per candidate."""
+FLIP_RATES = "judge_flip_rates"
+"""The metric key of the judges' flip rates (16_self_consistency)."""
+
+
+def live_artifacts(run: RunFolder, key: str, *, flips: bool = False
+                   ) -> tuple[list[Artifact], dict[str, list[ItemLine]]]:
+    """This run's grading of subset ``key`` (and Psych-Hard), one artifact per candidate;
+    with ``flips`` (16 is current), the judges' self-consistency beside the scores when 16
+    re-graded a sample (:func:`flip_metrics`)."""
     gen = run.upstream_metrics(metrics.GENERATION)
     grading = run.upstream_metrics(metrics.GRADING)
     if not isinstance(gen, metrics.GenerationLiveMetrics) or not isinstance(
@@ -143,14 +157,44 @@ def live_artifacts(run: RunFolder, key: str) -> tuple[list[Artifact], dict[str, 
     responses = generation.read_responses(run.upstream(graph.GENERATION, graph.RESPONSES))
     responses = responses[responses["prompt_id"].isin(set(live.info.ids))]
     out, lines = [], {}
+    consistent = run.upstream_metrics(SELF_CONSISTENCY) if flips else None
     for cand in gen.candidates:
         mine = responses[responses["model"] == cand]
         if cand not in live.table.index or mine.empty:
             raise PublishError(f"{run.root}: candidate {cand} has no graded conversation of "
                                f"{study.SUBSET_TITLES[key]}")
         lines[cand] = items(live.source, mine, cand, hard_ids)
-        out.append(_artifact(live, cand, len(mine), gen.decoding_sent.get(cand)))
+        art = _artifact(live, cand, len(mine), gen.decoding_sent.get(cand))
+        art.metrics += flip_metrics(consistent, cand) if consistent is not None else []
+        out.append(art)
     return out, lines
+
+
+def flip_metrics(m: SelfConsistencyMetrics, candidate: str) -> list[Metric]:
+    """The judges' self-consistency in the contract's ``metrics`` (none when 16 did not
+    re-grade): ``judge_flip_rates`` (each judge's and the panel majority's flip rate over the
+    sampled items of every candidate, with its interval: a property of the judges, the same in
+    every candidate's artifact), ``panel_flip_rate`` (the panel majority's, as a value with its
+    ``n`` and interval) and ``score_spread_across_repeats`` (this candidate's panel score in
+    each repeat and their spread; null where undefined)."""
+    if m.flip_rates is None:
+        return []
+    by_judge = {j: {"rate": r.rate, "ci_low": r.low, "ci_high": r.high, "n_items": r.n_items,
+                    "n_flipped": r.n_flipped, "repeat_ac1": r.repeat_ac1}
+                for j, r in m.flip_rates.items()}
+    out = [Metric(key=FLIP_RATES, value_json={
+        "repeats": m.repeats, "n_items": m.n_items, "level": m.ci_level,
+        "simulator_flip_rate": m.simulator_flip_rate, "by_judge": by_judge})]
+    panel_rate = m.flip_rates.get(consistency.PANEL)
+    if panel_rate is not None:
+        out.append(Metric(key="panel_flip_rate", value=panel_rate.rate, n=panel_rate.n_items,
+                          ci_low=panel_rate.low, ci_high=panel_rate.high))
+    spread = (m.score_spread or {}).get(candidate)
+    if spread is not None:
+        out.append(Metric(key="score_spread_across_repeats", value=spread.spread,
+                          value_json={"by_repeat": spread.by_repeat, "min": spread.min,
+                                      "max": spread.max}))
+    return out
 
 
 def _live_run(run: RunFolder, key: str, gen: metrics.GenerationLiveMetrics,

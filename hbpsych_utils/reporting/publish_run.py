@@ -18,6 +18,7 @@ from hbpsych_utils.construction import subset as subset_files
 from hbpsych_utils.core import records, sources
 from hbpsych_utils.llm.models import ConfigError, profile_registry, resolve_decoding
 from hbpsych_utils.pipeline import graph, metrics, state
+from hbpsych_utils.pipeline.nodes.s16_self_consistency import SELF_CONSISTENCY
 from hbpsych_utils.pipeline.profiles import Profile
 from hbpsych_utils.reporting.publish_contract import (
     BENCHMARK_SLUG,
@@ -38,6 +39,9 @@ NEEDED: dict[str, tuple[str, ...]] = {
 }
 """The stages whose outputs an artifact reports, by the run's evaluation mode: each must be
 current."""
+OPTIONAL: dict[str, tuple[str, ...]] = {graph.LIVE: (SELF_CONSISTENCY,)}
+"""Stages whose outputs an artifact reports when they are current (the judges' flip rates of
+16_self_consistency), left out otherwise."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ def open_run(run_dir: Path, rerun: str = "") -> RunFolder:
 
 
 def require_current(run: RunFolder, rerun: str) -> dict[str, str | None]:
-    """Refuse a run whose reported stages are not current; return their fingerprints."""
+    """Refuse a run whose reported stages are not current; return their fingerprints, with
+    those of the :data:`OPTIONAL` stages that are current."""
     mirror = run.manifest.get("mirror")
     states = {s.stage: s for s in state.stage_states(
         run.root, run.profile, mirror=mirror if isinstance(mirror, bool) else None)}
@@ -103,7 +108,8 @@ def require_current(run: RunFolder, rerun: str) -> dict[str, str | None]:
         raise PublishError(f"{run.root}: {why}. The run's numbers are not current until the "
                            f"runner brings them up to date: {rerun}")
     out = {}
-    for name in NEEDED[run.mode]:
+    current = [s for s in OPTIONAL.get(run.mode, ()) if s in states and states[s].current]
+    for name in (*NEEDED[run.mode], *current):
         build = state.read_build(run.root, name)
         out[name] = build.fingerprint if build else None
     return out

@@ -121,9 +121,19 @@ def _model_problems(profile: Profile, registry: Registry) -> list[str]:
 
 
 def _llm_problems(llm: LLMSettings, registry: Registry) -> list[str]:
-    """``llm.faults``, ``llm.limits`` and ``llm.base_urls`` against the registry."""
+    """``llm.faults``, ``llm.limits`` and ``llm.base_urls`` against the registry; the
+    simulator's own settings only with the simulator."""
     return [*_fault_problems(llm, registry), *_limit_problems(llm, registry),
-            *_base_url_problems(llm, registry)]
+            *_base_url_problems(llm, registry), *_simulator_problems(llm)]
+
+
+def _simulator_problems(llm: LLMSettings) -> list[str]:
+    """The flip setting makes the simulator's judges unstable; without the simulator it would
+    change nothing, so it is refused rather than silently ignored."""
+    if llm.simulator_flip_rate and not llm.simulator:
+        return [f"llm.simulator_flip_rate: {llm.simulator_flip_rate} is the simulator's setting, "
+                "but llm.simulator is false (expected 0, or llm.simulator: true)"]
+    return []
 
 
 def _fault_problems(llm: LLMSettings, registry: Registry) -> list[str]:

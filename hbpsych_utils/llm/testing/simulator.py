@@ -32,6 +32,14 @@ API's own fields: OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic
 ``cachedContentTokenCount``. ``prompt_cache=False`` switches them off; ``cache_ttl`` and
 ``cache_min_tokens`` (snapshot id -> minimum, None: never cached) override the defaults.
 
+The flip setting imitates a judge that does not agree with itself: with ``flip_rate`` > 0 a
+share ``flip_rate`` of grader prompts (chosen by ``flip_seed`` and the request's hash,
+:func:`unstable`) get their usual verdict on the first call the simulator answers and the
+other verdict on every later call of the same body (a re-grading), sync or batch; answers a
+fault alters neither count nor flip, so a re-ask after a dropped verdict is answered as before.
+The count lives in the simulator, so one restarted between a grading and its re-grading sees
+the re-grading first (docs/self_consistency.md).
+
 Configurable: ``latency`` (seconds per model call), ``rpm`` (per provider: a token bucket
 holding one second's worth, as providers quantise their limits; excess calls get the provider's
 own 429, see ``rate_limit`` in :data:`SYNC_FAULT_KINDS`), ``batch_latency`` (seconds before a
@@ -222,6 +230,14 @@ def request_seed(api: str, body: dict[str, Any]) -> int | None:
 
 
 # ---------------------------------------------------------------- answers
+def unstable(h: str, flip_rate: float, flip_seed: int) -> bool:
+    """Whether the grader prompt with simulator hash ``h`` is one whose verdict flips on
+    re-grading: ``sha256(f"{flip_seed}:{h}")`` read as a number in [0, 1) is below
+    ``flip_rate``, so a share ``flip_rate`` of prompts is, independently of everything else."""
+    drawn = int(hashlib.sha256(f"{flip_seed}:{h}".encode()).hexdigest(), 16) / 2**256
+    return drawn < flip_rate
+
+
 _COUNT = re.compile(r"\b(\d{1,4})\s+(?:items|records|conversations|entries)\b", re.IGNORECASE)
 
 
@@ -303,17 +319,23 @@ def scripted_verdict(model: str, text: str) -> bool | None:
     return None
 
 
-def answer_text(model: str, messages: list[tuple[str, str]], schema: Any, h: str) -> str:
-    """The simulated model answer for a request (see the module docstring)."""
+def answer_text(model: str, messages: list[tuple[str, str]], schema: Any, h: str,
+                *, flipped: bool = False) -> str:
+    """The simulated model answer for a request (see the module docstring); ``flipped``: a
+    grader prompt's verdict is the other one (the flip setting, :meth:`_State.flipped`)."""
     joined = "\n".join(t for _, t in messages)
     if schema is not None:
         m = _COUNT.search(joined)
         hint = int(m.group(1)) if m else None
         defs = {**schema.get("$defs", {}), **schema.get("definitions", {})}
-        return json.dumps(_from_schema(schema, h, hint, defs), ensure_ascii=False)
+        obj = _from_schema(schema, h, hint, defs)
+        if flipped and isinstance(obj, dict) and isinstance(obj.get("criteria_met"), bool):
+            obj["criteria_met"] = not obj["criteria_met"]
+        return json.dumps(obj, ensure_ascii=False)
     if "criteria_met" in joined:
         scripted = scripted_verdict(model, joined)
         met = int(h[:2], 16) % 2 == 0 if scripted is None else scripted
+        met = met != flipped
         verdict = {"explanation": f"Simulated judgement {h[:8]}.", "criteria_met": met}
         return "```json\n" + json.dumps(verdict, indent=2) + "\n```"
     n = 20 + int(h[2:4], 16) % 60
@@ -569,6 +591,24 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     minute: dict[str, _Minute] = field(default_factory=dict)
     """provider -> its calls of the last minute (for the rate-limit headers)"""
+    flip_rate: float = 0.0
+    flip_seed: int = 0
+    answered: dict[str, int] = field(default_factory=dict)
+    """sim_hash -> grader prompts of that body answered so far (the flip setting)"""
+
+    def flipped(self, h: str, msgs: list[tuple[str, str]]) -> bool:
+        """Whether this answer to a grader prompt (one asking for ``criteria_met``) gets the
+        other verdict: a share ``flip_rate`` of bodies, chosen by ``flip_seed`` and the body's
+        hash, is unstable; the first call of an unstable body gets the usual verdict, every
+        later one the other. Counted as the answer is made, sync calls and batch items alike;
+        an answer a fault alters neither counts nor flips (the callers ask only without one),
+        so a re-ask after a dropped verdict gets the usual verdict as before."""
+        if not self.flip_rate or not any("criteria_met" in t for _, t in msgs):
+            return False
+        with self.lock:
+            seen = self.answered.get(h, 0)
+            self.answered[h] = seen + 1
+        return seen > 0 and unstable(h, self.flip_rate, self.flip_seed)
 
     def rate_headers(self, api: str, provider: str, input_tokens: int, output_tokens: int,
                      limited: float | None = None) -> dict[str, str]:
@@ -674,10 +714,14 @@ class Simulator:
                  faults: Iterable[Fault] = (), batch_latency: float = 0.0, hang: float = 30.0,
                  keep_log: bool = True, host: str = "127.0.0.1", port: int = 0,
                  prompt_cache: bool = True, cache_ttl: float = DEFAULT_CACHE_TTL,
-                 cache_min_tokens: dict[str, int | None] | None = None) -> None:
+                 cache_min_tokens: dict[str, int | None] | None = None,
+                 flip_rate: float = 0.0, flip_seed: int = 0) -> None:
+        if not 0.0 <= flip_rate <= 1.0:
+            raise ValueError(f"flip_rate must be in 0..1, got {flip_rate!r}")
         caches = PromptCaches(cache_ttl, cache_min_tokens, enabled=prompt_cache)
         self.state = _State(latency, rpm, list(faults), batch_latency, hang, keep_log,
-                            caches if caches is not None else PromptCaches())
+                            caches if caches is not None else PromptCaches(),
+                            flip_rate=flip_rate, flip_seed=flip_seed)
         self.host = host
         self.port = port
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -712,10 +756,11 @@ class Simulator:
         return fault
 
     def clear(self) -> None:
-        """Forget faults, the log, the rate window and the prompt caches (batches and files
-        stay)."""
+        """Forget faults, the log, the rate window, the prompt caches and the grader prompts
+        answered so far (the flip setting); batches and files stay."""
         with self.state.lock:
             self.state.log.clear()
+            self.state.answered.clear()
         self.state.faults.clear()
         self.state.counts.clear()
         self.state.buckets.clear()
@@ -948,7 +993,8 @@ class Simulator:
         elif kind == "malformed":
             reply = _Reply(200, b'{"id": "x", "choices": [<<not json>>', {})
         else:
-            text = answer_text(model, msgs, schema, h)
+            text = answer_text(model, msgs, schema, h,
+                               flipped=kind is None and st.flipped(h, msgs))
             if schema is None and key and any(ECHO_KEY in t for _, t in msgs):
                 text = f"{text} The key you sent: {key}"
             text = _fault_text(kind, text)
@@ -1213,7 +1259,8 @@ class Simulator:
                 error = _provider_error(api, str(kind), model, msgs)
             st.record(**{**entry, "status": error.status})
             return error
-        text = _fault_text(kind, answer_text(model, msgs, schema, h))
+        text = _fault_text(kind, answer_text(model, msgs, schema, h,
+                                             flipped=kind is None and st.flipped(h, msgs)))
         done.append(use)
         built = _BUILD[api](model, msgs, h, text, kind, cap, body, use)
         st.record(**entry, reply=sent_text(api, built))

@@ -40,6 +40,13 @@ class Params(Section):
     response_schema: bool = False
     """Constrain judge output to the verdict JSON schema where the server supports it. A
     deviation from the reference (which sends none), for small local models; off in the study."""
+    repeats: int = Field(default=1, ge=1)
+    """Live: how many times the judges grade a sample of (reply, criterion) items, this grading
+    included: 1 (the study's) grades once; k >= 2 has chapter 16 re-grade the sample k - 1
+    more times, each repeat a new request and store entry. Read by 16, not by this stage."""
+    repeat_sample: int = Field(default=200, ge=1)
+    """Live: how many (reply, criterion) items chapter 16 re-grades, drawn with the profile's
+    ``seed`` from this grading's first replies (every judge re-grades the same items)."""
 
     @field_validator("judges")
     @classmethod
