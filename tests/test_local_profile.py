@@ -21,7 +21,9 @@ from hbpsych_utils.llm import local_server
 pytestmark = [pytest.mark.local_model, pytest.mark.notebook, pytest.mark.slow,
               # the real model's run takes 4 to 8 minutes on two cores that another test
               # worker shares: above the suite's 600 s a test, which guards everything else
-              pytest.mark.timeout(1800)]
+              pytest.mark.timeout(1800),
+              # minutes on one worker: started first, so the rest of the suite runs beside it
+              pytest.mark.xdist_long]
 
 
 @pytest.fixture(scope="module")
