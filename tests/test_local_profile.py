@@ -36,7 +36,10 @@ def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
                     + "; ".join(missing))
     os.environ["HBPSYCH_MIRROR"] = str(mirror)
     tmp = tmp_path_factory.mktemp("local")
-    with local_server.local_server() as server:
+    # One thread: the run shares the machine with the other test worker, and llama.cpp's
+    # OpenMP threads spin while they wait for a busy core (an 800-token prompt took 13 s and 8 s
+    # of CPU on one thread, 26 s and 13 s on two, the other core busy)
+    with local_server.local_server(n_threads=1) as server:
         profile = yaml.safe_load(config.profile_path("local").read_text())
         profile["llm"]["base_urls"] = {"local": server.base_url}
         path = tmp / "local.yaml"  # the profile's name is its file name
