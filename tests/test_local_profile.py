@@ -21,7 +21,9 @@ from hbpsych_utils.llm import local_server
 pytestmark = [pytest.mark.local_model, pytest.mark.notebook, pytest.mark.slow,
               # the real model's run takes 4 to 8 minutes on two cores that another test
               # worker shares: above the suite's 600 s a test, which guards everything else
-              pytest.mark.timeout(1800)]
+              pytest.mark.timeout(1800),
+              # minutes on one worker: started first, so the rest of the suite runs beside it
+              pytest.mark.xdist_long]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,10 @@ def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
                     + "; ".join(missing))
     os.environ["HBPSYCH_MIRROR"] = str(mirror)
     tmp = tmp_path_factory.mktemp("local")
-    with local_server.local_server() as server:
+    # One thread: the run shares the machine with the other test worker, and llama.cpp's
+    # OpenMP threads spin while they wait for a busy core (an 800-token prompt took 13 s and 8 s
+    # of CPU on one thread, 26 s and 13 s on two, the other core busy)
+    with local_server.local_server(n_threads=1) as server:
         profile = yaml.safe_load(config.profile_path("local").read_text())
         profile["llm"]["base_urls"] = {"local": server.base_url}
         path = tmp / "local.yaml"  # the profile's name is its file name

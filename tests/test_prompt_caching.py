@@ -426,23 +426,22 @@ SMOKE_UP_TO_GRADING = ["01_corpus", "02_screening", "03_review_round1", "04_reca
 
 
 @pytest.fixture(scope="module")
-def smoke_on_off(tmp_path_factory, mirror) -> dict[bool, Path]:
-    """The smoke profile up to grading, with ``llm.prompt_caching`` on (the default) and off.
+def smoke_on_off(smoke_run, tmp_path_factory, mirror) -> dict[bool, Path]:
+    """The smoke profile with ``llm.prompt_caching`` on (the default: the session's smoke run,
+    which these tests only read) and off, the latter up to grading.
 
-    The profile's notebooks list stops it at grading (``--only`` would also run the stages
-    downstream of those it names, 08-13, as they are not current)."""
+    The profile's notebooks list stops the second at grading (``--only`` would also run the
+    stages downstream of those it names, 08-13, as they are not current). The tests read 07's
+    tables and the ledger lines of 07's own calls (tag ``grade:``), which the later stages of
+    the session's run leave as they are."""
     from hbpsych_utils import runner
 
-    out = {}
-    for caching in (True, False):
-        root = tmp_path_factory.mktemp(f"smoke-caching-{caching}")
-        overrides = {"notebooks": SMOKE_UP_TO_GRADING,
-                     **({} if caching else {"llm.prompt_caching": False})}
-        result = runner.run_profile("smoke", outputs_root=root, overrides=overrides,
-                                    echo=print)
-        assert result.ok, result.notebooks
-        out[caching] = root / "smoke"
-    return out
+    root = tmp_path_factory.mktemp("smoke-caching-False")
+    result = runner.run_profile("smoke", outputs_root=root, echo=print,
+                                overrides={"notebooks": SMOKE_UP_TO_GRADING,
+                                           "llm.prompt_caching": False})
+    assert result.ok, result.notebooks
+    return {True: smoke_run, False: root / "smoke"}
 
 
 @pytest.mark.slow

@@ -94,6 +94,25 @@ def test_broken(broken, i):
     pass
 """
 
+LONG = """
+import time
+import pytest
+from conftest import note
+
+pytestmark = pytest.mark.xdist_long
+
+@pytest.fixture(scope="module")
+def model():
+    time.sleep(2)
+    return object()
+
+def test_long_first(model):
+    note(test="long", i=0)
+
+def test_long_second(model):
+    note(test="long", i=1)
+"""
+
 
 def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str
         ) -> tuple[pytest.RunResult, list[dict]]:
@@ -101,7 +120,8 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str
     monkeypatch.setenv("SHARING_LOG", str(log))
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)  # when this test runs in a worker
     pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_module_fixture=MODULE_FIXTURE, test_plain=PLAIN, test_other=OTHER)
+    pytester.makepyfile(test_module_fixture=MODULE_FIXTURE, test_plain=PLAIN, test_other=OTHER,
+                        test_zz_long=LONG)
     result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", *args)
     return result, [json.loads(line) for line in log.read_text().splitlines()]
 
@@ -110,20 +130,26 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str
 def test_a_module_fixture_and_a_named_group_stay_on_one_worker(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     result, log = run(pytester, monkeypatch, "--dist", "loadgroup", "-v")
-    result.assert_outcomes(passed=26, errors=3)
+    result.assert_outcomes(passed=28, errors=3)
     assert "SharedFixtureScheduling" in result.stdout.str()
     assert [e for e in log if e.get("built") == "server"] != []
     assert len([e for e in log if e.get("built") == "server"]) == 1  # not once per worker
     assert len({e["worker"] for e in log if e.get("test") == "server"}) == 1
     assert len({e["worker"] for e in log if e.get("test") == "tool"}) == 1  # two files, one worker
     assert {e["worker"] for e in log if e.get("test") == "plain"} <= {"gw0", "gw1"}
+    # the long group (two tests, collected last, which xdist alone would order after the larger
+    # groups) is the first its worker runs
+    long_worker = {e["worker"] for e in log if e.get("test") == "long"}
+    assert len(long_worker) == 1
+    on_it = [e.get("test") for e in log if "test" in e and e["worker"] in long_worker]
+    assert on_it[:2] == ["long", "long"]
 
 
 @pytest.mark.slow
 def test_a_session_run_is_built_once_for_every_worker_and_its_failure_told_to_all(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     result, log = run(pytester, monkeypatch, "--dist", "load")
-    result.assert_outcomes(passed=26, errors=3)
+    result.assert_outcomes(passed=28, errors=3)
     built = [e["built"] for e in log if "built" in e]
     assert built.count("shared") == 1 and built.count("broken") == 1
     readers = [e for e in log if e.get("test") == "shared"]

@@ -7,6 +7,11 @@ lets a plugin change (with pytest-xdist 3.8 the tests are then spread as if ungr
 no error). So each worker also writes the groups it collected, by test id, into the session's
 temp folder, and the controller's scheduler reads them there (loadgroup's own suffix still
 counts where pytest keeps it).
+
+A group that takes minutes (``pytest.mark.xdist_long``: the real local model's run) is handed out
+first, and its worker gets nothing else until only one of the group's tests is left: xdist
+otherwise orders groups by their number of tests, so a two-test group of several minutes
+started late and kept a queue of other work behind it, and the session ended on it alone.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import pytest
 
 SHARED_SCOPES = {"package", "module", "class"}
 GROUPS_FOLDER = "xdist-groups"
+LONG = "xdist_long"
+"""The mark of a test whose group takes minutes: scheduled first, on a worker of its own."""
 
 
 def group_of(item: pytest.Item) -> str | None:
@@ -46,13 +53,16 @@ def session_folder(config: pytest.Config) -> Path:
 def pytest_configure(config: pytest.Config) -> None:
     """The mark is xdist's; declared here too, so a run without xdist (-p no:xdist) knows it."""
     config.addinivalue_line("markers", "xdist_group(name): run on the worker of this group")
+    config.addinivalue_line("markers", f"{LONG}: its group takes minutes; scheduled first, alone")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups = {}
+    groups, long = {}, []
     for item in items:
         group = group_of(item)
+        if item.get_closest_marker(LONG) is not None:
+            long.append(group if group is not None else item.nodeid)
         if group is None:
             continue
         groups[item.nodeid] = group
@@ -63,7 +73,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         folder = session_folder(config) / GROUPS_FOLDER
         folder.mkdir(exist_ok=True)
         part = folder / f"{worker}.json.part"
-        part.write_text(json.dumps(groups), encoding="utf-8")
+        part.write_text(json.dumps({"groups": groups, "long": long}), encoding="utf-8")
         part.replace(folder / f"{worker}.json")
 
 
@@ -78,13 +88,38 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class SharedFixtureScheduling(LoadGroupScheduling):  # type: ignore[misc]
         groups: dict[str, str] | None = None
+        long: frozenset[str] = frozenset()
+
+        def _read(self) -> dict[str, str]:
+            if self.groups is None:  # read once every worker has collected (and written)
+                self.groups, long = {}, set()
+                for path in sorted(folder.glob("*.json")):
+                    written = json.loads(path.read_text(encoding="utf-8"))
+                    self.groups.update(written["groups"])
+                    long.update(written["long"])
+                self.long = frozenset(long)
+            return self.groups
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.groups is None:  # read once every worker has collected (and written)
-                self.groups = {}
-                for path in sorted(folder.glob("*.json")):
-                    self.groups.update(json.loads(path.read_text(encoding="utf-8")))
-            group = self.groups.get(nodeid)
+            group = self._read().get(nodeid)
             return group if group is not None else super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            """A long group before any other."""
+            self._read()
+            first = next((scope for scope in self.workqueue if scope in self.long), None)
+            if first is not None:
+                self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
+
+        def _reschedule(self, node: Any) -> None:
+            """Nothing more for a worker on a long group while two of its tests are pending
+            (a worker runs a test once it holds the next, so one pending is not enough)."""
+            if self.workqueue and not node.shutting_down:
+                work = self.assigned_work.get(node, {})
+                if (any(scope in self.long and not all(done.values())
+                        for scope, done in work.items()) and self._pending_of(work) >= 2):
+                    return
+            super()._reschedule(node)
 
     return SharedFixtureScheduling(config, log)
