@@ -113,6 +113,13 @@ def test_the_chapters_numbers_equal_a_hand_computation() -> None:
     rows = refusals.repeats.set_index(["judge", "category"])
     assert rows.loc[(J2, "suicidality_self_harm"), "judge_refused"] == 1
     assert list(refusals.repeats["category"])[:1] == ["suicidality_self_harm"]  # first
+    # as a reader sees them: the rate and its interval both as percentages, the repeat pairs
+    # by name
+    laid = flips.view().shown()
+    row = dict(zip(laid.labels, laid.texts[0], strict=True))
+    assert row["Flip rate"] == "12.5%" and row["95% interval"] == "[0.0%, 25.0%]"
+    pairs = scores.view().tables[1].frame.index
+    assert list(pairs) == ["0 and 1", "0 and 2", "1 and 2"]
     found = " ".join(s16.findings(m))
     assert "flipped on 1 of 8 items (12.5%" in found and "does not keep" in found
     assert "refused or filtered 1 verdict" in found

@@ -106,6 +106,8 @@ def test_each_kind_reads_as_the_paper_prints_it() -> None:
     assert v(0.0004, "p_value") == "< 0.001" and v(0.0412, "p_value") == "0.041"
     assert v((0.1, 0.25), "interval") == "[0.100, 0.250]"
     assert v((np.nan, 0.2), "interval") == vocabulary.MISSING
+    assert v((0.0, 0.19231), "share_interval") == "[0.0%, 19.2%]"  # a share's, as percentages
+    assert v((0.05, None), "share_interval") == vocabulary.MISSING
     assert v(np.nan, "score") == vocabulary.MISSING and v(None, "count") == vocabulary.MISSING
     assert v(True, "flag") == "yes" and v(False, "flag") == "no"
     assert v("claude-haiku-4-5-20251001", "model") == "Claude Haiku 4.5"

@@ -17,7 +17,7 @@ from hbpsych_utils import study
 Kind = Literal[
     "text", "name", "model", "code", "term", "subset", "identifier", "flag",
     "count", "decimal", "rounded", "score", "signed", "money", "share", "p_value", "interval",
-    "scores", "number",
+    "share_interval", "scores", "number",
 ]
 """How a column's values read:
 
@@ -32,11 +32,13 @@ Kind = Literal[
   decimal); ``decimal``: one decimal; ``rounded``: no decimal (characters, estimated tokens);
 - ``score``: three decimals; ``signed``: three decimals with its sign; ``money``: dollars;
   ``share``: a percentage; ``p_value``: three decimals, "< 0.001" below;
-- ``interval``: "[low, high]" at three decimals; ``scores``: several scores in one cell;
+- ``interval``: "[low, high]" at three decimals; ``share_interval``: "[low, high]" as
+  percentages (the interval of a ``share``); ``scores``: several scores in one cell;
 - ``number``: text already laid out as a number (Table 1's cells), right-aligned as is."""
 
 NUMERIC: frozenset[str] = frozenset({"count", "decimal", "rounded", "score", "signed", "money",
-                                     "share", "p_value", "interval", "scores", "number"})
+                                     "share", "p_value", "interval", "share_interval",
+                                     "scores", "number"})
 """Kinds shown right-aligned, on one line."""
 ONE_LINE: frozenset[str] = frozenset({"name", "model", "code", "term", "subset",
                                       "identifier", "flag"})
@@ -226,6 +228,7 @@ COLUMNS: dict[str, Column] = {
     # intervals (a low and a high column shown as one; see ``_intervals``)
     "ci_interval": Column("{level} interval", "interval"),
     "interval": Column("{level} interval", "interval"),
+    "flip_rate_interval": Column("{level} interval", "share_interval"),
     "adjusted_ci_interval": Column("Length-adjusted, {level} interval", "interval"),
     "sensitivity_interval": Column("Sensitivity, {level} interval", "interval"),
     "specificity_interval": Column("Specificity, {level} interval", "interval"),

@@ -99,7 +99,7 @@ def value_text(value: Any, kind: Kind, *, decimals: int | None = None) -> str:
     """One value as a reader sees it, by ``kind`` (:data:`Kind`); :data:`MISSING` for none."""
     if isinstance(value, str) and kind in NUMERIC and kind != "scores":
         return value  # already laid out as a number (Table 1's cells)
-    if kind in ("interval", "scores"):
+    if kind in ("interval", "share_interval", "scores"):
         return _several_scores(value, kind)
     if _missing(value):
         return MISSING
@@ -115,12 +115,15 @@ def value_text(value: Any, kind: Kind, *, decimals: int | None = None) -> str:
 
 
 def _several_scores(value: Any, kind: Kind) -> str:
-    """An interval's (low, high) as "[low, high]" (:data:`MISSING` when an end is), or several
+    """An interval's (low, high) as "[low, high]" (percentages for a ``share_interval``;
+    :data:`MISSING` when an end is), or several
     scores in one cell, "0.512, 0.498" (text already laid out as it is)."""
-    if kind == "interval":
+    if kind in ("interval", "share_interval"):
         if not isinstance(value, tuple) or any(_missing(v) for v in value):
             return MISSING
         low, high = value
+        if kind == "share_interval":
+            return f"[{_number(float(low), 'share', None)}, {_number(float(high), 'share', None)}]"
         return f"[{_fixed(float(low), SCORE_DECIMALS)}, {_fixed(float(high), SCORE_DECIMALS)}]"
     if isinstance(value, str):
         return value
