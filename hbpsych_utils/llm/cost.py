@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hbpsych_utils.core.wording import count
 from hbpsych_utils.llm.models import Price
 
 CHARS_PER_TOKEN = 4
@@ -94,12 +95,14 @@ class Plan:
                              for k, v in self.by_model.items()}}
 
     def __str__(self) -> str:
-        lines = [f"{self.requests} requests ({self.unique} unique): {self.cached} in the store, "
-                 f"{self.calls} calls to make ({self.mode}); est. {self.est_input_tokens:,} in + "
+        lines = [f"{count(self.requests, 'request')} ({self.unique:,} unique): {self.cached:,} in "
+                 f"the store, {count(self.calls, 'call')} to make ({self.mode}); est. "
+                 f"{self.est_input_tokens:,} in + "
                  f"{self.est_output_tokens:,} out tokens, est. ${self.est_cost:,.2f} "
                  "(prices are estimates)"]
         for model, row in sorted(self.by_model.items()):
-            lines.append(f"  {model:<28} {row['calls']:>8} calls  ${row['est_cost']:>10,.2f}")
+            calls = count(row["calls"], "call")
+            lines.append(f"  {model:<28} {calls:>14}  ${row['est_cost']:>10,.2f}")
         return "\n".join(lines)
 
 
