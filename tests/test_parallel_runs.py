@@ -58,7 +58,7 @@ def test_the_notebooks_that_call_models_take_the_store_in_turn() -> None:
     to_run = graph.profile_stages(smoke)
     callers = [s for s in to_run if schedule.calls_models(smoke, s)]
     assert callers == ["06_generation", "07_grading", "11_harness_validation",
-                       "15_judge_accuracy"]
+                       "15_judge_accuracy", "16_self_consistency"]
     board = schedule.board(smoke, to_run)
     assert board.after["11_harness_validation"] == {"06_generation", "07_grading"}
     assert board.waits_for["11_harness_validation"] == {"01_corpus"}  # what it reads
