@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from hbpsych_utils import runner
 from hbpsych_utils.core import config
 from hbpsych_utils.llm import local_server
+
+JUDGE = "smollm2-135m-instruct"
 
 pytestmark = [pytest.mark.local_model, pytest.mark.notebook, pytest.mark.slow,
               # the real model's run takes 4 to 8 minutes on two cores that another test
@@ -27,7 +33,7 @@ pytestmark = [pytest.mark.local_model, pytest.mark.notebook, pytest.mark.slow,
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
+def server(mirror: Path) -> Iterator[local_server.LocalServer]:
     missing = local_server.missing_requirements()
     if missing:
         if os.environ.get("CI"):
@@ -35,16 +41,21 @@ def run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
         pytest.skip("local model server not installed (bash scripts/install_local_model.sh): "
                     + "; ".join(missing))
     os.environ["HBPSYCH_MIRROR"] = str(mirror)
-    tmp = tmp_path_factory.mktemp("local")
     # One thread: the run shares the machine with the other test worker, and llama.cpp's
     # OpenMP threads spin while they wait for a busy core (an 800-token prompt took 13 s and 8 s
     # of CPU on one thread, 26 s and 13 s on two, the other core busy)
-    with local_server.local_server(n_threads=1) as server:
-        profile = yaml.safe_load(config.profile_path("local").read_text())
-        profile["llm"]["base_urls"] = {"local": server.base_url}
-        path = tmp / "local.yaml"  # the profile's name is its file name
-        path.write_text(yaml.safe_dump(profile))
-        result = runner.run_profile(str(path), outputs_root=tmp / "outputs", echo=print)
+    with local_server.local_server(n_threads=1) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, server: local_server.LocalServer) -> Path:
+    tmp = tmp_path_factory.mktemp("local")
+    profile = yaml.safe_load(config.profile_path("local").read_text())
+    profile["llm"]["base_urls"] = {"local": server.base_url}
+    path = tmp / "local.yaml"  # the profile's name is its file name
+    path.write_text(yaml.safe_dump(profile))
+    result = runner.run_profile(str(path), outputs_root=tmp / "outputs", echo=print)
     assert result.ok, result.notebooks
     return tmp / "outputs" / "local"
 
@@ -68,3 +79,37 @@ def test_schema_constrained_grading_and_scores(run: Path) -> None:
     scores = json.loads((run / "08_scores" / "metrics.json").read_text())
     assert set(scores["panel_mean"]) == {"smollm2-135m-instruct"}
     assert 0.0 <= scores["panel_mean"]["smollm2-135m-instruct"] <= 1.0
+
+
+def test_the_judge_regraded_at_temperature_0(run: Path) -> None:
+    """Chapter 16 on the real model: four items graded once more at temperature 0, each repeat
+    a call of its own, the flip rate computed from what came back."""
+    m = json.loads((run / "16_self_consistency" / "metrics.json").read_text())
+    assert (m["repeats"], m["n_items"]) == (2, 4) and m["judges"] == [JUDGE]
+    assert m["n_calls"] >= 4 and m["simulator_flip_rate"] is None
+    rate = m["flip_rates"][JUDGE]
+    repeats = pd.read_csv(run / "16_self_consistency" / "repeats.csv")
+    assert sorted(set(repeats["repeat"])) == [0, 1] and len(repeats) == 8
+    both = repeats.dropna(subset=["criteria_met"]).groupby(
+        ["candidate", "prompt_id", "criterion_index"])["criteria_met"]
+    flipped = int((both.nunique() > 1).sum())
+    assert rate["n_flipped"] == flipped and rate["n_items"] == int((both.size() == 2).sum())
+
+
+def test_the_flip_benchmark_at_temperature_0_7(run: Path, server: local_server.LocalServer,
+                                              tmp_path: Path) -> None:
+    """``benchmarks/judge_flips_local.py`` (the measurement docs/self_consistency.md reports)
+    on the run's four items at temperature 0.7: each item graded twice, the rate from the
+    answers; run again, it sends nothing (every answer is in its store)."""
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "judge_flips_local.py"
+    command = [sys.executable, str(script), str(run), "--temperature", "0.7", "--repeats", "2",
+               "--out", str(tmp_path), "--base-url", server.base_url]
+    subprocess.run(command, check=True, timeout=1200)
+    first = json.loads((tmp_path / "flips.json").read_text())["results"]
+    (row,) = first
+    assert row["temperature"] == 0.7 and row["items"] == 4
+    assert row["n_items"] + row["excluded"] >= 4 and 0 <= row["n_flipped"] <= row["n_items"]
+    assert row["calls_sent"] >= 8
+    subprocess.run(command, check=True, timeout=600)
+    (again,) = json.loads((tmp_path / "flips.json").read_text())["results"]
+    assert again["calls_sent"] == 0 and again["n_flipped"] == row["n_flipped"]
