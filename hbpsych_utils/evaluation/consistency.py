@@ -41,7 +41,6 @@ An undefined statistic is ``None`` (NaN in a table) with its reason, never a num
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
@@ -458,19 +457,12 @@ def ranking_tau_undefined(scores: pd.DataFrame) -> dict[str, str]:
     """Why each undefined tau of :func:`ranking_taus` is undefined (pair -> reason): a rank
     correlation needs two candidates and two different panel scores in each repeat."""
     table = _repeat_table(scores)
-    complete = judges.complete_rows(table, list(table.columns))
-    out = {}
-    for a, b in itertools.combinations(table.columns, 2):
-        if len(complete) < 2:
-            out[f"{a}|{b}"] = (f"{len(complete)} candidate with a panel score in every repeat: "
-                               "no pair of candidates to order")
-            continue
-        same = [r for r in (a, b) if complete[r].nunique() < 2]
-        if same:
-            out[f"{a}|{b}"] = (("repeats " if len(same) > 1 else "repeat ")
-                               + " and ".join(same)
-                               + " gave every candidate the same panel score: no order")
-    return out
+    return judges.pair_undefined(
+        table, list(table.columns),
+        no_pair=lambda n: (f"{n} candidate with a panel score in every repeat: no pair of "
+                           "candidates to order"),
+        no_order=lambda same: (("repeats " if len(same) > 1 else "repeat ") + " and ".join(same)
+                               + " gave every candidate the same panel score: no order"))
 
 
 def ranking_stable(taus: Mapping[str, float | None]) -> bool | None:

@@ -19,7 +19,7 @@ candidate and judge, and the whole statistic is recomputed per resample.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 import numpy as np
@@ -66,17 +66,29 @@ def kendall_tau_undefined(
 ) -> dict[str, str]:
     """Why each undefined tau of :func:`kendall_taus` is undefined (pair -> reason): a rank
     correlation needs two candidates and two different scores from each judge."""
-    t = complete_rows(per_judge, judges)
+    return pair_undefined(
+        per_judge, judges,
+        no_pair=lambda n: f"{n} candidate scored by every judge: no pair of candidates to order",
+        no_order=lambda same: " and ".join(study.display_name(j) for j in same)
+        + " gave every candidate the same score: no order to compare")
+
+
+def pair_undefined(table: pd.DataFrame, columns: Sequence[str], *,
+                   no_pair: Callable[[int], str],
+                   no_order: Callable[[list[str]], str]) -> dict[str, str]:
+    """Why the rank correlation of each pair of ``columns`` (``"a|b"``) is undefined, over the
+    rows complete in every column: fewer than two such rows (``no_pair(n)`` says so), or a
+    column of the pair holding one value only (``no_order(those columns)``). The reasons are
+    the caller's words: the same rule serves judges' rankings and repeats' rankings."""
+    t = complete_rows(table, list(columns))
     out = {}
-    for a, b in itertools.combinations(judges, 2):
+    for a, b in itertools.combinations(columns, 2):
         if len(t) < 2:
-            out[f"{a}|{b}"] = (f"{len(t)} candidate scored by every judge: no pair of "
-                               "candidates to order")
+            out[f"{a}|{b}"] = no_pair(len(t))
             continue
-        same = [j for j in (a, b) if t[j].nunique() < 2]
+        same = [c for c in (a, b) if t[c].nunique() < 2]
         if same:
-            out[f"{a}|{b}"] = " and ".join(study.display_name(j) for j in same) + (
-                " gave every candidate the same score: no order to compare")
+            out[f"{a}|{b}"] = no_order(same)
     return out
 
 
