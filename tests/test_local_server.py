@@ -152,6 +152,35 @@ def test_context_manager_waits_for_models_then_stops_the_server(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_command_stops_its_server_when_it_is_killed(tmp_path):
+    """``python -m hbpsych_utils.llm.local_server`` ended by ``kill`` (SIGTERM), not Ctrl-C:
+    the llama.cpp server it started stops with it, nothing left serving."""
+    import signal
+    import subprocess
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    python = _fake_python(tmp_path, _FAKE_SERVER)
+    port = ls.free_port()
+    code = ("import functools, sys; from pathlib import Path; "
+            "from hbpsych_utils.llm import local_server as ls; "
+            f"ls.local_server = functools.partial(ls.local_server, Path({str(model)!r}), "
+            f"python={python!r}, alias='tiny', log_dir=Path({str(tmp_path / 'logs')!r})); "
+            f"sys.exit(ls.main(['--port', '{port}']))")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and "serving tiny" in proc.stdout.readline()
+        url = f"http://127.0.0.1:{port}/v1/models"
+        assert httpx.get(url, timeout=5).json()["data"][0]["id"] == "tiny"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(url, timeout=2)
+    finally:
+        proc.kill()
+
+
+@pytest.mark.slow
 def test_server_that_dies_at_startup_raises_with_its_log(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"not a model")

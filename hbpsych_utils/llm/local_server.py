@@ -15,6 +15,7 @@ import csv
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -233,6 +234,10 @@ def local_server(model_path: Path | None = None, *, port: int | None = None,
         return
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m hbpsych_utils.llm.local_server [--port 8000]``: serve until interrupted."""
     import argparse
@@ -241,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Serve SmolLM2-135M-Instruct for the local profile.")
     ap.add_argument("--port", type=int, default=8000)
     args = ap.parse_args(argv)
+    # `kill` (SIGTERM) stops the server as Ctrl-C does: without this the interpreter would exit
+    # without leaving the `with`, and llama.cpp's server, a process of its own, would go on
+    # serving (and its threads spinning) with no one to stop it
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         with local_server(port=args.port) as server:
             print(f"serving {server.model} at {server.base_url} (Ctrl-C stops it)", flush=True)
