@@ -14,13 +14,13 @@ from hbpsych_utils.construction.corpus import Conversation
 from hbpsych_utils.core.config import LLMSettings
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import breakdowns, grading, panel
-from hbpsych_utils.evaluation import cost_plan as plans
 from hbpsych_utils.evaluation import judge_accuracy as ja
 from hbpsych_utils.evaluation.score_sources import EvaluationMode
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.reporting.vocabulary import Table, Tables, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun
+from hbpsych_utils.stages.judge_plans import JudgePlan, judge_plan
 from hbpsych_utils.stages.s15_judge_accuracy.files import STAGE
 
 LACKING_WHY = ("HealthBench's meta-evaluation file is online only, and a paper-mode run "
@@ -161,26 +161,8 @@ def _first_replies(run: StageRun) -> pd.DataFrame:
 
 # --- what it costs -----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Plan:
-    """What grading the rows costs, per judge, before anything is sent."""
-
-    table: pd.DataFrame
-    batch: bool
-    mean_input_tokens: float
-
-    @property
-    def total_usd(self) -> float:
-        return float(self.table["usd"].sum())
-
-    def view(self) -> Tables:
-        route = "through the batch APIs" if self.batch else "synchronously"
-        note = (f"Planned before anything is sent: one call per row and judge, {route}, about "
-                f"{self.mean_input_tokens:,.0f} prompt tokens per call (4 characters a token) "
-                f"and {plans.JUDGE_OUTPUT_TOKENS} written, at the model registry's prices: "
-                f"${self.total_usd:,.4f} in all (re-asks and answers already in the store "
-                "not counted; llm.max_cost caps what a stage may spend).")
-        return Tables([Table(self.table.set_index("judge"), caption="Cost plan")], note=note)
+Plan = JudgePlan
+"""What grading the rows costs, per judge, before anything is sent."""
 
 
 @base.needs
@@ -189,13 +171,7 @@ def cost_plan(rows: MetaEval, *, llm: LLMSettings) -> Plan:
     of each filled grader prompt, the cost plan's assumed verdict length and the prices of the
     registry ``llm`` names, through the batch APIs when ``llm.mode`` is batch
     (``judge_accuracy.cost_rows``)."""
-    from hbpsych_utils.llm.models import profile_registry
-
-    chars = [ja.request_chars(r, rows.template) for r in rows.rows]
-    mean_tokens = sum(plans.tokens(c) for c in chars) / len(chars)
-    batch = llm.mode == "batch"
-    table = ja.cost_rows(len(rows.rows), mean_tokens, rows.judges,
-                         profile_registry(llm.registry_file), batch=batch,
-                         output_tokens=plans.JUDGE_OUTPUT_TOKENS)
-    return Plan(table, batch, mean_tokens)
+    return judge_plan([ja.request_chars(r, rows.template) for r in rows.rows], len(rows.rows),
+                      rows.judges, llm=llm, calls="one call per row and judge",
+                      not_counted="re-asks and answers already in the store")
 

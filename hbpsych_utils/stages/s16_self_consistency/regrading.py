@@ -16,7 +16,6 @@ from hbpsych_utils.core.config import LLMSettings
 from hbpsych_utils.core.escape import md_text
 from hbpsych_utils.core.wording import count
 from hbpsych_utils.evaluation import breakdowns, consistency, generation, grading, panel
-from hbpsych_utils.evaluation import cost_plan as plans
 from hbpsych_utils.evaluation import judge_accuracy as ja
 from hbpsych_utils.evaluation.score_sources import EvaluationMode
 from hbpsych_utils.pipeline import graph
@@ -25,6 +24,7 @@ from hbpsych_utils.reporting.display import Note
 from hbpsych_utils.reporting.vocabulary import Table, Tables, panel_phrase
 from hbpsych_utils.stages import base
 from hbpsych_utils.stages.base import StageRun
+from hbpsych_utils.stages.judge_plans import JudgePlan, judge_plan
 
 REGRADE_TAG = "self_consistency"
 """The ledger tag of the re-gradings' judge calls (the store tells them from 07's)."""
@@ -153,28 +153,8 @@ def item_labels(items: list[tuple[str, str, int]], conversations: Mapping[str, C
 
 # --- what it costs -----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Plan:
-    """What the re-gradings cost, per judge, before anything is sent."""
-
-    table: pd.DataFrame
-    batch: bool
-    mean_input_tokens: float
-    repeats: int
-
-    @property
-    def total_usd(self) -> float:
-        return float(self.table["usd"].sum())
-
-    def view(self) -> Tables:
-        route = "through the batch APIs" if self.batch else "synchronously"
-        note = (f"Planned before anything is sent: one call per item, judge and repeat after "
-                f"07's verdict ({count(self.repeats - 1, 'repeat')}), {route}, about "
-                f"{self.mean_input_tokens:,.0f} prompt tokens per call (4 characters a token) "
-                f"and {plans.JUDGE_OUTPUT_TOKENS} written, at the model registry's prices: "
-                f"${self.total_usd:,.4f} in all (no prompt-cache discount, re-asks and answers "
-                "already in the store not counted; llm.max_cost caps what a stage may spend).")
-        return Tables([Table(self.table.set_index("judge"), caption="Cost plan")], note=note)
+Plan = JudgePlan
+"""What the re-gradings cost, per judge, before anything is sent."""
 
 
 @base.needs
@@ -184,8 +164,6 @@ def cost_plan(data: Sample, *, llm: LLMSettings, temperature: float,
     engine's token estimate of each item's filled grader prompt (at ``temperature`` and
     ``max_tokens``, as they will be sent), the cost plan's assumed verdict length and the
     prices of the registry ``llm`` names, through the batch APIs when ``llm.mode`` is batch."""
-    from hbpsych_utils.llm.models import profile_registry
-
     wanted = set(data.items)
     chars = [len(r.system) + len(r.user)
              for row in data.responses.itertuples(index=False)
@@ -193,12 +171,11 @@ def cost_plan(data: Sample, *, llm: LLMSettings, temperature: float,
                  data.conversations[row.prompt_id], "" if pd.isna(row.text) else row.text,
                  data.template, temperature=temperature, max_tokens=max_tokens)
              if (row.model, row.prompt_id, r.criterion_index) in wanted]
-    mean_tokens = sum(plans.tokens(c) for c in chars) / max(len(chars), 1)
-    batch = llm.mode == "batch"
-    table = ja.cost_rows(len(chars) * (data.repeats - 1), mean_tokens, data.judges,
-                         profile_registry(llm.registry_file), batch=batch,
-                         output_tokens=plans.JUDGE_OUTPUT_TOKENS)
-    return Plan(table, batch, mean_tokens, data.repeats)
+    return judge_plan(chars, len(chars) * (data.repeats - 1), data.judges, llm=llm,
+                      calls=("one call per item, judge and repeat after 07's verdict "
+                             f"({count(data.repeats - 1, 'repeat')})"),
+                      not_counted=("no prompt-cache discount, re-asks and answers already in "
+                                   "the store"))
 
 
 # --- the re-gradings ---------------------------------------------------------------------------
