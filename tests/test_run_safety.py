@@ -822,3 +822,29 @@ def test_run_all_refuses_a_second_run_before_its_environment_check(project: Path
         f"error: profile 'p' is already running into {out / 'p'} (pid {os.getpid()} on ")
     assert "the first run); wait for that run to finish" in proc.stderr
     assert seconds < 3, seconds
+
+
+def test_a_kernels_error_lines_are_named_cleaned_and_dropped_after_ctrl_c(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a kernel prints on its own error stream reaches the terminal named by its notebook
+    and without keys, until Ctrl-C; then it is read and dropped (a stopping kernel's complaints
+    about its closed sockets are not news)."""
+    from hbpsych_utils.runner.execute import NotebookWatch, RunWatch
+
+    key = "sk-proj-" + "Zq8vR2xLm4Tn7Wc1Yb6Hs9Kd3Jf5Pg0A"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    run = RunWatch()
+    watch = NotebookWatch(run, "07_grading")
+    lines: list[str] = []
+    read_end, write_end = os.pipe()
+    os.write(write_end, f"first {key}\n".encode())
+    os.close(write_end)
+    watch.forward_errors(read_end, lines.append)
+    assert lines == ["  07_grading (kernel): first [OPENAI_API_KEY removed]\n"]
+
+    run.requested = True
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"Traceback (most recent call last):\n  zmq.error.ZMQError\n")
+    os.close(write_end)
+    watch.forward_errors(read_end, lines.append)
+    assert len(lines) == 1

@@ -10,6 +10,11 @@ Several notebooks may run at once, each in a thread of this process (``runner.sc
 nothing here changes the process's state for one notebook: its kernel is given its staging
 folder, the caller's directory and the project folder as its working directory when it starts
 (:meth:`NotebookWatch.kernel_manager_class`), not through ``os.environ`` or ``chdir``.
+
+A kernel's own error stream (its logging and what C code prints; a cell's output travels over
+the kernel's sockets instead) reaches the terminal through this process, each line named by its
+notebook and cleaned of API keys, until Ctrl-C: then the runner's one line says what stopped,
+and what the stopping kernels print about their closing sockets is dropped.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hbpsych_utils.core import paths
+from hbpsych_utils.core import paths, secrets
 
 if TYPE_CHECKING:
     from traitlets.config import Config
@@ -199,10 +205,22 @@ class NotebookWatch:
             raise StopRequested
         self.cell_index = cell_index
 
+    def forward_errors(self, fd: int, write: Callable[[str], object]) -> None:
+        """Pass each line the kernel writes on its error stream (the pipe's reading end
+        ``fd``) to ``write``, named by the notebook and without API keys, until the pipe closes;
+        after Ctrl-C the lines are read and dropped."""
+        clean = secrets.scrubber()
+        with open(fd, "rb", closefd=True) as stream:
+            for raw in stream:
+                if not self.requested:
+                    line = raw.decode("utf-8", errors="replace").rstrip()
+                    write(clean(f"  {self.name} (kernel): {line}\n"))
+
     def kernel_manager_class(self, env: Mapping[str, str] | None = None,
                              cwd: str | None = None) -> type:
         """nbclient's default kernel manager, remembering each kernel it starts for Ctrl-C,
-        and starting it with ``env`` added to this process's environment and in ``cwd``.
+        and starting it with ``env`` added to this process's environment and in ``cwd``, its
+        error stream passed on by :meth:`forward_errors`.
 
         It also skips the SIGINT jupyter_client sends before every shutdown request: an idle
         kernel (nbclient shuts it down after the last cell) needs none, and one still
@@ -220,13 +238,29 @@ class NotebookWatch:
                 kw["env"] = {**kw.get("env", os.environ), **extra}
                 if cwd is not None:
                     kw.setdefault("cwd", cwd)
-                await super().start_kernel(**kw)
+                # a pipe of our own, not PIPE: the provisioner closes the streams it made
+                read_end, write_end = os.pipe()
+                kw["stderr"] = write_end
+                try:
+                    await super().start_kernel(**kw)
+                except BaseException:
+                    os.close(read_end)
+                    raise
+                finally:
+                    os.close(write_end)
+                threading.Thread(target=watch.forward_errors, args=(read_end, _stderr_write),
+                                 name=f"{watch.name} kernel errors", daemon=True).start()
 
             async def _async_interrupt_kernel(self) -> None:
                 if not self.shutting_down:
                     await super()._async_interrupt_kernel()
 
         return WatchedKernelManager
+
+
+def _stderr_write(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
 class KernelStartLog(logging.Filter):
