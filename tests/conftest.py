@@ -143,8 +143,10 @@ def hard_run(tmp_path_factory: pytest.TempPathFactory, default_run: Path, mirror
     return run_once(tmp_path_factory, "hard", build)
 
 
-TWO_JUDGES = list(study.JUDGE_PANEL[:2])
-"""The two-judge panel of :func:`two_judge_smoke` (GPT-4.1 and Claude Haiku 4.5)."""
+TWO_JUDGES = [study.JUDGE_PANEL[0], study.JUDGE_PANEL[2]]
+"""The two-judge panel of :func:`two_judge_smoke` (GPT-4.1 and Gemini 2.5 Flash): the panel's
+first and third judges, so that a chapter which took the first two of the study's panel instead
+of the run's judges would show it."""
 TWO_JUDGE_SETTINGS = {"grading.judges": TWO_JUDGES, "ci_level": 0.9, "grading.temperature": 0.3}
 """A smoke run tweaked in its panel, its interval level and its judges' temperature."""
 
