@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import without_inspect
 from shared_runs import run_once
 
 from hbpsych_utils import study
@@ -113,13 +114,20 @@ def default_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     """The smoke profile, every notebook, run once (for all xdist workers) with fake API keys in
-    the environment."""
-    from hbpsych_utils import runner
+    the environment, by the command line in a child Python that cannot import Inspect
+    (``without_inspect``: what test_without_inspect.py asserts of it, from the record of the
+    command written beside the run folder)."""
 
     def build(out: Path) -> Path:
+        args = ["-m", "hbpsych_utils", "run", "smoke", "--outputs", str(out)]
         with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
-            result = runner.run_profile("smoke", outputs_root=out, echo=print)
-        assert result.ok, result.notebooks
+            proc = without_inspect.run(out, *args, timeout=900)
+        output = proc.stdout[-3000:] + proc.stderr[-3000:]
+        print(output)
+        (out / without_inspect.BUILT).write_text(json.dumps({
+            "args": args, "returncode": proc.returncode, "blocker": without_inspect.BLOCKER,
+            "output": output}), encoding="utf-8")
+        assert proc.returncode == 0, output
         return out / "smoke"
 
     return run_once(tmp_path_factory, "smoke", build)
