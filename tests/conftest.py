@@ -155,15 +155,18 @@ TWO_JUDGES = [study.JUDGE_PANEL[0], study.JUDGE_PANEL[2]]
 """The two-judge panel of :func:`two_judge_smoke` (GPT-4.1 and Gemini 2.5 Flash): the panel's
 first and third judges, so that a chapter which took the first two of the study's panel instead
 of the run's judges would show it."""
-TWO_JUDGE_SETTINGS = {"grading.judges": TWO_JUDGES, "ci_level": 0.9, "grading.temperature": 0.3}
-"""A smoke run tweaked in its panel, its interval level and its judges' temperature."""
+TWO_JUDGE_SETTINGS = {"grading.judges": TWO_JUDGES, "ci_level": 0.9, "grading.temperature": 0.3,
+                      "generation.samples": 3}
+"""A smoke run tweaked in its panel, its interval level, its judges' temperature and its
+number of replies per conversation (three: worst-at-k)."""
 
 
 @pytest.fixture(scope="session")
 def two_judge_smoke(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    """The smoke profile graded by two judges at temperature 0.3, every interval at 90%
-    (:data:`TWO_JUDGE_SETTINGS`): what the book says of a panel, a level and judge settings
-    that are not the study's. Built once for all xdist workers."""
+    """The smoke profile graded by two judges at temperature 0.3, every interval at 90%, three
+    replies per conversation (:data:`TWO_JUDGE_SETTINGS`): what the book says of a panel, a
+    level, judge settings and samples that are not the study's. Built once for all xdist
+    workers."""
     from hbpsych_utils import runner
 
     def build(out: Path) -> Path:
