@@ -133,18 +133,26 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     return run_once(tmp_path_factory, "smoke", build)
 
 
+HARD_RUN_LINES = "hard-run-lines.json"
+"""Beside :func:`hard_run`'s run folder (in its outputs root): the lines its runner echoed."""
+
+
 @pytest.fixture(scope="session")
 def hard_run(tmp_path_factory: pytest.TempPathFactory, default_run: Path, mirror: Path) -> Path:
     """A copy of the default run tweaked with ``--set judges.subset=hard``: the runner re-runs
-    what the value feeds (09, 12) in the copy and re-renders its book (once for all workers)."""
+    what the value feeds (09, 12) in the copy and re-renders its book (once for all workers).
+    What the runner said is kept beside the run folder (:data:`HARD_RUN_LINES`)."""
     from hbpsych_utils import runner
 
     def build(out: Path) -> Path:
         shutil.copytree(default_run, out / "default",
                         ignore=shutil.ignore_patterns(".book-build", "book"))
+        lines: list[str] = []
         with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
             result = runner.run_profile("default", outputs_root=out,
-                                        overrides={"judges.subset": "hard"}, echo=print)
+                                        overrides={"judges.subset": "hard"}, echo=lines.append)
+        print("\n".join(lines))
+        (out / HARD_RUN_LINES).write_text(json.dumps(lines), encoding="utf-8")
         assert result.ok, result.notebooks
         return out / "default"
 
