@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import without_inspect
 from shared_runs import run_once
 
 from hbpsych_utils import study
@@ -113,47 +114,67 @@ def default_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
     """The smoke profile, every notebook, run once (for all xdist workers) with fake API keys in
-    the environment."""
-    from hbpsych_utils import runner
+    the environment, by the command line in a child Python that cannot import Inspect
+    (``without_inspect``: what test_without_inspect.py asserts of it, from the record of the
+    command written beside the run folder)."""
 
     def build(out: Path) -> Path:
+        args = ["-m", "hbpsych_utils", "run", "smoke", "--outputs", str(out)]
         with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
-            result = runner.run_profile("smoke", outputs_root=out, echo=print)
-        assert result.ok, result.notebooks
+            proc = without_inspect.run(out, *args, timeout=900)
+        output = proc.stdout[-3000:] + proc.stderr[-3000:]
+        print(output)
+        (out / without_inspect.BUILT).write_text(json.dumps({
+            "args": args, "returncode": proc.returncode, "blocker": without_inspect.BLOCKER,
+            "output": output}), encoding="utf-8")
+        assert proc.returncode == 0, output
         return out / "smoke"
 
     return run_once(tmp_path_factory, "smoke", build)
 
 
+HARD_RUN_LINES = "hard-run-lines.json"
+"""Beside :func:`hard_run`'s run folder (in its outputs root): the lines its runner echoed."""
+
+
 @pytest.fixture(scope="session")
 def hard_run(tmp_path_factory: pytest.TempPathFactory, default_run: Path, mirror: Path) -> Path:
     """A copy of the default run tweaked with ``--set judges.subset=hard``: the runner re-runs
-    what the value feeds (09, 12) in the copy and re-renders its book (once for all workers)."""
+    what the value feeds (09, 12) in the copy and re-renders its book (once for all workers).
+    What the runner said is kept beside the run folder (:data:`HARD_RUN_LINES`)."""
     from hbpsych_utils import runner
 
     def build(out: Path) -> Path:
         shutil.copytree(default_run, out / "default",
                         ignore=shutil.ignore_patterns(".book-build", "book"))
+        lines: list[str] = []
         with _environ(HBPSYCH_MIRROR=str(mirror), HBPSYCH_FIGURES=str(out / "published")):
             result = runner.run_profile("default", outputs_root=out,
-                                        overrides={"judges.subset": "hard"}, echo=print)
+                                        overrides={"judges.subset": "hard"}, echo=lines.append)
+        print("\n".join(lines))
+        (out / HARD_RUN_LINES).write_text(json.dumps(lines), encoding="utf-8")
         assert result.ok, result.notebooks
         return out / "default"
 
     return run_once(tmp_path_factory, "hard", build)
 
 
-TWO_JUDGES = list(study.JUDGE_PANEL[:2])
-"""The two-judge panel of :func:`two_judge_smoke` (GPT-4.1 and Claude Haiku 4.5)."""
-TWO_JUDGE_SETTINGS = {"grading.judges": TWO_JUDGES, "ci_level": 0.9, "grading.temperature": 0.3}
-"""A smoke run tweaked in its panel, its interval level and its judges' temperature."""
+TWO_JUDGES = [study.JUDGE_PANEL[0], study.JUDGE_PANEL[2]]
+"""The two-judge panel of :func:`two_judge_smoke` (GPT-4.1 and Gemini 2.5 Flash): the panel's
+first and third judges, so that a chapter which took the first two of the study's panel instead
+of the run's judges would show it."""
+TWO_JUDGE_SETTINGS = {"grading.judges": TWO_JUDGES, "ci_level": 0.9, "grading.temperature": 0.3,
+                      "generation.samples": 3}
+"""A smoke run tweaked in its panel, its interval level, its judges' temperature and its
+number of replies per conversation (three: worst-at-k)."""
 
 
 @pytest.fixture(scope="session")
 def two_judge_smoke(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Path:
-    """The smoke profile graded by two judges at temperature 0.3, every interval at 90%
-    (:data:`TWO_JUDGE_SETTINGS`): what the book says of a panel, a level and judge settings
-    that are not the study's. Built once for all xdist workers."""
+    """The smoke profile graded by two judges at temperature 0.3, every interval at 90%, three
+    replies per conversation (:data:`TWO_JUDGE_SETTINGS`): what the book says of a panel, a
+    level, judge settings and samples that are not the study's. Built once for all xdist
+    workers."""
     from hbpsych_utils import runner
 
     def build(out: Path) -> Path:

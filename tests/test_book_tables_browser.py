@@ -213,7 +213,7 @@ def test_a_two_judge_run_never_calls_its_panel_three_judges(browser, tweaked_smo
             for name, text in sources.items()}
     assert {n: s for n, s in said.items() if s} == {}
     pages = page_texts(browser, tweaked_smoke)
-    names = "GPT-4.1 and Claude Haiku 4.5"
+    names = " and ".join(study.display_name(j) for j in TWO_JUDGES)
     assert f"two-judge panel ({names})" in pages["index.html"]["text"]
     for name in ("08_scores.html", "12_figures_tables.html", "figures.html"):
         [t1] = [c for c in pages[name]["captions"] if c.startswith("Table 1.")]

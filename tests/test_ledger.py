@@ -441,21 +441,17 @@ def test_one_perturbed_vote_shows_as_differing_numbers(default_run: Path, tmp_pa
                                                   "selfpref_", "refusals_"))}
 
 
-def test_a_tweaked_run_names_its_tweak_and_differs_nowhere(default_run: Path, tmp_path: Path):
+def test_a_tweaked_run_names_its_tweak_and_differs_nowhere(default_run: Path, hard_run: Path):
     """``default --set judges.subset=hard``, run by the runner on a copy of the default run
-    (it re-runs 09 and 12): every number of 09 reads "tweaked: judges.subset = hard", no
-    number differs, and every other number reads as it did."""
-    from hbpsych_utils import runner
-
-    shutil.copytree(default_run, tmp_path / "default",
-                    ignore=shutil.ignore_patterns("book", ".book-build"))
-    with contextlib.redirect_stdout(io.StringIO()):
-        result = runner.run_profile("default", outputs_root=tmp_path,
-                                    overrides={"judges.subset": "hard"}, echo=print)
-    assert result.ok and [n["notebook"] for n in result.notebooks] == [graph.JUDGES,
-                                                                     graph.FIGURES]
+    (it re-runs 09 and 12; conftest's shared ``hard_run``, which asserted the run's result.ok):
+    every number of 09 reads "tweaked: judges.subset = hard", no number differs, and every
+    other number reads as it did."""
+    manifest = json.loads((hard_run / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["overrides"] == {"judges.subset": "hard"}
+    assert [n["notebook"] for n in manifest["notebooks"]] == [graph.JUDGES, graph.FIGURES]
+    assert {n["status"] for n in manifest["notebooks"]} == {"ok"}
     before = {r.number.id: r for r in run_rows(default_run)}
-    rows = run_rows(tmp_path / "default")
+    rows = run_rows(hard_run)
     assert not [r.number.id for r in rows if r.status == DIFFERS]
     affected = [r for r in rows if ledger_numbers.stage_of(r.number) == graph.JUDGES]
     assert len(affected) == 19
@@ -468,7 +464,7 @@ def test_a_tweaked_run_names_its_tweak_and_differs_nowhere(default_run: Path, tm
     assert any(r.compared == DIFFERS for r in affected)
     summary = ledger.summary(rows)
     assert (summary.equal, summary.tweaked, summary.differs) == (83, 19, 0)
-    assert "(judges.subset = hard)" in (tmp_path / "default" / "book" / "index.html").read_text()
+    assert "(judges.subset = hard)" in (hard_run / "book" / "index.html").read_text()
 
 
 def test_a_hand_run_of_08_makes_its_numbers_not_current(default_run: Path, tmp_path: Path):

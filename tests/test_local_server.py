@@ -81,6 +81,9 @@ def test_server_command_binds_loopback_with_the_chat_format(tmp_path):
     assert args["--chat_format"] == "chatml"
     assert args["--n_ctx"] == "1024"
     assert args["--n_threads"] == "2"
+    assert "--flash_attn" not in args  # off unless asked: the model docs/ measured
+    flash = ls.server_command(tmp_path / "m.gguf", 4321, python="py", seed=0, flash_attn=True)
+    assert dict(zip(flash[3::2], flash[4::2], strict=True))["--flash_attn"] == "True"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -222,20 +222,24 @@ def test_live_harness_check_at_reference_settings(run: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path, mirror: Path) -> None:
-    """`--set 'grading.judges=[...]'` with two judges: every chapter runs, 09 measures one pair,
-    and 12's Table 1 and heatmap have a column per judge used, no more."""
-    from conftest import FAKE_KEYS, _environ
+def test_a_two_judge_panel_runs_through_the_figures(tmp_path: Path,
+                                                    two_judge_smoke: Path) -> None:
+    """`--set 'grading.judges=[...]'` with two judges (the panel's first and third: conftest's
+    shared two-judge run): every chapter runs, 09 measures one pair, and 12's Table 1 and
+    heatmap have a column per judge used, no more."""
+    from conftest import TWO_JUDGES
 
     from hbpsych_utils import study
     from hbpsych_utils.stages import s12_figures_tables
 
-    two = [study.JUDGE_PANEL[0], study.JUDGE_PANEL[2]]
-    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
-        result = runner.run_profile("smoke", outputs_root=tmp_path,
-                                    overrides={"grading.judges": two}, echo=print)
-    assert result.ok, result.notebooks
+    two = TWO_JUDGES
+    assert two == [study.JUDGE_PANEL[0], study.JUDGE_PANEL[2]]  # not the panel's first two
+    # a copy: the heatmap is drawn again below, in a figure cache of this test's own
     run = tmp_path / "smoke"
+    shutil.copytree(two_judge_smoke, run, ignore=shutil.ignore_patterns(".book-build", "book"))
+    ran = json.loads((run / "manifest.json").read_text(encoding="utf-8"))["notebooks"]
+    # every chapter ran (the fixture asserted the run's result.ok too)
+    assert len(ran) >= 15 and {n["status"] for n in ran} == {"ok"}
     assert metrics(run, "07_grading")["judges"] == two
     judged = metrics(run, "09_judges")
     assert list(judged["kendall_tau"]) == ["|".join(two)]
@@ -398,21 +402,21 @@ def test_judge_accuracy_undefined_where_simple_evals_reports_none(run: Path) -> 
 
 
 @pytest.mark.slow
-def test_smoke_with_three_samples_reports_worst_at_k(tmp_path: Path, mirror: Path) -> None:
-    """`--set generation.samples=3`: every reply graded; worst-at-k for k = 1..3 with
-    HealthBench's definition (per conversation the mean over every k-subset of its 3 replies of
-    the subset's minimum; per model the clipped mean), recomputed here from 07's score files
-    with plain csv and itertools; sample 0 is the one-sample run's reply."""
+def test_smoke_with_three_samples_reports_worst_at_k(two_judge_smoke: Path) -> None:
+    """`--set generation.samples=3` (conftest's shared two-judge run, which sets it): every
+    reply graded; worst-at-k for k = 1..3 with HealthBench's definition (per conversation the
+    mean over every k-subset of its 3 replies of the subset's minimum; per model the clipped
+    mean), recomputed here from 07's score files with plain csv and itertools; sample 0 is the
+    one-sample run's reply."""
     import itertools
     import statistics
 
-    from conftest import FAKE_KEYS, _environ
+    from conftest import TWO_JUDGE_SETTINGS
 
-    with _environ(HBPSYCH_MIRROR=str(mirror), **FAKE_KEYS):
-        result = runner.run_profile("smoke", outputs_root=tmp_path,
-                                    overrides={"generation.samples": 3}, echo=print)
-    assert result.ok, result.notebooks
-    run = tmp_path / "smoke"
+    assert TWO_JUDGE_SETTINGS["generation.samples"] == 3
+    run = two_judge_smoke
+    ran = json.loads((run / "manifest.json").read_text(encoding="utf-8"))["notebooks"]
+    assert len(ran) >= 15 and {n["status"] for n in ran} == {"ok"}  # and the run's result.ok
     gen = metrics(run, "06_generation")
     assert gen["samples"] == 3 and gen["n_sample_responses"] == 2 * gen["n_responses"]
     seeds = {json.loads(x)["seed"] for x in

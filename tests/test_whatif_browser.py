@@ -215,11 +215,12 @@ def test_a_two_judge_smoke_run_offers_their_panels_and_cards_name_their_settings
     finally:
         reader.close()
     a, b = (study.display_name(j) for j in TWO_JUDGES)
+    [unused] = [j for j in study.JUDGE_PANEL if j not in TWO_JUDGES]  # the panel's third
     assert sorted(options) == sorted([["0.1", "Both judges (the run's panel)"],
                                       ["0", f"{a} only"], ["1", f"{b} only"]])
     for text in (card, landing):
         assert f"{a}: temperature 0.3" in text and f"{b}: temperature 0.3" in text
-        assert "Gemini 2.5 Flash" not in text
+        assert study.display_name(unused) not in text
         assert "90% percentile bootstrap" in text
     assert reader.problems == [] and reader.outside == []
     report = publish.publish(two_judge_smoke)

@@ -9,26 +9,13 @@ tests/test_environment.py.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import without_inspect
+from without_inspect import run
 
 from hbpsych_utils.core import sources
-
-BLOCKER = '''
-import importlib.abc, sys
-
-class _WithoutInspect(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("inspect_ai", "inspect_evals", "zipfile_zstd"):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-sys.meta_path.insert(0, _WithoutInspect())
-'''
 
 IMPORT_ALL = '''
 import importlib, pkgutil, sys
@@ -44,16 +31,6 @@ except ModuleNotFoundError as exc:
     print("inspect_task:", exc)
 print(len(names), "modules")
 '''
-
-
-def run(tmp_path: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    site = tmp_path / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(BLOCKER)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False, cwd=tmp_path)
 
 
 @pytest.mark.slow
@@ -95,10 +72,13 @@ def test_commands_work_without_inspect(mirror: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.notebook
-def test_the_smoke_profile_runs_without_inspect(mirror: Path, tmp_path: Path) -> None:
-    proc = run(tmp_path, "-m", "hbpsych_utils", "run", "smoke", "--outputs",
-               str(tmp_path / "outputs"), timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    manifest = json.loads((tmp_path / "outputs" / "smoke" / "manifest.json").read_text())
+def test_the_smoke_profile_runs_without_inspect(smoke_run: Path) -> None:
+    """conftest's shared smoke run is made by ``python -m hbpsych_utils run smoke`` in a child
+    that cannot import Inspect (one smoke run for both: this test's own was the same run)."""
+    built = json.loads((smoke_run.parent / without_inspect.BUILT).read_text(encoding="utf-8"))
+    assert built["blocker"] == without_inspect.BLOCKER
+    assert built["args"][:3] == ["-m", "hbpsych_utils", "run"] and "smoke" in built["args"]
+    assert built["returncode"] == 0, built["output"]
+    manifest = json.loads((smoke_run / "manifest.json").read_text())
     assert manifest["notebooks"] and all(
         n["status"] == "ok" for n in manifest["notebooks"]), manifest["notebooks"]

@@ -122,13 +122,20 @@ overrides it)."""
 def server_command(model_path: Path, port: int, *, python: str = sys.executable,
                    chat_format: str = CHAT_FORMAT, n_ctx: int = 2048,
                    n_threads: int | None = None, alias: str = MODEL_ALIAS,
-                   seed: int) -> list[str]:
-    """The argv that starts llama-cpp-python's server on loopback."""
+                   seed: int, flash_attn: bool = False) -> list[str]:
+    """The argv that starts llama-cpp-python's server on loopback.
+
+    ``flash_attn``: llama.cpp's fused attention kernel, about a fifth less CPU per grader
+    prompt on one thread; its sums run in another order, so a verdict may differ in the last
+    digits of its probabilities from one without it. Off by default, so the served model is the
+    one docs/self_consistency.md measured; the local profile's test turns it on."""
     cmd = [python, "-m", "llama_cpp.server", "--model", str(model_path), "--host", HOST,
            "--port", str(port), "--chat_format", chat_format, "--n_ctx", str(n_ctx),
            "--model_alias", alias, "--seed", str(seed), "--verbose", "False"]
     if n_threads is not None:
         cmd += ["--n_threads", str(n_threads), "--n_threads_batch", str(n_threads)]
+    if flash_attn:
+        cmd += ["--flash_attn", "True"]
     return cmd
 
 
@@ -179,15 +186,15 @@ def _wait_ready(proc: subprocess.Popen[bytes], base_url: str, log_path: Path,
 def local_server(model_path: Path | None = None, *, port: int | None = None,
                  python: str = sys.executable, chat_format: str = CHAT_FORMAT,
                  n_ctx: int = 2048, n_threads: int | None = None, alias: str = MODEL_ALIAS,
-                 startup_timeout: float = 120.0, log_dir: Path | None = None
-                 ) -> Iterator[LocalServer]:
+                 startup_timeout: float = 120.0, log_dir: Path | None = None,
+                 flash_attn: bool = False) -> Iterator[LocalServer]:
     """Start llama-cpp-python's server, wait until /v1/models answers, yield it, then stop it.
 
     The server binds 127.0.0.1 only. Its output goes to a log file (named in every error) rather
     than a pipe, so a chatty server can never block on a full pipe; without `log_dir` the log
     lives in a temporary folder that is removed after a clean exit and kept after a failure.
     When `port` is None a free port is picked, and picked again if another process takes it
-    first.
+    first. ``flash_attn``: see :func:`server_command`.
     """
     if python == sys.executable:
         missing = missing_requirements() if model_path is None else _missing_modules()
@@ -209,7 +216,8 @@ def local_server(model_path: Path | None = None, *, port: int | None = None,
         log_path = log_root / f"server-{chosen}.log"
         base_url = f"http://{HOST}:{chosen}/v1"
         cmd = server_command(model, chosen, python=python, chat_format=chat_format,
-                             n_ctx=n_ctx, n_threads=n_threads, alias=alias, seed=SERVER_SEED)
+                             n_ctx=n_ctx, n_threads=n_threads, alias=alias, seed=SERVER_SEED,
+                             flash_attn=flash_attn)
         with log_path.open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env)
