@@ -16,7 +16,6 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
 from hbpsych_utils import study
@@ -185,6 +184,8 @@ def test_partial_banner_follows_the_corpus_metrics() -> None:
 
 
 def _notebook(path: Path, title: str, *, widget: bool = False) -> None:
+    import nbformat  # here, not at collection: it brings jsonschema (~1 s of imports)
+
     nb = nbformat.v4.new_notebook()
     nb.metadata.update(kernelspec={"name": "python3", "display_name": "Python 3",
                                    "language": "python"},

@@ -12,8 +12,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
 from conftest import ROOT
 
@@ -22,9 +22,14 @@ BLOCK = re.compile(r"^```(\w+) (file|cell)=(\S+)(?: tags=(\S+))?\n(.*?)^```$", r
 COPIED = ("hbpsych_utils", "notebooks", "params", "docs", "README.md", "pyproject.toml")
 STAGE = "17_penalties"
 
+if TYPE_CHECKING:  # imported where used: it brings jsonschema (~1 s at collection)
+    import nbformat
+
 
 def walkthrough() -> tuple[dict[str, str], list[nbformat.NotebookNode]]:
     """The page's files (path -> text) and its notebook's cells, in order."""
+    import nbformat
+
     files: dict[str, str] = {}
     cells: list[nbformat.NotebookNode] = []
     for lang, kind, path, tags, body in BLOCK.findall(PAGE.read_text(encoding="utf-8")):
@@ -55,6 +60,8 @@ def test_the_walkthrough_touches_five_hand_edited_files() -> None:
 
 def _build(project: Path) -> None:
     """A copy of the project's sources with the walkthrough's chapter added, as its page says."""
+    import nbformat
+
     for name in COPIED:
         source = ROOT / name
         if source.is_dir():

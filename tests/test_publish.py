@@ -15,7 +15,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from hbpsych_utils import study
@@ -35,6 +34,8 @@ def schema(mirror: Path) -> dict[str, Any]:
 
 def independent_problems(payload: Any, mirror: Path) -> list[str]:
     """Every schema error, by jsonschema's draft 2020-12 validator with format checking."""
+    import jsonschema  # imported here, not at collection: its format checkers take ~1 s
+
     v = jsonschema.Draft202012Validator(schema(mirror),
                                         format_checker=jsonschema.Draft202012Validator
                                         .FORMAT_CHECKER)

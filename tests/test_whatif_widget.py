@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 from test_whatif import JUDGES, Released, live_data
@@ -122,6 +121,8 @@ def test_without_a_widget_frontend_it_shows_the_runs_own_table(paper_parts,
     assert page.outcome_table(every, reference).html() in static
     assert escape.html_text(whatif_widget.STATIC_NOTE) in static
 
+    import nbformat  # here, not at collection: it brings jsonschema (~1 s of imports)
+
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("show(scores.whatif(sources.whatif, metrics))")
     cell.outputs = [nbformat.v4.new_output("display_data", data=bundle)]
@@ -136,6 +137,8 @@ def test_chapter_08_reads_what_the_live_whatif_needs_as_declared_inputs() -> Non
     spec = graph.spec(graph.SCORES)
     assert spec.declares(graph.GENERATION, graph.RESPONSES)
     assert "length_penalty" in graph.parameter_names(graph.SCORES)
+    import nbformat  # here, not at collection: it brings jsonschema (~1 s of imports)
+
     nb = nbformat.read(str(Path(__file__).parents[1] / "notebooks" / "08_scores.ipynb"),
                        as_version=4)
     assert any(c.cell_type == "code" and "scores.whatif(sources.whatif, metrics," in c.source
