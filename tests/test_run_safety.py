@@ -14,11 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-import papermill
 import pytest
 import zmq
 from conftest import notebook, write_profile
-from nbclient.exceptions import DeadKernelError
 
 from hbpsych_utils import runner
 from hbpsych_utils.core import config, runlock, sources
@@ -305,6 +303,8 @@ def flaky_execute(monkeypatch: pytest.MonkeyPatch, error: BaseException, times: 
                   *, after_cell: int | None = None) -> list[int]:
     """papermill.execute_notebook failing ``times`` times with ``error`` (after the hook saw
     cell ``after_cell`` start, if given), then executing for real."""
+    import papermill  # here, not at collection: papermill imports nbformat and jsonschema
+
     real, calls = papermill.execute_notebook, []
 
     def execute(*args, **kwargs):
@@ -398,6 +398,8 @@ def test_kernel_dying_during_a_cell_is_not_retried(
 ) -> None:
     write_profile(project, "01_corpus")
     notebook(project / "notebooks" / "01_corpus.ipynb", "y = 1")
+    from nbclient.exceptions import DeadKernelError
+
     calls = flaky_execute(monkeypatch, DeadKernelError("Kernel died"), 1, after_cell=1)
     lines: list[str] = []
     result = runner.run_profile("p", outputs_root=project / "outputs", echo=lines.append)

@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from nbclient.exceptions import DeadKernelError
-from papermill.exceptions import PapermillExecutionError
+from typing import TYPE_CHECKING, Any, Literal
 
 from hbpsych_utils.runner import execute
+
+if TYPE_CHECKING:  # papermill and nbclient are imported when a notebook runs, not before
+    from papermill.exceptions import PapermillExecutionError
 
 Status = Literal["ok", "failed", "interrupted"]
 
@@ -63,6 +63,8 @@ def execute_step(job: Job, staging: Path, watch: execute.NotebookWatch,
                  echo: Callable[[str], None]) -> Outcome:
     """Execute ``job``'s notebook (its stage writes into ``staging/<stage>``) and say what
     became of it; never raises (an unexpected error is the outcome's ``raised``)."""
+    from papermill.exceptions import PapermillExecutionError
+
     start = time.perf_counter()
 
     def outcome(status: Status, **kw: Any) -> Outcome:
@@ -113,6 +115,8 @@ def _kernel_failure(stage: str, cell: int | None, exc: execute.KernelFailure
         error["kernel"] = f"did not start ({exc.attempts} attempts)"
         what = f"FAILED: {stage}: its kernel did not start ({exc.attempts} attempts)"
     else:
+        from nbclient.exceptions import DeadKernelError
+
         error["kernel"] = "died" if isinstance(exc.error, DeadKernelError) else "failed"
         what = f"FAILED: {stage} at cell {cell}: its kernel {error['kernel']}"
     return {"error": error, "message": f"{what}: {error['ename']}: {error['evalue']}"}
