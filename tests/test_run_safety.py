@@ -850,3 +850,20 @@ def test_a_kernels_error_lines_are_named_cleaned_and_dropped_after_ctrl_c(
     os.close(write_end)
     watch.forward_errors(read_end, lines.append)
     assert len(lines) == 1
+
+
+def test_ctrl_c_while_an_outcome_is_recorded_waits_for_the_record() -> None:
+    """A Ctrl-C that would stop the runner at once (no kernel left to kill) while a notebook's
+    outcome is being recorded is raised only once the record is written: the manifest never
+    lacks the notebook the interruption line names."""
+    from hbpsych_utils.runner.execute import RunWatch
+
+    watch, written = RunWatch(), []
+    with watch.running_notebooks():
+        watch._on_sigint(signal.SIGINT, None)  # the first: noted (no kernel running)
+        with pytest.raises(KeyboardInterrupt), watch.recording():
+            watch._on_sigint(signal.SIGINT, None)  # the second, mid-record: held
+            written.append("manifest")
+        assert written == ["manifest"]
+        with pytest.raises(KeyboardInterrupt):
+            watch._on_sigint(signal.SIGINT, None)  # outside a record: at once

@@ -69,7 +69,9 @@ class RunWatch:
     stops with ``KeyboardInterrupt`` and papermill shuts its kernel down as after any failing
     cell. No further cell starts once it is noted. A second Ctrl-C kills the kernels, and the
     run stops as soon as nbclient sees them gone (within a second); a third raises
-    ``KeyboardInterrupt`` here at once. Before the notebooks and while the book is built,
+    ``KeyboardInterrupt`` here at once, except while a notebook's outcome is recorded
+    (:meth:`recording`): then it is raised once the record is whole. Before the notebooks and
+    while the book is built,
     Ctrl-C raises ``KeyboardInterrupt`` at once, as Python's own handler would, and is noted
     too: one that a library swallows (a bare ``except:``) still stops the run at the next
     check of :attr:`requested`. Once the runner records an interruption (:meth:`stopping`),
@@ -87,6 +89,8 @@ class RunWatch:
         self._forward = False  # notebooks are running: the first Ctrl-C goes to the kernels
         self._killed = False
         self._ignore = False
+        self._recording = False
+        self._pending = False  # a Ctrl-C that arrived while an outcome was recorded
 
     def __enter__(self) -> RunWatch:
         logging.getLogger("papermill").addFilter(self._after_ctrl_c)
@@ -131,6 +135,21 @@ class RunWatch:
         with self._lock:
             self._notebooks.pop(name, None)
 
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """A notebook's outcome is recorded in this block (its outputs swapped in or retired,
+        the manifest written): a Ctrl-C that would raise ``KeyboardInterrupt`` is held until
+        the block ends and raised then, so the record is never cut in half (the run's line
+        would name a notebook the manifest does not list)."""
+        self._recording = True
+        try:
+            yield
+        finally:
+            self._recording = False
+        if self._pending:
+            self._pending = False
+            raise KeyboardInterrupt
+
     def stopping(self) -> None:
         """The runner records an interruption: further Ctrl-C is ignored."""
         self._ignore = True
@@ -153,6 +172,9 @@ class RunWatch:
             # (a KeyboardInterrupt raised inside its event loop would leave a task behind that
             # reports the dead kernel on the terminal)
             self._killed = True
+            return
+        if self._recording:
+            self._pending = True
             return
         raise KeyboardInterrupt
 

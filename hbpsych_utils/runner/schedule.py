@@ -122,7 +122,9 @@ def run_notebooks(ctx: RunContext, board_: Board, watch: execute.RunWatch, jobs:
                     _start(ctx, board_, name, watch, done)
             if not board_.running:
                 break  # Ctrl-C, or an error that ends the run: nothing more starts
-            _record(ctx, board_, _next(done), watch)
+            outcome = _next(done)
+            with watch.recording():
+                _record(ctx, board_, outcome, watch)
         except KeyboardInterrupt:  # a Ctrl-C the kernels did not take: stop them at once
             watch.requested = True
             watch.stopping()
