@@ -296,9 +296,10 @@ def _prune(html_dir: Path, app: Any) -> None:
 
 
 class _TemplateCode:
-    """Jinja's compiled page templates, kept for the next book this process builds: compiling
-    the theme's ~30 templates took ~0.4 s of every build, and a second book (the runner's
-    rebuild after a tweak, the tests') would compile the same sources again. A template is
+    """Jinja's compiled page templates, kept for the next book this process builds: a second
+    book (the runner's rebuild after a tweak, the tests') would compile the theme's ~30
+    templates again (with the paper's numbers read once, see ``ledger_numbers.load_numbers``,
+    about 0.15 s of CPU of each later build, measured). A template is
     reused only for the same source (Jinja's checksum) and an environment configured alike.
     It is the environment's bytecode cache, so the pages are rendered by the same code."""
 

@@ -109,8 +109,8 @@ def stages_of(number: PaperNumber) -> tuple[str, ...]:
 
 
 _LOADED: dict[tuple[str, str], list[PaperNumber]] = {}
-"""The numbers already read in this process, by file and text: parsing the YAML took a quarter
-of a second of every book build. Keyed by the text read, so an edited file is read anew."""
+"""The numbers already read in this process, by file and text: each book build would parse the
+same YAML again. Keyed by the text read, so an edited file is parsed anew."""
 
 
 def load_numbers(path: Path | None = None) -> list[PaperNumber]:
