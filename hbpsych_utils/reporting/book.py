@@ -34,6 +34,7 @@ folder through ``book_run``; this module writes the Sphinx sources and builds th
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import shutil
@@ -324,19 +325,16 @@ class _TemplateCode:
         self.code[self._key(bucket)] = (bucket.checksum, bucket.code)
 
 
-_TEMPLATES: list[Any] = []
-"""The process's template cache, made by the first build (importing Jinja then, not here)."""
-
-
+@functools.cache
 def _template_cache() -> Any:
-    if not _TEMPLATES:
-        from jinja2 import BytecodeCache
+    """The process's template cache, made by the first build (importing Jinja then, not when
+    this module is imported)."""
+    from jinja2 import BytecodeCache
 
-        class TemplateCode(_TemplateCode, BytecodeCache):
-            pass
+    class TemplateCode(_TemplateCode, BytecodeCache):
+        pass
 
-        _TEMPLATES.append(TemplateCode())
-    return _TEMPLATES[0]
+    return TemplateCode()
 
 
 def render(profile_dir: Path, *, parallel: int = 0, fresh: bool = False) -> BuildReport:
