@@ -23,6 +23,12 @@ from hbpsych_utils.core import config
 from hbpsych_utils.llm import local_server
 
 JUDGE = "smollm2-135m-instruct"
+# The server's prompt cache counts a grader prompt's keys and values, about 23 MB (SmolLM2-135M,
+# ~1,000 tokens), but also holds a 100 MB copy of its score buffer: 256 MB keeps the last ten or
+# so prompts (about 1.3 GB in memory), enough for the flip benchmark to find the four items
+# chapter 16 graded just before it. Chapter 16's own repeats would need all of chapter 07's
+# forty prompts held (about 5 GB), so they are evaluated anew.
+PROMPT_CACHE_BYTES = 256 << 20
 
 pytestmark = [pytest.mark.local_model, pytest.mark.notebook, pytest.mark.slow,
               # the real model's run takes 4 to 8 minutes on two cores that another test
@@ -45,8 +51,11 @@ def server(mirror: Path) -> Iterator[local_server.LocalServer]:
     # OpenMP threads spin while they wait for a busy core (an 800-token prompt took 13 s and 8 s
     # of CPU on one thread, 26 s and 13 s on two, the other core busy). Flash attention: a
     # grader prompt of 890 tokens took 5.9 s of CPU with it against 7.6 s without (4.6 against
-    # 5.9 with the conversation's prefix reused), the run's ~60 calls some 80 s less
-    with local_server.local_server(n_threads=1, flash_attn=True) as running:
+    # 5.9 with the conversation's prefix reused), the run's ~60 calls some 80 s less.
+    # Scores for the sampled token only (no prompt log-probabilities are asked for), and a
+    # prompt cache, so chapter 16's repeats and the flip benchmark's are restored, not evaluated
+    with local_server.local_server(n_threads=1, flash_attn=True, logits_all=False,
+                                   prompt_cache_bytes=PROMPT_CACHE_BYTES) as running:
         yield running
 
 

@@ -122,13 +122,25 @@ overrides it)."""
 def server_command(model_path: Path, port: int, *, python: str = sys.executable,
                    chat_format: str = CHAT_FORMAT, n_ctx: int = 2048,
                    n_threads: int | None = None, alias: str = MODEL_ALIAS,
-                   seed: int, flash_attn: bool = False) -> list[str]:
+                   seed: int, flash_attn: bool = False, logits_all: bool = True,
+                   prompt_cache_bytes: int = 0) -> list[str]:
     """The argv that starts llama-cpp-python's server on loopback.
 
-    ``flash_attn``: llama.cpp's fused attention kernel, about a fifth less CPU per grader
-    prompt on one thread; its sums run in another order, so a verdict may differ in the last
-    digits of its probabilities from one without it. Off by default, so the served model is the
-    one docs/self_consistency.md measured; the local profile's test turns it on."""
+    Three settings save CPU; each is off by default, so the served model is the one
+    docs/self_consistency.md measured, and the local profile's test turns each on:
+
+    - ``flash_attn``: llama.cpp's fused attention kernel, about a fifth less CPU per grader
+      prompt on one thread; its sums run in another order, so a verdict may differ in the last
+      digits of its probabilities from one without it.
+    - ``logits_all=False``: the vocabulary's scores are computed for the token sampled next
+      only, not for every prompt token as the server does by default (needed only for prompt
+      log-probabilities, which the project never asks for); about a sixth less CPU per grader
+      prompt.
+    - ``prompt_cache_bytes``: llama-cpp-python's in-memory cache of evaluated prompts, up to that
+      many bytes (0: none). A prompt sent again, as chapter 16's repeats and the flip benchmark
+      send them, is restored from the state its first evaluation left instead of evaluated
+      anew; the same state gives the same scores, so only the time changes, while sampling
+      (temperature, seed) runs as before. Each request is still sent and answered on its own."""
     cmd = [python, "-m", "llama_cpp.server", "--model", str(model_path), "--host", HOST,
            "--port", str(port), "--chat_format", chat_format, "--n_ctx", str(n_ctx),
            "--model_alias", alias, "--seed", str(seed), "--verbose", "False"]
@@ -136,6 +148,10 @@ def server_command(model_path: Path, port: int, *, python: str = sys.executable,
         cmd += ["--n_threads", str(n_threads), "--n_threads_batch", str(n_threads)]
     if flash_attn:
         cmd += ["--flash_attn", "True"]
+    if not logits_all:
+        cmd += ["--logits_all", "False"]
+    if prompt_cache_bytes:
+        cmd += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(prompt_cache_bytes)]
     return cmd
 
 
@@ -187,14 +203,15 @@ def local_server(model_path: Path | None = None, *, port: int | None = None,
                  python: str = sys.executable, chat_format: str = CHAT_FORMAT,
                  n_ctx: int = 2048, n_threads: int | None = None, alias: str = MODEL_ALIAS,
                  startup_timeout: float = 120.0, log_dir: Path | None = None,
-                 flash_attn: bool = False) -> Iterator[LocalServer]:
+                 flash_attn: bool = False, logits_all: bool = True,
+                 prompt_cache_bytes: int = 0) -> Iterator[LocalServer]:
     """Start llama-cpp-python's server, wait until /v1/models answers, yield it, then stop it.
 
     The server binds 127.0.0.1 only. Its output goes to a log file (named in every error) rather
     than a pipe, so a chatty server can never block on a full pipe; without `log_dir` the log
     lives in a temporary folder that is removed after a clean exit and kept after a failure.
     When `port` is None a free port is picked, and picked again if another process takes it
-    first. ``flash_attn``: see :func:`server_command`.
+    first. ``flash_attn``, ``logits_all``, ``prompt_cache_bytes``: see :func:`server_command`.
     """
     if python == sys.executable:
         missing = missing_requirements() if model_path is None else _missing_modules()
@@ -217,7 +234,8 @@ def local_server(model_path: Path | None = None, *, port: int | None = None,
         base_url = f"http://{HOST}:{chosen}/v1"
         cmd = server_command(model, chosen, python=python, chat_format=chat_format,
                              n_ctx=n_ctx, n_threads=n_threads, alias=alias, seed=SERVER_SEED,
-                             flash_attn=flash_attn)
+                             flash_attn=flash_attn, logits_all=logits_all,
+                             prompt_cache_bytes=prompt_cache_bytes)
         with log_path.open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env)
