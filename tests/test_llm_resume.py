@@ -162,7 +162,11 @@ def test_a_chapter_run_again_says_what_its_earlier_attempts_paid(
     the second without it. The second attempt's ``spend_usd`` is what it paid;
     ``spend_earlier_attempts_usd`` is what the first paid for the answers it reused (the
     store's ledger for the chapter's tag after the first attempt); together they are the
-    store's ledger for the tag, to the micro-dollar, and the chapter says so."""
+    store's ledger for the tag, to the micro-dollar, and the chapter says so.
+
+    Both attempts run the chapters up to 08 and 15 (the profile's notebooks list): the
+    chapters whose spend is asserted and the one that fails; the others would only run twice
+    in sync mode, paying nothing this test reads."""
     from conftest import FAKE_KEYS
 
     from hbpsych_utils import runner
@@ -184,14 +188,19 @@ def test_a_chapter_run_again_says_what_its_earlier_attempts_paid(
             by_tag[part] = by_tag.get(part, 0.0) + row["cost"]
         return by_tag
 
-    runner.run_profile("smoke", outputs_root=tmp_path, echo=lambda _: None,
-                       overrides={"llm.mode": "sync", "llm.max_cost": 0.005})
+    chapters = [graph.CORPUS, graph.SCREENING, graph.REVIEW_ROUND1, graph.RECALL, graph.SUBSET,
+                graph.GENERATION, graph.GRADING, graph.SCORES, graph.JUDGE_ACCURACY]
+    first_attempt = runner.run_profile("smoke", outputs_root=tmp_path, echo=lambda _: None,
+                                       overrides={"notebooks": chapters, "llm.mode": "sync",
+                                                  "llm.max_cost": 0.005})
     paid = ledger()
     first = {s: metrics(s)["spend_usd"] for s in (graph.GENERATION, graph.GRADING)}
     assert metrics(graph.GENERATION)["stopped_by_budget"] and all(first.values())
     assert first[graph.GENERATION] == pytest.approx(paid["generate"], abs=2e-6)
+    assert [n["notebook"] for n in first_attempt.notebooks if n["status"] != "ok"] == [
+        graph.SCORES]
     again = runner.run_profile("smoke", outputs_root=tmp_path, echo=lambda _: None,
-                               overrides={"llm.mode": "sync"})
+                               overrides={"notebooks": chapters, "llm.mode": "sync"})
     assert again.ok
     by_tag = ledger()
     for stage, tag in ((graph.GENERATION, "generate"), (graph.GRADING, "grade"),
