@@ -311,6 +311,37 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+RAY_GROUP = "ray"
+"""The xdist group of the tests that use :func:`local_ray`: one worker starts Ray for all."""
+
+
+@pytest.fixture
+def local_ray(request: pytest.FixtureRequest) -> Iterator[object]:
+    """Ray in local mode, started once for the tests that need it (``test_ray_shards.py``, the
+    Ray route of ``test_shards_routes.py``; they share :data:`RAY_GROUP`, so one worker runs
+    them): its start-up costs about 14 s of CPU on 2 cores (its agents and idle workers), paid
+    once instead of per module. It is shut down after the last of those tests (in collection
+    order), not at the session's end: idle, it still costs about 3% of a core.
+    ``ray-shards`` uses a Ray already running in the process, as a lab's own cluster.
+
+    Needs the ray extra: skipped without it, except where it was installed
+    (``HBPSYCH_EXTRAS=all``), where Ray must import."""
+    if os.environ.get("HBPSYCH_EXTRAS") != "all":  # installed with it, Ray must import
+        pytest.importorskip("ray.data")
+    import ray
+    import ray.data
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the machine
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    users = [i for i in request.session.items if "local_ray" in getattr(i, "fixturenames", ())]
+    try:
+        yield ray
+    finally:
+        if not users or request.node is users[-1]:
+            ray.shutdown()
+
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -10,13 +10,13 @@ then stops asking for its calls, and ``shards`` exports them (1,224 judge calls 
 1,000-line shard and the rest). Each grading route runs in a copy of B's folder: the
 simulator's Batch endpoint (submitted with the OpenAI SDK, as a lab submits to OpenAI), a
 replay that writes what ``vllm run-batch`` writes, and Ray Data in local mode (the ray extra;
-skipped without it, except where it was installed: ``HBPSYCH_EXTRAS=all``).
+skipped without it, except where it was installed: ``HBPSYCH_EXTRAS=all``), on the Ray that
+conftest's ``local_ray`` starts once for it and test_ray_shards.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import _environ
+from conftest import RAY_GROUP, _environ
 
 from hbpsych_utils.__main__ import main
 from hbpsych_utils.llm import load_registry
@@ -34,7 +34,8 @@ from hbpsych_utils.llm.store import Store
 from hbpsych_utils.llm.testing import Simulator
 from hbpsych_utils.llm.testing.simulator import body_sha256
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(RAY_GROUP)]
+"""One worker: the module's runs, and conftest's ``local_ray`` shared with test_ray_shards.py."""
 
 JUDGE = "gpt-4.1-2025-04-14"
 GRADING = "07_grading"
@@ -243,11 +244,9 @@ def test_the_vllm_run_batch_route(setup: Setup) -> None:
     _check_route(setup, root, out)
 
 
-def test_the_ray_data_route(setup: Setup) -> None:
-    if os.environ.get("HBPSYCH_EXTRAS") == "all":
-        import ray  # noqa: F401  (the extra was installed: it must be importable)
-    else:
-        pytest.importorskip("ray.data")
+def test_the_ray_data_route(local_ray: object, setup: Setup) -> None:
+    """``ray-shards`` on the Ray already running in this process (conftest's ``local_ray``):
+    it runs the shards there and leaves that Ray running."""
     root, export = setup.copy_of_b("ray")
     with _environ(RAY_USAGE_STATS_ENABLED="0"):
         assert main(["ray-shards", str(setup.b_profile), str(export), "--outputs", str(root),
