@@ -187,6 +187,20 @@ def two_judge_smoke(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> P
     return run_once(tmp_path_factory, "smoke-two-judges", build)
 
 
+def copy_stages(run: Path, into: Path, stages: list[str]) -> None:
+    """Copy ``stages`` of run folder ``run`` (each stage's folder and executed notebook, with
+    the build records that make them current) into run folder ``into``: a run there then
+    reports them up to date where its profile gives them the same inputs, and runs the rest.
+    Its LLM store is not copied: the stages after these ask for their answers again."""
+    from hbpsych_utils.pipeline import state
+
+    for name in stages:
+        shutil.copytree(run / name, into / name)
+        executed = state.executed_path(into, name)
+        executed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(state.executed_path(run, name), executed)
+
+
 def stage_metrics(run: Path, stage: str) -> dict:
     """``metrics.json`` of one stage of a run folder (what notebook tests assert on)."""
     return json.loads((run / stage / "metrics.json").read_text(encoding="utf-8"))
