@@ -187,6 +187,20 @@ def two_judge_smoke(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> P
     return run_once(tmp_path_factory, "smoke-two-judges", build)
 
 
+def copy_stages(run: Path, into: Path, stages: list[str]) -> None:
+    """Copy ``stages`` of run folder ``run`` (each stage's folder and executed notebook, with
+    the build records that make them current) into run folder ``into``: a run there then
+    reports them up to date where its profile gives them the same inputs, and runs the rest.
+    Its LLM store is not copied: the stages after these ask for their answers again."""
+    from hbpsych_utils.pipeline import state
+
+    for name in stages:
+        shutil.copytree(run / name, into / name)
+        executed = state.executed_path(into, name)
+        executed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(state.executed_path(run, name), executed)
+
+
 def stage_metrics(run: Path, stage: str) -> dict:
     """``metrics.json`` of one stage of a run folder (what notebook tests assert on)."""
     return json.loads((run / stage / "metrics.json").read_text(encoding="utf-8"))
@@ -309,6 +323,37 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copy(paths.project_root() / "data" / "paper_numbers.yaml", tmp_path / "data")
     monkeypatch.setenv("HBPSYCH_ROOT", str(tmp_path))
     return tmp_path
+
+
+RAY_GROUP = "ray"
+"""The xdist group of the tests that use :func:`local_ray`: one worker starts Ray for all."""
+
+
+@pytest.fixture
+def local_ray(request: pytest.FixtureRequest) -> Iterator[object]:
+    """Ray in local mode, started once for the tests that need it (``test_ray_shards.py``, the
+    Ray route of ``test_shards_routes.py``; they share :data:`RAY_GROUP`, so one worker runs
+    them): its start-up costs about 14 s of CPU on 2 cores (its agents and idle workers), paid
+    once instead of per module. It is shut down after the last of those tests (in collection
+    order), not at the session's end: idle, it still costs about 3% of a core.
+    ``ray-shards`` uses a Ray already running in the process, as a lab's own cluster.
+
+    Needs the ray extra: skipped without it, except where it was installed
+    (``HBPSYCH_EXTRAS=all``), where Ray must import."""
+    if os.environ.get("HBPSYCH_EXTRAS") != "all":  # installed with it, Ray must import
+        pytest.importorskip("ray.data")
+    import ray
+    import ray.data
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # nothing leaves the machine
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    users = [i for i in request.session.items if "local_ray" in getattr(i, "fixturenames", ())]
+    try:
+        yield ray
+    finally:
+        if not users or request.node is users[-1]:
+            ray.shutdown()
 
 
 CHROMIUM = Path("/usr/bin/chromium")

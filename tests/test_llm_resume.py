@@ -156,14 +156,20 @@ def test_second_run_of_a_finished_job_makes_no_request(tmp_path: Path, mode: str
 @pytest.mark.slow
 @pytest.mark.notebook
 def test_a_chapter_run_again_says_what_its_earlier_attempts_paid(
-        tmp_path: Path, mirror: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, mirror: Path, smoke_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two attempts of one smoke run folder: the first stopped by a spend cap part-way through
     06 and 07 (and failing at 08, which has no scores; 15 may run beside them and pay too),
     the second without it. The second attempt's ``spend_usd`` is what it paid;
     ``spend_earlier_attempts_usd`` is what the first paid for the answers it reused (the
     store's ledger for the chapter's tag after the first attempt); together they are the
-    store's ledger for the tag, to the micro-dollar, and the chapter says so."""
-    from conftest import FAKE_KEYS
+    store's ledger for the tag, to the micro-dollar, and the chapter says so.
+
+    Both attempts run the chapters up to 08 and 15 (the profile's notebooks list): the
+    chapters whose spend is asserted and the one that fails; the others would only run twice
+    in sync mode, paying nothing this test reads. The folder starts from a copy of the session
+    smoke run's 01-05, which make no model call and read nothing of ``llm`` (up to date here,
+    as the first attempt says), and no store."""
+    from conftest import FAKE_KEYS, copy_stages
 
     from hbpsych_utils import runner
     from hbpsych_utils.llm import Store
@@ -184,14 +190,23 @@ def test_a_chapter_run_again_says_what_its_earlier_attempts_paid(
             by_tag[part] = by_tag.get(part, 0.0) + row["cost"]
         return by_tag
 
-    runner.run_profile("smoke", outputs_root=tmp_path, echo=lambda _: None,
-                       overrides={"llm.mode": "sync", "llm.max_cost": 0.005})
+    construction = [graph.CORPUS, graph.SCREENING, graph.REVIEW_ROUND1, graph.RECALL,
+                    graph.SUBSET]
+    chapters = [*construction, graph.GENERATION, graph.GRADING, graph.SCORES,
+                graph.JUDGE_ACCURACY]
+    copy_stages(smoke_run, run, construction)
+    first_attempt = runner.run_profile("smoke", outputs_root=tmp_path, echo=lambda _: None,
+                                       overrides={"notebooks": chapters, "llm.mode": "sync",
+                                                  "llm.max_cost": 0.005})
     paid = ledger()
     first = {s: metrics(s)["spend_usd"] for s in (graph.GENERATION, graph.GRADING)}
     assert metrics(graph.GENERATION)["stopped_by_budget"] and all(first.values())
     assert first[graph.GENERATION] == pytest.approx(paid["generate"], abs=2e-6)
+    ran = {n["notebook"]: n["status"] for n in first_attempt.notebooks}
+    assert set(ran) == set(chapters) - set(construction)
+    assert [name for name, status in ran.items() if status != "ok"] == [graph.SCORES]
     again = runner.run_profile("smoke", outputs_root=tmp_path, echo=lambda _: None,
-                               overrides={"llm.mode": "sync"})
+                               overrides={"notebooks": chapters, "llm.mode": "sync"})
     assert again.ok
     by_tag = ledger()
     for stage, tag in ((graph.GENERATION, "generate"), (graph.GRADING, "grade"),

@@ -433,14 +433,21 @@ def smoke_on_off(smoke_run, tmp_path_factory, mirror) -> dict[bool, Path]:
     The profile's notebooks list stops the second at grading (``--only`` would also run the
     stages downstream of those it names, 08-13, as they are not current). The tests read 07's
     tables and the ledger lines of 07's own calls (tag ``grade:``), which the later stages of
-    the session's run leave as they are."""
+    the session's run leave as they are.
+
+    01-05 read nothing of ``llm``: the second run starts from a copy of the session run's (up
+    to date there, as the run says) and runs 06 and 07, with a store of its own."""
+    from conftest import copy_stages
+
     from hbpsych_utils import runner
 
     root = tmp_path_factory.mktemp("smoke-caching-False")
+    copy_stages(smoke_run, root / "smoke", SMOKE_UP_TO_GRADING[:5])
     result = runner.run_profile("smoke", outputs_root=root, echo=print,
                                 overrides={"notebooks": SMOKE_UP_TO_GRADING,
                                            "llm.prompt_caching": False})
     assert result.ok, result.notebooks
+    assert [n["notebook"] for n in result.notebooks] == SMOKE_UP_TO_GRADING[5:]
     return {True: smoke_run, False: root / "smoke"}
 
 

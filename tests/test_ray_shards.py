@@ -6,19 +6,19 @@ arrives as null, an int as a float). This test sends two shard bodies both ways 
 simulator and compares what it received (``body_sha256``, canonical JSON): the runner's are the
 bodies given, the processor's are not. Should a Ray release keep bodies intact, it fails here and
 the choice can be made again. Needs the ray extra (skipped without it, except where it was
-installed: ``HBPSYCH_EXTRAS=all``).
+installed: ``HBPSYCH_EXTRAS=all``); Ray is conftest's ``local_ray``, started once for this
+check and the Ray route of ``test_shards_routes.py``.
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from conftest import RAY_GROUP
 
 from hbpsych_utils.llm.testing import Simulator
 from hbpsych_utils.llm.testing.simulator import body_sha256
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(RAY_GROUP)]
 
 BODIES = [
     {"model": "gpt-4.1-2025-04-14", "temperature": 0,
@@ -28,19 +28,6 @@ BODIES = [
      "response_format": {"type": "json_schema", "json_schema": {
          "name": "v", "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}},
 ]
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    # the extra is looked for here, not at import: collecting the module imports no Ray
-    if os.environ.get("HBPSYCH_EXTRAS") != "all":  # installed with it, Ray must import
-        pytest.importorskip("ray.data")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 def test_the_http_processor_changes_bodies_the_runner_sends_them_as_given(local_ray) -> None:

@@ -3,20 +3,21 @@ and verdicts as the engine's own run, nothing lost or twice, and a following run
 
 One loopback simulator serves every run of the module (the profile points its providers at it
 by ``llm.base_urls``, so its log sees every request a run sends). The engine's own run (A)
-generates and grades through its batch path. The export's run (B) has ``llm.external:
+generates and grades through its batch path. The export's run (B), in a run folder of its own
+that starts from a copy of A's 01-05 (chapters that read nothing of ``llm``), has ``llm.external:
 [06_generation, 07_grading]``: 06's GPT-4.1 and DeepSeek calls are exported, run through the
 simulator's Batch endpoint and imported, and 06 sends its Anthropic and Google calls itself; 07
 then stops asking for its calls, and ``shards`` exports them (1,224 judge calls of one judge: a
 1,000-line shard and the rest). Each grading route runs in a copy of B's folder: the
 simulator's Batch endpoint (submitted with the OpenAI SDK, as a lab submits to OpenAI), a
 replay that writes what ``vllm run-batch`` writes, and Ray Data in local mode (the ray extra;
-skipped without it, except where it was installed: ``HBPSYCH_EXTRAS=all``).
+skipped without it, except where it was installed: ``HBPSYCH_EXTRAS=all``), on the Ray that
+conftest's ``local_ray`` starts once for it and test_ray_shards.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import _environ
+from conftest import RAY_GROUP, _environ, copy_stages
 
 from hbpsych_utils.__main__ import main
 from hbpsych_utils.llm import load_registry
@@ -34,7 +35,8 @@ from hbpsych_utils.llm.store import Store
 from hbpsych_utils.llm.testing import Simulator
 from hbpsych_utils.llm.testing.simulator import body_sha256
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(RAY_GROUP)]
+"""One worker: the module's runs, and conftest's ``local_ray`` shared with test_ray_shards.py."""
 
 JUDGE = "gpt-4.1-2025-04-14"
 GRADING = "07_grading"
@@ -61,10 +63,19 @@ def _profile(folder: Path, base_urls: dict[str, str], external: list[str]) -> Pa
     return path
 
 
-def _run(profile: Path, outputs: Path) -> bool:
+SHARED_STAGES = ["01_corpus", "02_screening", "03_review_round1", "04_recall", "05_subset"]
+"""The stages the engine's run and the export's run build alike (they read nothing of llm)."""
+
+
+def _run(profile: Path, outputs: Path, ran: list[str] | None = None) -> bool:
+    """Whether a run of ``profile`` into ``outputs`` was ok; ``ran``, when given, receives the
+    notebooks it planned to run (those it ran, and those left out as an upstream failed)."""
     from hbpsych_utils import runner
 
-    return runner.run_profile(str(profile), outputs_root=outputs, echo=print).ok
+    result = runner.run_profile(str(profile), outputs_root=outputs, echo=print)
+    if ran is not None:
+        ran.extend(n["notebook"] for n in result.notebooks)
+    return result.ok
 
 
 def _grading_keys(run: Path) -> dict[str, str]:
@@ -149,10 +160,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory, mirror: Path) -> Iterator[Se
         assert _run(_profile(root / "profile-a", urls, []), root / "a")
         a_uploads = list(sim.state.files.values())
         a_log = sim.log
-        # B: the same profile with both stages' OpenAI-compatible calls made elsewhere
+        # B: the same profile with both stages' OpenAI-compatible calls made elsewhere; its
+        # 01-05, which read nothing of llm, are A's (copied, up to date in B's run folder)
         b_profile = _profile(root / "profile-b", urls, ["06_generation", GRADING])
         b_run = root / "b" / "scale"
-        assert not _run(b_profile, root / "b")  # 06 stops before its first call
+        copy_stages(root / "a" / "scale", b_run, SHARED_STAGES)
+        ran: list[str] = []
+        assert not _run(b_profile, root / "b", ran)  # 06 stops before its first call
+        assert ran == ["06_generation", GRADING]  # 01-05 up to date, 07 not run
         assert "48 model call(s)" in _stopped_at(b_run, "06_generation")
         generation = b_run / "shards" / "generation"
         assert main(["shards", str(b_profile), "--stage", "06_generation",
@@ -243,11 +258,9 @@ def test_the_vllm_run_batch_route(setup: Setup) -> None:
     _check_route(setup, root, out)
 
 
-def test_the_ray_data_route(setup: Setup) -> None:
-    if os.environ.get("HBPSYCH_EXTRAS") == "all":
-        import ray  # noqa: F401  (the extra was installed: it must be importable)
-    else:
-        pytest.importorskip("ray.data")
+def test_the_ray_data_route(local_ray: object, setup: Setup) -> None:
+    """``ray-shards`` on the Ray already running in this process (conftest's ``local_ray``):
+    it runs the shards there and leaves that Ray running."""
     root, export = setup.copy_of_b("ray")
     with _environ(RAY_USAGE_STATS_ENABLED="0"):
         assert main(["ray-shards", str(setup.b_profile), str(export), "--outputs", str(root),

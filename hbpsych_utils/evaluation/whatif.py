@@ -267,12 +267,15 @@ def paper_outcome(data: PaperData, choice: Choice) -> Outcome:
 
 class _LiveCache:
     """What every choice of a live run reuses: each candidate's conversation x judge scores
-    (with and without its refusals) and the bootstrap's draws for each n (the draws depend on
-    n and the seed only, as in ``scoring.bootstrap_means``)."""
+    (with and without its refusals), its per-conversation panel scores for each panel (the
+    choices that differ only in the clip, the length adjustment or the later models share
+    them), and the bootstrap's draws for each n (the draws depend on n and the seed only, as in
+    ``scoring.bootstrap_means``)."""
 
     def __init__(self, data: LiveData) -> None:
         self.data = data
         self._wide: dict[tuple[str, str, bool], pd.DataFrame] = {}
+        self._panels: dict[tuple[str, str, bool, tuple[str, ...], str], pd.Series | None] = {}
         self._counts: dict[int, np.ndarray] = {}
 
     def wide(self, subset: str, candidate: str, excluded: bool) -> pd.DataFrame:
@@ -286,6 +289,17 @@ class _LiveCache:
             self._wide[key] = mine.pivot(index="prompt_id", columns="judge",
                                          values="score").sort_index()
         return self._wide[key]
+
+    def panel(self, choice: Choice, candidate: str) -> pd.Series | None:
+        """:func:`_panel` of ``candidate``'s scores under ``choice``, once per panel (read
+        only: the rows build new arrays from it)."""
+        key = (choice.subset, candidate, choice.refusals_excluded, tuple(choice.judges),
+               choice.combine)
+        if key not in self._panels:
+            self._panels[key] = _panel(self.wide(choice.subset, candidate,
+                                                 choice.refusals_excluded),
+                                       choice.judges, choice.combine)
+        return self._panels[key]
 
     def counts(self, n: int) -> np.ndarray:
         if n not in self._counts:
@@ -305,8 +319,7 @@ def _panel(wide: pd.DataFrame, judges: Sequence[str], combine: Combine) -> pd.Se
 
 def _live_row(cache: _LiveCache, choice: Choice, candidate: str) -> dict[str, object] | None:
     data = cache.data
-    panel = _panel(cache.wide(choice.subset, candidate, choice.refusals_excluded),
-                   choice.judges, choice.combine)
+    panel = cache.panel(choice, candidate)
     if panel is None or panel.empty:
         return None
     x = panel.to_numpy(dtype=float)

@@ -34,7 +34,7 @@ from hbpsych_utils.evaluation.whatif import Choice, LiveData, PaperData, Space, 
 from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline import metrics as metrics_models
 from hbpsych_utils.pipeline.profiles import Profile
-from hbpsych_utils.reporting import comparability, vocabulary, whatif_commands, whatif_figure
+from hbpsych_utils.reporting import comparability, vocabulary, whatif_commands
 from hbpsych_utils.reporting.tables import LATER_MARK, LATER_NOTE
 from hbpsych_utils.reporting.whatif_switcher import Dim, State, switcher_html
 
@@ -479,6 +479,10 @@ def write_page(src: Path, profile_dir: Path, profile: Profile, manifest: Mapping
     folder = src / FILES
     folder.mkdir(parents=True, exist_ok=True)
     whatif.robustness(computed.whatif).to_csv(folder / ROBUSTNESS_CSV, index=False)
+    # here, not at import: chapter 08 reads this module for its widget and draws nothing, and
+    # matplotlib's import is about a third of a second of each of its kernels
+    from hbpsych_utils.reporting import whatif_figure
+
     whatif_figure.save_png(whatif_figure.places(computed.whatif), folder / FIGURE)
     switcher = _switcher_for(computed, profile_dir, profile, manifest, metrics)
     (src / f"{PAGE}.md").write_text(
