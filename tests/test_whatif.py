@@ -144,6 +144,35 @@ def test_compare_counts_moves_among_the_models_both_rank() -> None:
     assert move.reversals is None
 
 
+
+def test_tau_is_scipys_kendall_tau_b_bit_for_bit(paper) -> None:
+    """The what-if counts τ-b's pairs itself: the very float scipy gives, on every order the
+    released matrices' what-if compares and on random orders with and without ties."""
+    from scipy import stats
+
+    def scipy_tau(x: list[int], y: list[int]) -> float:
+        return float(stats.kendalltau(x, y, variant="b").statistic)
+
+    def same(a: float, b: float) -> bool:
+        return np.float64(a).tobytes() == np.float64(b).tobytes()
+
+    reference = paper.study_ranking
+    for outcome in paper.outcomes.values():
+        common = [c for c in reference if c in set(outcome.ranking)]
+        ref_pos = {c: i for i, c in enumerate(common)}
+        pos = {c: i for i, c in enumerate(c for c in outcome.ranking if c in set(common))}
+        x, y = [ref_pos[c] for c in common], [pos[c] for c in common]
+        assert same(paper.move(outcome.choice).tau, scipy_tau(x, y))
+    rng = np.random.default_rng(3)
+    for size in [*range(2, 30), *([23] * 300)]:
+        x = rng.permutation(size).tolist()
+        y = rng.permutation(size).tolist()
+        ties = rng.integers(0, max(2, size // 3), size).tolist()
+        for a, b in ((x, y), (x, ties), (ties, y), (ties, ties[::-1]), (x, x), (x, x[::-1])):
+            assert same(whatif.kendall_tau_b(a, b), scipy_tau(a, b)), (a, b)
+    assert np.isnan(whatif.kendall_tau_b([1, 1, 1], [0, 1, 2]))
+    assert np.isnan(scipy_tau([1, 1, 1], [0, 1, 2]))
+
 def test_summary_and_finding_of_the_released_matrices(paper) -> None:
     s = whatif.summarise(paper)
     assert s.n_choices == 48 and s.n_models == 20 and s.top_k == study.RANKING_TOP_K
