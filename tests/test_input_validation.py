@@ -179,6 +179,7 @@ def test_profile_sections_of_the_wrong_type_are_named(tmp_path: Path, text: str,
         profiles.load_profile(path)
 
 
+@source_trees.GROUP
 def test_no_yaml_is_read_outside_the_strict_loader() -> None:
     """Every YAML the package, its scripts and benchmarks read goes through core.yaml_loader."""
     offenders = []
