@@ -182,7 +182,7 @@ def test_tau_is_scipys_kendall_tau_b_bit_for_bit(paper) -> None:
         x, y = [ref_pos[c] for c in common], [pos[c] for c in common]
         assert same(paper.move(outcome.choice).tau, scipy_tau(x, y))
     rng = np.random.default_rng(3)
-    for size in [*range(2, 30), *([23] * 300)]:
+    for size in [*range(2, 30), *([23] * 20)]:
         x = rng.permutation(size).tolist()
         y = rng.permutation(size).tolist()
         ties = rng.integers(0, max(2, size // 3), size).tolist()
@@ -190,6 +190,7 @@ def test_tau_is_scipys_kendall_tau_b_bit_for_bit(paper) -> None:
             assert same(whatif.kendall_tau_b(a, b), scipy_tau(a, b)), (a, b)
     assert np.isnan(whatif.kendall_tau_b([1, 1, 1], [0, 1, 2]))
     assert np.isnan(scipy_tau([1, 1, 1], [0, 1, 2]))
+
 
 def test_summary_and_finding_of_the_released_matrices(paper) -> None:
     s = whatif.summarise(paper)
