@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
+from lazy_modules import SDK_GROUP
 
 if importlib.util.find_spec("inspect_ai") is None:
     if os.environ.get("HBPSYCH_EXTRAS") in ("inspect", "all"):  # the extra must be importable
@@ -45,10 +46,10 @@ from hbpsych_utils.reporting.interop import resolve_subset
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog
 
-pytestmark = pytest.mark.xdist_group("inspect")
+pytestmark = SDK_GROUP
 """Inspect (and the OpenAI SDK it brings) is imported by the tests that use it, not when the
 fast tier is collected (about two seconds of every worker's start): the file's tests run on
-one worker, which imports it once."""
+the worker of the providers' SDKs, which imports them once."""
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 
 import pytest
+from lazy_modules import SDK_GROUP, Lazy
 
 from hbpsych_utils.llm import Engine, Request, Result
 from hbpsych_utils.llm.engine import NotSent
-from hbpsych_utils.llm.providers.openai_chat import batch_line
 from hbpsych_utils.llm.shards import (
     MANIFEST,
     ShardsError,
@@ -27,6 +27,7 @@ from hbpsych_utils.llm.shards import (
 )
 from hbpsych_utils.llm.store import Store
 
+openai_chat = Lazy("hbpsych_utils.llm.providers.openai_chat")
 GPT = "gpt-4.1-2025-04-14"
 DEEPSEEK = "deepseek-v4-flash"
 CLAUDE = "claude-haiku-4-5-20251001"
@@ -56,6 +57,7 @@ def _ok_line(key: str, model: str, text: str) -> str:
                                     "body": _completion(model, text)}})
 
 
+@SDK_GROUP
 def test_export_writes_the_engines_batch_lines_per_model_and_leaves_out_what_is_stored(
         engine: Engine, tmp_path: Path) -> None:
     reqs = [*_requests(5, GPT), *_requests(3, DEEPSEEK), *_requests(2, CLAUDE),
@@ -79,6 +81,7 @@ def test_export_writes_the_engines_batch_lines_per_model_and_leaves_out_what_is_
     lines = (out / manifest.shards[0].file).read_bytes() + (out / manifest.shards[1].file
                                                             ).read_bytes()
     # byte for byte the line the engine's batch path uploads (U+2028 left raw inside a string)
+    batch_line = openai_chat.batch_line
     assert lines == "".join(batch_line(it.key, it.body) + "\n" for it in expected).encode()
     assert "\u2028" in lines.decode()
     for s in manifest.shards:
