@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 SDK_GROUP = pytest.mark.xdist_group("provider-sdks")
-"""The tests that use the providers' SDKs: under xdist they run on one worker."""
+"""The tests that use the providers' SDKs, directly or through the engine (resolving a request
+loads its provider's adapter, and with it the SDK): under xdist they run on one worker."""
 
 
 class Lazy:

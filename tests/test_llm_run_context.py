@@ -72,6 +72,7 @@ def _context(store: Store) -> RunContext:
                       RunReport("run-1", "sync", {}))
 
 
+@SDK_GROUP
 def test_empty_reply_accounting_is_one_ledger_line_per_paid_call(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     ctx = _context(store)
