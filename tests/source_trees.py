@@ -1,8 +1,9 @@
 """The syntax trees of the project's Python files, each parsed once per test process.
 
-The shape tests (imports and layers, defaults, model ids, YAML reads) each walk every module of
-the package, and parsing them is most of their time. A file that changed (its size or its
-modification time) is parsed again. Callers read the trees and never change them.
+The shape tests (imports and layers, defaults, model ids, YAML reads, code size) each walk every
+module of the package, and parsing them is most of their time (so they share one worker:
+:data:`GROUP`). A file that changed (its size or its modification time) is parsed again.
+Callers read the trees and never change them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,12 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
+
+import pytest
+
+GROUP = pytest.mark.xdist_group("source-trees")
+"""The mark of the tests that read the package's trees: under xdist they run on one worker,
+which parses the package once (each worker parsing it took about two seconds)."""
 
 
 def tree(path: Path) -> ast.Module:

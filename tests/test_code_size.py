@@ -17,17 +17,20 @@ limits, exemptions included (the counts in docs/testing.md).
 
 from __future__ import annotations
 
+import ast
 import functools
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from radon.complexity import cc_visit
+import source_trees
+from radon.complexity import cc_visit, cc_visit_ast
 from radon.visitors import Class, Function
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "hbpsych_utils"
+pytestmark = source_trees.GROUP
 
 MAX_FUNCTION_LINES = 60
 MAX_COMPLEXITY = 15
@@ -72,19 +75,20 @@ def functions(blocks: Iterable[Function | Class], prefix: str = ""
             yield from functions(block.closures, f"{prefix}{block.name}.")
 
 
-def measure(path: str, source: str) -> list[Excess]:
-    """What in one module's ``source`` exceeds the limits (``path`` names it)."""
-    return list(_measured(path, source))
+def measure(path: str, source: str, tree: ast.Module | None = None) -> list[Excess]:
+    """What in one module's ``source`` exceeds the limits (``path`` names it); ``tree`` is
+    ``source`` parsed, where the caller has it (``source_trees``)."""
+    return list(_measured(path, source, tree))
 
 
 @functools.cache
-def _measured(path: str, source: str) -> tuple[Excess, ...]:
+def _measured(path: str, source: str, tree: ast.Module | None) -> tuple[Excess, ...]:
     """:func:`measure`, once per module text in a process (three tests measure the package)."""
     found = []
     n_lines = len(source.splitlines())
     if n_lines > MAX_MODULE_LINES:
         found.append(Excess(path, "", n_lines))
-    for name, f in functions(cc_visit(source)):
+    for name, f in functions(cc_visit(source) if tree is None else cc_visit_ast(tree)):
         lines = f.endline - f.lineno + 1
         if lines > MAX_FUNCTION_LINES or f.complexity > MAX_COMPLEXITY:
             found.append(Excess(path, name, lines, f.complexity))
@@ -97,7 +101,7 @@ def package_excesses() -> list[Excess]:
     for file in sorted(PACKAGE.rglob("*.py")):
         path = file.relative_to(PACKAGE).as_posix()
         if not path.startswith(SIMULATOR):
-            found += measure(path, file.read_text(encoding="utf-8"))
+            found += measure(path, file.read_text(encoding="utf-8"), source_trees.tree(file))
     return found
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import FREE
+from lazy_modules import SDK_GROUP
 
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 from hbpsych_utils.evaluation import generation, grading, panel
@@ -44,6 +45,7 @@ def engine(tmp_path: Path, sim: Simulator) -> Engine:
                   progress=False, env={}, backoff_base=0.01, poll_interval=0.02)
 
 
+@SDK_GROUP
 def test_samples_extend_a_one_sample_run(tmp_path) -> None:
     """Sample 0 is the one-sample run's request (same key); each further one is a new call
     with the seed ``seed + s`` where the model takes one; the table splits back by sample."""
@@ -251,6 +253,7 @@ def test_calls_are_tagged_with_what_they_are_for() -> None:
     assert {r.tag for r in eng.requests} == {"harness-grade:cand"}
 
 
+@SDK_GROUP
 def test_repeat_is_a_new_key_and_repeat_0_is_todays(tmp_path) -> None:
     """A re-grading (``repeat`` r > 0) is its own request key, one per repeat; repeat 0 keys
     are the keys every earlier grading stored (the key blob without the field)."""

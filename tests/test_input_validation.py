@@ -91,6 +91,33 @@ def test_merge_keys_still_work_and_an_explicit_key_overrides_the_merged_one() ->
     assert data["openai"] == {"rpm": 5, "tpm": 2}
 
 
+def test_a_text_read_again_is_the_same_document_and_the_callers_own_copy(tmp_path: Path) -> None:
+    """A text is parsed once per process: reading it again gives a document equal to a fresh
+    parse, shared aliases included, that the caller may change without changing the next
+    reading; a changed file is read anew and a bad text raises every time."""
+    import pickle
+
+    text = "base: &b {rpm: 1, tpm: [2, 3]}\nopenai: *b\nanthropic:\n  <<: *b\n  rpm: 5\n"
+    fresh = yaml_loader._parse(text, "x.yaml")
+    first = yaml_loader.load_text(text, "x.yaml")
+    assert first == fresh and pickle.dumps(first) == pickle.dumps(fresh)
+    assert first["openai"] is first["base"]  # the alias is one object, as PyYAML makes it
+    first["openai"]["rpm"] = 99
+    first["anthropic"]["tpm"].append(4)
+    again = yaml_loader.load_text(text, "x.yaml")
+    assert again == fresh and again["base"]["rpm"] == 1 and again["openai"] is again["base"]
+    path = tmp_path / "p.yaml"
+    path.write_text("a: 1\n")
+    assert yaml_loader.load_file(path) == {"a": 1}
+    path.write_text("a: 2\n")
+    assert yaml_loader.load_file(path) == {"a": 2}
+    for _ in range(2):
+        with pytest.raises(yaml_loader.DuplicateKeyError, match=r"y.yaml:2: key 'a'"):
+            yaml_loader.load_text("a: 1\na: 2\n", "y.yaml")
+    assert yaml_loader.load_text("", "z.yaml") is None
+    assert yaml_loader.load_text("", "z.yaml") is None
+
+
 def test_a_repeated_key_in_a_set_value_is_an_error() -> None:
     with pytest.raises(config.ProfileError, match=r"--set .*key 'rpm' appears twice"):
         config.parse_overrides(["llm.limits={openai: {rpm: 1, rpm: 2}}"])
@@ -152,6 +179,7 @@ def test_profile_sections_of_the_wrong_type_are_named(tmp_path: Path, text: str,
         profiles.load_profile(path)
 
 
+@source_trees.GROUP
 def test_no_yaml_is_read_outside_the_strict_loader() -> None:
     """Every YAML the package, its scripts and benchmarks read goes through core.yaml_loader."""
     offenders = []

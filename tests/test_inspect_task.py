@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -22,41 +23,44 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pytest
+from lazy_modules import SDK_GROUP
 
-if os.environ.get("HBPSYCH_EXTRAS") in ("inspect", "all"):
-    import inspect_ai  # noqa: F401  (the extra was installed: it must be importable)
-else:
-    pytest.importorskip("inspect_ai")
+if importlib.util.find_spec("inspect_ai") is None:
+    if os.environ.get("HBPSYCH_EXTRAS") in ("inspect", "all"):  # the extra must be importable
+        raise ImportError("inspect_ai is not installed, though HBPSYCH_EXTRAS installs it")
+    pytest.skip("could not import 'inspect_ai'", allow_module_level=True)
 
-from inspect_ai.log import EvalLog, read_eval_log
-from inspect_ai.model import (
-    ChatCompletionChoice,
-    ChatMessageAssistant,
-    ChatMessageUser,
-    ContentText,
-    ModelName,
-    ModelOutput,
-)
-from inspect_ai.model._openai import chat_choices_from_openai
-from inspect_ai.scorer import Target
-from inspect_ai.solver import TaskState
-from openai.types.chat import ChatCompletion
-
-from hbpsych_utils import inspect_task, study
+from hbpsych_utils import study
 from hbpsych_utils.construction.corpus import Conversation, Message, RubricItem
 from hbpsych_utils.evaluation import grading, scoring
 from hbpsych_utils.llm.models import registry_from_dict
-from hbpsych_utils.llm.providers.openai_chat import parse_chat
 from hbpsych_utils.llm.testing import Fault, Simulator
 from hbpsych_utils.reporting import export, interop, interop_inspect
 from hbpsych_utils.reporting.interop import resolve_subset
 
+if TYPE_CHECKING:
+    from inspect_ai.log import EvalLog
+
+pytestmark = SDK_GROUP
+"""Inspect (and the OpenAI SDK it brings) is imported by the tests that use it, not when the
+fast tier is collected (about two seconds of every worker's start): the file's tests run on
+the worker of the providers' SDKs, which imports them once."""
+
+
+@pytest.fixture
+def inspect_task() -> ModuleType:
+    """The task's module (it imports Inspect)."""
+    from hbpsych_utils import inspect_task as task
+
+    return task
+
 INSPECT = Path(sys.executable).parent / "inspect"
-TASK = Path(inspect_task.__file__)
+TASK = Path(str(importlib.util.find_spec("hbpsych_utils.inspect_task").origin))
 CANDIDATE = study.CANDIDATES[0]
 JUDGES = [f"openai-api/sim/{j}" for j in study.JUDGE_PANEL]
 
@@ -91,6 +95,8 @@ def available(subset: str) -> dict[str, Conversation]:
 
 @pytest.fixture(scope="module")
 def v1_run(mirror: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    from inspect_ai.log import read_eval_log
+
     with Simulator() as sim:
         path = inspect_eval(sim, tmp_path_factory.mktemp("inspect"), "-T", "subset=v1")
         calls = list(sim.log)
@@ -114,7 +120,8 @@ def judge_calls(run: Run) -> dict[tuple[str, str], str]:
     return out
 
 
-def test_one_scored_sample_per_available_conversation(v1_run: Run) -> None:
+def test_one_scored_sample_per_available_conversation(v1_run: Run,
+                                                       inspect_task: ModuleType) -> None:
     log = v1_run.log
     assert log.status == "success"
     ids = sorted(str(s.id) for s in log.samples)
@@ -140,7 +147,8 @@ def test_judges_got_the_reference_grader_prompt_byte_for_byte(v1_run: Run) -> No
     assert set(calls) == expected
 
 
-def test_panel_score_is_the_compendiums_scoring_of_the_same_verdicts(v1_run: Run) -> None:
+def test_panel_score_is_the_compendiums_scoring_of_the_same_verdicts(
+        v1_run: Run, inspect_task: ModuleType) -> None:
     template = grading.load_template()
     calls = judge_calls(v1_run)
     rows = []
@@ -187,8 +195,10 @@ def test_filter_results_reads_the_log_and_reports_what_inspect_reported(v1_run: 
 
 @pytest.mark.slow
 def test_a_criterion_without_verdict_is_reasked_then_leaves_the_conversation_unscored(
-    mirror: Path, tmp_path: Path
+    mirror: Path, tmp_path: Path, inspect_task: ModuleType
 ) -> None:
+    from inspect_ai.log import read_eval_log
+
     convs = available("hard")
     pid = sorted(convs)[0]
     criterion = convs[pid].rubrics[0].criterion
@@ -216,7 +226,7 @@ def test_a_criterion_without_verdict_is_reasked_then_leaves_the_conversation_uns
 # --- the pieces, without a run ---------------------------------------------------------------
 
 
-def test_judge_names_and_the_study_panel() -> None:
+def test_judge_names_and_the_study_panel(inspect_task: ModuleType) -> None:
     assert inspect_task.judge_names(None) is None
     assert inspect_task.judge_names("openai/a, google/b") == ["openai/a", "google/b"]
     assert inspect_task.judge_names(["anthropic/c"]) == ["anthropic/c"]
@@ -227,14 +237,15 @@ def test_judge_names_and_the_study_panel() -> None:
     assert [p.split("/", 1)[1] for p in panel] == list(study.JUDGE_PANEL)
 
 
-def test_judge_config_carries_the_registry_thinking_budget() -> None:
+def test_judge_config_carries_the_registry_thinking_budget(inspect_task: ModuleType) -> None:
     flash = inspect_task.judge_config(f"google/{study.JUDGE_PANEL[2]}", 0.0, 2048)
     assert flash.reasoning_tokens == 0 and flash.temperature == 0.0 and flash.max_tokens == 2048
     gpt = inspect_task.judge_config(f"openai/{study.JUDGE_PANEL[0]}", 0.5, 100)
     assert gpt.reasoning_tokens is None and gpt.temperature == 0.5
 
 
-def test_judge_config_follows_the_registry_decoding_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_judge_config_follows_the_registry_decoding_rules(monkeypatch: pytest.MonkeyPatch,
+                                                          inspect_task: ModuleType) -> None:
     """A registry judge gets what the engine would send it (``resolve_decoding``): no
     temperature where the model rejects one, its fixed one, its cap; others the study's."""
     price = {"input": 1, "output": 1}
@@ -266,7 +277,7 @@ def test_judge_config_follows_the_registry_decoding_rules(monkeypatch: pytest.Mo
     assert config("openai/not-in-the-registry") == (0.0, 2048, None)
 
 
-def test_panel_value_and_statistics() -> None:
+def test_panel_value_and_statistics(inspect_task: ModuleType) -> None:
     conv = Conversation("p1", (), (RubricItem("a", 5), RubricItem("b", 3), RubricItem("c", -2)))
     v = grading.Verdict
     value = inspect_task.panel_value(conv, {
@@ -305,7 +316,16 @@ class RecordingJudge:
 REFUSAL_FIXTURE = Path(__file__).parent / "data" / "provider_errors" / "openai_200_refusal.json"
 
 
-def test_a_refusal_is_graded_as_the_engine_grades_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refusal_is_graded_as_the_engine_grades_it(monkeypatch: pytest.MonkeyPatch,
+                                                     inspect_task: ModuleType) -> None:
+    from inspect_ai.model import ChatMessageUser, ModelName, ModelOutput
+    from inspect_ai.model._openai import chat_choices_from_openai
+    from inspect_ai.scorer import Target
+    from inspect_ai.solver import TaskState
+    from openai.types.chat import ChatCompletion
+
+    from hbpsych_utils.llm.providers.openai_chat import parse_chat
+
     # Inspect's OpenAI provider puts a refusal's explanation (`message.refusal`) into the
     # completion; the engine stores the reply's content, empty, and grades that. So does the
     # task: the judges see an empty reply, as simple-evals' grader would be given.
@@ -331,7 +351,15 @@ def test_a_refusal_is_graded_as_the_engine_grades_it(monkeypatch: pytest.MonkeyP
     assert score.answer == "" and score.value[inspect_task.PANEL_KEY] == 0.0
 
 
-def test_a_reply_without_refusal_is_graded_as_inspect_completes_it() -> None:
+def test_a_reply_without_refusal_is_graded_as_inspect_completes_it(
+        inspect_task: ModuleType) -> None:
+    from inspect_ai.model import (
+        ChatCompletionChoice,
+        ChatMessageAssistant,
+        ContentText,
+        ModelOutput,
+    )
+
     parts = [ContentText(text="First part."), ContentText(text="Second part.")]
     output = ModelOutput(model="m", choices=[ChatCompletionChoice(
         message=ChatMessageAssistant(content=parts), stop_reason="stop")])
@@ -343,7 +371,8 @@ def test_a_reply_without_refusal_is_graded_as_inspect_completes_it() -> None:
     assert inspect_task.graded_reply(ModelOutput(model="m")) == ""
 
 
-def test_to_sample_keeps_the_conversation_and_names_a_bad_role(mirror: Path) -> None:
+def test_to_sample_keeps_the_conversation_and_names_a_bad_role(mirror: Path,
+                                                               inspect_task: ModuleType) -> None:
     conv = available("hard")
     first = conv[sorted(conv)[0]]
     sample = inspect_task.to_sample(first)
@@ -386,7 +415,7 @@ def test_filter_results_says_a_crashed_inspect_run_failed(
     from inspect_ai import eval as inspect_run
     from inspect_ai.dataset import MemoryDataset, Sample
     from inspect_ai.scorer import Score, scorer
-    from inspect_ai.solver import TaskState, solver  # noqa: F401 (the annotations name it)
+    from inspect_ai.solver import TaskState, solver
 
     first, second = resolve_subset("hard").ids[:2]
 

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from lazy_modules import SDK_GROUP
 
 from hbpsych_utils import study
 from hbpsych_utils.llm import Engine, Request, load_registry
@@ -54,6 +55,7 @@ def test_a_batch_left_open_in_the_run_that_submitted_it_names_its_provider(
 
 # ------------------------------------------------------------------ the prefix hash, once
 
+@SDK_GROUP
 def test_the_prefix_hash_is_computed_once_per_request(monkeypatch) -> None:
     e = Engine(":memory:", REG, progress=False, env={})
     prefix = "Conversation: " + "calm sleep mood plan " * 1500 + "\n# Rubric item\n"

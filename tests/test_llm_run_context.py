@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import FREE
 from conftest import JUDGE_BY_API as MODELS
+from lazy_modules import SDK_GROUP
 
 from hbpsych_utils.llm import Engine, Request, Store, call_cost, load_registry
 from hbpsych_utils.llm.cost import Budget
@@ -53,6 +54,7 @@ def test_an_sdk_is_imported_when_its_provider_is_first_used() -> None:
     assert _loaded_after(code) == ["google.genai"]
 
 
+@SDK_GROUP  # an adapter of each provider: its SDK imported
 def test_one_registry_serves_request_bodies_and_clients() -> None:
     for name, p in REG.providers.items():
         cls = adapter_class(p.kind)
@@ -70,6 +72,7 @@ def _context(store: Store) -> RunContext:
                       RunReport("run-1", "sync", {}))
 
 
+@SDK_GROUP
 def test_empty_reply_accounting_is_one_ledger_line_per_paid_call(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
     ctx = _context(store)

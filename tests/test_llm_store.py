@@ -9,6 +9,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from lazy_modules import SDK_GROUP
 
 from hbpsych_utils.llm import ConfigError, Engine, Request, Result, Store, load_registry
 from hbpsych_utils.llm.models import registry_from_dict, resolve_decoding
@@ -63,6 +64,7 @@ def test_key_is_sha256_of_the_canonical_request() -> None:
                        body=body) == expected
 
 
+@SDK_GROUP
 def test_key_ignores_tags_and_int_float_temperature(tmp_path: Path) -> None:
     e = engine(tmp_path)
     a = e.resolve(Request("gpt-4.1-2025-04-14", MSG, temperature=0, max_tokens=100, tag="a"))
@@ -79,6 +81,7 @@ def test_key_ignores_tags_and_int_float_temperature(tmp_path: Path) -> None:
     assert g1.key == g2.key
 
 
+@SDK_GROUP
 def test_key_separates_real_and_loopback_endpoints(tmp_path: Path) -> None:
     real = engine(tmp_path).resolve(Request("gpt-4.1-2025-04-14", MSG))
     sim1 = Engine(tmp_path / "a.db", REG, base_urls={"openai": "http://127.0.0.1:1234/v1"},
@@ -151,6 +154,7 @@ def _judged(e: Engine, prompt: str, **kw) -> Result:
                   **fields)
 
 
+@SDK_GROUP
 def test_store_layout_keys_names_configs_and_long_texts(tmp_path: Path) -> None:
     e = engine(tmp_path)
     long_text = "The reply names the crisis line and asks about safety. " * 20
@@ -344,6 +348,7 @@ def test_a_seed_is_sent_where_the_api_takes_one() -> None:
     assert "seed" not in dec("gpt-4.1-2025-04-14", None)
 
 
+@SDK_GROUP
 def test_no_seed_leaves_the_key_as_it_was(tmp_path: Path) -> None:
     e = engine(tmp_path)
     plain = e.resolve(Request("gpt-4.1-2025-04-14", MSG, temperature=0)).key

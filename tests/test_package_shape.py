@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "hbpsych_utils"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CONSTANTS = PACKAGE / "study.py"
+pytestmark = source_trees.GROUP
 
 MAX_CODE_LINES = 40
 MIN_SCIENCE_CALLS = 3

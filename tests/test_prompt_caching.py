@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from conftest import FREE
 from conftest import JUDGE_BY_API as JUDGE
+from lazy_modules import SDK_GROUP, Lazy
 
 from hbpsych_utils.construction import corpus
 from hbpsych_utils.core import sources
@@ -24,13 +25,14 @@ from hbpsych_utils.evaluation import grading, panel
 from hbpsych_utils.llm import Engine, Request, load_registry
 from hbpsych_utils.llm.cost import call_cost
 from hbpsych_utils.llm.models import Price
-from hbpsych_utils.llm.providers.anthropic_messages import AnthropicAdapter, cache_blocks
 from hbpsych_utils.llm.providers.base import cache_arranged
-from hbpsych_utils.llm.providers.openai_chat import OpenAIAdapter
 from hbpsych_utils.llm.run_context import Item
 from hbpsych_utils.llm.sync import SendQueue
 from hbpsych_utils.llm.testing import Simulator
 
+pytestmark = SDK_GROUP
+anthropic_messages = Lazy("hbpsych_utils.llm.providers.anthropic_messages")
+openai_chat = Lazy("hbpsych_utils.llm.providers.openai_chat")
 REG = load_registry()
 SYSTEM = grading.SYSTEM_MESSAGE
 
@@ -115,7 +117,7 @@ def test_anthropic_splits_the_prompt_at_the_prefix_with_a_breakpoint() -> None:
     prefix = "Conversation: " + words(5000, "a") + "\n# Rubric item\n"
     req = grader_like(spec.name, prefix, "[5] Suggests a routine.\n# Instructions ...")
     assert cache_arranged(spec, req)
-    body = AnthropicAdapter.body(spec, req, {"max_tokens": 64})
+    body = anthropic_messages.AnthropicAdapter.body(spec, req, {"max_tokens": 64})
     (user,) = body["messages"]
     blocks = user["content"]
     assert [b["type"] for b in blocks] == ["text", "text"]
@@ -126,16 +128,18 @@ def test_anthropic_splits_the_prompt_at_the_prefix_with_a_breakpoint() -> None:
     short = grader_like(spec.name, "Conversation: hi\n", "[5] x")
     plain = Request(model=spec.name, messages=short.messages, temperature=0.0, max_tokens=64)
     assert not cache_arranged(spec, short)
-    assert AnthropicAdapter.body(spec, short, {"max_tokens": 64}) == AnthropicAdapter.body(
+    adapter = anthropic_messages.AnthropicAdapter
+    assert adapter.body(spec, short, {"max_tokens": 64}) == adapter.body(
         spec, plain, {"max_tokens": 64})
 
 
 def test_cache_blocks_never_sends_an_empty_text_block() -> None:
     msg = {"role": "user", "content": "shared prefix   "}
-    whole = cache_blocks(msg, len("shared prefix"))  # the rest is whitespace: one block
+    # the rest is whitespace: one block
+    whole = anthropic_messages.cache_blocks(msg, len("shared prefix"))
     assert whole["content"] == [{"type": "text", "text": "shared prefix   ",
                                  "cache_control": {"type": "ephemeral"}}]
-    assert cache_blocks({"role": "user", "content": "   tail"}, 3) == {
+    assert anthropic_messages.cache_blocks({"role": "user", "content": "   tail"}, 3) == {
         "role": "user", "content": "   tail"}  # an empty prefix: left as it was
 
 
@@ -143,8 +147,9 @@ def test_openai_hint_and_keys_of_arranged_requests(tmp_path) -> None:
     spec = REG.model(JUDGE["openai"])
     prefix = "Conversation: " + words(1200, "o") + "\n# Rubric item\n"
     a, b = (grader_like(spec.name, prefix, item) for item in ("[5] one", "[3] two"))
-    body_a = OpenAIAdapter.body(spec, a, {"temperature": 0.0})
-    assert body_a["prompt_cache_key"] == OpenAIAdapter.body(spec, b, {})["prompt_cache_key"]
+    body_a = openai_chat.OpenAIAdapter.body(spec, a, {"temperature": 0.0})
+    body_b = openai_chat.OpenAIAdapter.body(spec, b, {})
+    assert body_a["prompt_cache_key"] == body_b["prompt_cache_key"]
     assert body_a["messages"][-1]["content"] == a.messages[-1].content  # prompt unchanged
     e = Engine(tmp_path / "s.sqlite", REG, env={}, progress=False)
     for api, model in JUDGE.items():

@@ -24,24 +24,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import httpx
 import httpx2
-import openai
 import pytest
-from anthropic.types import ErrorResponse, Message
-from anthropic.types.messages import MessageBatchIndividualResponse
 from conftest import JUDGE_BY_API as MODEL
-from google.genai import errors as genai_errors
-from google.genai.types import GenerateContentResponse, InlinedResponse
-from openai.types.chat import ChatCompletion
-from openai.types.shared import ErrorObject
+from lazy_modules import SDK_GROUP, Lazy
 from pydantic import BaseModel, ConfigDict
 
 from hbpsych_utils.llm import load_registry
 from hbpsych_utils.llm.faults import STOP_FAULT_KINDS, SYNC_FAULT_KINDS
-from hbpsych_utils.llm.providers import CallError, Reply, google_genai, make_adapter
-from hbpsych_utils.llm.providers.anthropic_messages import anthropic_fields
+from hbpsych_utils.llm.providers import CallError, Reply, make_adapter
 from hbpsych_utils.llm.providers.base import (
     ErrorFields,
     classify_error,
@@ -50,9 +42,18 @@ from hbpsych_utils.llm.providers.base import (
     parse_duration,
     retry_hint,
 )
-from hbpsych_utils.llm.providers.openai_chat import openai_fields
 from hbpsych_utils.llm.testing import Fault, Simulator
 from hbpsych_utils.llm.testing.simulator import REFUSAL_TEXT
+
+pytestmark = SDK_GROUP
+anthropic, openai = Lazy("anthropic"), Lazy("openai")
+anthropic_types, anthropic_batches = Lazy("anthropic.types"), Lazy("anthropic.types.messages")
+openai_chat_types, openai_shared = Lazy("openai.types.chat"), Lazy("openai.types.shared")
+genai_errors, genai_types = Lazy("google.genai.errors"), Lazy("google.genai.types")
+GOOGLE_GENAI = "hbpsych_utils.llm.providers.google_genai"
+google_genai = Lazy(GOOGLE_GENAI)
+anthropic_messages = Lazy("hbpsych_utils.llm.providers.anthropic_messages")
+openai_chat = Lazy("hbpsych_utils.llm.providers.openai_chat")
 
 FIXTURES = Path(__file__).parent / "data" / "provider_errors"
 REG = load_registry()
@@ -88,7 +89,7 @@ def through_sdk(fx: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Reply | 
     api = fx["provider"]
     transport = _serve(fx)
     if api == "google":  # the adapter hands its transport to google-genai's async client
-        monkeypatch.setattr(google_genai, "_httpx_transport", lambda: transport)
+        monkeypatch.setattr(f"{GOOGLE_GENAI}._httpx_transport", lambda: transport)
 
     async def go() -> Reply | CallError:
         adapter = make_adapter(PROVIDER[api], "fixture-key", "https://provider.invalid", 10.0)
@@ -241,7 +242,7 @@ def test_the_openings_that_stop_a_run_are_the_providers_own_first_words() -> Non
     for message in ("Your credit balance is too low to access the Anthropic API.",
                     "  This organization has been\n disabled.",
                     "You have reached your specified API usage limits. You will regain access"):
-        err = classify_error(anthropic_fields(400, {"type": "error", "error": {
+        err = classify_error(anthropic_messages.anthropic_fields(400, {"type": "error", "error": {
             "type": "invalid_request_error", "message": message}}), "shown")
         assert err.kind == "fatal", message
     # anywhere else in the message they are text, as is a code named in the message
@@ -338,45 +339,47 @@ def test_openai_batch_results_are_split_on_newline_only() -> None:
 
 @pytest.mark.parametrize(("fields", "kind"), [
     # OpenAI: a request larger than the whole per-minute allowance never succeeds
-    (openai_fields(429, {"message": "Request too large for gpt-4o in organization org-X on "
-                                    "tokens per min (TPM): Limit 30000, Requested 30601.",
-                         "type": "tokens", "code": "rate_limit_exceeded"}), "permanent"),
+    (("openai", 429, {"message": "Request too large for gpt-4o in organization org-X on "
+                                 "tokens per min (TPM): Limit 30000, Requested 30601.",
+                      "type": "tokens", "code": "rate_limit_exceeded"}), "permanent"),
     # Anthropic: the monthly spend cap is a 429 with the rate-limit type, but no wait cures it
-    (anthropic_fields(429, {"type": "error", "error": {
+    (("anthropic", 429, {"type": "error", "error": {
         "type": "rate_limit_error", "message": "Your organization has reached its limit.",
         "details": {"error_code": "enforced_spend_limit_reached"}}}), "fatal"),
     # ... while a ramp limit (how fast usage may grow) is waited out
-    (anthropic_fields(429, {"type": "error", "error": {
+    (("anthropic", 429, {"type": "error", "error": {
         "type": "rate_limit_error", "message": "Slow down.",
         "details": {"error_code": "ramp_limit_exceeded"}}}), "transient"),
-    (anthropic_fields(402, {"type": "error", "error": {
+    (("anthropic", 402, {"type": "error", "error": {
         "type": "billing_error", "message": "payment method declined"}}), "fatal"),
     # a batch item's error has a type and no status: the type's status
-    (anthropic_fields(None, {"type": "error", "error": {
+    (("anthropic", None, {"type": "error", "error": {
         "type": "not_found_error", "message": "model: claude-x"}}), "fatal"),
-    (anthropic_fields(None, {"type": "error", "error": {
+    (("anthropic", None, {"type": "error", "error": {
         "type": "api_error", "message": "Internal server error"}}), "transient"),
     # OpenAI: an account whose billing is not active (a 429 that no wait cures)
-    (openai_fields(429, {"message": "Your account is not active, please check your billing "
-                                    "details on our website.", "type": "billing_not_active",
-                         "code": "billing_not_active"}), "fatal"),
-    (openai_fields(429, {"message": "Rate limit reached for gpt-4.1 on requests per min (RPM)",
-                         "type": "requests", "code": "rate_limit_exceeded"}), "transient"),
+    (("openai", 429, {"message": "Your account is not active, please check your billing "
+                                 "details on our website.", "type": "billing_not_active",
+                      "code": "billing_not_active"}), "fatal"),
+    (("openai", 429, {"message": "Rate limit reached for gpt-4.1 on requests per min (RPM)",
+                      "type": "requests", "code": "rate_limit_exceeded"}), "transient"),
     # a server that writes the status as the code: the code is not a name
-    (openai_fields(400, {"message": "bad", "type": "BadRequestError", "code": 400}),
+    (("openai", 400, {"message": "bad", "type": "BadRequestError", "code": 400}),
      "permanent"),
     # a body that is not JSON: the status alone
-    (openai_fields(401, "<html>401 Authorization Required</html>"), "fatal"),
-    (openai_fields(400, "<html>400 Bad Request</html>"), "permanent"),
+    (("openai", 401, "<html>401 Authorization Required</html>"), "fatal"),
+    (("openai", 400, "<html>400 Bad Request</html>"), "permanent"),
 ])
 def test_the_fields_decide_the_kind(fields, kind) -> None:
-    assert classify_error(fields, "shown").kind == kind
+    api, status, error = fields  # read into fields by the provider's module, as its adapter does
+    read = anthropic_messages.anthropic_fields if api == "anthropic" else openai_chat.openai_fields
+    assert classify_error(read(status, error), "shown").kind == kind
 
 
 def test_a_404_stops_a_model_call_but_not_a_batch_endpoint() -> None:
     # on a model call a 404 says the model (or the endpoint) does not exist: every request to it
     # fails; on a batch's status or results it says the batch is gone (re-sent, see batch.py)
-    gone = openai_fields(404, {"message": "No batch found with id 'batch_x'.",
+    gone = openai_chat.openai_fields(404, {"message": "No batch found with id 'batch_x'.",
                                "type": "invalid_request_error", "code": None})
     assert classify_error(gone, "shown").kind == "fatal"
     assert classify_error(gone, "shown", model_call=False).kind == "permanent"
@@ -424,7 +427,8 @@ def test_the_fixtures_are_the_sdk_shapes() -> None:
         fx = json.loads(path.read_text(encoding="utf-8"))
         body, api = fx["body"], fx["provider"]
         if api == "openai" and fx["status"] == 200:
-            assert unknown_fields(ChatCompletion.model_validate(body)) == [], path.name
+            reply = openai_chat_types.ChatCompletion.model_validate(body)
+            assert unknown_fields(reply) == [], path.name
         elif api == "openai_compatible":  # a local server's envelope: no SDK type to meet
             error = body.get("error", body)
             assert {"message", "type", "code"} <= set(error), path.name
@@ -433,9 +437,11 @@ def test_the_fixtures_are_the_sdk_shapes() -> None:
             assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}
         elif api == "openai":
             assert set(body) == {"error"}, path.name
-            assert unknown_fields(ErrorObject.model_validate(body["error"])) == [], path.name
+            error_object = openai_shared.ErrorObject.model_validate(body["error"])
+            assert unknown_fields(error_object) == [], path.name
         elif api == "anthropic":
-            assert unknown_fields(ErrorResponse.model_validate(body)) == [], path.name
+            error_response = anthropic_types.ErrorResponse.model_validate(body)
+            assert unknown_fields(error_response) == [], path.name
         else:
             check_google_error(fx["status"], body)
 
@@ -584,11 +590,11 @@ def test_every_sync_fault_kind_is_covered_below() -> None:
 
 def _validate_success(api: str, body: dict[str, Any]) -> Any:
     if api == "openai":
-        obj: Any = ChatCompletion.model_validate(body)
+        obj: Any = openai_chat_types.ChatCompletion.model_validate(body)
     elif api == "anthropic":
-        obj = Message.model_validate(body)
+        obj = anthropic_types.Message.model_validate(body)
     else:
-        obj = GenerateContentResponse.model_validate(body)  # extra="forbid" in google-genai
+        obj = genai_types.GenerateContentResponse.model_validate(body)  # extra="forbid"
     assert unknown_fields(obj) == [], unknown_fields(obj)
     return obj
 
@@ -596,12 +602,12 @@ def _validate_success(api: str, body: dict[str, Any]) -> Any:
 def _validate_error(api: str, status: int, body: dict[str, Any]) -> None:
     if api == "openai":
         assert set(body) == {"error"}
-        assert unknown_fields(ErrorObject.model_validate(body["error"])) == []
+        assert unknown_fields(openai_shared.ErrorObject.model_validate(body["error"])) == []
     elif api == "anthropic" and status == 403 and "type" not in body:
         # a location Anthropic does not serve: its edge answers, not the API (no "type": "error")
         assert body == {"error": {"type": "forbidden", "message": "Request not allowed"}}
     elif api == "anthropic":
-        err = ErrorResponse.model_validate(body)
+        err = anthropic_types.ErrorResponse.model_validate(body)
         assert unknown_fields(err) == [] and err.request_id
     else:
         check_google_error(status, body)
@@ -793,16 +799,16 @@ def test_simulator_batch_items_validate_against_the_sdk_types(sim, api) -> None:
                 answers[rec["custom_id"]] = _validate_success(api, body)
             else:
                 errors += 1
-                assert unknown_fields(ErrorObject.model_validate(body["error"])) == []
+                assert unknown_fields(openai_shared.ErrorObject.model_validate(body["error"])) == []
         elif api == "anthropic":
-            got = MessageBatchIndividualResponse.model_validate(rec)
+            got = anthropic_batches.MessageBatchIndividualResponse.model_validate(rec)
             assert unknown_fields(got) == [], unknown_fields(got)
             if got.result.type == "succeeded":
                 answers[got.custom_id] = got.result.message
             else:
                 errors += 1
         else:
-            got = InlinedResponse.model_validate(rec)  # extra="forbid": no undeclared field
+            got = genai_types.InlinedResponse.model_validate(rec)  # extra="forbid": none undeclared
             if got.error is not None:
                 errors += 1
                 assert (got.error.code, got.response) == (13, None)

@@ -12,6 +12,7 @@ import io
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,27 @@ def independent_problems(payload: Any, mirror: Path) -> list[str]:
                                         format_checker=jsonschema.Draft202012Validator
                                         .FORMAT_CHECKER)
     return [e.message for e in v.iter_errors(payload)]
+
+
+def test_every_format_of_the_schema_is_checked_in_the_test_processes(mirror: Path) -> None:
+    """The tests run without jsonschema's IRI checkers (conftest.NOT_IMPORTED): the formats the
+    publication schema uses are all checked all the same, and a bad date-time is caught."""
+    import jsonschema
+    from conftest import NOT_IMPORTED
+
+    assert all(sys.modules.get(name, "absent") is None for name in NOT_IMPORTED)
+
+    def formats(node: Any) -> set[str]:
+        if isinstance(node, dict):
+            return ({node["format"]} if isinstance(node.get("format"), str) else set()) | {
+                f for v in node.values() for f in formats(v)}
+        return {f for v in node for f in formats(v)} if isinstance(node, list) else set()
+
+    used = formats(schema(mirror)) | formats(publish.load_schema())
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    assert used and used <= set(checker.checkers), used - set(checker.checkers)
+    assert not checker.conforms("2026-13-45T99:00:00Z", "date-time")
+    assert checker.conforms("2026-01-02T03:04:05Z", "date-time")
 
 
 def matrix(mirror: Path, key: str) -> dict[tuple[str, str], str]:

@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 
 import pytest
+from lazy_modules import SDK_GROUP, Lazy
 
 from hbpsych_utils.llm import Engine, Request, Result
 from hbpsych_utils.llm.engine import NotSent
-from hbpsych_utils.llm.providers.openai_chat import batch_line
 from hbpsych_utils.llm.shards import (
     MANIFEST,
     ShardsError,
@@ -27,6 +27,7 @@ from hbpsych_utils.llm.shards import (
 )
 from hbpsych_utils.llm.store import Store
 
+openai_chat = Lazy("hbpsych_utils.llm.providers.openai_chat")
 GPT = "gpt-4.1-2025-04-14"
 DEEPSEEK = "deepseek-v4-flash"
 CLAUDE = "claude-haiku-4-5-20251001"
@@ -56,6 +57,7 @@ def _ok_line(key: str, model: str, text: str) -> str:
                                     "body": _completion(model, text)}})
 
 
+@SDK_GROUP
 def test_export_writes_the_engines_batch_lines_per_model_and_leaves_out_what_is_stored(
         engine: Engine, tmp_path: Path) -> None:
     reqs = [*_requests(5, GPT), *_requests(3, DEEPSEEK), *_requests(2, CLAUDE),
@@ -79,6 +81,7 @@ def test_export_writes_the_engines_batch_lines_per_model_and_leaves_out_what_is_
     lines = (out / manifest.shards[0].file).read_bytes() + (out / manifest.shards[1].file
                                                             ).read_bytes()
     # byte for byte the line the engine's batch path uploads (U+2028 left raw inside a string)
+    batch_line = openai_chat.batch_line
     assert lines == "".join(batch_line(it.key, it.body) + "\n" for it in expected).encode()
     assert "\u2028" in lines.decode()
     for s in manifest.shards:
@@ -91,6 +94,7 @@ def test_export_writes_the_engines_batch_lines_per_model_and_leaves_out_what_is_
     assert read_manifest(out) == manifest
 
 
+@SDK_GROUP
 def test_import_names_a_corrupted_line_a_foreign_id_an_error_line_and_keeps_the_rest(
         engine: Engine, tmp_path: Path) -> None:
     reqs = _requests(6, GPT)
@@ -142,6 +146,7 @@ def test_import_names_a_corrupted_line_a_foreign_id_an_error_line_and_keeps_the_
     assert {r.line for r in again.refused} == {2, 4, 5} and len(again.failures) == 1
 
 
+@SDK_GROUP
 def test_a_failure_then_a_retrys_answer_in_one_import_keeps_the_answer(
         engine: Engine, tmp_path: Path) -> None:
     reqs = _requests(1, GPT)
@@ -160,6 +165,7 @@ def test_a_failure_then_a_retrys_answer_in_one_import_keeps_the_answer(
     assert engine.store.get(key).text == "the retry's answer"
 
 
+@SDK_GROUP
 def test_a_shard_changed_after_export_is_refused(engine: Engine, tmp_path: Path) -> None:
     out = tmp_path / "export"
     manifest = export(engine, _requests(2, GPT), out, profile="p", stage="07_grading")
@@ -173,6 +179,7 @@ def test_a_shard_changed_after_export_is_refused(engine: Engine, tmp_path: Path)
         known_requests([out])
 
 
+@SDK_GROUP
 def test_an_engine_whose_calls_are_made_elsewhere_answers_from_the_store_or_names_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``external=True``: the exportable calls (OpenAI-wire providers) come from the store or
@@ -193,6 +200,7 @@ def test_an_engine_whose_calls_are_made_elsewhere_answers_from_the_store_or_name
     assert [r.text for r in got] == ["stored"] * 3 and all(r.cached for r in got)
 
 
+@SDK_GROUP
 def test_the_next_judge_calls_follow_the_panels_attempts(engine: Engine) -> None:
     """``panel.next_requests``: the first ask when nothing is stored; once an attempt is stored
     without a verdict, the next re-ask; nothing once a verdict is stored or the re-asks are

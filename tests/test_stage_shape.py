@@ -16,6 +16,7 @@ from hbpsych_utils.pipeline import graph
 from hbpsych_utils.pipeline.profiles import Profile
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = source_trees.GROUP
 PACKAGE = ROOT / "hbpsych_utils"
 STAGES = PACKAGE / "stages"
 

@@ -13,6 +13,7 @@ name a setting only where the stage that makes Table 1 reads it.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import statistics
 from pathlib import Path
@@ -33,6 +34,9 @@ from hbpsych_utils.reporting import whatif_switcher as switcher
 
 GPT41, HAIKU, GEMINI = study.JUDGE_PANEL
 TOL = 1e-12
+pytestmark = pytest.mark.xdist_group("whatif")
+"""With the widget's tests (tests/test_whatif_widget.py), which read the same what-ifs: one
+worker computes each once (:func:`paper_parts`, :func:`paper_whatif`, :func:`live_whatif`)."""
 
 
 class Released:
@@ -50,14 +54,28 @@ def by_hand(subset: str) -> dict[tuple[str, str], float]:
                 for r in csv.DictReader(fh)}
 
 
-@pytest.fixture(scope="module")
-def paper(mirror: Path) -> whatif.WhatIf:
+@functools.cache
+def paper_parts() -> tuple[whatif.PaperData, Space, Choice, list[str]]:
+    """A paper run's what-if inputs: the released matrices, every choice, the study's own, and
+    the study's order (the panel mean of v1's study models). Shared, read only."""
     data = whatif.paper_data(Released())
     space = Space("paper", study.JUDGE_PANEL, ("v1", "v2", "hard"), True)
     reference = whatif.reference_choice(space, "v1", False)
     study_order = scoring.ranking(scoring.paper_panel_means(
         data.per_judge["v1"][data.per_judge["v1"]["in_study"]], study.JUDGE_PANEL))
+    return data, space, reference, study_order
+
+
+@functools.cache
+def paper_whatif() -> whatif.WhatIf:
+    """``whatif.compute`` of :func:`paper_parts`, once per process. Shared, read only."""
+    data, space, reference, study_order = paper_parts()
     return whatif.compute(space, data, reference, study_order)
+
+
+@pytest.fixture(scope="module")
+def paper(mirror: Path) -> whatif.WhatIf:
+    return paper_whatif()
 
 
 def hand_order(values: dict[str, float]) -> list[str]:
@@ -144,6 +162,36 @@ def test_compare_counts_moves_among_the_models_both_rank() -> None:
     assert move.reversals is None
 
 
+
+def test_tau_is_scipys_kendall_tau_b_bit_for_bit(paper) -> None:
+    """The what-if counts τ-b's pairs itself: the very float scipy gives, on every order the
+    released matrices' what-if compares and on random orders with and without ties."""
+    from scipy import stats
+
+    def scipy_tau(x: list[int], y: list[int]) -> float:
+        return float(stats.kendalltau(x, y, variant="b").statistic)
+
+    def same(a: float, b: float) -> bool:
+        return np.float64(a).tobytes() == np.float64(b).tobytes()
+
+    reference = paper.study_ranking
+    for outcome in paper.outcomes.values():
+        common = [c for c in reference if c in set(outcome.ranking)]
+        ref_pos = {c: i for i, c in enumerate(common)}
+        pos = {c: i for i, c in enumerate(c for c in outcome.ranking if c in set(common))}
+        x, y = [ref_pos[c] for c in common], [pos[c] for c in common]
+        assert same(paper.move(outcome.choice).tau, scipy_tau(x, y))
+    rng = np.random.default_rng(3)
+    for size in [*range(2, 30), *([23] * 20)]:
+        x = rng.permutation(size).tolist()
+        y = rng.permutation(size).tolist()
+        ties = rng.integers(0, max(2, size // 3), size).tolist()
+        for a, b in ((x, y), (x, ties), (ties, y), (ties, ties[::-1]), (x, x), (x, x[::-1])):
+            assert same(whatif.kendall_tau_b(a, b), scipy_tau(a, b)), (a, b)
+    assert np.isnan(whatif.kendall_tau_b([1, 1, 1], [0, 1, 2]))
+    assert np.isnan(scipy_tau([1, 1, 1], [0, 1, 2]))
+
+
 def test_summary_and_finding_of_the_released_matrices(paper) -> None:
     s = whatif.summarise(paper)
     assert s.n_choices == 48 and s.n_models == 20 and s.top_k == study.RANKING_TOP_K
@@ -174,6 +222,16 @@ def live_data() -> whatif.LiveData:
                            7, 0.9)
 
 
+@functools.cache
+def live_whatif() -> tuple[whatif.LiveData, whatif.WhatIf]:
+    """:func:`live_data` and ``whatif.compute`` of its every choice, the run's own the
+    reference and m1, m2 the study's order; once per process. Shared, read only."""
+    data = live_data()
+    space = Space("live", JUDGES, ("v1",), True)
+    return data, whatif.compute(space, data, whatif.reference_choice(space, "v1", False),
+                                ["m1", "m2"])
+
+
 def by_hand_live(data: whatif.LiveData, choice: Choice, cand: str) -> float:
     s = data.scores["v1"]
     s = s[s["candidate"] == cand]
@@ -195,7 +253,9 @@ def test_live_choices_by_hand() -> None:
     space = Space("live", JUDGES, ("v1",), True)
     ref = whatif.reference_choice(space, "v1", False)
     assert ref == Choice(JUDGES, "mean", "v1", True)
-    w = whatif.compute(space, data, ref, ["m1", "m2"])
+    shared, w = live_whatif()  # whatif.compute(space, data, ref, ["m1", "m2"])
+    assert w.space == space and w.reference == ref and w.study_ranking == ["m1", "m2"]
+    assert shared.scores["v1"].equals(data.scores["v1"])
     assert len(space.choices()) == 7 * 2 * 2 * 2 * 2 * 2
     for choice in [Choice(JUDGES, "median", "v1", True, True, False, True),
                    Choice(("j2",), "mean", "v1", False, False, False, False),
@@ -209,9 +269,7 @@ def test_live_choices_by_hand() -> None:
 
 
 def test_the_live_runs_own_choice_is_08s_table1_intervals_included() -> None:
-    data = live_data()
-    space = Space("live", JUDGES, ("v1",), True)
-    w = whatif.compute(space, data, whatif.reference_choice(space, "v1", False), ["m1", "m2"])
+    data, w = live_whatif()
     own = w.outcome(w.reference).table
     t1 = scoring.table1(data.scores["v1"], judges=list(JUDGES), n_resamples=200, seed=7,
                         level=0.9)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_whatif import JUDGES, Released, live_data
+from test_whatif import JUDGES, live_whatif, paper_parts, paper_whatif
 
 from hbpsych_utils import study
 from hbpsych_utils.core import escape
@@ -23,15 +23,16 @@ from hbpsych_utils.reporting import book_chapters, vocabulary, whatif_widget
 from hbpsych_utils.reporting import whatif_page as page
 
 GPT41 = study.JUDGE_PANEL[0]
+pytestmark = pytest.mark.xdist_group("whatif")
+"""On the worker of tests/test_whatif.py: the what-ifs both read are computed once there."""
 
 
-@pytest.fixture(scope="module")
-def paper_parts(mirror: Path) -> tuple[whatif.PaperData, Space, Choice, list[str]]:
-    data = whatif.paper_data(Released())
-    space = Space("paper", study.JUDGE_PANEL, ("v1", "v2", "hard"), True)
-    reference = whatif.reference_choice(space, "v1", False)
+@pytest.fixture(name="paper_parts", scope="module")
+def paper_parts_fixture(mirror: Path) -> tuple[whatif.PaperData, Space, Choice, list[str]]:
+    data, space, reference, order = paper_parts()
     v1 = data.per_judge["v1"]
-    order = scoring.ranking(scoring.paper_panel_means(v1[v1["in_study"]], study.JUDGE_PANEL))
+    assert order == scoring.ranking(scoring.paper_panel_means(v1[v1["in_study"]],
+                                                              study.JUDGE_PANEL))
     return data, space, reference, order
 
 
@@ -59,7 +60,7 @@ def shown_equals_whatif(panel: whatif_widget.Panel, every: page.Computed,
 def test_the_paper_panel_shows_whatifs_table_for_each_choice(paper_parts) -> None:
     data, space, reference, order = paper_parts
     later = list(study.LATER_CANDIDATES)
-    every = page.Computed(whatif.compute(space, data, reference, order), data, later)
+    every = page.Computed(paper_whatif(), data, later)  # whatif.compute(space, data, ...)
     panel = panel_on(data, space, reference, order, later)
     assert [d.name for d in panel.dims] == ["judges", "combine", "subset", "later"]
     assert [c.description for c in panel.controls.values()] == [
@@ -90,11 +91,12 @@ def test_the_paper_panel_shows_whatifs_table_for_each_choice(paper_parts) -> Non
 
 
 def test_the_live_panel_switches_refusals_clip_and_length() -> None:
-    data = live_data()
+    data, computed = live_whatif()  # whatif.compute of every choice of this space
     space = Space("live", JUDGES, ("v1",), True)
     reference = whatif.reference_choice(space, "v1", False)
+    assert computed.space == space and computed.reference == reference
     later = [study.LATER_CANDIDATES[0]]
-    every = page.Computed(whatif.compute(space, data, reference, ["m1", "m2"]), data, later)
+    every = page.Computed(computed, data, later)
     panel = panel_on(data, space, reference, ["m1", "m2"], later)
     assert [d.name for d in panel.dims] == ["judges", "combine", "later", "refusals", "clip",
                                             "length"]
@@ -116,7 +118,7 @@ def test_without_a_widget_frontend_it_shows_the_runs_own_table(paper_parts,
     panel.controls["judges"].value = "1"  # the controls do not change the static version
     bundle = panel._repr_mimebundle_()
     assert book_chapters.WIDGET_VIEW in bundle
-    every = page.Computed(whatif.compute(space, data, reference, order), data, later)
+    every = page.Computed(paper_whatif(), data, later)  # whatif.compute(space, data, ...)
     static = bundle["text/html"]
     assert page.outcome_table(every, reference).html() in static
     assert escape.html_text(whatif_widget.STATIC_NOTE) in static
