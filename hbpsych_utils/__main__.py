@@ -31,6 +31,20 @@ import sys
 
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 
+IRI_GRAMMAR = "rfc3987_syntax"
+"""jsonschema's optional IRI format checker, which builds its grammar when jsonschema is first
+imported: about 1.1 s of the 1.7 s of CPU that importing papermill (nbformat, jsonschema) takes.
+``run`` and ``book`` validate notebooks only, whose schema has no ``iri`` format, so their
+processes go without it (:func:`without_iri_grammar`); ``publish``, which validates a schema it
+downloads, keeps every format checker."""
+
+
+def without_iri_grammar() -> None:
+    """Keep :data:`IRI_GRAMMAR` out of this process (its ``import`` raises ImportError, which
+    jsonschema takes as the checker not being installed). For a process that ends with its
+    command; a module already imported is left as it is."""
+    sys.modules.setdefault(IRI_GRAMMAR, None)  # type: ignore[arg-type]
+
 
 def main(argv: list[str] | None = None) -> int:
     """The command of ``argv`` (the process's arguments when ``None``: the process then ends
@@ -81,6 +95,8 @@ def _dispatch(argv: list[str], ending: bool) -> int:
         print(__doc__)
         return 0
     command, rest = argv[0], argv[1:]
+    if ending and command in ("run", "book"):
+        without_iri_grammar()
     if command == "run":
         from hbpsych_utils.runner import cli
 
