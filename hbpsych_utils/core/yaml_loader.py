@@ -15,8 +15,7 @@ which a profile check, the engine, the cost plan and the book each read again).
 from __future__ import annotations
 
 import copy
-import threading
-from collections import OrderedDict
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -69,28 +68,16 @@ class StrictLoader(yaml.SafeLoader):
 
 PARSED_KEPT = 64
 """Documents kept parsed (the least recently read dropped first)."""
-_parsed: OrderedDict[tuple[str, str], Any] = OrderedDict()
-_parsed_lock = threading.Lock()
 
 
 def load_text(text: str, source: str = "<string>") -> Any:
     """The YAML document in ``text``; ``source`` (a file name, ``--set key=value``) heads any
     error. Each call returns its own copy (the caller may change it); a text that does not
-    parse is parsed again, and raises again, each time."""
-    key = (text, source)
-    with _parsed_lock:
-        document = _parsed.get(key, _parsed)
-        if document is not _parsed:
-            _parsed.move_to_end(key)
-    if document is _parsed:  # not parsed yet (None is a document: an empty text's)
-        document = _parse(text, source)
-        with _parsed_lock:
-            _parsed[key] = document
-            while len(_parsed) > PARSED_KEPT:
-                _parsed.popitem(last=False)
-    return copy.deepcopy(document)  # aliases (``*anchor``) stay shared, as parsed
+    parse is parsed again, and raises again, each time (``lru_cache`` keeps no exception)."""
+    return copy.deepcopy(_parse(text, source))  # aliases (``*anchor``) stay shared, as parsed
 
 
+@functools.lru_cache(maxsize=PARSED_KEPT)
 def _parse(text: str, source: str) -> Any:
     loader = StrictLoader(text)
     loader.source = loader.name = source  # ``name`` is what PyYAML's own messages cite
