@@ -19,16 +19,15 @@ import without_inspect
 from shared_runs import run_once
 
 from hbpsych_utils import study
+from hbpsych_utils.__main__ import without_iri_grammar
 from hbpsych_utils.core import paths
 from hbpsych_utils.llm import load_registry
 
-NOT_IMPORTED = ("rfc3987_syntax",)
-"""Modules no test process imports: jsonschema's optional IRI format checkers (rfc3987-syntax
-builds its Lark grammar at import, 1.2 s of every worker that imports nbformat or validates a
-payload). No schema validated here has an ``iri`` format: test_publish.py checks that every
-format of the publication schema has its checker without them."""
-for _name in NOT_IMPORTED:
-    sys.modules.setdefault(_name, None)  # type: ignore[assignment]  # ``import`` raises ImportError
+# No test process imports jsonschema's IRI grammar, as no `run` or `book` process does
+# (rfc3987-syntax builds its Lark grammar at import, 1.2 s of every worker that imports nbformat
+# or validates a payload). No schema validated here has an ``iri`` format: test_publish.py
+# checks that every format of the publication schema has its checker without it.
+without_iri_grammar()
 
 pytest_plugins = ["slow_guard", "xdist_groups", "pytester"]
 """A test that starts a kernel, a subprocess or a server fails unless marked slow; under xdist,

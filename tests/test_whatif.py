@@ -162,7 +162,6 @@ def test_compare_counts_moves_among_the_models_both_rank() -> None:
     assert move.reversals is None
 
 
-
 def test_tau_is_scipys_kendall_tau_b_bit_for_bit(paper) -> None:
     """The what-if counts τ-b's pairs itself: the very float scipy gives, on every order the
     released matrices' what-if compares and on random orders with and without ties."""
