@@ -29,11 +29,16 @@ case "${HBPSYCH_EXTRAS:-}" in
 esac
 
 _has_pkg() {
+  # Found, not imported: importing papermill alone costs a second of CPU before every run and
+  # every test session; an installed package that fails to import says so when it is used.
   "$1" - "$_here" <<'PY' >/dev/null 2>&1
 import sys, pathlib
-import hbpsych_utils, papermill, pytest  # noqa: F401
+from importlib.util import find_spec
+specs = [find_spec(name) for name in ("hbpsych_utils", "papermill", "pytest")]
+if None in specs or specs[0].origin is None:
+    sys.exit(1)
 root = pathlib.Path(sys.argv[1]).resolve()
-sys.exit(0 if pathlib.Path(hbpsych_utils.__file__).resolve().parent.parent == root else 1)
+sys.exit(0 if pathlib.Path(specs[0].origin).resolve().parent.parent == root else 1)
 PY
 }
 
