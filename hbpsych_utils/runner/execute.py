@@ -15,6 +15,8 @@ A kernel's own error stream (its logging and what C code prints; a cell's output
 the kernel's sockets instead) reaches the terminal through this process, each line named by its
 notebook and cleaned of API keys, until Ctrl-C: then the runner's one line says what stopped,
 and what the stopping kernels print about their closing sockets is dropped.
+
+A kernel ends without the interpreter's last garbage collections (:data:`KERNEL_EXIT_LINE`).
 """
 
 from __future__ import annotations
@@ -258,6 +260,8 @@ class NotebookWatch:
 
             async def start_kernel(self, **kw: Any) -> None:  # type: ignore[override]
                 kw["env"] = {**kw.get("env", os.environ), **extra}
+                kw["extra_arguments"] = [*kw.get("extra_arguments", ()),
+                                         f"--IPKernelApp.exec_lines={KERNEL_EXIT_LINE}"]
                 if cwd is not None:
                     kw.setdefault("cwd", cwd)
                 # a pipe of our own, not PIPE: the provisioner closes the streams it made
@@ -278,6 +282,14 @@ class NotebookWatch:
                     await super()._async_interrupt_kernel()
 
         return WatchedKernelManager
+
+
+KERNEL_EXIT_LINE = ("import hbpsych_utils.__main__ as _hb_main; "
+                    "_hb_main.without_exit_collections(); del _hb_main")
+"""Run by every kernel as it starts (IPython's ``exec_lines``, outside the notebook and its
+history): the kernel's exit skips the interpreter's last garbage collections. A chapter's
+kernel then stops in about 0.1 s instead of 0.5 s (most of it spent walking pandas' and
+matplotlib's objects), which the runner waits for after every notebook."""
 
 
 def _stderr_write(text: str) -> None:
