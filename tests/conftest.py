@@ -19,7 +19,7 @@ import without_inspect
 from shared_runs import run_once
 
 from hbpsych_utils import study
-from hbpsych_utils.__main__ import without_iri_grammar
+from hbpsych_utils.__main__ import without_exit_collections, without_iri_grammar
 from hbpsych_utils.core import paths
 from hbpsych_utils.llm import load_registry
 
@@ -28,6 +28,9 @@ from hbpsych_utils.llm import load_registry
 # or validates a payload). No schema validated here has an ``iri`` format: test_publish.py
 # checks that every format of the publication schema has its checker without it.
 without_iri_grammar()
+# Nor does a test process walk all its objects once more as it exits (a second or more of CPU
+# per worker at the end of every session), as no `run` process or chapter kernel does.
+without_exit_collections()
 
 pytest_plugins = ["slow_guard", "xdist_groups", "pytester"]
 """A test that starts a kernel, a subprocess or a server fails unless marked slow; under xdist,
