@@ -144,10 +144,11 @@ def server_command(model_path: Path, port: int, *, python: str = sys.executable,
     - ``n_batch``: prompt tokens per evaluation, llama.cpp's ``n_batch`` and ``n_ubatch``
       (None: the server's 512). Every state the prompt cache keeps carries a copy of a score
       buffer of ``n_batch`` x vocabulary floats (100 MB at 512 for SmolLM2, whose vocabulary
-      is 49,152) beside the prompt's keys and values (about 23 MB for 1,000 tokens), so a smaller
+      is 49,152) beside the prompt's keys and values (about 21 MB for 1,000 tokens), so a smaller
       batch lets the cache hold several times more prompts in the same memory. On one thread a
-      grader prompt costs the same CPU at 128 tokens a batch as at 512 (within the noise of
-      repeated measurements); at 64 it costs some 8% more."""
+      grader prompt costs within some 3% the same CPU at 128 tokens a batch as at 512; at 64
+      some 8% more. The prompt is evaluated in other pieces, so, as with flash attention, a
+      reply may differ in its last digits from one at the default batch."""
     cmd = [python, "-m", "llama_cpp.server", "--model", str(model_path), "--host", HOST,
            "--port", str(port), "--chat_format", chat_format, "--n_ctx", str(n_ctx),
            "--model_alias", alias, "--seed", str(seed), "--verbose", "False"]
