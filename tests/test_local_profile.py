@@ -26,9 +26,10 @@ JUDGE = "smollm2-135m-instruct"
 # The server's prompt cache counts a prompt's keys and values (21 MB for 1,000 tokens of
 # SmolLM2-135M) and keeps beside each a copy of a score buffer of the batch's size: 100 MB at
 # llama.cpp's 512 tokens a batch, 25 MB at 128, which costs a grader prompt no more CPU. With 128,
-# 1.25 GB holds every prompt of the run (its 06, 07 and 16 states come to about 0.98 GB; some
-# 2.5 GB in memory with the score copies), so chapter 16's repeats and the flip benchmark's
-# calls are restored from the state 07 left, whichever four items 16 draws.
+# 1.25 GB holds every prompt of the run (its 06, 07 and 16 states come to about 0.98 GB; the
+# server peaked at 3.3 GB in memory with the score copies, against 2.4 GB with 256 MB at 512),
+# so chapter 16's repeats and the flip benchmark's calls are restored from the states 07 left,
+# whichever four items 16 draws (docs/testing.md has the measurements).
 PROMPT_BATCH = 128
 PROMPT_CACHE_BYTES = 5 << 28
 
