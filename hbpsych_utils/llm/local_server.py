@@ -214,8 +214,7 @@ def local_server(model_path: Path | None = None, *, port: int | None = None,
                  n_ctx: int = 2048, n_threads: int | None = None, alias: str = MODEL_ALIAS,
                  startup_timeout: float = 120.0, log_dir: Path | None = None,
                  flash_attn: bool = False, logits_all: bool = True,
-                 prompt_cache_bytes: int = 0, n_batch: int | None = None
-                 ) -> Iterator[LocalServer]:
+                 prompt_cache_bytes: int = 0, n_batch: int | None = None) -> Iterator[LocalServer]:
     """Start llama-cpp-python's server, wait until /v1/models answers, yield it, then stop it.
 
     The server binds 127.0.0.1 only. Its output goes to a log file (named in every error) rather
