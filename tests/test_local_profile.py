@@ -23,12 +23,15 @@ from hbpsych_utils.core import config
 from hbpsych_utils.llm import local_server
 
 JUDGE = "smollm2-135m-instruct"
-# The server's prompt cache counts a grader prompt's keys and values, about 23 MB (SmolLM2-135M,
-# ~1,000 tokens), but also holds a 100 MB copy of its score buffer: 256 MB keeps the last ten or
-# so prompts (about 1.3 GB in memory), enough for the flip benchmark to find the four items
-# chapter 16 graded just before it. Chapter 16's own repeats would need all of chapter 07's
-# forty prompts held (about 5 GB), so they are evaluated anew.
-PROMPT_CACHE_BYTES = 256 << 20
+# The server's prompt cache counts a prompt's keys and values (21 MB for 1,000 tokens of
+# SmolLM2-135M) and keeps beside each a copy of a score buffer of the batch's size: 100 MB at
+# llama.cpp's 512 tokens a batch, 25 MB at 128, which costs a grader prompt no more CPU. With 128,
+# 1.25 GB holds every prompt of the run (its 06, 07 and 16 states come to about 0.98 GB; the
+# server peaked at 3.3 GB in memory with the score copies, against 2.4 GB with 256 MB at 512),
+# so chapter 16's repeats and the flip benchmark's calls are restored from the states 07 left,
+# whichever four items 16 draws (docs/testing.md has the measurements).
+PROMPT_BATCH = 128
+PROMPT_CACHE_BYTES = 5 << 28
 
 pytestmark = [pytest.mark.local_model, pytest.mark.notebook, pytest.mark.slow,
               # the real model's run takes 4 to 8 minutes on two cores that another test
@@ -55,7 +58,8 @@ def server(mirror: Path) -> Iterator[local_server.LocalServer]:
     # Scores for the sampled token only (no prompt log-probabilities are asked for), and a
     # prompt cache, so chapter 16's repeats and the flip benchmark's are restored, not evaluated
     with local_server.local_server(n_threads=1, flash_attn=True, logits_all=False,
-                                   prompt_cache_bytes=PROMPT_CACHE_BYTES) as running:
+                                   prompt_cache_bytes=PROMPT_CACHE_BYTES,
+                                   n_batch=PROMPT_BATCH) as running:
         yield running
 
 

@@ -82,13 +82,15 @@ def test_server_command_binds_loopback_with_the_chat_format(tmp_path):
     assert args["--n_ctx"] == "1024"
     assert args["--n_threads"] == "2"
     # off unless asked: the server docs/ measured
-    assert not {"--flash_attn", "--logits_all", "--cache", "--cache_size"} & set(args)
+    assert not {"--flash_attn", "--logits_all", "--cache", "--cache_size", "--n_batch",
+                "--n_ubatch"} & set(args)
     lean = ls.server_command(tmp_path / "m.gguf", 4321, python="py", seed=0, flash_attn=True,
-                             logits_all=False, prompt_cache_bytes=1 << 30)
+                             logits_all=False, prompt_cache_bytes=1 << 30, n_batch=128)
     lean_args = dict(zip(lean[3::2], lean[4::2], strict=True))
     assert lean_args["--flash_attn"] == "True" and lean_args["--logits_all"] == "False"
     assert (lean_args["--cache"], lean_args["--cache_type"], lean_args["--cache_size"]) == (
         "True", "ram", str(1 << 30))
+    assert (lean_args["--n_batch"], lean_args["--n_ubatch"]) == ("128", "128")
 
 
 # ---------------------------------------------------------------------------------------------
