@@ -18,7 +18,7 @@ CYCLE = """\
 import pathlib
 class _Cycle:
     def __init__(self, path):
-        self.write, self.me = pathlib.Path(path).write_text, self  # a cycle: only a collection frees it
+        self.write, self.me = pathlib.Path(path).write_text, self  # freed by a collection only
     def __del__(self):
         self.write("finalised")
 keep = _Cycle({path!r})"""
