@@ -28,3 +28,15 @@ def tree(path: Path) -> ast.Module:
 @functools.cache
 def _parse(path: Path, mtime_ns: int, size: int) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s tree, in ``ast.walk``'s order: walked once per tree, as the
+    shape tests go over each module's nodes many times (walking them was most of their time once
+    the trees were parsed once)."""
+    return _walk(tree(path))
+
+
+@functools.cache
+def _walk(module: ast.Module) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(module))

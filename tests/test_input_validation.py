@@ -188,7 +188,7 @@ def test_no_yaml_is_read_outside_the_strict_loader() -> None:
             # a file whose text never says "yaml" has no ``yaml.<name>`` node: not walked
             if path.name == "yaml_loader.py" or "yaml" not in path.read_text(encoding="utf-8"):
                 continue
-            for node in ast.walk(source_trees.tree(path)):
+            for node in source_trees.nodes(path):
                 if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                         and node.value.id == "yaml" and "load" in node.attr):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: yaml.{node.attr}")

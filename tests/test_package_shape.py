@@ -146,7 +146,7 @@ def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     out = set()
-    for node in ast.walk(source_trees.tree(path)):
+    for node in source_trees.nodes(path):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name in modules}
         elif isinstance(node, ast.ImportFrom):
@@ -280,10 +280,10 @@ def model_ids() -> set[str]:
     return set(registry["models"]) | {m["api_model"] for m in registry["models"].values()}
 
 
-def string_literals(source: str | ast.Module) -> set[str]:
-    parsed = ast.parse(source) if isinstance(source, str) else source
-    return {n.value for n in ast.walk(parsed)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+def string_literals(source: str | Path) -> set[str]:
+    """The string constants of Python ``source``, or of the module at a path."""
+    found = source_trees.nodes(source) if isinstance(source, Path) else ast.walk(ast.parse(source))
+    return {n.value for n in found if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
 def test_model_ids_only_in_the_constants_module() -> None:
@@ -291,7 +291,7 @@ def test_model_ids_only_in_the_constants_module() -> None:
     assert ids & string_literals(CONSTANTS.read_text(encoding="utf-8")), "study.py names models"
     offenders = {}
     for path in PACKAGE.rglob("*.py"):
-        if path != CONSTANTS and (found := ids & string_literals(source_trees.tree(path))):
+        if path != CONSTANTS and (found := ids & string_literals(path)):
             offenders[str(path.relative_to(ROOT))] = sorted(found)
     for nb in NOTEBOOKS:
         cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]

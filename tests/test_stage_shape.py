@@ -6,7 +6,7 @@ the interval level (a caller that forgets one is an error, not the study's value
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import source_trees
@@ -39,8 +39,8 @@ def chapter_files() -> list[Path]:
                   and p.relative_to(STAGES).parts[0][1:3].isdigit())
 
 
-def functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
-    for node in ast.walk(tree):
+def functions(nodes: Iterable[ast.AST]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             yield node
 
@@ -65,7 +65,7 @@ def problems(source: str, where: str = "") -> list[str]:
         if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in (
                 "unavailable", "isinstance"):
             found.append(f"{where}:{node.lineno}: {ast.unparse(node.func)}(...)")
-    for fn in functions(tree):
+    for fn in functions(ast.walk(tree)):
         if is_resolver(fn):
             continue
         for node in ast.walk(fn):
@@ -105,7 +105,7 @@ def test_every_chapter_with_modes_has_one_resolver() -> None:
         files = [p for p in chapter_files() if p.relative_to(STAGES).parts[0].startswith(
             f"s{name}")]
         resolvers = [fn.name for p in files
-                     for fn in functions(source_trees.tree(p))
+                     for fn in functions(source_trees.nodes(p))
                      if is_resolver(fn)]
         assert len(resolvers) == (1 if graph.spec(name).modes else len(resolvers)), (
             name, resolvers)
@@ -126,10 +126,10 @@ def test_a_profile_has_one_n_resamples_beside_seed_and_ci_level() -> None:
     assert {"seed", "ci_level", "n_resamples"} <= set(fields)
 
 
-def defaults(tree: ast.AST) -> Iterator[tuple[int, str, str]]:
+def defaults(nodes: Iterable[ast.AST]) -> Iterator[tuple[int, str, str]]:
     """(line, function, parameter) of every parameter named in ``NO_DEFAULT`` that has a
-    default, in every function and lambda of ``tree``."""
-    for node in ast.walk(tree):
+    default, in every function and lambda among a tree's ``nodes``."""
+    for node in nodes:
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             continue
         a = node.args
@@ -144,16 +144,16 @@ def defaults(tree: ast.AST) -> Iterator[tuple[int, str, str]]:
 def test_the_checker_finds_a_default_for_the_judges_the_seed_or_the_level() -> None:
     source = ("def a(x, seed=0):\n    pass\ndef b(*, judges=None, n=1):\n    pass\n"
               "def c(level):\n    pass\nf = lambda level=0.9: level\n")
-    assert sorted(defaults(ast.parse(source))) == [(1, "a", "seed"), (3, "b", "judges"),
+    assert sorted(defaults(ast.walk(ast.parse(source)))) == [(1, "a", "seed"), (3, "b", "judges"),
                                                    (7, "lambda", "level")]
 
 
 def test_no_function_of_the_package_defaults_the_judges_the_seed_or_the_level() -> None:
     found = [f"{path.relative_to(PACKAGE)}:{line}: {fn}({arg}=...)"
              for path in sorted(PACKAGE.rglob("*.py"))
-             for line, fn, arg in defaults(source_trees.tree(path))
+             for line, fn, arg in defaults(source_trees.nodes(path))
              if f"{path.relative_to(PACKAGE)}:{fn}" not in ENTRY_POINTS]
     assert found == []
     entry = {f"{path.relative_to(PACKAGE)}:{fn}" for path in sorted(PACKAGE.rglob("*.py"))
-             for _, fn, _ in defaults(source_trees.tree(path))}
+             for _, fn, _ in defaults(source_trees.nodes(path))}
     assert set(ENTRY_POINTS) <= entry  # each exemption still has a default to explain
